@@ -1,0 +1,34 @@
+# The README's two commands. Each does the whole set-up: Debian packages (only those missing),
+# configure, build; then its job. PRESET picks a CMakePresets.json preset (release, debug, cuda).
+PRESET ?= release
+BUILD  := build/$(PRESET)
+JOBS   ?= $(shell nproc)
+OUT    ?= out
+
+.PHONY: all deps configure build demo test dash clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@mkdir -p build
+	@cmake --preset $(PRESET) >$(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
+	@grep 'scalelab:' $(BUILD).configure.log | sed 's/^-- //'
+
+build: configure
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+# The main job: single-device training on Fashion-MNIST, priced on a simulated A100.
+demo: build
+	@mkdir -p $(OUT)
+	$(BUILD)/scalelab train --strategy single --device sim --hw a100-nvlink-8 \
+	  --model mlp:784-256-128-10 --epochs 2 --batch 128 \
+	  --trace $(OUT)/single.trace.json --json $(OUT)/single.json
+
+test: build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900
+
+clean:
+	rm -rf build $(OUT)

@@ -1,0 +1,147 @@
+// scalelab: run a training strategy on cpu, cuda or simulated devices, and benchmark the parts.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "apps/scalelab/bench.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "core/run/train.h"
+#include "strategies/strategy.h"
+
+using namespace scalelab;
+
+namespace {
+
+// A bar redrawn in place on a terminal; a plain line every 10% otherwise (logs, CI, pipes).
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+
+  void operator()(const Progress& p) {
+    if (quiet_) return;
+    const double frac = p.total ? static_cast<double>(p.step) / static_cast<double>(p.total) : 1.0;
+    if (p.accuracy >= 0) last_accuracy_ = p.accuracy;
+    auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(p.step) / elapsed : 0;
+    char acc[32] = "";
+    if (last_accuracy_ >= 0) std::snprintf(acc, sizeof acc, "  test acc %.4f", last_accuracy_);
+    if (tty_) {
+      if (p.step != p.total && now - last_draw_ < std::chrono::milliseconds(100) && p.accuracy < 0) return;
+      last_draw_ = now;
+      const int width = 30, filled = static_cast<int>(frac * width);
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.resize(width, '.');
+      std::fprintf(stderr, "\r[%s] %lld/%lld  epoch %lld/%lld  loss %.4f%s  %.0f steps/s ", bar.c_str(),
+                   static_cast<long long>(p.step), static_cast<long long>(p.total), static_cast<long long>(p.epoch),
+                   static_cast<long long>(p.epochs), p.loss, acc, rate);
+      if (p.step == p.total) std::fprintf(stderr, "\n");
+    } else {
+      const int decile = static_cast<int>(frac * 10);
+      if (decile == last_decile_ && p.step != p.total) return;
+      last_decile_ = decile;
+      std::fprintf(stderr, "step %lld/%lld (%3.0f%%)  epoch %lld/%lld  loss %.4f%s\n", static_cast<long long>(p.step),
+                   static_cast<long long>(p.total), frac * 100, static_cast<long long>(p.epoch),
+                   static_cast<long long>(p.epochs), p.loss, acc);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool quiet_, tty_;
+  int last_decile_ = -1;
+  double last_accuracy_ = -1;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_draw_{};
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"scalelab: run and watch how neural-network training is scaled across GPUs"};
+  app.require_subcommand(1);
+
+  TrainConfig c;
+  std::string device_name = "cpu";
+  bool quiet = false;
+  auto* train_cmd = app.add_subcommand("train", "train a model with a strategy and print a summary");
+  train_cmd->add_option("--strategy", c.strategy, "single (see `scalelab strategies`)")->capture_default_str();
+  train_cmd->add_option("--device", device_name, "cpu | sim | cuda")->capture_default_str();
+  train_cmd->add_option("--hw", c.hw, "hardware profile for --device sim (see `scalelab profiles`)");
+  train_cmd->add_option("--devices", c.devices, "number of devices")->capture_default_str();
+  train_cmd->add_flag("--dry-run", c.dry_run, "sim only: shapes and times, no numerics");
+  train_cmd->add_option("--model", c.model, "mlp:IN-HIDDEN...-CLASSES")->capture_default_str();
+  train_cmd->add_option("--dataset", c.dataset, "fashion-mnist | synthetic")->capture_default_str();
+  train_cmd->add_option("--data-dir", c.data_dir, "directory of the Fashion-MNIST IDX files");
+  auto* epochs_opt = train_cmd->add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
+  train_cmd->add_option("--steps", c.steps, "number of steps (instead of --epochs)")->excludes(epochs_opt);
+  train_cmd->add_option("--batch", c.batch, "global batch size")->capture_default_str();
+  train_cmd->add_option("--optimizer", c.optimizer.kind, "sgd | adam")->capture_default_str();
+  auto* lr_opt = train_cmd->add_option("--lr", c.optimizer.lr, "learning rate (default 0.03 for sgd, 0.001 for adam)");
+  train_cmd->add_option("--momentum", c.optimizer.momentum, "sgd momentum")->capture_default_str();
+  train_cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->capture_default_str();
+  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->capture_default_str();
+  train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto)");
+  train_cmd->add_option("--json", c.json_path, "write the summary as JSON");
+  train_cmd->add_flag("--quiet", quiet, "no progress bar");
+
+  auto* bench_cmd = app.add_subcommand("bench", "benchmarks that print their bound next to the figure");
+  bench_cmd->require_subcommand(1);
+  BenchComputeOptions bc;
+  auto* compute_cmd = bench_cmd->add_subcommand("compute", "training step GFLOP/s vs OpenBLAS sgemm, same shapes");
+  compute_cmd->add_option("--model", bc.model)->capture_default_str();
+  compute_cmd->add_option("--batch", bc.batch)->capture_default_str();
+  compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  compute_cmd->add_option("--json", bc.json_path, "write the figures as JSON");
+
+  auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
+  auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "[cli] " << e.what() << " — see `scalelab " << (argc > 1 ? argv[1] : "") << " --help`\n";
+    return 2;
+  }
+
+  try {
+    if (*train_cmd) {
+      c.device = parse_device_kind(device_name);
+      if (!*lr_opt && c.optimizer.kind == "adam") c.optimizer.lr = 1e-3f;
+      EventBus bus;
+      ProgressPrinter printer(quiet);
+      TrainResult r = train(c, bus, [&](const Progress& p) { printer(p); });
+      std::cout << format_summary(r);
+      if (!c.trace_path.empty()) std::cout << "  trace           " << c.trace_path << " (open in https://ui.perfetto.dev)\n";
+      if (!c.json_path.empty()) std::cout << "  json            " << c.json_path << "\n";
+      return 0;
+    }
+    if (*compute_cmd) return bench_compute(bc);
+    if (*profiles_cmd) {
+      for (const auto& name : list_profiles()) {
+        HardwareProfile p = load_profile(name);
+        std::printf("%-18s %3d × %-26s %s\n", name.c_str(), p.device_count(), p.device_model.c_str(), p.description.c_str());
+      }
+      return 0;
+    }
+    if (*strategies_cmd) {
+      for (const auto& s : strategy_registry()) std::printf("%-16s %s\n", s.name.c_str(), s.summary.c_str());
+      return 0;
+    }
+  } catch (const UsageError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

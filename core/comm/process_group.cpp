@@ -1,0 +1,313 @@
+#include "core/comm/process_group.h"
+
+#include <algorithm>
+
+#include "core/device/device.h"
+#include "core/error.h"
+
+namespace scalelab {
+
+// ---------------------------------------------------------------------------------------------
+// Work
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ProcessGroup
+
+namespace {
+thread_local const ProcessGroup* current_worker_group = nullptr;
+
+std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "an undefined tensor"; }
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int size, CommOptions options)
+    : rank_(rank), size_(size), options_(options) {
+  if (size < 1) throw UsageError("comm", "the world size must be ≥ 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size)
+    throw UsageError("comm", "rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+int64_t ProcessGroup::steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::shared_ptr<Work> ProcessGroup::run_async(std::function<void()> call) {
+  auto work = std::make_shared<Work>();
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    queue_.emplace_back(std::move(call), work);
+  }
+  queue_cv_.notify_all();
+  return work;
+}
+
+void ProcessGroup::worker_loop() {
+  current_worker_group = this;
+  for (;;) {
+    std::pair<std::function<void()>, std::shared_ptr<Work>> item;
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      item = std::move(queue_.front());
+    }
+    std::exception_ptr error;
+    try {
+      item.first();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      queue_.pop_front();  // popped only now, so drain_queue() sees the running call as pending
+    }
+    queue_cv_.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(item.second->mutex_);
+      item.second->done_ = true;
+      item.second->error_ = error;
+    }
+    item.second->cv_.notify_all();
+  }
+}
+
+void ProcessGroup::drain_queue() {
+  if (current_worker_group == this) return;  // a queued call issuing a collective runs it in order
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  queue_cv_.wait(lock, [&] { return queue_.empty(); });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+  return run_async([this, t, op] { all_reduce(t, t, op); });
+}
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) {
+  return run_async([this, in, out, op] { reduce_scatter(in, out, op); });
+}
+std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& in, const Tensor& out) {
+  return run_async([this, in, out] { all_gather(in, out); });
+}
+std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& t, int root) {
+  return run_async([this, t, root] { broadcast(t, root); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks: the same clear error from every backend.
+
+namespace {
+
+void check_defined(const Tensor& t, Collective c, const char* what) {
+  if (!t.defined())
+    throw Error("comm", std::string(collective_name(c)) + ": " + what + " is undefined — allocate it on this rank's device");
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, Collective c) {
+  if (a.dtype() != b.dtype())
+    throw Error("comm", std::string(collective_name(c)) + ": input " + describe(a) + " and output " + describe(b) +
+                            " differ in dtype — cast one of them");
+}
+
+void check_reducible(const Tensor& t, Collective c) {
+  if (t.dtype() == DType::i32)
+    throw Error("comm", std::string(collective_name(c)) + ": reductions take f32, f16 or bf16, got " + describe(t));
+}
+
+}  // namespace
+
+void ProcessGroup::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_defined(in, Collective::all_reduce, "input");
+  check_defined(out, Collective::all_reduce, "output");
+  check_same_dtype(in, out, Collective::all_reduce);
+  check_reducible(in, Collective::all_reduce);
+  if (in.numel() != out.numel())
+    throw Error("comm", "all_reduce: input " + describe(in) + " and output " + describe(out) + " differ in size");
+  collective({Collective::all_reduce, op, &in, &out}, in.nbytes());
+}
+
+void ProcessGroup::broadcast(const Tensor& t, int root) {
+  check_defined(t, Collective::broadcast, "tensor");
+  if (root < 0 || root >= size_)
+    throw Error("comm", "broadcast: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
+  collective({Collective::broadcast, ReduceOp::sum, &t, &t, root}, t.nbytes());
+}
+
+void ProcessGroup::reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op) {
+  check_defined(in, Collective::reduce, "input");
+  if (root < 0 || root >= size_)
+    throw Error("comm", "reduce: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
+  check_reducible(in, Collective::reduce);
+  if (rank_ == root) {
+    check_defined(out, Collective::reduce, "output on the root");
+    check_same_dtype(in, out, Collective::reduce);
+    if (in.numel() != out.numel())
+      throw Error("comm", "reduce: input " + describe(in) + " and output " + describe(out) + " differ in size");
+  }
+  collective({Collective::reduce, op, &in, rank_ == root ? &out : nullptr, root}, in.nbytes());
+}
+
+void ProcessGroup::all_gather(const Tensor& in, const Tensor& out) {
+  check_defined(in, Collective::all_gather, "input");
+  check_defined(out, Collective::all_gather, "output");
+  check_same_dtype(in, out, Collective::all_gather);
+  if (out.numel() != in.numel() * size_)
+    throw Error("comm", "all_gather: the output must hold world size × input = " + std::to_string(size_) + " × " +
+                            std::to_string(in.numel()) + " elements, got " + describe(out));
+  collective({Collective::all_gather, ReduceOp::sum, &in, &out}, out.nbytes());
+}
+
+void ProcessGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_defined(in, Collective::reduce_scatter, "input");
+  check_defined(out, Collective::reduce_scatter, "output");
+  check_same_dtype(in, out, Collective::reduce_scatter);
+  check_reducible(in, Collective::reduce_scatter);
+  if (in.numel() != out.numel() * size_)
+    throw Error("comm", "reduce_scatter: the input must hold world size × output = " + std::to_string(size_) +
+                            " × " + std::to_string(out.numel()) + " elements, got " + describe(in));
+  collective({Collective::reduce_scatter, op, &in, &out}, in.nbytes());
+}
+
+void ProcessGroup::scatter(const Tensor& in, const Tensor& out, int root) {
+  check_defined(out, Collective::scatter, "output");
+  if (root < 0 || root >= size_)
+    throw Error("comm", "scatter: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
+  if (rank_ == root) {
+    check_defined(in, Collective::scatter, "input on the root");
+    check_same_dtype(in, out, Collective::scatter);
+    if (in.numel() != out.numel() * size_)
+      throw Error("comm", "scatter: the root's input must hold world size × output = " + std::to_string(size_) +
+                              " × " + std::to_string(out.numel()) + " elements, got " + describe(in));
+  }
+  collective({Collective::scatter, ReduceOp::sum, rank_ == root ? &in : nullptr, &out, root}, out.nbytes() * size_);
+}
+
+void ProcessGroup::gather(const Tensor& in, const Tensor& out, int root) {
+  check_defined(in, Collective::gather, "input");
+  if (root < 0 || root >= size_)
+    throw Error("comm", "gather: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
+  if (rank_ == root) {
+    check_defined(out, Collective::gather, "output on the root");
+    check_same_dtype(in, out, Collective::gather);
+    if (out.numel() != in.numel() * size_)
+      throw Error("comm", "gather: the root's output must hold world size × input = " + std::to_string(size_) +
+                              " × " + std::to_string(in.numel()) + " elements, got " + describe(out));
+  }
+  collective({Collective::gather, ReduceOp::sum, &in, rank_ == root ? &out : nullptr, root}, in.nbytes() * size_);
+}
+
+void ProcessGroup::send(const Tensor& t, int peer) {
+  check_defined(t, Collective::send, "tensor");
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw Error("comm", "send: peer " + std::to_string(peer) + " must be another rank in [0, " +
+                            std::to_string(size_) + ")");
+  collective({Collective::send, ReduceOp::sum, &t, nullptr, peer}, t.nbytes());
+}
+
+void ProcessGroup::recv(const Tensor& t, int peer) {
+  check_defined(t, Collective::recv, "tensor");
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw Error("comm", "recv: peer " + std::to_string(peer) + " must be another rank in [0, " +
+                            std::to_string(size_) + ")");
+  collective({Collective::recv, ReduceOp::sum, nullptr, &t, peer}, t.nbytes());
+}
+
+void ProcessGroup::barrier() { collective({Collective::barrier}, 0); }
+
+// ---------------------------------------------------------------------------------------------
+// Timing and events: the same for every backend and every kind of device.
+
+void ProcessGroup::collective(Call call, int64_t payload) {
+  drain_queue();
+  Device* dev = device_;
+  for (const Tensor* t : {call.in, call.out})
+    if (t && t->defined() && t->device()) dev = t->device();
+  const bool point_to_point = call.op == Collective::send || call.op == Collective::recv;
+  std::vector<Chunk> chunks;
+  call.chunks = &chunks;
+  const int64_t seq = next_flow_++;
+
+  auto* sim = dev ? dynamic_cast<SimClock*>(&dev->clock()) : nullptr;
+  int64_t begin_ns = 0, end_ns = 0;
+  if (sim) {
+    // On sim the collective starts when the last rank arrives (its comm lane free and its
+    // inputs ready) and lasts what the cost model says; the numerics still run (unless dry run).
+    int64_t arrival = sim->lane_free_ns(Lane::comm);
+    for (const Tensor* t : {call.in, call.out})
+      if (t && t->defined()) arrival = std::max(arrival, t->ready_ns());
+    const int64_t start = point_to_point ? std::max(arrival, exchange_with(call.root, arrival)) : max_over_ranks(arrival);
+    if (dev->computes()) run(call);
+    const int per_node = sim->model().profile().devices_per_node;
+    const bool crosses = point_to_point && rank_ / per_node != call.root / per_node;
+    const double seconds = sim->model().collective_seconds(call.op, static_cast<double>(payload), size_, crosses);
+    const Interval when = sim->occupy(Lane::comm, start, seconds_to_ns(seconds));
+    begin_ns = when.begin_ns;
+    end_ns = when.end_ns;
+    // Lay the backend's steps evenly over the modelled interval: the order and bytes are real,
+    // the times are the model's.
+    const int64_t steps = static_cast<int64_t>(chunks.size());
+    for (int64_t i = 0; i < steps; ++i) {
+      chunks[i].begin_ns = begin_ns + (end_ns - begin_ns) * i / steps;
+      chunks[i].end_ns = begin_ns + (end_ns - begin_ns) * (i + 1) / steps;
+    }
+  } else {
+    const int64_t offset = dev ? dev->clock().now_ns() - steady_ns() : 0;
+    begin_ns = steady_ns() + offset;
+    run(call);
+    end_ns = steady_ns() + offset;
+    for (Chunk& c : chunks) {
+      c.begin_ns += offset;
+      c.end_ns += offset;
+    }
+  }
+  for (const Tensor* t : {call.in, call.out})
+    if (t && t->defined()) t->set_ready_ns(std::max(t->ready_ns(), end_ns));
+  if (!dev) return;
+
+  Event e;
+  e.lane = Lane::comm;
+  e.kind = collective_name(call.op);
+  e.name = tag_name_.empty() ? e.kind : tag_name_;
+  e.phase = Phase::comm;
+  e.bucket = tag_bucket_;
+  e.flow_id = point_to_point ? -1 : seq;
+  if (chunks.empty()) {
+    // One event; its bytes are what this rank sends, as nccl-tests counts bus bandwidth.
+    e.t_begin_ns = begin_ns;
+    e.t_end_ns = end_ns;
+    e.bytes = static_cast<int64_t>(static_cast<double>(payload) * busbw_factor(call.op, size_));
+    e.peer = point_to_point ? call.root : -1;
+    dev->record(e);
+  } else {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Event c = e;
+      c.name = e.name + " step " + std::to_string(i + 1) + "/" + std::to_string(chunks.size());
+      c.t_begin_ns = chunks[i].begin_ns;
+      c.t_end_ns = chunks[i].end_ns;
+      c.bytes = chunks[i].bytes;
+      c.peer = chunks[i].peer;
+      if (i > 0) c.flow_id = -1;  // one arrow per collective between the ranks, from its first step
+      dev->record(c);
+    }
+  }
+}
+
+}  // namespace scalelab

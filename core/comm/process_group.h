@@ -1,0 +1,130 @@
+#pragma once
+// One ProcessGroup, four backends (threads, shm, mpi, nccl). A strategy calls all_reduce on a
+// tensor and never asks which backend or which kind of device it runs on: the group times the
+// collective (measured on cpu and cuda, modelled on sim, where it starts when the last rank
+// arrives) and emits its events, one per chunk where the backend moves data in steps.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm/collective.h"
+#include "core/tensor.h"
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+// The handle of an asynchronous call. wait() rethrows what the call threw.
+class Work {
+ public:
+  void wait();
+  bool is_completed();
+
+ private:
+  friend class ProcessGroup;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+struct CommOptions {
+  // Every blocking wait gives up after this long, naming the ranks that never arrived.
+  std::chrono::milliseconds timeout{60000};
+};
+
+class ProcessGroup {
+ public:
+  ProcessGroup(int rank, int size, CommOptions options);
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommOptions& options() const { return options_; }
+  virtual const char* backend() const = 0;
+  // The device of this rank: where a barrier (which has no tensor) is timed and traced.
+  void set_device(class Device* device) { device_ = device; }
+
+  // Blocking collectives on tensors of this rank's device. `in` and `out` may be the same tensor
+  // (in place). Shapes: all_gather out = size × in; reduce_scatter in = size × out; scatter's in
+  // (root only) = size × out; gather's out (root only) = size × in; reduce's out is written on root.
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce(t, t, op); }
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  void broadcast(const Tensor& t, int root);
+  void reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op = ReduceOp::sum);
+  void all_gather(const Tensor& in, const Tensor& out);
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  void scatter(const Tensor& in, const Tensor& out, int root);
+  void gather(const Tensor& in, const Tensor& out, int root);
+  void send(const Tensor& t, int peer);
+  void recv(const Tensor& t, int peer);
+  void barrier();
+
+  // Asynchronous: queued on this rank's communication thread and run in call order (as a CUDA
+  // stream does), so every rank issues them in the same order. The caller keeps the tensors alive
+  // until wait() returns.
+  std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  std::shared_ptr<Work> all_gather_async(const Tensor& in, const Tensor& out);
+  std::shared_ptr<Work> broadcast_async(const Tensor& t, int root);
+  std::shared_ptr<Work> run_async(std::function<void()> call);
+
+  // Tags the events of the next collectives (the bucket of DDP, the name a strategy gives them).
+  void set_tag(std::string name, int bucket = -1) {
+    tag_name_ = std::move(name);
+    tag_bucket_ = bucket;
+  }
+
+ protected:
+  // One data-moving step of a collective, reported by a backend so the dashboard can draw it.
+  struct Chunk {
+    int peer = -1;
+    int64_t bytes = 0;
+    int64_t begin_ns = 0, end_ns = 0;  // measured on the rank's clock (wall ns); replaced on sim
+  };
+  struct Call {
+    Collective op;
+    ReduceOp reduce_op = ReduceOp::sum;
+    const Tensor* in = nullptr;
+    const Tensor* out = nullptr;
+    int root = -1;  // root of rooted collectives; the peer of send / recv
+    std::vector<Chunk>* chunks = nullptr;  // where a backend appends its steps (may stay empty)
+  };
+  // The backend's data movement. Throws Error("comm", ...) on failure or timeout.
+  virtual void run(const Call& call) = 0;
+  // The largest value over all ranks (for the simulated start: the last rank's arrival).
+  virtual int64_t max_over_ranks(int64_t value) = 0;
+  // Gives `value` to `peer` and returns the peer's (for the simulated start of send / recv).
+  virtual int64_t exchange_with(int peer, int64_t value) = 0;
+  // Wall time in ns on one steady clock, for backends to stamp their chunks.
+  static int64_t steady_ns();
+
+ private:
+  void collective(Call call, int64_t payload_bytes);
+  void worker_loop();
+  void drain_queue();  // blocking calls wait for queued asynchronous ones: one order per rank
+
+  class Device* device_ = nullptr;
+  int rank_, size_;
+  CommOptions options_;
+  std::string tag_name_;
+  int tag_bucket_ = -1;
+  int64_t next_flow_ = 0;
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Work>>> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace scalelab

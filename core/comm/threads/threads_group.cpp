@@ -1,0 +1,367 @@
+#include "core/comm/threads/threads_group.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "core/comm/reduce_kernels.h"
+#include "core/error.h"
+
+namespace scalelab {
+
+namespace {
+
+// What the ranks of one process share: the buffers each rank posts for the current collective,
+// a barrier that times out naming the ranks that never came, and mailboxes for send / recv.
+class World {
+ public:
+  World(int size, CommOptions options)
+      : size_(size), options_(options), passed_(static_cast<size_t>(size), 0), in_(size), out_(size), value_(size) {}
+
+  int size() const { return size_; }
+
+  // Every rank waits here until all have arrived. `what` names the collective and its step.
+  void arrive_and_wait(int rank, const std::string& what) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    throw_if_broken();
+    const int64_t generation = generation_;
+    ++passed_[static_cast<size_t>(rank)];
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    if (!cv_.wait_for(lock, options_.timeout, [&] { return generation_ != generation || !broken_.empty(); })) {
+      std::string missing;
+      for (int r = 0; r < size_; ++r)
+        if (passed_[static_cast<size_t>(r)] < passed_[static_cast<size_t>(rank)])
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      broken_ = "[comm] threads: rank " + std::to_string(rank) + " waited " + seconds(options_.timeout) + " in " +
+                what + " for rank(s) " + missing +
+                ", which never arrived — a rank died or skipped the collective; every rank must issue the same "
+                "collectives in the same order (raise --comm-timeout if the ranks are merely slow)";
+      cv_.notify_all();
+    }
+    throw_if_broken();
+  }
+
+  // The buffers of the current collective, posted by each rank before the first barrier.
+  void post(int rank, const void* in, void* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_[static_cast<size_t>(rank)] = in;
+    out_[static_cast<size_t>(rank)] = out;
+  }
+  const void* in(int rank) const { return in_[static_cast<size_t>(rank)]; }
+  void* out(int rank) const { return out_[static_cast<size_t>(rank)]; }
+  void set_value(int rank, int64_t v) { value_[static_cast<size_t>(rank)] = v; }
+  int64_t value(int rank) const { return value_[static_cast<size_t>(rank)]; }
+
+  // Rendezvous send: the message stays in the mailbox until the receiver has copied it.
+  struct Message {
+    const void* data = nullptr;
+    int64_t bytes = 0;
+    int64_t value = 0;
+    bool taken = false;
+  };
+  void send(int from, int to, Message* m, const std::string& what) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    throw_if_broken();
+    mailbox_[{from, to}].push_back(m);
+    cv_.notify_all();
+    wait_for(lock, [&] { return m->taken; }, from, to, what);
+  }
+  // Copies the oldest message from `from` into dst (or takes its value).
+  Message receive(int from, int to, void* dst, int64_t bytes, const std::string& what) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    throw_if_broken();
+    auto& box = mailbox_[{from, to}];
+    wait_for(lock, [&] { return !box.empty(); }, to, from, what);
+    Message* m = box.front();
+    box.pop_front();
+    if (dst && m->bytes != bytes) {
+      m->taken = true;
+      cv_.notify_all();
+      throw Error("comm", "threads: " + what + ": rank " + std::to_string(from) + " sent " + std::to_string(m->bytes) +
+                              " bytes but rank " + std::to_string(to) + " expects " + std::to_string(bytes) +
+                              " — post matching sizes on both sides");
+    }
+    if (dst && bytes > 0) std::memcpy(dst, m->data, static_cast<size_t>(bytes));
+    Message copy = *m;
+    m->taken = true;
+    cv_.notify_all();
+    return copy;
+  }
+
+ private:
+  template <typename Pred>
+  void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, int me, int peer, const std::string& what) {
+    if (!cv_.wait_for(lock, options_.timeout, [&] { return pred() || !broken_.empty(); })) {
+      broken_ = "[comm] threads: rank " + std::to_string(me) + " waited " + seconds(options_.timeout) + " in " +
+                what + " for rank " + std::to_string(peer) +
+                ", which never arrived — it died or never posted the matching send / recv";
+      cv_.notify_all();
+    }
+    throw_if_broken();
+  }
+  void throw_if_broken() const {
+    if (!broken_.empty()) throw Error("comm", broken_.substr(std::string("[comm] ").size()));
+  }
+  static std::string seconds(std::chrono::milliseconds ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(ms.count()) / 1000.0);
+    return buf;
+  }
+
+  const int size_;
+  const CommOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  int64_t generation_ = 0;
+  std::vector<int64_t> passed_;  // barriers each rank has entered: who is missing
+  std::string broken_;           // once a rank timed out, every later wait fails at once
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+  std::vector<int64_t> value_;
+  std::map<std::pair<int, int>, std::deque<Message*>> mailbox_;
+};
+
+// Element range of chunk c when `count` elements are cut into `parts` nearly equal pieces.
+struct Range {
+  int64_t first, count;
+};
+Range chunk_range(int64_t count, int parts, int c) {
+  const int64_t first = count * c / parts, last = count * (c + 1) / parts;
+  return {first, last - first};
+}
+
+class ThreadsGroup : public ProcessGroup {
+ public:
+  ThreadsGroup(std::shared_ptr<World> world, int rank, CommOptions options)
+      : ProcessGroup(rank, world->size(), options), world_(std::move(world)) {}
+  const char* backend() const override { return "threads"; }
+
+ protected:
+  void run(const Call& call) override {
+    const std::string what = collective_name(call.op);
+    switch (call.op) {
+      case Collective::all_reduce: return all_reduce_ring(call, what);
+      case Collective::broadcast: return broadcast_tree(call, what);
+      case Collective::reduce: return reduce_direct(call, what);
+      case Collective::all_gather: return all_gather_direct(call, what);
+      case Collective::reduce_scatter: return reduce_scatter_direct(call, what);
+      case Collective::scatter: return scatter_direct(call, what);
+      case Collective::gather: return gather_direct(call, what);
+      case Collective::send: {
+        World::Message m{call.in->raw(), call.in->nbytes()};
+        const int64_t t0 = steady_ns();
+        world_->send(rank(), call.root, &m, what);
+        call.chunks->push_back({call.root, call.in->nbytes(), t0, steady_ns()});
+        return;
+      }
+      case Collective::recv: {
+        const int64_t t0 = steady_ns();
+        world_->receive(call.root, rank(), call.out->raw(), call.out->nbytes(), what);
+        call.chunks->push_back({call.root, call.out->nbytes(), t0, steady_ns()});
+        return;
+      }
+      case Collective::barrier: world_->arrive_and_wait(rank(), what); return;
+    }
+  }
+
+  int64_t max_over_ranks(int64_t value) override {
+    world_->set_value(rank(), value);
+    world_->arrive_and_wait(rank(), "the start-time agreement of a collective");
+    int64_t m = value;
+    for (int r = 0; r < size(); ++r) m = std::max(m, world_->value(r));
+    world_->arrive_and_wait(rank(), "the start-time agreement of a collective");  // slots stay until all read
+    return m;
+  }
+
+  int64_t exchange_with(int peer, int64_t value) override {
+    // Both sides post first and then take, so neither waits on the other's take: no deadlock.
+    auto m = std::make_shared<World::Message>();
+    m->value = value;
+    std::thread poster;  // a send blocks until taken; post from a helper so this rank can receive
+    std::exception_ptr error;
+    poster = std::thread([&] {
+      try {
+        world_->send(rank(), peer, m.get(), "the start-time agreement of send / recv");
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+    int64_t theirs = 0;
+    try {
+      theirs = world_->receive(peer, rank(), nullptr, 0, "the start-time agreement of send / recv").value;
+    } catch (...) {
+      poster.join();
+      throw;
+    }
+    poster.join();
+    if (error) std::rethrow_exception(error);
+    return theirs;
+  }
+
+ private:
+  static const char* bytes_of(const void* p, int64_t elems, DType d) {
+    return static_cast<const char*>(p) + elems * dtype_size(d);
+  }
+  static char* bytes_of(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * dtype_size(d); }
+
+  // Ring all-reduce on the output buffers: n−1 reduce-scatter steps, in which each rank adds its
+  // left neighbour's partial sum of one chunk into its own, then n−1 all-gather steps, in which
+  // each rank copies a finished chunk from its left neighbour. After step s of the first phase,
+  // rank r holds the sum over s+2 ranks of chunk (r−s−1) mod n.
+  void all_reduce_ring(const Call& call, const std::string& what) {
+    const int n = size(), r = rank(), left = (r - 1 + n) % n;
+    const DType d = call.out->dtype();
+    const int64_t count = call.out->numel();
+    if (call.in->raw() != call.out->raw()) std::memcpy(call.out->raw(), call.in->raw(), static_cast<size_t>(call.out->nbytes()));
+    world_->post(r, nullptr, call.out->raw());
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    if (n == 1) return;
+    void* mine = call.out->raw();
+    const void* theirs = world_->out(left);
+    for (int s = 0; s < n - 1; ++s) {
+      const Range c = chunk_range(count, n, ((r - s - 1) % n + n) % n);
+      const int64_t t0 = steady_ns();
+      comm::reduce_into(bytes_of(mine, c.first, d), bytes_of(theirs, c.first, d), c.count, d, call.reduce_op);
+      call.chunks->push_back({left, c.count * dtype_size(d), t0, steady_ns()});
+      world_->arrive_and_wait(r, what + " (reduce-scatter step " + std::to_string(s + 1) + ")");
+    }
+    // Rank r now owns the finished chunk (r+1) mod n; averaging happens once, on the owner.
+    const Range own = chunk_range(count, n, (r + 1) % n);
+    comm::finish_avg(bytes_of(mine, own.first, d), own.count, d, call.reduce_op, n);
+    world_->arrive_and_wait(r, what + " (end of reduce-scatter)");
+    for (int s = 0; s < n - 1; ++s) {
+      const Range c = chunk_range(count, n, ((r - s) % n + n) % n);
+      const int64_t t0 = steady_ns();
+      std::memcpy(bytes_of(mine, c.first, d), bytes_of(theirs, c.first, d), static_cast<size_t>(c.count * dtype_size(d)));
+      call.chunks->push_back({left, c.count * dtype_size(d), t0, steady_ns()});
+      world_->arrive_and_wait(r, what + " (all-gather step " + std::to_string(s + 1) + ")");
+    }
+  }
+
+  // Binomial tree: in round j, the ranks that already have the data (relative rank < 2^j) give it
+  // to the rank 2^j further on. ⌈log2 n⌉ rounds instead of n−1.
+  void broadcast_tree(const Call& call, const std::string& what) {
+    const int n = size(), r = rank();
+    const int rel = (r - call.root + n) % n;
+    world_->post(r, nullptr, call.out->raw());
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    for (int dist = 1; dist < n; dist *= 2) {
+      if (rel >= dist && rel < 2 * dist) {
+        const int from = (call.root + rel - dist) % n;
+        const int64_t t0 = steady_ns();
+        std::memcpy(call.out->raw(), world_->out(from), static_cast<size_t>(call.out->nbytes()));
+        call.chunks->push_back({from, call.out->nbytes(), t0, steady_ns()});
+      }
+      world_->arrive_and_wait(r, what + " (tree round " + std::to_string(dist) + ")");
+    }
+  }
+
+  // The root reads every rank's input in rank order.
+  void reduce_direct(const Call& call, const std::string& what) {
+    const int n = size(), r = rank();
+    world_->post(r, call.in->raw(), call.out ? call.out->raw() : nullptr);
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    if (r == call.root) {
+      const DType d = call.in->dtype();
+      const int64_t count = call.in->numel();
+      void* out = call.out->raw();
+      if (n == 1) std::memmove(out, call.in->raw(), static_cast<size_t>(call.in->nbytes()));
+      for (int k = 1; k < n; ++k) {
+        const int64_t t0 = steady_ns();
+        if (k == 1) comm::reduce_pair(out, world_->in(0), world_->in(1), count, d, call.reduce_op);
+        else comm::reduce_into(out, world_->in(k), count, d, call.reduce_op);
+        call.chunks->push_back({k, call.in->nbytes(), t0, steady_ns()});
+      }
+      comm::finish_avg(out, count, d, call.reduce_op, n);
+    }
+    world_->arrive_and_wait(r, what + " (done)");  // inputs stay valid until the root has read them
+  }
+
+  // Each rank reduces its own block of everyone's input, in rank order.
+  void reduce_scatter_direct(const Call& call, const std::string& what) {
+    const int n = size(), r = rank();
+    const DType d = call.out->dtype();
+    const int64_t block = call.out->numel();
+    world_->post(r, call.in->raw(), call.out->raw());
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    void* out = call.out->raw();
+    if (n == 1) std::memmove(out, call.in->raw(), static_cast<size_t>(call.out->nbytes()));
+    for (int k = 1; k < n; ++k) {
+      const int64_t t0 = steady_ns();
+      if (k == 1)
+        comm::reduce_pair(out, bytes_of(world_->in(0), block * r, d), bytes_of(world_->in(1), block * r, d), block, d,
+                          call.reduce_op);
+      else
+        comm::reduce_into(out, bytes_of(world_->in(k), block * r, d), block, d, call.reduce_op);
+      call.chunks->push_back({k, block * dtype_size(d), t0, steady_ns()});
+    }
+    comm::finish_avg(out, block, d, call.reduce_op, n);
+    world_->arrive_and_wait(r, what + " (done)");
+  }
+
+  // Each rank copies every rank's input into its place in the output.
+  void all_gather_direct(const Call& call, const std::string& what) {
+    const int n = size(), r = rank();
+    const DType d = call.in->dtype();
+    const int64_t block = call.in->numel();
+    world_->post(r, call.in->raw(), call.out->raw());
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    for (int step = 0; step < n; ++step) {
+      const int k = (r + step) % n;  // own block first; then each peer's, starting with the next
+      const int64_t t0 = steady_ns();
+      std::memmove(bytes_of(call.out->raw(), block * k, d), world_->in(k), static_cast<size_t>(block * dtype_size(d)));
+      if (k != r) call.chunks->push_back({k, block * dtype_size(d), t0, steady_ns()});
+    }
+    world_->arrive_and_wait(r, what + " (done)");
+  }
+
+  void scatter_direct(const Call& call, const std::string& what) {
+    const int r = rank();
+    const DType d = call.out->dtype();
+    const int64_t block = call.out->numel();
+    world_->post(r, call.in ? call.in->raw() : nullptr, call.out->raw());
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    const int64_t t0 = steady_ns();
+    std::memmove(call.out->raw(), bytes_of(world_->in(call.root), block * r, d), static_cast<size_t>(call.out->nbytes()));
+    if (r != call.root) call.chunks->push_back({call.root, call.out->nbytes(), t0, steady_ns()});
+    world_->arrive_and_wait(r, what + " (done)");
+  }
+
+  void gather_direct(const Call& call, const std::string& what) {
+    const int n = size(), r = rank();
+    const DType d = call.in->dtype();
+    const int64_t block = call.in->numel();
+    world_->post(r, call.in->raw(), call.out ? call.out->raw() : nullptr);
+    world_->arrive_and_wait(r, what + " (posting buffers)");
+    if (r == call.root)
+      for (int k = 0; k < n; ++k) {
+        const int64_t t0 = steady_ns();
+        std::memmove(bytes_of(call.out->raw(), block * k, d), world_->in(k), static_cast<size_t>(call.in->nbytes()));
+        if (k != r) call.chunks->push_back({k, call.in->nbytes(), t0, steady_ns()});
+      }
+    world_->arrive_and_wait(r, what + " (done)");
+  }
+
+  std::shared_ptr<World> world_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<ProcessGroup>> make_threads_groups(int world_size, CommOptions options) {
+  if (world_size < 1) throw UsageError("comm", "--ranks must be ≥ 1, got " + std::to_string(world_size));
+  auto world = std::make_shared<World>(world_size, options);
+  std::vector<std::unique_ptr<ProcessGroup>> groups;
+  for (int r = 0; r < world_size; ++r) groups.push_back(std::make_unique<ThreadsGroup>(world, r, options));
+  return groups;
+}
+
+}  // namespace scalelab

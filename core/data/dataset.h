@@ -1,0 +1,64 @@
+#pragma once
+// Datasets live on the host as normalised floats; a Loader cuts them into batches in a seeded order.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace scalelab {
+
+struct Dataset {
+  std::string name;
+  int64_t count = 0;
+  int64_t features = 0;        // 784 for 28×28 images
+  int classes = 0;
+  std::vector<float> images;   // count × features (Fashion-MNIST: standardised pixels; see dataset.cpp)
+  std::vector<int32_t> labels; // count, in [0, classes)
+};
+
+struct DataSplit {
+  Dataset train;
+  Dataset test;
+};
+
+// IDX files (optionally .gz): the format of MNIST and Fashion-MNIST. Errors name the file and say
+// what is wrong: missing, bad magic number, truncated, counts that disagree.
+std::vector<float> read_idx_images(const std::string& path, int64_t* count, int64_t* rows, int64_t* cols);
+std::vector<int32_t> read_idx_labels(const std::string& path, int64_t* count);
+// train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-... in `dir`.
+DataSplit load_fashion_mnist(const std::string& dir);
+std::string default_fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
+
+// A learnable synthetic set: `classes` Gaussian clusters in `features` dimensions, from a seed.
+DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t features, int classes, uint64_t seed);
+
+// A batch on the host: x is batch × features, y holds the labels.
+struct HostBatch {
+  int64_t size = 0;
+  int64_t features = 0;
+  std::vector<float> x;
+  std::vector<int32_t> y;
+};
+
+// Iterates a dataset in batches. Each epoch's order is a permutation drawn from (seed, epoch),
+// so a run can resume mid-epoch and see the same order. drop_last drops the incomplete batch.
+class Loader {
+ public:
+  Loader(const Dataset& data, int64_t batch_size, uint64_t seed, bool shuffle = true, bool drop_last = true);
+  int64_t batches_per_epoch() const;
+  void set_epoch(int64_t epoch);  // draws that epoch's order
+  // Fills `out` with batch `index` of the current epoch.
+  void fill(int64_t index, HostBatch& out) const;
+  const std::vector<int64_t>& order() const { return order_; }
+  const Dataset& data() const { return data_; }
+  int64_t batch_size() const { return batch_size_; }
+
+ private:
+  const Dataset& data_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  bool shuffle_;
+  bool drop_last_;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace scalelab

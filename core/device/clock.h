@@ -1,0 +1,67 @@
+#pragma once
+// The clock of a device stamps each op with a begin and end time in ns since the run began.
+// Each lane (stream) runs one op at a time; an op starts when its lane is free and its inputs
+// are ready. The wall clock measures (cpu); the sim clock prices the op with a cost model.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "core/device/sim/cost_model.h"
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+struct Interval {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Runs `work` (the numerics) and returns when the op ran on `lane`, given that its inputs are
+  // ready at `ready_ns`.
+  virtual Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) = 0;
+  // The latest time anything on this device has reached: where memory samples are stamped.
+  virtual int64_t now_ns() const = 0;
+  virtual bool simulated() const = 0;
+};
+
+// Measured time: ops run synchronously on the calling thread and are timed with steady_clock.
+class WallClock : public Clock {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  explicit WallClock(time_point epoch = std::chrono::steady_clock::now()) : epoch_(epoch) {}
+  Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) override;
+  int64_t now_ns() const override;
+  bool simulated() const override { return false; }
+
+ private:
+  time_point epoch_;
+};
+
+// Modelled time: durations come from the cost model, so the same run gives the same times on any
+// machine. The numerics still run on the host (or not at all in a dry run).
+class SimClock : public Clock {
+ public:
+  explicit SimClock(std::shared_ptr<const CostModel> model) : model_(std::move(model)) {}
+  Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) override;
+  int64_t now_ns() const override;
+  bool simulated() const override { return true; }
+  // Occupies `lane` over a given interval: for collectives, whose start the process group decides.
+  Interval occupy(Lane lane, int64_t begin_ns, int64_t duration_ns);
+  int64_t lane_free_ns(Lane lane) const;
+  const CostModel& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<const CostModel> model_;
+  mutable std::mutex mutex_;
+  std::array<int64_t, kLaneCount> lane_free_ns_{};
+};
+
+int64_t seconds_to_ns(double s);
+
+}  // namespace scalelab

@@ -1,0 +1,441 @@
+#include "core/device/cuda/cuda_executor.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/device/cuda/cuda_check.h"
+#include "core/device/cuda/cuda_kernels.h"
+#include "core/device/device.h"
+#include "core/error.h"
+
+namespace scalelab {
+
+namespace {
+
+void require_f32(const Tensor& t, const char* op) {
+  if (t.dtype() != DType::f32)
+    throw Error("cuda", std::string(op) + " needs f32 tensors, got " + t.shape_string() +
+                            " — cast to f32 first (mixed precision keeps f32 master weights)");
+}
+
+// The dtype codes of kernels::cast (i32 is copied as raw 4-byte words, as on the cpu).
+int dtype_code(DType d) { return d == DType::f16 ? 1 : d == DType::bf16 ? 2 : 0; }
+
+int to_int(int64_t v, const char* what) {
+  if (v > INT_MAX)
+    throw Error("cuda", std::string("gemm: ") + what + " = " + std::to_string(v) +
+                            " exceeds cuBLAS's 32-bit sizes — split the matrix (a smaller batch or layer)");
+  return static_cast<int>(v);
+}
+
+// Makes `waiter` (on GPU waiter_device) wait for what is queued so far on `signaller` (on GPU
+// signaller_device), without blocking the host. Leaves waiter_device current.
+void stream_wait(cudaStream_t waiter, int waiter_device, cudaStream_t signaller, int signaller_device) {
+  cudaEvent_t event = nullptr;
+  SCALELAB_CUDA_CHECK(cudaSetDevice(signaller_device));  // an event is recorded on its own GPU's stream
+  SCALELAB_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(event, signaller);
+  if (e == cudaSuccess) e = cudaSetDevice(waiter_device);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(waiter, event, 0);
+  cudaEventDestroy(event);  // safe while pending: released once it completes
+  if (e != cudaSuccess) detail::throw_cuda_error(e, "cudaEventRecord + cudaStreamWaitEvent", __FILE__, __LINE__);
+}
+
+int64_t ms_to_ns(float ms) { return static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6)); }
+
+}  // namespace
+
+// ---- executor -----------------------------------------------------------------------------
+
+CudaExecutor::CudaExecutor(int ordinal) : ordinal_(ordinal), name_("cuda:" + std::to_string(ordinal)) {
+  try {
+    activate();
+    size_t free_bytes = 0, total_bytes = 0;
+    SCALELAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    capacity_bytes_ = static_cast<int64_t>(total_bytes);
+    // Non-blocking: our stream does not serialise with the legacy default stream other libraries use.
+    SCALELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SCALELAB_CUBLAS_CHECK(cublasCreate(&cublas_));
+    SCALELAB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // Full fp32 (no TF32 tensor cores), so gemm agrees with the cpu reference to fp32 rounding.
+    SCALELAB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    SCALELAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scalars_), sizeof(Scalars)));
+    int count = 0;
+    SCALELAB_CUDA_CHECK(cudaGetDeviceCount(&count));
+    peer_checked_.assign(static_cast<size_t>(count), 0);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaExecutor::~CudaExecutor() { release(); }
+
+void CudaExecutor::release() noexcept {
+  // Errors are ignored: this runs in destructors, possibly while the CUDA runtime shuts down.
+  (void)cudaSetDevice(ordinal_);
+  if (stream_) (void)cudaStreamSynchronize(stream_);
+  if (cublas_) (void)cublasDestroy(cublas_);
+  if (scalars_) (void)cudaFree(scalars_);
+  if (workspace_) (void)cudaFree(workspace_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+  cublas_ = nullptr;
+  scalars_ = nullptr;
+  workspace_ = nullptr;
+  workspace_doubles_ = 0;
+  stream_ = nullptr;
+  (void)cudaGetLastError();  // leave no error behind for the next checked call
+}
+
+void CudaExecutor::activate() const { SCALELAB_CUDA_CHECK(cudaSetDevice(ordinal_)); }
+
+void CudaExecutor::synchronize() const {
+  activate();
+  SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void* CudaExecutor::allocate(int64_t bytes) {
+  activate();
+  void* p = nullptr;
+  // At least one byte: an empty tensor still gets a real pointer, as on the cpu, so that it is
+  // not mistaken for a meta tensor.
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  const cudaError_t e = cudaMalloc(&p, size);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    throw Error("cuda", name_ + ": cudaMalloc of " + std::to_string(bytes) + " bytes failed with " +
+                            std::to_string(free_bytes) + " of " + std::to_string(total_bytes) +
+                            " bytes free — use a smaller batch or model, shard it over more devices, or stop "
+                            "other processes on this GPU (nvidia-smi)");
+  }
+  if (e != cudaSuccess) detail::throw_cuda_error(e, "cudaMalloc", __FILE__, __LINE__);
+  return p;
+}
+
+void CudaExecutor::deallocate(void* p) noexcept {
+  if (!p) return;
+  (void)cudaSetDevice(ordinal_);
+  if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();  // never throw; do not leave a stale error
+}
+
+CudaExecutor::Scalars CudaExecutor::fetch_scalars() {
+  Scalars s{};
+  SCALELAB_CUDA_CHECK(cudaMemcpyAsync(&s, scalars_, sizeof(Scalars), cudaMemcpyDeviceToHost, stream_));
+  SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return s;
+}
+
+double* CudaExecutor::workspace(int64_t doubles) {
+  if (doubles <= workspace_doubles_) return workspace_;
+  // Kernels queued earlier may still read the old buffer.
+  SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (workspace_) SCALELAB_CUDA_CHECK(cudaFree(workspace_));
+  workspace_ = nullptr;
+  workspace_doubles_ = 0;
+  const int64_t want = std::max<int64_t>(doubles, cuda::kReduceBlocks);
+  SCALELAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&workspace_), static_cast<size_t>(want) * sizeof(double)));
+  workspace_doubles_ = want;
+  return workspace_;
+}
+
+void CudaExecutor::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta,
+                        const Tensor& c) {
+  require_f32(a, "gemm");
+  require_f32(b, "gemm");
+  require_f32(c, "gemm");
+  const int64_t m = c.rows(), n = c.cols();
+  const int64_t k = ta ? a.rows() : a.cols();
+  if (m == 0 || n == 0) return;
+  activate();
+  if (k == 0) {  // as the cpu: C = beta · C, without asking cuBLAS about empty operands
+    cuda::scale_or_zero(beta, c.data<float>(), m * n, stream_);
+    return;
+  }
+  // cuBLAS is column-major; a row-major X is the column-major Xᵀ. So compute Cᵀ = op(B)ᵀ · op(A)ᵀ:
+  // B and A swap places, keep their transpose flags, and the leading dimensions are the row lengths.
+  const int lda = to_int(ta ? m : k, "lda"), ldb = to_int(tb ? k : n, "ldb");
+  SCALELAB_CUBLAS_CHECK(cublasSgemm(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &alpha, b.data<float>(), ldb,
+                                    a.data<float>(), lda, &beta, c.data<float>(), to_int(n, "ldc")));
+}
+
+void CudaExecutor::bias_act(const Tensor& y, const Tensor& bias, Activation act) {
+  require_f32(y, "bias_act");
+  require_f32(bias, "bias_act");
+  activate();
+  cuda::bias_act(y.data<float>(), bias.data<float>(), y.rows(), y.cols(), act, stream_);
+}
+
+void CudaExecutor::bias_act_backward(const Tensor& dy, const Tensor& y, const Tensor& dbias, Activation act,
+                                     bool accumulate) {
+  require_f32(dy, "bias_act_backward");
+  require_f32(dbias, "bias_act_backward");
+  if (act == Activation::relu) require_f32(y, "bias_act_backward");
+  activate();
+  cuda::bias_act_backward(dy.data<float>(), y.defined() ? y.data<float>() : nullptr, dbias.data<float>(), dy.rows(),
+                          dy.cols(), act, accumulate, stream_);
+}
+
+double CudaExecutor::softmax_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
+                                  float grad_scale) {
+  require_f32(logits, "softmax_xent");
+  if (dlogits.defined()) require_f32(dlogits, "softmax_xent");
+  if (labels.dtype() != DType::i32)
+    throw Error("cuda", "softmax_xent needs i32 labels, got " + labels.shape_string() + " — load labels as i32");
+  const int64_t rows = logits.rows(), cols = logits.cols();
+  if (rows == 0) return 0.0;
+  activate();
+  const float grad_over_rows = grad_scale / static_cast<float>(rows);  // in float, as the cpu
+  cuda::softmax_xent(logits.data<float>(), labels.data<int32_t>(), dlogits.defined() ? dlogits.data<float>() : nullptr,
+                     rows, cols, grad_over_rows, workspace(rows), &scalars_->sum, &scalars_->first_bad_row, stream_);
+  const Scalars s = fetch_scalars();
+  if (s.first_bad_row != cuda::kNoBadRow) {
+    const int64_t row = static_cast<int64_t>(s.first_bad_row);
+    int32_t label = 0;
+    SCALELAB_CUDA_CHECK(
+        cudaMemcpyAsync(&label, labels.data<int32_t>() + row, sizeof(label), cudaMemcpyDeviceToHost, stream_));
+    SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    throw Error("loss", "label " + std::to_string(label) + " at row " + std::to_string(row) + " is outside [0, " +
+                            std::to_string(cols) + ") — the model's last layer must have one output per class");
+  }
+  return s.sum / static_cast<double>(rows);
+}
+
+double CudaExecutor::mse(const Tensor& pred, const Tensor& target, const Tensor& dpred, float grad_scale) {
+  require_f32(pred, "mse");
+  require_f32(target, "mse");
+  if (dpred.defined()) require_f32(dpred, "mse");
+  const int64_t n = pred.numel();
+  if (n == 0) return 0.0;
+  activate();
+  const float dpred_scale = 2.0f * grad_scale / static_cast<float>(n);  // in float, as the cpu
+  cuda::mse(pred.data<float>(), target.data<float>(), dpred.defined() ? dpred.data<float>() : nullptr, n, dpred_scale,
+            workspace(cuda::kReduceBlocks), &scalars_->sum, stream_);
+  return fetch_scalars().sum / static_cast<double>(n);
+}
+
+void CudaExecutor::sgd(const Tensor& w, const Tensor& g, const Tensor& buf, const SgdOptions& o) {
+  require_f32(w, "sgd");
+  require_f32(g, "sgd");
+  activate();
+  cuda::sgd(w.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, w.numel(), o, stream_);
+}
+
+void CudaExecutor::adam(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v, const AdamOptions& o,
+                        int64_t t) {
+  require_f32(w, "adam");
+  require_f32(g, "adam");
+  require_f32(m, "adam");
+  require_f32(v, "adam");
+  activate();
+  cuda::adam(w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), o, t, stream_);
+}
+
+void CudaExecutor::axpy(float alpha, const Tensor& x, const Tensor& y) {
+  require_f32(x, "axpy");
+  require_f32(y, "axpy");
+  activate();
+  cuda::axpy(alpha, x.data<float>(), y.data<float>(), x.numel(), stream_);
+}
+
+void CudaExecutor::scale(float alpha, const Tensor& x) {
+  require_f32(x, "scale");
+  activate();
+  cuda::scale(alpha, x.data<float>(), x.numel(), stream_);
+}
+
+void CudaExecutor::fill(const Tensor& x, float value) {
+  activate();
+  switch (x.dtype()) {
+    case DType::f32: cuda::fill_f32(x.data<float>(), value, x.numel(), stream_); break;
+    case DType::i32: cuda::fill_i32(x.data<int32_t>(), static_cast<int32_t>(value), x.numel(), stream_); break;
+    case DType::f16: cuda::fill_f16(x.raw(), value, x.numel(), stream_); break;
+    case DType::bf16: cuda::fill_bf16(x.raw(), value, x.numel(), stream_); break;
+  }
+}
+
+void CudaExecutor::cast(const Tensor& src, const Tensor& dst) {
+  if (src.numel() != dst.numel())
+    throw Error("cuda", "cast from " + src.shape_string() + " to " + dst.shape_string() + ": element counts differ");
+  activate();
+  cuda::cast(src.raw(), dtype_code(src.dtype()), dst.raw(), dtype_code(dst.dtype()), src.numel(), stream_);
+}
+
+bool CudaExecutor::has_non_finite(const Tensor& x) {
+  require_f32(x, "has_non_finite");
+  if (x.numel() == 0) return false;
+  activate();
+  cuda::has_non_finite(x.data<float>(), x.numel(), &scalars_->flag, stream_);
+  return fetch_scalars().flag != 0;
+}
+
+void CudaExecutor::copy_from_host(const Tensor& dst, const void* src, int64_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  SCALELAB_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+  // The caller may reuse its buffer as soon as we return; from pinned memory the copy would still run.
+  SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaExecutor::copy_to_host(void* dst, const Tensor& src, int64_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  SCALELAB_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+  SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host reads it next
+}
+
+void CudaExecutor::copy(const Tensor& src, const Tensor& dst) {
+  if (src.nbytes() != dst.nbytes())
+    throw Error("cuda", "copy from " + src.shape_string() + " to " + dst.shape_string() + ": sizes differ");
+  const int64_t bytes = src.nbytes();
+  if (bytes == 0) return;
+  if (!src.raw() || !dst.raw())
+    throw Error("cuda", "copy: a tensor has no data (a dry-run meta tensor) — copy only between computing devices");
+  activate();
+  cudaPointerAttributes attr{};
+  SCALELAB_CUDA_CHECK(cudaPointerGetAttributes(&attr, src.raw()));
+  if (attr.type == cudaMemoryTypeDevice && attr.device != ordinal_) {
+    copy_from_peer(src, dst, attr.device);
+  } else if (attr.type == cudaMemoryTypeDevice) {
+    SCALELAB_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
+                                        stream_));
+  } else {  // host memory (a cpu device's tensor) or managed memory: the runtime works out the direction
+    SCALELAB_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(bytes), cudaMemcpyDefault, stream_));
+    SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+}
+
+void CudaExecutor::copy_from_peer(const Tensor& src, const Tensor& dst, int src_ordinal) {
+  // When src belongs to another cuda device, order its stream and ours both ways around the copy:
+  // the copy reads src after that stream's last write to it, and its next write waits for the copy.
+  // Without one (a bare tensor), the caller must have finished writing src; the cuda clock waits
+  // for every op to end, so a copy through Device always has.
+  CudaExecutor* peer = nullptr;
+  if (Device* device = src.device()) peer = dynamic_cast<CudaExecutor*>(&device->executor());
+  if (peer) stream_wait(stream_, ordinal_, peer->stream(), src_ordinal);
+  enable_peer_access(src_ordinal);
+  activate();
+  SCALELAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw(), ordinal_, src.raw(), src_ordinal,
+                                          static_cast<size_t>(src.nbytes()), stream_));
+  if (peer) {
+    stream_wait(peer->stream(), src_ordinal, stream_, ordinal_);
+    activate();
+  }
+}
+
+void CudaExecutor::enable_peer_access(int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= peer_checked_.size() || peer_checked_[peer]) return;
+  peer_checked_[peer] = 1;
+  int can = 0;
+  activate();
+  SCALELAB_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, ordinal_, peer));
+  if (!can) return;  // cudaMemcpyPeerAsync still works, staged through host memory
+  const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {  // another executor in this process did it
+    (void)cudaGetLastError();
+    return;
+  }
+  if (e != cudaSuccess) detail::throw_cuda_error(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
+}
+
+// ---- clock --------------------------------------------------------------------------------
+
+CudaClock::CudaClock(CudaExecutor& executor, WallClock::time_point epoch) : executor_(executor), epoch_(epoch) {
+  try {
+    executor_.activate();
+    SCALELAB_CUDA_CHECK(cudaEventCreate(&anchor_));
+    SCALELAB_CUDA_CHECK(cudaEventCreate(&start_));
+    SCALELAB_CUDA_CHECK(cudaEventCreate(&end_));
+    // Tie GPU time to wall time once: on an idle stream the event runs as soon as it is recorded,
+    // so it ran within the host interval around record + synchronize; take its midpoint.
+    executor_.synchronize();
+    const int64_t before = now_ns();
+    SCALELAB_CUDA_CHECK(cudaEventRecord(anchor_, executor_.stream()));
+    SCALELAB_CUDA_CHECK(cudaEventSynchronize(anchor_));
+    const int64_t after = now_ns();
+    anchor_ns_ = before + (after - before) / 2;
+  } catch (...) {
+    for (cudaEvent_t e : {anchor_, start_, end_})
+      if (e) (void)cudaEventDestroy(e);
+    throw;
+  }
+}
+
+CudaClock::~CudaClock() {
+  (void)cudaSetDevice(executor_.ordinal());
+  for (cudaEvent_t e : {anchor_, start_, end_})
+    if (e) (void)cudaEventDestroy(e);
+  (void)cudaGetLastError();
+}
+
+Interval CudaClock::run(Lane, int64_t, const OpCost&, const std::function<void()>& work) {
+  executor_.activate();
+  SCALELAB_CUDA_CHECK(cudaEventRecord(start_, executor_.stream()));
+  if (work) work();
+  executor_.activate();
+  SCALELAB_CUDA_CHECK(cudaEventRecord(end_, executor_.stream()));
+  SCALELAB_CUDA_CHECK(cudaEventSynchronize(end_));
+  float since_anchor_ms = 0, duration_ms = 0;
+  SCALELAB_CUDA_CHECK(cudaEventElapsedTime(&since_anchor_ms, anchor_, start_));
+  SCALELAB_CUDA_CHECK(cudaEventElapsedTime(&duration_ms, start_, end_));
+  Interval i;
+  i.begin_ns = anchor_ns_ + ms_to_ns(since_anchor_ms);
+  i.end_ns = i.begin_ns + ms_to_ns(duration_ms);
+  // This op's end anchors the next op. cudaEventElapsedTime returns float ms, which would lose
+  // microseconds minutes into a run if measured from construction; from the last op it stays short.
+  std::swap(anchor_, end_);
+  anchor_ns_ = i.end_ns;
+  return i;
+}
+
+int64_t CudaClock::now_ns() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count();
+}
+
+// ---- entry points (device.h) --------------------------------------------------------------
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver or no GPU: none, not an error
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+bool cuda_available() { return cuda_device_count() > 0; }
+
+std::unique_ptr<Executor> make_cuda_executor(int ordinal) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw UsageError("cuda", std::string("no usable CUDA device: cudaGetDeviceCount says ") + cudaGetErrorName(e) +
+                                 " (" + cudaGetErrorString(e) +
+                                 ") — run on a machine with an NVIDIA GPU and driver (check nvidia-smi), or use "
+                                 "--device cpu or --device sim");
+  }
+  if (ordinal < 0 || ordinal >= n)
+    throw UsageError("cuda", "GPU " + std::to_string(ordinal) + " asked for, but " + std::to_string(n) +
+                                 " visible — use --devices ≤ " + std::to_string(n) +
+                                 " (check CUDA_VISIBLE_DEVICES and nvidia-smi), or --device sim");
+  return std::make_unique<CudaExecutor>(ordinal);
+}
+
+std::unique_ptr<Clock> make_cuda_clock(Executor& executor, WallClock::time_point epoch) {
+  auto* cuda = dynamic_cast<CudaExecutor*>(&executor);
+  if (!cuda)
+    throw UsageError("cuda", std::string("the CUDA clock times a CUDA executor's stream, got executor '") +
+                                 executor.name() + "' — make the executor with make_cuda_executor");
+  return std::make_unique<CudaClock>(*cuda, epoch);
+}
+
+}  // namespace scalelab

@@ -1,0 +1,105 @@
+#pragma once
+// The cuda device: an executor that queues every op on one stream of one GPU (cuBLAS for gemm,
+// cuda_kernels.cu for the rest), and a clock that times each op with CUDA events on that stream.
+// Several executors (one per GPU) may live in one process and be driven from different threads,
+// so every call first makes its GPU the calling thread's current device.
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device/clock.h"
+#include "core/device/executor.h"
+
+namespace scalelab {
+
+class CudaExecutor : public Executor {
+ public:
+  explicit CudaExecutor(int ordinal);
+  ~CudaExecutor() override;
+  CudaExecutor(const CudaExecutor&) = delete;
+  CudaExecutor& operator=(const CudaExecutor&) = delete;
+
+  const char* name() const override { return name_.c_str(); }
+  int64_t capacity_bytes() const override { return capacity_bytes_; }
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+  // Makes this GPU the calling thread's current device.
+  void activate() const;
+  // Waits until everything queued on the stream has run.
+  void synchronize() const;
+
+  void* allocate(int64_t bytes) override;
+  void deallocate(void* p) noexcept override;
+  void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+            const Tensor& c) override;
+  void bias_act(const Tensor& y, const Tensor& bias, Activation act) override;
+  void bias_act_backward(const Tensor& dy, const Tensor& y, const Tensor& dbias, Activation act,
+                         bool accumulate) override;
+  double softmax_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits, float grad_scale) override;
+  double mse(const Tensor& pred, const Tensor& target, const Tensor& dpred, float grad_scale) override;
+  void sgd(const Tensor& w, const Tensor& g, const Tensor& momentum_buf, const SgdOptions& o) override;
+  void adam(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v, const AdamOptions& o,
+            int64_t t) override;
+  void axpy(float alpha, const Tensor& x, const Tensor& y) override;
+  void scale(float alpha, const Tensor& x) override;
+  void fill(const Tensor& x, float value) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+  bool has_non_finite(const Tensor& x) override;
+  void copy_from_host(const Tensor& dst, const void* src, int64_t bytes) override;
+  void copy_to_host(void* dst, const Tensor& src, int64_t bytes) override;
+  // dst lives here; src may live here, on another GPU (a peer copy), or in host memory.
+  void copy(const Tensor& src, const Tensor& dst) override;
+
+ private:
+  // What reductions hand back to the host, in one small device block so one copy fetches it.
+  struct Scalars {
+    double sum;
+    unsigned long long first_bad_row;
+    int flag;
+  };
+
+  Scalars fetch_scalars();
+  double* workspace(int64_t doubles);  // grows on demand, reused across calls
+  void copy_from_peer(const Tensor& src, const Tensor& dst, int src_ordinal);
+  void enable_peer_access(int peer);
+  void release() noexcept;
+
+  int ordinal_;
+  std::string name_;
+  int64_t capacity_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  Scalars* scalars_ = nullptr;  // device memory
+  double* workspace_ = nullptr;
+  int64_t workspace_doubles_ = 0;
+  std::vector<char> peer_checked_;  // per peer ordinal: access already enabled (or impossible)
+};
+
+// Measured time for a cuda device: each op is bracketed by CUDA events on the executor's stream,
+// so its interval is when the GPU ran it, not when the host queued it.
+class CudaClock : public Clock {
+ public:
+  CudaClock(CudaExecutor& executor, WallClock::time_point epoch);
+  ~CudaClock() override;
+  CudaClock(const CudaClock&) = delete;
+  CudaClock& operator=(const CudaClock&) = delete;
+
+  Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) override;
+  int64_t now_ns() const override;
+  bool simulated() const override { return false; }
+
+ private:
+  CudaExecutor& executor_;
+  WallClock::time_point epoch_;
+  // anchor_ is an event whose time since the epoch is known (anchor_ns_): first the one recorded at
+  // construction, then the end of the latest op.
+  cudaEvent_t anchor_ = nullptr;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t end_ = nullptr;
+  int64_t anchor_ns_ = 0;
+};
+
+}  // namespace scalelab

@@ -1,0 +1,374 @@
+// The CUDA kernels behind CudaExecutor, one per host kernel in core/kernels/cpu_kernels.cpp, with
+// the same formulas in the same precision (double where the host accumulates in double), so the
+// two backends agree to rounding. Device code and thin launchers only: the executor does the rest.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/device/cuda/cuda_check.h"
+#include "core/device/cuda/cuda_kernels.h"
+
+namespace scalelab::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;         // per block; a multiple of 32 (block_all_reduce relies on it)
+constexpr int64_t kMaxBlocks = 8192;  // grid-stride loops cover the rest
+
+int blocks_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
+
+// A bad launch (configuration, missing kernel image for this GPU) shows up in cudaGetLastError.
+#define CHECK_LAUNCH(kernel)                                                                  \
+  do {                                                                                        \
+    const cudaError_t launch_err = cudaGetLastError();                                        \
+    if (launch_err != cudaSuccess)                                                            \
+      ::scalelab::detail::throw_cuda_error(launch_err, "launch of " kernel, __FILE__, __LINE__); \
+  } while (0)
+
+// ---- reductions ---------------------------------------------------------------------------
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+// Every thread of the block gets op over all threads' v. Warp shuffles, then one value per warp
+// through shared memory. Callers must reach it with the whole block.
+template <typename T, typename Op>
+__device__ T block_all_reduce(T v, Op op) {
+  __shared__ T partial[32];
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // a previous call's readers of partial[0] are done
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T acc = partial[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) acc = op(acc, partial[w]);
+    partial[0] = acc;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
+// One block: *out = Σ x[0..n). Fixed order for a given n, so the loss is deterministic.
+__global__ void sum_kernel(const double* x, int64_t n, double* out) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];
+  acc = block_all_reduce(acc, SumOp{});
+  if (threadIdx.x == 0) *out = acc;
+}
+
+// ---- conversions: the intrinsics round to nearest even; NaNs are spelled as core/tensor.cpp does ----
+
+__device__ uint16_t f32_to_f16_bits(float f) {
+  const uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7e00u);
+  return __half_as_ushort(__float2half_rn(f));
+}
+
+__device__ float f16_bits_to_f32(uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)  // nan: keep sign and payload, as the host does
+    return __uint_as_float((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u |
+                           (static_cast<uint32_t>(h & 0x3ffu) << 13));
+  return __half2float(__ushort_as_half(h));
+}
+
+__device__ uint16_t f32_to_bf16_bits(float f) {
+  const uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+__device__ float bf16_bits_to_f32(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+
+__device__ float load_as_f32(const void* p, int dtype, int64_t i) {
+  switch (dtype) {
+    case 1: return f16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case 2: return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ void store_from_f32(void* p, int dtype, int64_t i, float v) {
+  switch (dtype) {
+    case 1: static_cast<uint16_t*>(p)[i] = f32_to_f16_bits(v); break;
+    case 2: static_cast<uint16_t*>(p)[i] = f32_to_bf16_bits(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+
+// for (i over [0, n) in steps of the whole grid): correct for any n and any grid size.
+#define GRID_STRIDE(i, n)                                                                   \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void bias_act_kernel(float* y, const float* bias, int64_t n, int64_t cols, bool relu) {
+  GRID_STRIDE(i, n) {
+    const float v = y[i] + bias[i % cols];
+    y[i] = relu ? (v < 0.0f ? 0.0f : v) : v;  // std::max(v, 0.0f), which keeps a nan
+  }
+}
+
+// A block owns 32 adjacent columns (coalesced reads) and kRowLanes threads walk down the rows;
+// the kRowLanes partial sums per column then meet in shared memory.
+constexpr int kRowLanes = 8;
+__global__ void bias_act_backward_kernel(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols,
+                                         bool relu, bool accumulate) {
+  __shared__ float partial[kRowLanes][33];  // 33: no bank conflicts on the column-wise reads
+  for (int64_t first = blockIdx.x * 32ll; first < cols; first += gridDim.x * 32ll) {
+    const int64_t j = first + threadIdx.x;
+    float acc = 0.0f;
+    if (j < cols) {
+      for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
+        float& d = dy[r * cols + j];
+        if (relu && !(y[r * cols + j] > 0.0f)) d = 0.0f;
+        acc += d;
+      }
+    }
+    partial[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < cols) {
+      float sum = accumulate ? dbias[j] : 0.0f;
+      for (int k = 0; k < kRowLanes; ++k) sum += partial[k][threadIdx.x];
+      dbias[j] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// One block per row. The label check is the same for the whole block, so the reductions below
+// are reached by every thread or by none.
+__global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, float* dlogits, int64_t rows,
+                                    int64_t cols, float grad_over_rows, double* row_loss,
+                                    unsigned long long* first_bad_row) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* x = logits + r * cols;
+    const int32_t label = labels[r];
+    if (label < 0 || label >= cols) {
+      if (threadIdx.x == 0) {
+        atomicMin(first_bad_row, static_cast<unsigned long long>(r));
+        row_loss[r] = 0;
+      }
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, x[j]);
+    mx = block_all_reduce(mx, MaxOp{});
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += exp(static_cast<double>(x[j] - mx));
+    sum = block_all_reduce(sum, SumOp{});
+    const double log_sum = log(sum);
+    if (threadIdx.x == 0) row_loss[r] = log_sum - static_cast<double>(x[label] - mx);
+    if (dlogits) {
+      float* d = dlogits + r * cols;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const float p = static_cast<float>(exp(static_cast<double>(x[j] - mx) - log_sum));
+        d[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_over_rows;
+      }
+    }
+  }
+}
+
+// Each block writes its partial Σ(p − t)² to partials[blockIdx.x].
+__global__ void mse_kernel(const float* pred, const float* target, float* dpred, int64_t n, float dpred_scale,
+                           double* partials) {
+  double acc = 0;
+  GRID_STRIDE(i, n) {
+    const float d = pred[i] - target[i];
+    acc += static_cast<double>(d) * d;
+    if (dpred) dpred[i] = dpred_scale * d;
+  }
+  acc = block_all_reduce(acc, SumOp{});
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void sgd_kernel(float* w, const float* g, float* buf, int64_t n, float lr, float momentum,
+                           float weight_decay) {
+  GRID_STRIDE(i, n) {
+    float d = g[i] + weight_decay * w[i];
+    if (buf) {
+      buf[i] = momentum * buf[i] + d;
+      d = buf[i];
+    }
+    w[i] -= lr * d;
+  }
+}
+
+__global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_t n, float beta1, float beta2,
+                            float eps, float weight_decay, float step, float inv_sqrt_bc2) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i] + weight_decay * w[i];
+    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    w[i] -= step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+  }
+}
+
+__global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
+  GRID_STRIDE(i, n) y[i] += alpha * x[i];
+}
+
+__global__ void scale_kernel(float alpha, float* x, int64_t n) {
+  GRID_STRIDE(i, n) x[i] *= alpha;
+}
+
+__global__ void scale_or_zero_kernel(float beta, float* x, int64_t n) {
+  GRID_STRIDE(i, n) x[i] = beta == 0.0f ? 0.0f : beta * x[i];
+}
+
+template <typename T>
+__global__ void fill_kernel(T* x, T value, int64_t n) {
+  GRID_STRIDE(i, n) x[i] = value;
+}
+
+// f16 / bf16: every thread rounds the same value; cheaper than a host round trip.
+__global__ void fill_half_kernel(uint16_t* x, float value, int dtype, int64_t n) {
+  const uint16_t bits = dtype == 1 ? f32_to_f16_bits(value) : f32_to_bf16_bits(value);
+  GRID_STRIDE(i, n) x[i] = bits;
+}
+
+__global__ void cast_kernel(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n) {
+  GRID_STRIDE(i, n) store_from_f32(dst, dst_dtype, i, load_as_f32(src, src_dtype, i));
+}
+
+__global__ void has_non_finite_kernel(const float* x, int64_t n, int* flag) {
+  GRID_STRIDE(i, n) {
+    if (!isfinite(x[i])) *flag = 1;  // racing writers all write 1
+  }
+}
+
+#undef GRID_STRIDE
+
+}  // namespace
+
+// ---- launchers ----------------------------------------------------------------------------
+
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, kernels::Activation act, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  bias_act_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, bias, n, cols, act == kernels::Activation::relu);
+  CHECK_LAUNCH("bias_act_kernel");
+}
+
+void bias_act_backward(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols, kernels::Activation act,
+                       bool accumulate, cudaStream_t stream) {
+  if (cols == 0) return;  // rows == 0 still runs: dbias is zeroed unless accumulating
+  const int blocks = static_cast<int>(std::min<int64_t>((cols + 31) / 32, kMaxBlocks));
+  bias_act_backward_kernel<<<blocks, dim3(32, kRowLanes), 0, stream>>>(
+      dy, y, dbias, rows, cols, act == kernels::Activation::relu, accumulate);
+  CHECK_LAUNCH("bias_act_backward_kernel");
+}
+
+void softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t cols,
+                  float grad_over_rows, double* row_loss, double* loss_sum, unsigned long long* first_bad_row,
+                  cudaStream_t stream) {
+  SCALELAB_CUDA_CHECK(cudaMemsetAsync(first_bad_row, 0xff, sizeof(*first_bad_row), stream));  // = kNoBadRow
+  if (rows > 0) {
+    const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
+    softmax_xent_kernel<<<blocks, kThreads, 0, stream>>>(logits, labels, dlogits, rows, cols, grad_over_rows,
+                                                         row_loss, first_bad_row);
+    CHECK_LAUNCH("softmax_xent_kernel");
+  }
+  sum_kernel<<<1, kThreads, 0, stream>>>(row_loss, rows, loss_sum);
+  CHECK_LAUNCH("sum_kernel");
+}
+
+void mse(const float* pred, const float* target, float* dpred, int64_t n, float dpred_scale, double* partials,
+         double* sum, cudaStream_t stream) {
+  const int blocks = std::max(1, std::min(blocks_for(n), kReduceBlocks));
+  mse_kernel<<<blocks, kThreads, 0, stream>>>(pred, target, dpred, n, dpred_scale, partials);
+  CHECK_LAUNCH("mse_kernel");
+  sum_kernel<<<1, kThreads, 0, stream>>>(partials, blocks, sum);
+  CHECK_LAUNCH("sum_kernel");
+}
+
+void sgd(float* w, const float* g, float* momentum_buf, int64_t n, const kernels::SgdOptions& o, cudaStream_t stream) {
+  if (n == 0) return;
+  float* buf = o.momentum != 0.0f ? momentum_buf : nullptr;  // as the host: no momentum, no buffer
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, buf, n, o.lr, o.momentum, o.weight_decay);
+  CHECK_LAUNCH("sgd_kernel");
+}
+
+void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamOptions& o, int64_t t,
+          cudaStream_t stream) {
+  if (n == 0) return;
+  // The bias corrections in float on the host, exactly as kernels::adam computes them.
+  const float bc1 = 1.0f - std::pow(o.beta1, static_cast<float>(t));
+  const float bc2 = 1.0f - std::pow(o.beta2, static_cast<float>(t));
+  const float step = o.lr / bc1;
+  const float inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, m, v, n, o.beta1, o.beta2, o.eps, o.weight_decay, step,
+                                                      inv_sqrt_bc2);
+  CHECK_LAUNCH("adam_kernel");
+}
+
+void axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  axpy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, y, n);
+  CHECK_LAUNCH("axpy_kernel");
+}
+
+void scale(float alpha, float* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, n);
+  CHECK_LAUNCH("scale_kernel");
+}
+
+void scale_or_zero(float beta, float* c, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_or_zero_kernel<<<blocks_for(n), kThreads, 0, stream>>>(beta, c, n);
+  CHECK_LAUNCH("scale_or_zero_kernel");
+}
+
+void fill_f32(float* x, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(x, value, n);
+  CHECK_LAUNCH("fill_kernel<float>");
+}
+
+void fill_i32(int32_t* x, int32_t value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(x, value, n);
+  CHECK_LAUNCH("fill_kernel<int32_t>");
+}
+
+void fill_f16(void* x, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_half_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(x), value, 1, n);
+  CHECK_LAUNCH("fill_half_kernel");
+}
+
+void fill_bf16(void* x, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_half_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(x), value, 2, n);
+  CHECK_LAUNCH("fill_half_kernel");
+}
+
+void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (src_dtype == dst_dtype) {
+    SCALELAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * (src_dtype == 0 ? 4 : 2),
+                                        cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, src_dtype, dst, dst_dtype, n);
+  CHECK_LAUNCH("cast_kernel");
+}
+
+void has_non_finite(const float* x, int64_t n, int* flag, cudaStream_t stream) {
+  SCALELAB_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream));
+  if (n == 0) return;
+  has_non_finite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, flag);
+  CHECK_LAUNCH("has_non_finite_kernel");
+}
+
+#undef CHECK_LAUNCH
+
+}  // namespace scalelab::cuda

@@ -1,0 +1,59 @@
+#pragma once
+// Host-side launchers for the CUDA kernels in cuda_kernels.cu. Each takes raw device pointers,
+// sizes and the stream to queue on, returns without waiting, and throws scalelab::Error when the
+// launch itself fails. They mirror core/kernels/cpu_kernels.h op for op; the executor (not these)
+// checks dtypes and shapes and copies results back to the host.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/kernels/cpu_kernels.h"
+
+namespace scalelab::cuda {
+
+// Partial sums per reduction (mse): the caller provides this many doubles of scratch.
+constexpr int kReduceBlocks = 1024;
+// What first_bad_row holds when every label was inside [0, cols).
+constexpr unsigned long long kNoBadRow = ~0ull;
+
+// y[r, j] = act(y[r, j] + bias[j]) in place.
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, kernels::Activation act, cudaStream_t stream);
+// dy *= act'(y) in place; dbias (+)= Σ_r dy[r, :] (a column reduction).
+void bias_act_backward(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols, kernels::Activation act,
+                       bool accumulate, cudaStream_t stream);
+
+// Per-row softmax cross-entropy into row_loss[rows] (double), their sum into *loss_sum.
+// dlogits (may be null) = (softmax − onehot) · grad_over_rows, where grad_over_rows = grad_scale / rows.
+// *first_bad_row gets the lowest row whose label is outside [0, cols), or kNoBadRow.
+void softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t cols,
+                  float grad_over_rows, double* row_loss, double* loss_sum, unsigned long long* first_bad_row,
+                  cudaStream_t stream);
+// *sum = Σ (p − t)² in double; dpred (may be null) = dpred_scale · (p − t), dpred_scale = 2 · grad_scale / n.
+// partials: kReduceBlocks doubles of scratch.
+void mse(const float* pred, const float* target, float* dpred, int64_t n, float dpred_scale, double* partials,
+         double* sum, cudaStream_t stream);
+
+// PyTorch's SGD (momentum_buf may be null without momentum).
+void sgd(float* w, const float* g, float* momentum_buf, int64_t n, const kernels::SgdOptions& o, cudaStream_t stream);
+// PyTorch's Adam at step t (1-based) with bias correction.
+void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamOptions& o, int64_t t,
+          cudaStream_t stream);
+
+void axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);  // y += alpha · x
+void scale(float alpha, float* x, int64_t n, cudaStream_t stream);                 // x *= alpha
+// Sets C = beta · C (0 when beta is 0, as BLAS reads no C then): gemm with an empty inner dimension.
+void scale_or_zero(float beta, float* c, int64_t n, cudaStream_t stream);
+
+void fill_f32(float* x, float value, int64_t n, cudaStream_t stream);
+void fill_i32(int32_t* x, int32_t value, int64_t n, cudaStream_t stream);
+void fill_f16(void* x, float value, int64_t n, cudaStream_t stream);   // value rounded to nearest even
+void fill_bf16(void* x, float value, int64_t n, cudaStream_t stream);  // value rounded to nearest even
+
+// Storage dtype codes as in kernels::cast: 0 = f32, 1 = f16, 2 = bf16. Round to nearest even, and
+// the same bits as the host conversions in core/tensor.h (NaN payloads included).
+void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n, cudaStream_t stream);
+
+// *flag = 1 when any element is inf or nan, else 0.
+void has_non_finite(const float* x, int64_t n, int* flag, cudaStream_t stream);
+
+}  // namespace scalelab::cuda

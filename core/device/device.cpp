@@ -1,0 +1,319 @@
+#include "core/device/device.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/device/cpu/cpu_executor.h"
+#include "core/error.h"
+
+namespace scalelab {
+
+const char* device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::sim: return "sim";
+    case DeviceKind::cuda: return "cuda";
+  }
+  return "?";
+}
+
+DeviceKind parse_device_kind(const std::string& name) {
+  if (name == "cpu") return DeviceKind::cpu;
+  if (name == "sim") return DeviceKind::sim;
+  if (name == "cuda") return DeviceKind::cuda;
+  throw UsageError("device", "unknown device '" + name + "' — use cpu, sim or cuda");
+}
+
+Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Executor> executor,
+               std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus)
+    : index_(index),
+      kind_(kind),
+      name_(std::move(name)),
+      executor_(std::move(executor)),
+      clock_(std::move(clock)),
+      ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
+      bus_(bus) {
+  if (bus_) {
+    ledger_->set_listener([this](MemoryCategory category, int64_t live) {
+      bus_->emit(MemorySample{index_, clock_->now_ns(), category, live});
+    });
+  }
+}
+
+Device::~Device() {
+  // Tensors may outlive the device in a test; their release must not call back into us.
+  ledger_->set_listener(nullptr);
+}
+
+Tensor Device::empty(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error("tensor", "negative dimension in shape for " + what);
+    n *= d;
+  }
+  const int64_t bytes = n * dtype_size(dtype);
+  ledger_->allocate(category, bytes, what);  // throws the explaining out-of-memory error
+  auto storage = std::make_shared<Storage>();
+  storage->device = this;
+  storage->category = category;
+  storage->bytes = bytes;
+  try {
+    storage->data = executor_->allocate(bytes);
+  } catch (...) {
+    ledger_->release(category, bytes);
+    throw;
+  }
+  storage->ledger = ledger_;
+  storage->free_data = [exec = executor_](void* p) { exec->deallocate(p); };
+  return Tensor(std::move(storage), std::move(shape), dtype);
+}
+
+Tensor Device::zeros(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what) {
+  Tensor t = empty(std::move(shape), dtype, category, what);
+  if (executor_->computes()) executor_->fill(t, 0.0f);
+  return t;
+}
+
+void Device::check_here(const Tensor& t, const char* op, const char* what) const {
+  if (!t.defined()) throw Error(name_, std::string(op) + ": " + what + " is undefined");
+  if (t.device() != this)
+    throw Error(name_, std::string(op) + ": " + what + " lives on " + (t.device() ? t.device()->name() : "?") +
+                           ", not on " + name_ + " — copy it here first");
+}
+
+template <typename Work>
+void Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
+                    std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
+                    Work&& work, int peer) {
+  int64_t ready = 0;
+  for (const Tensor* t : inputs)
+    if (t && t->defined()) ready = std::max(ready, t->ready_ns());
+  for (const Tensor* t : outputs)  // an op that writes must wait for the last write too
+    if (t && t->defined()) ready = std::max(ready, t->ready_ns());
+  Interval when = clock_->run(lane, ready, cost, [&] {
+    if (executor_->computes()) work();
+  });
+  for (const Tensor* t : outputs)
+    if (t && t->defined()) t->set_ready_ns(when.end_ns);
+  if (bus_) {
+    Event e;
+    e.device = index_;
+    e.lane = lane;
+    e.kind = kind;
+    e.name = tag.name;
+    e.phase = tag.phase;
+    e.t_begin_ns = when.begin_ns;
+    e.t_end_ns = when.end_ns;
+    e.bytes = static_cast<int64_t>(cost.bytes);
+    e.flops = cost.flops;
+    e.step = step_;
+    e.micro_batch = tag.micro_batch;
+    e.bucket = tag.bucket;
+    e.layer = tag.layer;
+    e.peer = peer;
+    bus_->emit(std::move(e));
+  }
+}
+
+void Device::gemm(const OpTag& tag, bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c, float beta,
+                  float alpha) {
+  check_here(a, "gemm", "A");
+  check_here(b, "gemm", "B");
+  check_here(c, "gemm", "C");
+  const int64_t m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols();
+  const int64_t kb = tb ? b.cols() : b.rows(), n = tb ? b.rows() : b.cols();
+  if (k != kb || c.rows() != m || c.cols() != n)
+    throw Error(name_, "gemm " + tag.name + ": shapes do not match: op(A) " + std::to_string(m) + "x" +
+                           std::to_string(k) + ", op(B) " + std::to_string(kb) + "x" + std::to_string(n) + ", C " +
+                           c.shape_string());
+  OpCost cost{OpClass::gemm, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
+              static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes() * (beta != 0.0f ? 2 : 1)), a.dtype()};
+  run_op(tag, "gemm", Lane::compute, cost, {&a, &b}, {&c}, [&] { executor_->gemm(ta, tb, alpha, a, b, beta, c); });
+}
+
+void Device::bias_act(const OpTag& tag, const Tensor& y, const Tensor& bias, Activation act) {
+  check_here(y, "bias_act", "y");
+  check_here(bias, "bias_act", "bias");
+  if (bias.numel() != y.cols())
+    throw Error(name_, "bias_act " + tag.name + ": bias " + bias.shape_string() + " does not match " + y.shape_string());
+  OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(y.numel()),
+              static_cast<double>(2 * y.nbytes() + bias.nbytes()), y.dtype()};
+  run_op(tag, act == Activation::relu ? "bias_relu" : "bias", Lane::compute, cost, {&bias}, {&y},
+         [&] { executor_->bias_act(y, bias, act); });
+}
+
+void Device::bias_act_backward(const OpTag& tag, const Tensor& dy, const Tensor& y, const Tensor& dbias,
+                               Activation act, bool accumulate) {
+  check_here(dy, "bias_act_backward", "dy");
+  check_here(dbias, "bias_act_backward", "dbias");
+  OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(dy.numel()),
+              static_cast<double>(2 * dy.nbytes() + (act == Activation::relu ? y.nbytes() : 0) + dbias.nbytes()),
+              dy.dtype()};
+  run_op(tag, act == Activation::relu ? "bias_relu_bwd" : "bias_bwd", Lane::compute, cost, {&y}, {&dy, &dbias},
+         [&] { executor_->bias_act_backward(dy, y, dbias, act, accumulate); });
+}
+
+double Device::softmax_xent(const OpTag& tag, const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
+                            float grad_scale) {
+  check_here(logits, "softmax_xent", "logits");
+  check_here(labels, "softmax_xent", "labels");
+  if (labels.numel() != logits.rows())
+    throw Error(name_, "softmax_xent: " + std::to_string(labels.numel()) + " labels for " +
+                           std::to_string(logits.rows()) + " rows of logits");
+  double loss = 0;
+  OpCost cost{OpClass::elementwise, 5.0 * static_cast<double>(logits.numel()),
+              static_cast<double>(2 * logits.nbytes() + labels.nbytes()), logits.dtype()};
+  run_op(tag, "softmax_xent", Lane::compute, cost, {&logits, &labels}, {&dlogits},
+         [&] { loss = executor_->softmax_xent(logits, labels, dlogits, grad_scale); });
+  return executor_->computes() ? loss : std::numeric_limits<double>::quiet_NaN();
+}
+
+double Device::mse(const OpTag& tag, const Tensor& pred, const Tensor& target, const Tensor& dpred,
+                   float grad_scale) {
+  check_here(pred, "mse", "pred");
+  check_here(target, "mse", "target");
+  if (pred.numel() != target.numel())
+    throw Error(name_, "mse: prediction " + pred.shape_string() + " and target " + target.shape_string() + " differ");
+  double loss = 0;
+  OpCost cost{OpClass::elementwise, 3.0 * static_cast<double>(pred.numel()),
+              static_cast<double>(3 * pred.nbytes()), pred.dtype()};
+  run_op(tag, "mse", Lane::compute, cost, {&pred, &target}, {&dpred},
+         [&] { loss = executor_->mse(pred, target, dpred, grad_scale); });
+  return executor_->computes() ? loss : std::numeric_limits<double>::quiet_NaN();
+}
+
+void Device::sgd(const OpTag& tag, const Tensor& w, const Tensor& g, const Tensor& buf, const SgdOptions& o) {
+  check_here(w, "sgd", "weights");
+  check_here(g, "sgd", "gradient");
+  const bool momentum = o.momentum != 0.0f && buf.defined();
+  OpCost cost{OpClass::elementwise, (momentum ? 4.0 : 2.0) * static_cast<double>(w.numel()),
+              static_cast<double>(w.nbytes() * (momentum ? 5 : 3)), w.dtype()};
+  run_op(tag, "sgd", Lane::compute, cost, {&g}, {&w, &buf}, [&] { executor_->sgd(w, g, buf, o); });
+}
+
+void Device::adam(const OpTag& tag, const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
+                  const AdamOptions& o, int64_t t) {
+  check_here(w, "adam", "weights");
+  OpCost cost{OpClass::elementwise, 12.0 * static_cast<double>(w.numel()), static_cast<double>(7 * w.nbytes()),
+              w.dtype()};
+  run_op(tag, "adam", Lane::compute, cost, {&g}, {&w, &m, &v}, [&] { executor_->adam(w, g, m, v, o, t); });
+}
+
+void Device::axpy(const OpTag& tag, float alpha, const Tensor& x, const Tensor& y) {
+  check_here(x, "axpy", "x");
+  check_here(y, "axpy", "y");
+  if (x.numel() != y.numel()) throw Error(name_, "axpy: " + x.shape_string() + " and " + y.shape_string() + " differ");
+  OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(x.numel()), static_cast<double>(3 * x.nbytes()),
+              x.dtype()};
+  run_op(tag, "axpy", Lane::compute, cost, {&x}, {&y}, [&] { executor_->axpy(alpha, x, y); });
+}
+
+void Device::scale(const OpTag& tag, float alpha, const Tensor& x) {
+  check_here(x, "scale", "x");
+  OpCost cost{OpClass::elementwise, static_cast<double>(x.numel()), static_cast<double>(2 * x.nbytes()), x.dtype()};
+  run_op(tag, "scale", Lane::compute, cost, {}, {&x}, [&] { executor_->scale(alpha, x); });
+}
+
+void Device::fill(const OpTag& tag, const Tensor& x, float value) {
+  check_here(x, "fill", "x");
+  OpCost cost{OpClass::elementwise, 0, static_cast<double>(x.nbytes()), x.dtype()};
+  run_op(tag, "fill", Lane::compute, cost, {}, {&x}, [&] { executor_->fill(x, value); });
+}
+
+void Device::cast(const OpTag& tag, const Tensor& src, const Tensor& dst) {
+  check_here(src, "cast", "source");
+  check_here(dst, "cast", "destination");
+  OpCost cost{OpClass::elementwise, 0, static_cast<double>(src.nbytes() + dst.nbytes()), dst.dtype()};
+  run_op(tag, "cast", Lane::compute, cost, {&src}, {&dst}, [&] { executor_->cast(src, dst); });
+}
+
+bool Device::has_non_finite(const OpTag& tag, const Tensor& x) {
+  check_here(x, "has_non_finite", "x");
+  bool found = false;
+  OpCost cost{OpClass::elementwise, static_cast<double>(x.numel()), static_cast<double>(x.nbytes()), x.dtype()};
+  run_op(tag, "check_finite", Lane::compute, cost, {&x}, {}, [&] { found = executor_->has_non_finite(x); });
+  return found;
+}
+
+void Device::upload(const OpTag& tag, const Tensor& dst, const void* src) {
+  check_here(dst, "upload", "destination");
+  OpCost cost{OpClass::copy_host, 0, static_cast<double>(dst.nbytes()), dst.dtype()};
+  run_op(tag, "copy_h2d", Lane::copy, cost, {}, {&dst}, [&] { executor_->copy_from_host(dst, src, dst.nbytes()); });
+}
+
+void Device::download(const OpTag& tag, void* dst, const Tensor& src) {
+  check_here(src, "download", "source");
+  OpCost cost{OpClass::copy_host, 0, static_cast<double>(src.nbytes()), src.dtype()};
+  run_op(tag, "copy_d2h", Lane::copy, cost, {&src}, {}, [&] { executor_->copy_to_host(dst, src, src.nbytes()); });
+}
+
+void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
+  check_here(dst, "copy", "destination");
+  if (!src.defined()) throw Error(name_, "copy " + tag.name + ": source is undefined");
+  if (src.nbytes() != dst.nbytes())
+    throw Error(name_, "copy " + tag.name + ": source " + src.shape_string() + " and destination " +
+                           dst.shape_string() + " differ in size");
+  const bool peer = src.device() != this;
+  OpCost cost{peer ? OpClass::copy_peer : OpClass::elementwise, 0,
+              static_cast<double>(peer ? dst.nbytes() : 2 * dst.nbytes()), dst.dtype()};
+  run_op(tag, peer ? "copy_p2p" : "copy", Lane::copy, cost, {&src}, {&dst}, [&] { executor_->copy(src, dst); },
+         peer && src.device() ? src.device()->index() : -1);
+}
+
+void Device::record(Event e) {
+  e.device = index_;
+  if (e.step < 0) e.step = step_;
+  if (bus_) bus_->emit(std::move(e));
+}
+
+std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
+  if (o.count < 1) throw UsageError("device", "--devices must be at least 1, got " + std::to_string(o.count));
+  std::vector<std::unique_ptr<Device>> devices;
+  auto epoch = std::chrono::steady_clock::now();
+  switch (o.kind) {
+    case DeviceKind::cpu:
+      if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");
+      for (int i = 0; i < o.count; ++i)
+        devices.push_back(std::make_unique<Device>(i, DeviceKind::cpu, "cpu:" + std::to_string(i),
+                                                   std::make_unique<CpuExecutor>(), std::make_unique<WallClock>(epoch),
+                                                   0, o.bus));
+      break;
+    case DeviceKind::sim: {
+      const HardwareProfile& p = o.profile;
+      if (p.name.empty()) throw UsageError("device", "--device sim needs a hardware profile: pass --hw NAME");
+      if (o.count > p.device_count())
+        throw UsageError("device", "profile " + p.name + " has " + std::to_string(p.device_count()) +
+                                       " devices, but " + std::to_string(o.count) +
+                                       " were asked for — use --devices ≤ " + std::to_string(p.device_count()) +
+                                       " or a larger profile");
+      auto model = std::make_shared<const CostModel>(p);
+      for (int i = 0; i < o.count; ++i) {
+        std::unique_ptr<Executor> exec;
+        if (o.dry_run) exec = std::make_unique<MetaExecutor>();
+        else exec = std::make_unique<CpuExecutor>();
+        devices.push_back(std::make_unique<Device>(i, DeviceKind::sim, "sim:" + std::to_string(i) + " (" + p.name + ")",
+                                                   std::move(exec), std::make_unique<SimClock>(model),
+                                                   p.mem_capacity_bytes, o.bus));
+      }
+      break;
+    }
+    case DeviceKind::cuda: {
+      if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");
+      const int have = cuda_device_count();
+      if (o.count > have)
+        throw UsageError("cuda", std::to_string(o.count) + " CUDA devices asked for, " + std::to_string(have) +
+                                     " found — use --devices ≤ " + std::to_string(have) + ", or --device sim");
+      for (int i = 0; i < o.count; ++i) {
+        auto exec = make_cuda_executor(i);
+        auto clock = make_cuda_clock(*exec, epoch);
+        int64_t cap = exec->capacity_bytes();
+        devices.push_back(std::make_unique<Device>(i, DeviceKind::cuda, "cuda:" + std::to_string(i), std::move(exec),
+                                                   std::move(clock), cap, o.bus));
+      }
+      break;
+    }
+  }
+  return devices;
+}
+
+}  // namespace scalelab

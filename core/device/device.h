@@ -1,0 +1,115 @@
+#pragma once
+// A device = executor (runs the numerics) + clock (stamps each op) + memory ledger (counts every
+// byte by category). Every op goes through here, so each one becomes an Event with its lane, its
+// bytes and its FLOPs, on cpu, cuda and sim alike: strategies never ask which kind they run on.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device/clock.h"
+#include "core/device/executor.h"
+#include "core/device/memory.h"
+#include "core/device/sim/profile.h"
+#include "core/tensor.h"
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+enum class DeviceKind : uint8_t { cpu, sim, cuda };
+const char* device_kind_name(DeviceKind kind);
+DeviceKind parse_device_kind(const std::string& name);  // throws UsageError
+
+// What an op is for, as it will appear in the trace and the dashboard.
+struct OpTag {
+  std::string name;
+  Phase phase = Phase::fwd;
+  int layer = -1;
+  int micro_batch = -1;
+  int bucket = -1;
+};
+
+class Device {
+ public:
+  Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Executor> executor,
+         std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  int index() const { return index_; }
+  DeviceKind kind() const { return kind_; }
+  const std::string& name() const { return name_; }
+  Executor& executor() { return *executor_; }
+  Clock& clock() { return *clock_; }
+  MemoryLedger& memory() { return *ledger_; }
+  EventBus* bus() const { return bus_; }
+  bool computes() const { return executor_->computes(); }
+  // Stamped on every event this device emits from now on.
+  void set_step(int64_t step) { step_ = step; }
+  int64_t step() const { return step_; }
+
+  Tensor empty(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what = "");
+  Tensor zeros(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what = "");
+
+  // c = alpha · op(a) · op(b) + beta · c
+  void gemm(const OpTag& tag, bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c,
+            float beta = 0.0f, float alpha = 1.0f);
+  void bias_act(const OpTag& tag, const Tensor& y, const Tensor& bias, Activation act);
+  void bias_act_backward(const OpTag& tag, const Tensor& dy, const Tensor& y, const Tensor& dbias, Activation act,
+                         bool accumulate = false);
+  // Mean loss; dlogits (if defined) gets grad_scale · d(mean loss)/d(logits).
+  double softmax_xent(const OpTag& tag, const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
+                      float grad_scale = 1.0f);
+  double mse(const OpTag& tag, const Tensor& pred, const Tensor& target, const Tensor& dpred, float grad_scale = 1.0f);
+  void sgd(const OpTag& tag, const Tensor& w, const Tensor& g, const Tensor& momentum_buf, const SgdOptions& o);
+  void adam(const OpTag& tag, const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
+            const AdamOptions& o, int64_t t);
+  void axpy(const OpTag& tag, float alpha, const Tensor& x, const Tensor& y);
+  void scale(const OpTag& tag, float alpha, const Tensor& x);
+  void fill(const OpTag& tag, const Tensor& x, float value);
+  void cast(const OpTag& tag, const Tensor& src, const Tensor& dst);
+  bool has_non_finite(const OpTag& tag, const Tensor& x);
+  // Host <-> device over the host link, on the copy lane.
+  void upload(const OpTag& tag, const Tensor& dst, const void* src);
+  void download(const OpTag& tag, void* dst, const Tensor& src);
+  // Copies src (on this or another device) into dst on this device, on the copy lane.
+  void copy(const OpTag& tag, const Tensor& src, const Tensor& dst);
+
+  // Emits an event for work timed elsewhere (a collective, whose start depends on every rank).
+  void record(Event e);
+
+ private:
+  template <typename Work>
+  void run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
+              std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
+              Work&& work, int peer = -1);
+  void check_here(const Tensor& t, const char* op, const char* what) const;
+
+  int index_;
+  DeviceKind kind_;
+  std::string name_;
+  std::shared_ptr<Executor> executor_;  // shared with the storages it allocated: they may outlive the device
+  std::unique_ptr<Clock> clock_;
+  std::shared_ptr<MemoryLedger> ledger_;
+  EventBus* bus_;
+  int64_t step_ = -1;
+};
+
+// How to make devices for a run.
+struct DeviceOptions {
+  DeviceKind kind = DeviceKind::cpu;
+  int count = 1;
+  HardwareProfile profile;  // required for sim
+  bool dry_run = false;     // sim only: shape-only tensors, no numerics
+  EventBus* bus = nullptr;
+};
+
+std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& options);
+
+// Provided by core/device/cuda (or its stub when CUDA is absent).
+bool cuda_available();
+int cuda_device_count();
+std::unique_ptr<Executor> make_cuda_executor(int ordinal);
+std::unique_ptr<Clock> make_cuda_clock(Executor& executor, WallClock::time_point epoch);
+
+}  // namespace scalelab

@@ -1,0 +1,50 @@
+#pragma once
+// The executor of a device runs the numerics of ops on tensors that live on it. The cpu executor
+// (also the sim device's host executor) calls OpenBLAS and core/kernels; the CUDA one cuBLAS and
+// the kernels in core/device/cuda; the meta executor runs nothing (a dry run on sim).
+#include <cstdint>
+
+#include "core/kernels/cpu_kernels.h"
+#include "core/tensor.h"
+
+namespace scalelab {
+
+using kernels::Activation;
+using kernels::AdamOptions;
+using kernels::SgdOptions;
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const char* name() const = 0;
+  // False for the meta executor: tensors carry no data and ops compute nothing.
+  virtual bool computes() const { return true; }
+  // The memory the device can hold, when the executor knows it (cudaMemGetInfo); 0 otherwise.
+  virtual int64_t capacity_bytes() const { return 0; }
+
+  virtual void* allocate(int64_t bytes) = 0;
+  virtual void deallocate(void* p) noexcept = 0;
+
+  virtual void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                    const Tensor& c) = 0;
+  virtual void bias_act(const Tensor& y, const Tensor& bias, Activation act) = 0;
+  virtual void bias_act_backward(const Tensor& dy, const Tensor& y, const Tensor& dbias, Activation act,
+                                 bool accumulate) = 0;
+  virtual double softmax_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
+                              float grad_scale) = 0;
+  virtual double mse(const Tensor& pred, const Tensor& target, const Tensor& dpred, float grad_scale) = 0;
+  virtual void sgd(const Tensor& w, const Tensor& g, const Tensor& momentum_buf, const SgdOptions& o) = 0;
+  virtual void adam(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v, const AdamOptions& o,
+                    int64_t t) = 0;
+  virtual void axpy(float alpha, const Tensor& x, const Tensor& y) = 0;
+  virtual void scale(float alpha, const Tensor& x) = 0;
+  virtual void fill(const Tensor& x, float value) = 0;
+  virtual void cast(const Tensor& src, const Tensor& dst) = 0;
+  virtual bool has_non_finite(const Tensor& x) = 0;
+  // Copies between this device and the host, and between two tensors (same or another device).
+  virtual void copy_from_host(const Tensor& dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const Tensor& src, int64_t bytes) = 0;
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+};
+
+}  // namespace scalelab

@@ -1,0 +1,39 @@
+#pragma once
+// Prices an op on a hardware profile (see ../shared/DESIGN.md, "The cost model"):
+//   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch
+//   element-wise bytes / mem_bw + launch
+//   copy         α + bytes / B over the link it crosses
+//   collectives  α-β over a ring (all-reduce 2(n−1)α + 2(n−1)/n · S/B), hierarchical across nodes
+#include "core/comm/collective.h"
+#include "core/device/sim/profile.h"
+#include "core/tensor.h"
+
+namespace scalelab {
+
+enum class OpClass : uint8_t { gemm, elementwise, copy_host, copy_peer, none };
+
+// What an op costs, in the terms the cost model reads. `bytes` is the memory traffic
+// (reads + writes) for compute ops, and the payload for copies.
+struct OpCost {
+  OpClass cls = OpClass::elementwise;
+  double flops = 0;
+  double bytes = 0;
+  DType dtype = DType::f32;
+};
+
+class CostModel {
+ public:
+  explicit CostModel(HardwareProfile profile) : profile_(std::move(profile)) {}
+  double seconds(const OpCost& cost) const;
+  // A collective over ranks 0..world_size−1, rank i on device i of the profile (so the ring spans
+  // ⌈n / devices_per_node⌉ nodes). `bytes` is S: the tensor of all_reduce, broadcast, reduce,
+  // send and recv; the whole (size × piece) buffer of all_gather, reduce_scatter, scatter, gather.
+  // For send / recv, `crosses_nodes` says the peer is on another node.
+  double collective_seconds(Collective op, double bytes, int world_size, bool crosses_nodes = false) const;
+  const HardwareProfile& profile() const { return profile_; }
+
+ private:
+  HardwareProfile profile_;
+};
+
+}  // namespace scalelab

@@ -1,0 +1,49 @@
+#pragma once
+// A hardware profile: the public figures of a machine that the sim cost model prices ops with.
+// Profiles are JSON files in profiles/, each figure with its source noted in the file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace scalelab {
+
+struct LinkSpec {
+  std::string kind;            // nvlink, nvswitch, pcie, infiniband, memory
+  double bandwidth_Bps = 0;    // one direction, per device
+  double latency_s = 0;        // α of the α-β model
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::string device_model;
+  int nodes = 1;
+  int devices_per_node = 1;
+  double peak_flops_f32 = 0;
+  double peak_flops_f16 = 0;
+  double peak_flops_bf16 = 0;
+  double gemm_efficiency = 1.0;  // the share of peak a large GEMM reaches
+  double mem_bandwidth_Bps = 0;
+  int64_t mem_capacity_bytes = 0;
+  double launch_overhead_s = 0;
+  LinkSpec host_link;   // host <-> device copies
+  LinkSpec intra_node;  // device <-> device inside a node
+  LinkSpec inter_node;  // between nodes
+  std::string path;     // where it was loaded from
+
+  int device_count() const { return nodes * devices_per_node; }
+  double peak_flops(DType dtype) const;
+};
+
+// Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.
+HardwareProfile parse_profile(const std::string& json_text, const std::string& origin);
+// `name_or_path` is a file path, or the name of a file in the profiles directory (without .json).
+HardwareProfile load_profile(const std::string& name_or_path);
+// Names of the shipped profiles.
+std::vector<std::string> list_profiles();
+// The directory holding the shipped profiles: $SCALELAB_PROFILES, else next to the sources.
+std::string profiles_dir();
+
+}  // namespace scalelab

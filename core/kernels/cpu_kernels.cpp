@@ -1,0 +1,167 @@
+#include "core/kernels/cpu_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace scalelab::kernels {
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // sgemm with k = 0 is allowed but some BLAS read lda; do the closed form
+    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0 : beta * c[i];
+    return;
+  }
+  const int lda = static_cast<int>(ta ? m : k);
+  const int ldb = static_cast<int>(tb ? k : n);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb, beta, c, static_cast<int>(n));
+}
+
+void gemm_naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+                float beta, float* c) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        float av = ta ? a[p * m + i] : a[i * k + p];
+        float bv = tb ? b[j * k + p] : b[p * n + j];
+        acc += static_cast<double>(av) * bv;
+      }
+      float prev = beta == 0 ? 0.0f : beta * c[i * n + j];
+      c[i * n + j] = static_cast<float>(alpha * acc) + prev;
+    }
+}
+
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * cols;
+    if (act == Activation::relu) {
+      for (int64_t j = 0; j < cols; ++j) row[j] = std::max(row[j] + bias[j], 0.0f);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+    }
+  }
+}
+
+void bias_act_backward(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols, Activation act,
+                       bool accumulate) {
+  if (!accumulate) std::fill(dbias, dbias + cols, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* drow = dy + r * cols;
+    if (act == Activation::relu) {
+      const float* yrow = y + r * cols;
+      for (int64_t j = 0; j < cols; ++j) drow[j] = yrow[j] > 0.0f ? drow[j] : 0.0f;
+    }
+    for (int64_t j = 0; j < cols; ++j) dbias[j] += drow[j];
+  }
+}
+
+double softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t cols,
+                    float grad_scale) {
+  double total = 0;
+  const float inv_rows = rows > 0 ? grad_scale / static_cast<float>(rows) : 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * cols;
+    int32_t label = labels[r];
+    if (label < 0 || label >= cols)
+      throw Error("loss", "label " + std::to_string(label) + " at row " + std::to_string(r) + " is outside [0, " +
+                              std::to_string(cols) + ") — the model's last layer must have one output per class");
+    float mx = *std::max_element(x, x + cols);
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(static_cast<double>(x[j] - mx));
+    double log_sum = std::log(sum);
+    total += log_sum - static_cast<double>(x[label] - mx);
+    if (dlogits) {
+      float* d = dlogits + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        float p = static_cast<float>(std::exp(static_cast<double>(x[j] - mx) - log_sum));
+        d[j] = (p - (j == label ? 1.0f : 0.0f)) * inv_rows;
+      }
+    }
+  }
+  return rows > 0 ? total / static_cast<double>(rows) : 0.0;
+}
+
+double mse(const float* pred, const float* target, float* dpred, int64_t n, float grad_scale) {
+  double total = 0;
+  const float k = n > 0 ? 2.0f * grad_scale / static_cast<float>(n) : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float d = pred[i] - target[i];
+    total += static_cast<double>(d) * d;
+    if (dpred) dpred[i] = k * d;
+  }
+  return n > 0 ? total / static_cast<double>(n) : 0.0;
+}
+
+void sgd(float* w, const float* g, float* buf, int64_t n, const SgdOptions& o) {
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i] + o.weight_decay * w[i];
+    if (o.momentum != 0.0f && buf) {
+      buf[i] = o.momentum * buf[i] + d;
+      d = buf[i];
+    }
+    w[i] -= o.lr * d;
+  }
+}
+
+void adam(float* w, const float* g, float* m, float* v, int64_t n, const AdamOptions& o, int64_t t) {
+  const float bc1 = 1.0f - std::pow(o.beta1, static_cast<float>(t));
+  const float bc2 = 1.0f - std::pow(o.beta2, static_cast<float>(t));
+  const float step = o.lr / bc1;
+  const float inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] + o.weight_decay * w[i];
+    m[i] = o.beta1 * m[i] + (1.0f - o.beta1) * gi;
+    v[i] = o.beta2 * v[i] + (1.0f - o.beta2) * gi * gi;
+    w[i] -= step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + o.eps);
+  }
+}
+
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void scale(float alpha, float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void fill(float* x, float value, int64_t n) { std::fill(x, x + n, value); }
+
+static float load(const void* p, int dtype, int64_t i) {
+  switch (dtype) {
+    case 1: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case 2: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n) {
+  if (src_dtype == dst_dtype) {
+    std::memmove(dst, src, static_cast<size_t>(n) * (src_dtype == 0 ? 4 : 2));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float v = load(src, src_dtype, i);
+    switch (dst_dtype) {
+      case 1: static_cast<uint16_t*>(dst)[i] = float_to_half(v); break;
+      case 2: static_cast<uint16_t*>(dst)[i] = float_to_bf16(v); break;
+      default: static_cast<float*>(dst)[i] = v;
+    }
+  }
+}
+
+bool has_non_finite(const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return true;
+  return false;
+}
+
+}  // namespace scalelab::kernels

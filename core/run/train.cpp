@@ -1,0 +1,214 @@
+#include "core/run/train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/trace/chrome_trace.h"
+#include "strategies/strategy.h"
+
+namespace scalelab {
+
+
+namespace {
+
+DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
+  if (c.dataset == "synthetic")
+    return make_synthetic(c.synthetic_train, c.synthetic_test, spec.inputs(), static_cast<int>(spec.outputs()), c.seed);
+  DataSplit d = load_fashion_mnist(c.data_dir.empty() ? default_fashion_mnist_dir() : c.data_dir);
+  if (spec.inputs() != d.train.features || spec.outputs() != d.train.classes)
+    throw UsageError("model", "--model " + spec.text + " has " + std::to_string(spec.inputs()) + " inputs and " +
+                                  std::to_string(spec.outputs()) + " outputs, but " + d.train.name + " has " +
+                                  std::to_string(d.train.features) + " features and " +
+                                  std::to_string(d.train.classes) + " classes — use mlp:" +
+                                  std::to_string(d.train.features) + "-...-" + std::to_string(d.train.classes));
+  return d;
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress) {
+  config.validate();
+  const ModelSpec spec = ModelSpec::parse(config.model);
+  const StrategyInfo& info = find_strategy(config.strategy);
+
+  DeviceOptions dopt;
+  dopt.kind = config.device;
+  dopt.count = config.devices;
+  dopt.dry_run = config.dry_run;
+  dopt.bus = &bus;
+  if (config.device == DeviceKind::sim) dopt.profile = load_profile(config.hw);
+  auto devices = make_devices(dopt);
+
+  DataSplit data = load_data(config, spec);
+  Loader loader(data.train, config.batch, config.seed);
+  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t total = config.steps > 0 ? config.steps : config.epochs * per_epoch;
+  const int64_t epochs = (total + per_epoch - 1) / per_epoch;
+
+  StrategyContext ctx{config, {}, bus, init_weights(spec, config.seed)};
+  for (auto& d : devices) ctx.devices.push_back(d.get());
+  std::unique_ptr<Strategy> strategy = info.make(ctx);
+
+  TrainResult r;
+  r.config = config;
+  r.hw_name = config.device == DeviceKind::sim ? dopt.profile.name : "";
+  r.simulated = config.device == DeviceKind::sim;
+  const bool computes = devices.front()->computes();
+
+  HostBatch batch;
+  auto clock_start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration eval_time{};
+  for (int64_t step = 0; step < total; ++step) {
+    const int64_t epoch = step / per_epoch;
+    if (step % per_epoch == 0) loader.set_epoch(epoch);
+    loader.fill(step % per_epoch, batch);
+    double loss = strategy->train_step(batch, step);
+    r.losses.push_back(loss);
+    bus.emit(Metric{step, "loss", loss});
+    Progress p{step + 1, total, epoch + 1, epochs, loss, -1};
+    const bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == total;
+    if (epoch_end && computes) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (auto& d : devices) d->set_step(-1);  // evaluation's downloads are not part of the step
+      HostWeights w = strategy->weights();
+      p.accuracy = evaluate_accuracy(w, data.test.images.data(), data.test.labels.data(), data.test.count);
+      bus.emit(Metric{step, "accuracy", p.accuracy});
+      eval_time += std::chrono::steady_clock::now() - t0;
+    }
+    if (progress) progress(p);
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start - eval_time).count();
+
+  r.steps = total;
+  r.samples = total * config.batch;
+  const size_t tail = std::min<size_t>(100, r.losses.size());
+  double sum = 0;
+  for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) sum += r.losses[i];
+  r.final_loss = tail ? sum / static_cast<double>(tail) : 0;
+
+  for (auto& d : devices) d->set_step(-1);
+  HostWeights final_weights = strategy->weights();
+  if (computes) {
+    r.test_accuracy = evaluate_accuracy(final_weights, data.test.images.data(), data.test.labels.data(), data.test.count);
+    r.weights_checksum = weights_checksum(final_weights);
+  }
+
+  std::vector<Event> events = bus.events();
+  std::vector<MemorySample> memory = bus.memory();
+  r.metrics = compute_metrics(events, memory, static_cast<int>(devices.size()));
+  if (r.simulated) {
+    // From the first op of the first step to the end of the last op of the last step: setting up
+    // (the initial weight upload) and the final download for evaluation are not training.
+    int64_t begin = INT64_MAX, end = 0;
+    for (const Event& e : events)
+      if (e.step >= 0) {
+        begin = std::min(begin, e.t_begin_ns);
+        end = std::max(end, e.t_end_ns);
+      }
+    r.time_s = end > begin ? static_cast<double>(end - begin) * 1e-9 : 0;
+  } else {
+    r.time_s = wall_s;
+  }
+  r.samples_per_s = r.time_s > 0 ? static_cast<double>(r.samples) / r.time_s : 0;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    DeviceSummary s;
+    s.name = devices[i]->name();
+    const DeviceMetrics& m = r.metrics.per_device[i];
+    s.busy_pct = m.busy_pct;
+    s.comm_pct = m.comm_pct;
+    s.idle_pct = m.idle_pct;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) s.peak_bytes[c] = devices[i]->memory().peak(static_cast<MemoryCategory>(c));
+    s.peak_total = devices[i]->memory().peak_total();
+    s.capacity = devices[i]->memory().capacity();
+    r.per_device.push_back(s);
+  }
+
+  if (!config.trace_path.empty()) {
+    TraceInfo ti;
+    for (auto& d : devices) ti.device_names.push_back(d->name());
+    ti.title = "scalelab train --strategy " + config.strategy + " --device " + device_kind_name(config.device) +
+               (r.hw_name.empty() ? "" : " --hw " + r.hw_name) + " --model " + config.model;
+    ti.simulated = r.simulated;
+    write_chrome_trace(config.trace_path, events, memory, bus.metrics(), ti);
+  }
+  if (!config.json_path.empty()) write_file_atomically(config.json_path, to_json(r).dump(2) + "\n", "train");
+  return r;
+}
+
+nlohmann::json to_json(const TrainResult& r) {
+  using nlohmann::json;
+  json j;
+  j["strategy"] = r.config.strategy;
+  j["device"] = device_kind_name(r.config.device);
+  j["hw"] = r.hw_name.empty() ? json(nullptr) : json(r.hw_name);
+  j["devices"] = r.config.devices;
+  j["model"] = r.config.model;
+  j["dataset"] = r.config.dataset;
+  j["batch"] = r.config.batch;
+  j["optimizer"] = r.config.optimizer.kind;
+  j["seed"] = r.config.seed;
+  j["steps"] = r.steps;
+  j["final_loss"] = std::isfinite(r.final_loss) ? json(r.final_loss) : json(nullptr);
+  j["test_accuracy"] = r.test_accuracy >= 0 ? json(r.test_accuracy) : json(nullptr);
+  j["time_s"] = r.time_s;
+  j["time_kind"] = r.simulated ? "simulated" : "measured";
+  j["samples_per_s"] = r.samples_per_s;
+  j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
+  j["overlap_pct"] = r.metrics.overlap_pct;
+  j["bytes_moved"] = r.metrics.bytes_moved;
+  json per = json::array();
+  for (const DeviceSummary& s : r.per_device) {
+    json peak;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) peak[memory_category_name(static_cast<MemoryCategory>(c))] = s.peak_bytes[c];
+    peak["total"] = s.peak_total;
+    per.push_back({{"device", s.name},
+                   {"busy_pct", s.busy_pct},
+                   {"comm_pct", s.comm_pct},
+                   {"idle_pct", s.idle_pct},
+                   {"capacity_bytes", s.capacity},
+                   {"peak_bytes", peak}});
+  }
+  j["per_device"] = per;
+  return j;
+}
+
+std::string format_summary(const TrainResult& r) {
+  char buf[512];
+  std::string s;
+  std::snprintf(buf, sizeof buf, "strategy %s on %d × %s%s, model %s, %s\n", r.config.strategy.c_str(), r.config.devices,
+                device_kind_name(r.config.device), r.hw_name.empty() ? "" : (" (" + r.hw_name + ")").c_str(),
+                r.config.model.c_str(), r.config.dataset.c_str());
+  s += buf;
+  if (std::isfinite(r.final_loss)) {
+    std::snprintf(buf, sizeof buf, "  final loss      %.4f (mean of the last %zu steps)\n", r.final_loss,
+                  std::min<size_t>(100, r.losses.size()));
+    s += buf;
+  } else {
+    s += "  final loss      — (dry run: no numerics)\n";
+  }
+  if (r.test_accuracy >= 0) {
+    std::snprintf(buf, sizeof buf, "  test accuracy   %.4f\n", r.test_accuracy);
+    s += buf;
+  }
+  std::snprintf(buf, sizeof buf, "  time            %.3f s %s for %lld steps (%.3f ms/step)\n", r.time_s,
+                r.simulated ? "simulated" : "measured", static_cast<long long>(r.steps),
+                r.steps ? 1e3 * r.time_s / static_cast<double>(r.steps) : 0.0);
+  s += buf;
+  std::snprintf(buf, sizeof buf, "  throughput      %.0f samples/s\n", r.samples_per_s);
+  s += buf;
+  if (!r.weights_checksum.empty()) s += "  weights         checksum " + r.weights_checksum + "\n";
+  s += "  per device      busy%  comm%  idle%   peak memory: params grads optimizer activations comm_buffers workspace = total\n";
+  for (const DeviceSummary& d : r.per_device) {
+    std::snprintf(buf, sizeof buf, "    %-22s %5.1f  %5.1f  %5.1f   ", d.name.c_str(), d.busy_pct, d.comm_pct, d.idle_pct);
+    s += buf;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) s += format_bytes(d.peak_bytes[c]) + (c + 1 < kMemoryCategoryCount ? " | " : "");
+    s += " = " + format_bytes(d.peak_total) + "\n";
+  }
+  return s;
+}
+
+}  // namespace scalelab

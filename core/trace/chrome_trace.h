@@ -1,0 +1,32 @@
+#pragma once
+// Writes events as a Chrome trace (JSON that Perfetto and chrome://tracing open): pid = device,
+// tid = lane, "X" slices for ops, "C" counters for memory by category, "s"/"f" flows for events
+// that share a flow_id (send → recv, bucket → all-reduce). The file is written to a temporary
+// name and renamed, so a trace is never left half-written.
+#include <string>
+#include <vector>
+
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+struct TraceInfo {
+  std::vector<std::string> device_names;  // index = device
+  std::string title;                      // e.g. "scalelab train --strategy single ..."
+  bool simulated = false;                 // times are modelled, not measured
+};
+
+void write_chrome_trace(const std::string& path, const std::vector<Event>& events,
+                        const std::vector<MemorySample>& memory, const std::vector<Metric>& metrics,
+                        const TraceInfo& info);
+
+// Reads a trace written by write_chrome_trace back (for replay in the dashboard, and for tests).
+struct TraceContents {
+  TraceInfo info;
+  std::vector<Event> events;
+  std::vector<MemorySample> memory;
+  std::vector<Metric> metrics;
+};
+TraceContents read_chrome_trace(const std::string& path);
+
+}  // namespace scalelab

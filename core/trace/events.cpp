@@ -1,0 +1,81 @@
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+const char* lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::compute: return "compute";
+    case Lane::comm: return "comm";
+    case Lane::copy: return "copy";
+    case Lane::host: return "host";
+  }
+  return "?";
+}
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::fwd: return "fwd";
+    case Phase::bwd: return "bwd";
+    case Phase::optim: return "optim";
+    case Phase::comm: return "comm";
+    case Phase::data: return "data";
+    case Phase::eval: return "eval";
+  }
+  return "?";
+}
+
+const char* memory_category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::params: return "params";
+    case MemoryCategory::grads: return "grads";
+    case MemoryCategory::optimizer: return "optimizer";
+    case MemoryCategory::activations: return "activations";
+    case MemoryCategory::comm_buffers: return "comm_buffers";
+    case MemoryCategory::workspace: return "workspace";
+  }
+  return "?";
+}
+
+void EventBus::emit(Event e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(e));
+}
+void EventBus::emit(MemorySample m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.push_back(m);
+}
+void EventBus::emit(Metric m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  metrics_.push_back(std::move(m));
+}
+
+template <typename T>
+static std::vector<T> tail_of(const std::vector<T>& v, size_t first) {
+  if (first >= v.size()) return {};
+  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(first), v.end());
+}
+
+std::vector<Event> EventBus::events_since(size_t first) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tail_of(events_, first);
+}
+std::vector<MemorySample> EventBus::memory_since(size_t first) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tail_of(memory_, first);
+}
+std::vector<Metric> EventBus::metrics_since(size_t first) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tail_of(metrics_, first);
+}
+size_t EventBus::event_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.size();
+}
+void EventBus::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.clear();
+  memory_.clear();
+  metrics_.clear();
+}
+
+}  // namespace scalelab

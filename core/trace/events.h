@@ -1,0 +1,77 @@
+#pragma once
+// The one data model: everything a run does is an Event, a memory sample or a metric. The
+// dashboard, the Chrome-trace writer, the metrics pass and the grader all read these.
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace scalelab {
+
+enum class Lane : uint8_t { compute, comm, copy, host };
+enum class Phase : uint8_t { fwd, bwd, optim, comm, data, eval };
+enum class MemoryCategory : uint8_t { params, grads, optimizer, activations, comm_buffers, workspace };
+constexpr int kLaneCount = 4;
+constexpr int kMemoryCategoryCount = 6;
+
+const char* lane_name(Lane lane);
+const char* phase_name(Phase phase);
+const char* memory_category_name(MemoryCategory category);
+
+struct Event {
+  int device = 0;
+  Lane lane = Lane::compute;
+  std::string kind;  // the op: gemm, bias_act, softmax_xent, sgd, copy_h2d, all_reduce ...
+  std::string name;  // what it is for: "fc1.fwd", "batch x" ...
+  Phase phase = Phase::fwd;
+  int64_t t_begin_ns = 0;
+  int64_t t_end_ns = 0;
+  int64_t bytes = 0;
+  double flops = 0;
+  int64_t step = -1;
+  int micro_batch = -1;
+  int bucket = -1;
+  int layer = -1;
+  int peer = -1;
+  int64_t flow_id = -1;  // links a send to its recv, a bucket to its all-reduce
+};
+
+struct MemorySample {
+  int device = 0;
+  int64_t t_ns = 0;
+  MemoryCategory category = MemoryCategory::params;
+  int64_t bytes = 0;  // live bytes of this category after the change
+};
+
+struct Metric {
+  int64_t step = 0;
+  std::string name;  // loss, accuracy, samples_per_s ...
+  double value = 0;
+};
+
+// Thread-safe store of everything emitted. Readers take copies of what arrived since an index,
+// so the dashboard can poll each frame while training threads keep emitting.
+class EventBus {
+ public:
+  void emit(Event e);
+  void emit(MemorySample m);
+  void emit(Metric m);
+
+  std::vector<Event> events_since(size_t first) const;
+  std::vector<MemorySample> memory_since(size_t first) const;
+  std::vector<Metric> metrics_since(size_t first) const;
+  std::vector<Event> events() const { return events_since(0); }
+  std::vector<MemorySample> memory() const { return memory_since(0); }
+  std::vector<Metric> metrics() const { return metrics_since(0); }
+  size_t event_count() const;
+  void clear();
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Event> events_;
+  std::vector<MemorySample> memory_;
+  std::vector<Metric> metrics_;
+};
+
+}  // namespace scalelab

@@ -1,0 +1,111 @@
+#include "core/trace/metrics.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace scalelab {
+
+namespace {
+
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+
+// Sorted, disjoint, non-empty intervals covering the same points.
+Intervals merged(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& [b, e] : v) {
+    if (e <= b) continue;
+    if (!out.empty() && b <= out.back().second) out.back().second = std::max(out.back().second, e);
+    else out.emplace_back(b, e);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t union_length(Intervals intervals) {
+  int64_t total = 0;
+  for (const auto& [b, e] : merged(std::move(intervals))) total += e - b;
+  return total;
+}
+
+int64_t intersection_length(Intervals a, Intervals b) {
+  const Intervals x = merged(std::move(a)), y = merged(std::move(b));
+  int64_t total = 0;
+  size_t i = 0, j = 0;
+  while (i < x.size() && j < y.size()) {
+    const int64_t lo = std::max(x[i].first, y[j].first), hi = std::min(x[i].second, y[j].second);
+    if (hi > lo) total += hi - lo;
+    if (x[i].second < y[j].second) ++i;
+    else ++j;
+  }
+  return total;
+}
+
+RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<MemorySample>& memory,
+                           int device_count) {
+  RunMetrics r;
+  int max_device = device_count - 1;
+  for (const Event& e : events) max_device = std::max(max_device, e.device);
+  for (const MemorySample& m : memory) max_device = std::max(max_device, m.device);
+  const size_t n = static_cast<size_t>(std::max(max_device + 1, 0));
+  r.per_device.resize(n);
+
+  std::vector<std::array<Intervals, kLaneCount>> lanes(n);
+  r.t_begin_ns = events.empty() ? 0 : INT64_MAX;
+  r.t_end_ns = 0;
+  for (const Event& e : events) {
+    if (e.device < 0) continue;
+    r.t_begin_ns = std::min(r.t_begin_ns, e.t_begin_ns);
+    r.t_end_ns = std::max(r.t_end_ns, e.t_end_ns);
+    lanes[static_cast<size_t>(e.device)][static_cast<int>(e.lane)].emplace_back(e.t_begin_ns, e.t_end_ns);
+    DeviceMetrics& d = r.per_device[static_cast<size_t>(e.device)];
+    d.flops += e.flops;
+    if (e.lane == Lane::comm || e.lane == Lane::copy) d.bytes_moved += e.bytes;
+  }
+  const double span = static_cast<double>(r.t_end_ns - r.t_begin_ns);
+
+  int64_t comm_total = 0, hidden_total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    DeviceMetrics& d = r.per_device[i];
+    d.device = static_cast<int>(i);
+    const auto& l = lanes[i];
+    d.compute_ns = union_length(l[static_cast<int>(Lane::compute)]);
+    d.comm_ns = union_length(l[static_cast<int>(Lane::comm)]);
+    d.copy_ns = union_length(l[static_cast<int>(Lane::copy)]);
+    Intervals all;
+    for (const auto& lane : l) all.insert(all.end(), lane.begin(), lane.end());
+    d.idle_ns = (r.t_end_ns - r.t_begin_ns) - union_length(all);
+    if (span > 0) {
+      d.busy_pct = 100.0 * static_cast<double>(d.compute_ns) / span;
+      d.comm_pct = 100.0 * static_cast<double>(d.comm_ns) / span;
+      d.idle_pct = 100.0 * static_cast<double>(d.idle_ns) / span;
+    }
+    const int64_t hidden = intersection_length(l[static_cast<int>(Lane::comm)], l[static_cast<int>(Lane::compute)]);
+    d.overlap_pct = d.comm_ns > 0 ? 100.0 * static_cast<double>(hidden) / static_cast<double>(d.comm_ns) : 0.0;
+    comm_total += d.comm_ns;
+    hidden_total += hidden;
+    r.bytes_moved += d.bytes_moved;
+  }
+  r.overlap_pct = comm_total > 0 ? 100.0 * static_cast<double>(hidden_total) / static_cast<double>(comm_total) : 0.0;
+
+  // Peaks from the samples, in time order (stable: equal stamps keep emission order).
+  std::vector<MemorySample> samples = memory;
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; });
+  std::vector<std::array<int64_t, kMemoryCategoryCount>> live(n);
+  for (const MemorySample& m : samples) {
+    if (m.device < 0) continue;
+    const size_t dev = static_cast<size_t>(m.device);
+    DeviceMetrics& d = r.per_device[dev];
+    const int c = static_cast<int>(m.category);
+    live[dev][c] = m.bytes;
+    d.peak_bytes[c] = std::max(d.peak_bytes[c], m.bytes);
+    int64_t total = 0;
+    for (int64_t v : live[dev]) total += v;
+    d.peak_total = std::max(d.peak_total, total);
+  }
+  return r;
+}
+
+}  // namespace scalelab

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs with apt only the Debian packages scalelab needs that are missing. Idempotent; as root
+# it runs apt-get directly, otherwise through sudo. Says what it installs.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libgtest-dev libbenchmark-dev
+  libopenblas-dev zlib1g-dev
+  libopenmpi-dev openmpi-bin
+  libglfw3-dev libimgui-dev
+  xvfb xauth
+  nlohmann-json3-dev libcli11-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "[install-deps] all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
+echo "[install-deps] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# Update the index only when an install fails for want of it: a fresh machine's lists may be empty.
+if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; then
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+echo "[install-deps] done"

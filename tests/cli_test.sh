@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The scalelab command line: exit codes (2 for a bad option, non-zero for a failed run, 0 for
+# success) and the message fragments that tell a student what to do.
+#   bash cli_test.sh <path to scalelab> <tests/data>
+set -u
+
+SCALELAB=${1:?usage: cli_test.sh <scalelab binary> <tests/data>}
+DATA=${2:?usage: cli_test.sh <scalelab binary> <tests/data>}
+[ -x "$SCALELAB" ] || { echo "FAIL: $SCALELAB is not an executable"; exit 1; }
+[ -f "$DATA/tiny.json" ] || { echo "FAIL: $DATA/tiny.json is missing"; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/scalelab-cli-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+
+pass() { echo "PASS: $1"; }
+fail() {
+  echo "FAIL: $1"
+  failures=$((failures + 1))
+}
+
+# expect NAME CODE FRAGMENT -- ARGS...: runs scalelab ARGS, wants exit CODE ("nonzero" for any
+# failure) and FRAGMENT (may be empty) somewhere in stdout + stderr.
+expect() {
+  local name=$1 want=$2 fragment=$3
+  shift 4
+  local out rc
+  out=$("$SCALELAB" "$@" 2>&1 </dev/null)
+  rc=$?
+  if [ "$want" = nonzero ]; then
+    if [ "$rc" -eq 0 ]; then
+      fail "$name: exit 0, wanted non-zero (scalelab $*)"
+      return
+    fi
+  elif [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, wanted $want (scalelab $*); output: $(printf '%s' "$out" | tail -n 3)"
+    return
+  fi
+  if [ -n "$fragment" ] && ! printf '%s' "$out" | grep -qF -- "$fragment"; then
+    fail "$name: output lacks '$fragment' (scalelab $*); output: $(printf '%s' "$out" | tail -n 3)"
+    return
+  fi
+  pass "$name"
+}
+
+have_python() { command -v python3 >/dev/null 2>&1; }
+
+# json_check FILE PYTHON_EXPR: the file is JSON and the expression (over `j`) is true.
+json_check() {
+  local file=$1 expr=$2
+  [ -s "$file" ] || return 1
+  if have_python; then
+    python3 -c "import json, sys; j = json.load(open(sys.argv[1])); sys.exit(0 if ($expr) else 1)" "$file" 2>/dev/null
+  else
+    grep -q '{' "$file"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Bad options and bad values: exit 2, and the message names the option and the fix.
+T="train --dataset synthetic --quiet"
+expect "unknown option exits 2" 2 "--no-such-option" -- train --no-such-option
+expect "no subcommand exits 2" 2 "" --
+expect "unknown strategy lists the known ones" 2 "single" -- $T --strategy nope
+expect "unknown strategy names --strategy" 2 "--strategy" -- $T --strategy nope
+expect "sim without --hw asks for --hw" 2 "--hw" -- $T --device sim
+expect "unknown device exits 2" 2 "cpu" -- $T --device tpu
+expect "unknown hardware profile lists the shipped ones" 2 "a100-nvlink-8" -- $T --device sim --hw no-such-hw
+expect "--batch 0 exits 2" 2 "--batch" -- $T --batch 0
+expect "--model with one size exits 2" 2 "--model" -- $T --model mlp:784
+expect "--model that is not an mlp exits 2" 2 "--model" -- $T --model cnn:1-2
+expect "unknown dataset exits 2" 2 "--dataset" -- train --dataset nope --quiet
+expect "--dry-run without sim exits 2" 2 "--device sim" -- $T --dry-run
+expect "more devices than the profile has exits 2" 2 "--devices" -- $T --device sim --hw "$DATA/tiny.json" --devices 5
+expect "--steps and --epochs together exit 2" 2 "" -- $T --steps 2 --epochs 2
+expect "single on two devices exits 2" 2 "--devices" -- $T --devices 2
+
+# A failed run (not a bad option): non-zero, and the missing data says how to get it.
+expect "missing Fashion-MNIST says how to install it" nonzero "apt-get install dataset-fashion-mnist" -- \
+  train --dataset fashion-mnist --data-dir /nonexistent --quiet
+expect "missing Fashion-MNIST offers --dataset synthetic" nonzero "--dataset synthetic" -- \
+  train --data-dir /nonexistent --quiet
+expect "a trace that cannot be written fails" nonzero "/nonexistent/dir/t.json" -- \
+  $T --model mlp:784-32-10 --steps 1 --trace /nonexistent/dir/t.json
+
+# ---------------------------------------------------------------------------------------------
+# Runs that work.
+J="$WORK/cpu.json"
+expect "a short cpu run succeeds" 0 "measured" -- $T --model mlp:784-32-10 --steps 5 --batch 32 --json "$J"
+if json_check "$J" 'j["time_kind"] == "measured" and j["steps"] == 5 and j["device"] == "cpu" and j["strategy"] == "single" and isinstance(j["weights_checksum"], str) and len(j["per_device"]) == 1 and "peak_bytes" in j["per_device"][0]'; then
+  pass "--json writes the summary with time_kind measured"
+else
+  fail "--json did not write the expected summary to $J: $(head -c 400 "$J" 2>/dev/null)"
+fi
+if ls "$WORK" | grep -qv '^cpu\.json$'; then
+  fail "--json left other files behind: $(ls "$WORK" | tr '\n' ' ')"
+else
+  pass "--json leaves only its file"
+fi
+
+J2="$WORK/sim.json"
+TR="$WORK/sim-trace.json"
+expect "a sim run on the tiny profile succeeds" 0 "simulated" -- \
+  $T --device sim --hw "$DATA/tiny.json" --model mlp:784-32-10 --steps 2 --batch 16 --json "$J2" --trace "$TR"
+if json_check "$J2" 'j["time_kind"] == "simulated" and j["hw"] == "tiny" and j["time_s"] > 0'; then
+  pass "sim --json says simulated, names the profile"
+else
+  fail "sim --json: $(head -c 400 "$J2" 2>/dev/null)"
+fi
+if json_check "$TR" 'len([e for e in j["traceEvents"] if e["ph"] == "X"]) > 0 and j["otherData"]["simulated"] == True'; then
+  pass "--trace writes a Chrome trace"
+else
+  fail "--trace did not write a Chrome trace to $TR"
+fi
+
+# The same seed twice on sim: the same simulated time and weights, to the byte.
+J3="$WORK/sim-again.json"
+"$SCALELAB" $T --device sim --hw "$DATA/tiny.json" --model mlp:784-32-10 --steps 2 --batch 16 --json "$J3" >/dev/null 2>&1
+if have_python && python3 -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(0 if a["time_s"] == b["time_s"] and a["weights_checksum"] == b["weights_checksum"] else 1)' "$J2" "$J3" 2>/dev/null; then
+  pass "sim runs are deterministic"
+elif ! have_python; then
+  pass "sim runs are deterministic (skipped: no python3)"
+else
+  fail "two identical sim runs differ"
+fi
+
+expect "dry run on sim succeeds" 0 "dry run" -- \
+  $T --device sim --hw a100-nvlink-8 --dry-run --steps 2
+
+expect "profiles lists a100-nvlink-8" 0 "a100-nvlink-8" -- profiles
+expect "profiles lists the multi-node profile" 0 "h100-ib-16x8" -- profiles
+expect "strategies lists single" 0 "single" -- strategies
+
+B="$WORK/bench.json"
+expect "bench compute runs" 0 "ratio" -- bench compute --steps 2 --model mlp:784-128-10 --batch 64 --json "$B"
+if json_check "$B" 'all(k in j and isinstance(j[k], (int, float)) and j[k] > 0 for k in ("achieved_gflops", "sgemm_gflops", "ratio"))'; then
+  pass "bench compute --json has achieved_gflops, sgemm_gflops, ratio"
+else
+  fail "bench compute --json: $(head -c 400 "$B" 2>/dev/null)"
+fi
+expect "bench compute --steps 0 exits 2" 2 "" -- bench compute --steps 0
+
+echo
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
+exit 0

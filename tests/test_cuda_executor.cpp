@@ -1,0 +1,439 @@
+// The cuda device against the cpu reference: every executor op on the same random inputs on both,
+// including odd sizes, n = 0 and 1, every gemm transpose, and the half-precision casts bit for bit.
+// Needs a GPU: each test skips with the reason where there is none (run with `ctest -L cuda`).
+#include <gtest/gtest.h>
+
+#ifdef SCALELAB_HAVE_CUDA
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/device/cpu/cpu_executor.h"
+#include "core/device/device.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace {
+
+using namespace scalelab;
+
+constexpr const char* kNoGpu = "no CUDA device: cuda_device_count() is 0 (no GPU or no driver on this machine)";
+
+// The same tensor on the cpu device (index 0) and on the cuda device (index 1).
+struct Pair {
+  Tensor t[2];
+  const Tensor& operator[](int side) const { return t[side]; }
+};
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+DeviceOptions options(DeviceKind kind, int count = 1) {
+  DeviceOptions o;
+  o.kind = kind;
+  o.count = count;
+  return o;
+}
+
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << kNoGpu;
+    cpu_ = std::move(make_devices(options(DeviceKind::cpu)).front());
+    gpu_ = std::move(make_devices(options(DeviceKind::cuda)).front());
+  }
+
+  Device& dev(int side) { return side == 0 ? *cpu_ : *gpu_; }
+
+  Pair empty(std::vector<int64_t> shape, DType dtype = DType::f32) {
+    Pair p;
+    for (int s : {0, 1}) p.t[s] = dev(s).empty(shape, dtype, MemoryCategory::workspace, "test");
+    return p;
+  }
+
+  // Both sides get the same bytes.
+  template <typename T>
+  Pair from(const std::vector<T>& v, std::vector<int64_t> shape, DType dtype) {
+    Pair p = empty(std::move(shape), dtype);
+    EXPECT_EQ(static_cast<int64_t>(v.size() * sizeof(T)), p[0].nbytes());
+    if (!v.empty())
+      for (int s : {0, 1}) dev(s).upload(tag_, p[s], v.data());
+    return p;
+  }
+  Pair from(const std::vector<float>& v, std::vector<int64_t> shape) { return from(v, std::move(shape), DType::f32); }
+
+  Pair random(std::vector<int64_t> shape, uint64_t seed, float lo = -1, float hi = 1) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    Rng r(seed);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = r.uniform(lo, hi);
+    return from(v, std::move(shape));
+  }
+
+  template <typename T>
+  std::vector<T> host(int side, const Tensor& t) {
+    std::vector<T> v(static_cast<size_t>(t.nbytes()) / sizeof(T));
+    if (!v.empty()) dev(side).download(tag_, v.data(), t);
+    return v;
+  }
+
+  // |gpu − cpu| ≤ atol + rtol·|cpu| elementwise (nan only where the cpu has nan).
+  void expect_close(const Pair& p, double rtol, double atol, const std::string& what) {
+    auto c = host<float>(0, p[0]), g = host<float>(1, p[1]);
+    ASSERT_EQ(c.size(), g.size()) << what;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (std::isnan(c[i])) {
+        ASSERT_TRUE(std::isnan(g[i])) << what << " at " << i;
+        continue;
+      }
+      ASSERT_NEAR(g[i], c[i], atol + rtol * std::fabs(c[i])) << what << " at " << i;
+    }
+  }
+
+  template <typename T>
+  void expect_same_bytes(const Pair& p, const std::string& what) {
+    auto c = host<T>(0, p[0]), g = host<T>(1, p[1]);
+    ASSERT_EQ(c.size(), g.size()) << what;
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(g[i], c[i]) << what << " at " << i;
+  }
+
+  std::unique_ptr<Device> cpu_, gpu_;
+  OpTag tag_{"test"};
+};
+
+TEST_F(CudaVsCpu, GemmEveryTransposeAndOddSizes) {
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (Size z : {Size{37, 19, 53}, Size{1, 1, 1}, Size{1, 17, 3}, Size{64, 1, 5}, Size{128, 96, 300}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {0.0f, 0.5f}) {
+          Pair a = random(ta ? std::vector<int64_t>{z.k, z.m} : std::vector<int64_t>{z.m, z.k}, 1);
+          Pair b = random(tb ? std::vector<int64_t>{z.n, z.k} : std::vector<int64_t>{z.k, z.n}, 2);
+          // beta = 0 must not read C (BLAS semantics): start it as nan to prove it.
+          Pair c = beta == 0.0f ? from(std::vector<float>(static_cast<size_t>(z.m * z.n), NAN), {z.m, z.n})
+                                : random({z.m, z.n}, 3);
+          for (int s : {0, 1}) dev(s).gemm(tag_, ta, tb, a[s], b[s], c[s], beta, 1.5f);
+          expect_close(c, 1e-5, 1e-5 * static_cast<double>(z.k),
+                       "gemm m=" + std::to_string(z.m) + " n=" + std::to_string(z.n) + " k=" + std::to_string(z.k) +
+                           " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta));
+        }
+}
+
+TEST_F(CudaVsCpu, GemmEmptyDimensions) {
+  // k = 0 leaves beta · C (the executor directly: Device's shape check reads [0, n] as 0 columns).
+  for (float beta : {0.0f, 0.5f}) {
+    Pair a = empty({3, 0}), b = empty({0}), c = random({3, 4}, 4);
+    for (int s : {0, 1}) dev(s).executor().gemm(false, false, 1.0f, a[s], b[s], beta, c[s]);
+    expect_close(c, 0, 0, "gemm k=0 beta=" + std::to_string(beta));
+  }
+  // m = 0: nothing to do.
+  Pair a = empty({0, 5}), b = random({5, 4}, 5), c = empty({0, 4});
+  for (int s : {0, 1}) dev(s).executor().gemm(false, false, 1.0f, a[s], b[s], 0.0f, c[s]);
+}
+
+TEST_F(CudaVsCpu, BiasAct) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Shape z : {Shape{33, 65}, Shape{1, 1}, Shape{1, 7}, Shape{1000, 3}})
+    for (Activation act : {Activation::none, Activation::relu}) {
+      Pair y = random({z.rows, z.cols}, 10), b = random({z.cols}, 11);
+      for (int s : {0, 1}) dev(s).bias_act(tag_, y[s], b[s], act);
+      expect_close(y, 0, 0, "bias_act rows=" + std::to_string(z.rows) + " cols=" + std::to_string(z.cols));
+    }
+  Pair y = empty({0, 5}), b = empty({0});
+  for (int s : {0, 1}) dev(s).bias_act(tag_, y[s], b[s], Activation::relu);
+}
+
+TEST_F(CudaVsCpu, BiasActBackward) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Shape z : {Shape{33, 65}, Shape{1, 1}, Shape{300, 3}, Shape{2, 1000}, Shape{0, 4}})
+    for (Activation act : {Activation::none, Activation::relu})
+      for (bool accumulate : {false, true}) {
+        const std::string what = "bias_act_backward rows=" + std::to_string(z.rows) + " cols=" +
+                                 std::to_string(z.cols) + " accumulate=" + std::to_string(accumulate);
+        Pair y = random({z.rows, z.cols}, 20), b = random({z.cols}, 21);
+        if (z.rows > 0)  // zeros for relu to mask
+          for (int s : {0, 1}) dev(s).bias_act(tag_, y[s], b[s], Activation::relu);
+        Pair dy = random({z.rows, z.cols}, 22), db = random({z.cols}, 23);
+        for (int s : {0, 1}) dev(s).bias_act_backward(tag_, dy[s], y[s], db[s], act, accumulate);
+        expect_close(dy, 0, 0, what + " dy");
+        expect_close(db, 1e-5, 1e-6 * static_cast<double>(z.rows + 1), what + " dbias");
+      }
+}
+
+TEST_F(CudaVsCpu, SoftmaxXent) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Shape z : {Shape{64, 10}, Shape{1, 1}, Shape{1, 1000}, Shape{33, 257}, Shape{3000, 2}, Shape{0, 10}})
+    for (bool with_grad : {true, false}) {
+      const std::string what = "softmax_xent rows=" + std::to_string(z.rows) + " cols=" + std::to_string(z.cols);
+      Pair logits = random({z.rows, z.cols}, 30, -8, 8);
+      Rng r(31);
+      std::vector<int32_t> lab(static_cast<size_t>(z.rows));
+      for (int32_t& l : lab) l = static_cast<int32_t>(r.below(static_cast<uint64_t>(z.cols)));
+      Pair labels = from(lab, {z.rows}, DType::i32);
+      Pair d = with_grad ? empty({z.rows, z.cols}) : Pair{};
+      double loss[2];
+      for (int s : {0, 1}) loss[s] = dev(s).softmax_xent(tag_, logits[s], labels[s], d[s], 0.5f);
+      EXPECT_NEAR(loss[1], loss[0], 1e-10 * (1 + std::fabs(loss[0]))) << what;
+      if (with_grad) expect_close(d, 1e-6, 1e-7, what + " dlogits");
+    }
+}
+
+TEST_F(CudaVsCpu, SoftmaxXentLabelOutOfRangeSaysWhich) {
+  Pair logits = random({4, 5}, 40);
+  for (std::vector<int32_t> lab : {std::vector<int32_t>{2, 7, 1, -1}, std::vector<int32_t>{0, 1, -3, 9}}) {
+    Pair labels = from(lab, {4}, DType::i32);
+    Pair d = empty({4, 5});
+    std::string message[2];
+    for (int s : {0, 1}) {
+      try {
+        dev(s).softmax_xent(tag_, logits[s], labels[s], d[s]);
+        ADD_FAILURE() << "no error for an out-of-range label on side " << s;
+      } catch (const Error& e) {
+        message[s] = e.what();
+      }
+    }
+    EXPECT_EQ(message[1], message[0]);
+    EXPECT_NE(message[1].find("[loss] label"), std::string::npos) << message[1];
+    EXPECT_NE(message[1].find("outside [0, 5)"), std::string::npos) << message[1];
+  }
+  // The device still works afterwards.
+  Pair labels = from(std::vector<int32_t>{0, 1, 2, 3}, {4}, DType::i32);
+  EXPECT_TRUE(std::isfinite(gpu_->softmax_xent(tag_, logits[1], labels[1], Tensor{})));
+}
+
+TEST_F(CudaVsCpu, Mse) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1001}, int64_t{(1 << 20) + 3}})
+    for (bool with_grad : {true, false}) {
+      Pair p = random({n}, 50), t = random({n}, 51);
+      Pair d = with_grad ? empty({n}) : Pair{};
+      double loss[2];
+      for (int s : {0, 1}) loss[s] = dev(s).mse(tag_, p[s], t[s], d[s], 2.0f);
+      EXPECT_NEAR(loss[1], loss[0], 1e-12 * (1 + std::fabs(loss[0]))) << "mse n=" << n;
+      if (with_grad) expect_close(d, 1e-6, 0, "mse dpred n=" + std::to_string(n));
+    }
+}
+
+TEST_F(CudaVsCpu, Sgd) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{4097}})
+    for (SgdOptions o : {SgdOptions{0.1f, 0.0f, 0.0f}, SgdOptions{0.1f, 0.9f, 1e-2f}})
+      for (bool with_buf : {true, false}) {
+        const std::string what = "sgd n=" + std::to_string(n) + " momentum=" + std::to_string(o.momentum);
+        Pair w = random({n}, 60), buf = with_buf ? from(std::vector<float>(static_cast<size_t>(n), 0.0f), {n}) : Pair{};
+        for (int step = 0; step < 3; ++step) {
+          Pair g = random({n}, 61 + static_cast<uint64_t>(step));
+          for (int s : {0, 1}) dev(s).sgd(tag_, w[s], g[s], buf[s], o);
+        }
+        expect_close(w, 1e-5, 1e-6, what + " w");
+        if (with_buf) expect_close(buf, 1e-5, 1e-6, what + " buf");
+      }
+}
+
+TEST_F(CudaVsCpu, Adam) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{4097}})
+    for (float wd : {0.0f, 0.01f}) {
+      const std::string what = "adam n=" + std::to_string(n) + " wd=" + std::to_string(wd);
+      AdamOptions o;
+      o.weight_decay = wd;
+      Pair w = random({n}, 70), m = from(std::vector<float>(static_cast<size_t>(n), 0.0f), {n}),
+           v = from(std::vector<float>(static_cast<size_t>(n), 0.0f), {n});
+      for (int64_t t = 1; t <= 3; ++t) {
+        Pair g = random({n}, 71 + static_cast<uint64_t>(t));
+        for (int s : {0, 1}) dev(s).adam(tag_, w[s], g[s], m[s], v[s], o, t);
+      }
+      expect_close(w, 1e-5, 1e-6, what + " w");
+      expect_close(m, 1e-5, 1e-7, what + " m");
+      expect_close(v, 1e-5, 1e-8, what + " v");
+    }
+}
+
+TEST_F(CudaVsCpu, AxpyAndScale) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1023}, int64_t{3 << 20}}) {
+    Pair x = random({n}, 80), y = random({n}, 81);
+    for (int s : {0, 1}) dev(s).axpy(tag_, -0.75f, x[s], y[s]);
+    expect_close(y, 1e-6, 1e-7, "axpy n=" + std::to_string(n));
+    for (int s : {0, 1}) dev(s).scale(tag_, 3.5f, x[s]);
+    expect_close(x, 0, 0, "scale n=" + std::to_string(n));
+  }
+}
+
+TEST_F(CudaVsCpu, FillEveryDtype) {
+  const float specials[] = {0.1f, -0.0f, 65519.0f, 65520.0f, 1e-8f, 3.0e38f, INFINITY, NAN, 7.9f, -3.5f};
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1001}})
+    for (float value : specials) {
+      const std::string what = "fill n=" + std::to_string(n) + " value=" + std::to_string(value);
+      Pair f32 = empty({n}), f16 = empty({n}, DType::f16), bf16 = empty({n}, DType::bf16);
+      for (int s : {0, 1})
+        for (const Tensor* t : {&f32[s], &f16[s], &bf16[s]}) dev(s).fill(tag_, *t, value);
+      expect_same_bytes<uint32_t>(f32, what + " f32");
+      expect_same_bytes<uint16_t>(f16, what + " f16");
+      expect_same_bytes<uint16_t>(bf16, what + " bf16");
+      if (std::isfinite(value) && std::fabs(value) < 1e9f) {  // float -> int32 is defined there
+        Pair i32 = empty({n}, DType::i32);
+        for (int s : {0, 1}) dev(s).fill(tag_, i32[s], value);
+        expect_same_bytes<int32_t>(i32, what + " i32");
+      }
+    }
+}
+
+TEST_F(CudaVsCpu, CastsAreBitEqual) {
+  // f32 -> f16 / bf16: rounding ties, overflow, subnormals, nan payloads, and random bit patterns.
+  std::vector<uint32_t> words = {
+      bits_of(0.0f), bits_of(-0.0f), bits_of(1.0f), bits_of(0.1f), bits_of(1.0f / 3), bits_of(65504.0f),
+      bits_of(65505.0f), bits_of(65519.0f), bits_of(65520.0f), bits_of(-1e6f), bits_of(6.0e-5f),
+      bits_of(5.9604645e-8f) /* 2^-24 */, bits_of(2.9802322e-8f) /* 2^-25: tie to 0 */, bits_of(3.0e-8f),
+      0x00000001u /* f32 subnormal */, bits_of(std::numeric_limits<float>::min()),
+      bits_of(std::numeric_limits<float>::max()), bits_of(INFINITY), bits_of(-INFINITY), 0x7fc00000u,
+      0xffc00000u, 0x7fa00001u /* signalling nan */, 0x7fc12345u, 0x3f808000u /* bf16 tie, to even */,
+      0x3f818000u /* bf16 tie, up */, 0x3f800001u, 0x7f7fffffu, 0x7f7f8000u /* bf16 overflow tie */};
+  Rng r(90);
+  for (int i = 0; i < 200000; ++i) words.push_back(static_cast<uint32_t>(r.next_u64()));
+  const int64_t n = static_cast<int64_t>(words.size());
+  Pair f32 = from(words, {n}, DType::f32);
+  for (DType to : {DType::f16, DType::bf16}) {
+    Pair out = empty({n}, to);
+    for (int s : {0, 1}) dev(s).cast(tag_, f32[s], out[s]);
+    expect_same_bytes<uint16_t>(out, std::string("cast f32 -> ") + dtype_name(to));
+  }
+  // Every 16-bit pattern to f32, to the other half type, and to its own type (a copy).
+  std::vector<uint16_t> halves(65536);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  for (DType from_type : {DType::f16, DType::bf16}) {
+    Pair h = from(halves, {65536}, from_type);
+    for (DType to : {DType::f32, DType::f16, DType::bf16}) {
+      Pair out = empty({65536}, to);
+      for (int s : {0, 1}) dev(s).cast(tag_, h[s], out[s]);
+      const std::string what = std::string("cast ") + dtype_name(from_type) + " -> " + dtype_name(to);
+      if (to == DType::f32) expect_same_bytes<uint32_t>(out, what);
+      else expect_same_bytes<uint16_t>(out, what);
+    }
+  }
+  // n = 0 and 1
+  for (int64_t m : {int64_t{0}, int64_t{1}}) {
+    Pair src = random({m}, 91), out = empty({m}, DType::bf16);
+    for (int s : {0, 1}) dev(s).cast(tag_, src[s], out[s]);
+    expect_same_bytes<uint16_t>(out, "cast n=" + std::to_string(m));
+  }
+}
+
+TEST_F(CudaVsCpu, HasNonFinite) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{(1 << 22) + 1}}) {
+    Pair x = random({n}, 100);
+    EXPECT_FALSE(gpu_->has_non_finite(tag_, x[1])) << "n=" << n;
+    if (n == 0) continue;
+    Rng r(101);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = r.uniform(-1, 1);
+    for (float bad : {INFINITY, -INFINITY, NAN})
+      for (size_t at : {size_t{0}, v.size() - 1, v.size() / 2}) {
+        std::vector<float> w = v;
+        w[at] = bad;
+        Pair y = from(w, {n});
+        for (int s : {0, 1})
+          EXPECT_TRUE(dev(s).has_non_finite(tag_, y[s]))
+              << "n=" << n << " bad=" << bad << " at " << at << " side " << s;
+      }
+  }
+}
+
+TEST_F(CudaVsCpu, CopiesRoundTripAndViews) {
+  // Odd byte counts through the host link.
+  std::vector<uint16_t> h{1, 2, 3};
+  Pair half = from(h, {3}, DType::f16);
+  expect_same_bytes<uint16_t>(half, "upload/download 6 bytes");
+  // Device to device on the same GPU, into a row slice of a larger tensor.
+  Pair src = random({5, 7}, 110), dst = from(std::vector<float>(10 * 7, -1.0f), {10, 7});
+  for (int s : {0, 1}) dev(s).copy(tag_, src[s], dst[s].rows_slice(3, 5));
+  expect_close(dst, 0, 0, "copy into a row slice");
+  // From a cpu device's tensor (host memory) onto the GPU.
+  Tensor g = gpu_->empty({5, 7}, DType::f32, MemoryCategory::workspace, "test");
+  gpu_->copy(tag_, src[0], g);
+  EXPECT_EQ(host<float>(1, g), host<float>(0, src[0]));
+  // Empty tensors.
+  Pair e = empty({0});
+  for (int s : {0, 1}) dev(s).copy(tag_, e[s], e[s]);
+}
+
+TEST_F(CudaVsCpu, PeerCopyBetweenGpus) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "one CUDA device: a peer copy needs two";
+  auto gpus = make_devices(options(DeviceKind::cuda, 2));
+  Rng r(120);
+  std::vector<float> v(100003);
+  for (float& f : v) f = r.uniform(-1, 1);
+  Tensor a = gpus[0]->empty({100003}, DType::f32, MemoryCategory::workspace, "a");
+  Tensor b = gpus[1]->empty({100003}, DType::f32, MemoryCategory::workspace, "b");
+  gpus[0]->upload(tag_, a, v.data());
+  gpus[0]->scale(tag_, 2.0f, a);  // still queued work on gpu 0 must land before the copy reads a
+  gpus[1]->copy(tag_, a, b);
+  std::vector<float> back(v.size());
+  gpus[1]->download(tag_, back.data(), b);
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(back[i], 2.0f * v[i]) << i;
+}
+
+TEST_F(CudaVsCpu, ClockMeasuresOnTheGpu) {
+  Clock& clock = gpu_->clock();
+  EXPECT_FALSE(clock.simulated());
+  Pair a = random({1024, 1024}, 130), c = empty({1024, 1024});
+  Interval last{};
+  for (int i = 0; i < 3; ++i) {
+    const Interval now = clock.run(Lane::compute, 0, OpCost{}, [&] {
+      gpu_->executor().gemm(false, false, 1.0f, a[1], a[1], 0.0f, c[1]);
+    });
+    EXPECT_GT(now.end_ns, now.begin_ns) << "a 2 GFLOP gemm takes time";
+    EXPECT_GE(now.begin_ns, last.end_ns) << "ops on one stream do not overlap";
+    EXPECT_GE(now.begin_ns, 0);
+    last = now;
+  }
+  // Wall time now is past the last op's end (allowing for the one-off anchoring error).
+  EXPECT_GE(clock.now_ns() + 1'000'000, last.end_ns);
+  // An empty op is fine.
+  const Interval empty_op = clock.run(Lane::compute, 0, OpCost{}, nullptr);
+  EXPECT_GE(empty_op.end_ns, empty_op.begin_ns);
+}
+
+TEST_F(CudaVsCpu, ExecutorKnowsItsCapacity) {
+  EXPECT_GT(gpu_->executor().capacity_bytes(), int64_t{1} << 30);
+  EXPECT_TRUE(cuda_available());
+}
+
+TEST_F(CudaVsCpu, BadOrdinalsAndClocksAreUsageErrors) {
+  for (int ordinal : {-1, cuda_device_count()}) {
+    try {
+      make_cuda_executor(ordinal);
+      ADD_FAILURE() << "no error for ordinal " << ordinal;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("[cuda] ", 0), 0u) << e.what();
+    }
+  }
+  CpuExecutor cpu_executor;
+  EXPECT_THROW(make_cuda_clock(cpu_executor, std::chrono::steady_clock::now()), UsageError);
+}
+
+}  // namespace
+
+#else  // built without CUDA
+
+TEST(CudaExecutor, Skipped) { GTEST_SKIP() << "built without CUDA (configure where nvcc and cuBLAS are found)"; }
+
+#endif

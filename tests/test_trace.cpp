@@ -1,0 +1,511 @@
+// Events and what reads them: the Chrome-trace writer (checked as JSON and by reading it back),
+// the thread-safe event bus, and the metrics pass on hand-built intervals with exact answers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/trace/chrome_trace.h"
+#include "core/trace/events.h"
+#include "core/trace/metrics.h"
+
+using namespace scalelab;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Event ev(int device, Lane lane, const std::string& kind, const std::string& name, Phase phase, int64_t b, int64_t e) {
+  Event x;
+  x.device = device;
+  x.lane = lane;
+  x.kind = kind;
+  x.name = name;
+  x.phase = phase;
+  x.t_begin_ns = b;
+  x.t_end_ns = e;
+  return x;
+}
+
+struct TraceFixture : ::testing::Test {
+  fs::path dir;
+  std::vector<Event> events;
+  std::vector<MemorySample> memory;
+  std::vector<Metric> metrics;
+  TraceInfo info;
+
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "scalelab-test-trace-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir = templ;
+
+    // Times are deliberately not round: µs in the file must still give back the exact ns.
+    Event fwd = ev(0, Lane::compute, "gemm", "fc1.fwd", Phase::fwd, 1'234'567, 3'000'001);
+    fwd.flops = 1.5e9;
+    fwd.bytes = 4096;
+    fwd.step = 3;
+    fwd.layer = 0;
+    fwd.micro_batch = 1;
+    Event ar0 = ev(0, Lane::comm, "all_reduce", "bucket 0", Phase::comm, 2'000'003, 5'000'000);
+    ar0.bytes = 1 << 20;
+    ar0.bucket = 0;
+    ar0.step = 3;
+    ar0.flow_id = 7;
+    Event ar1 = ev(1, Lane::comm, "all_reduce", "bucket 0", Phase::comm, 2'500'011, 5'000'000);
+    ar1.bytes = 1 << 20;
+    ar1.bucket = 0;
+    ar1.step = 3;
+    ar1.flow_id = 7;
+    ar1.peer = 0;
+    Event late = ev(1, Lane::compute, "sgd", "fc1.weight.step", Phase::optim, 5'100'000, 5'200'000);
+    late.flow_id = 7;  // a third event of the same flow: a second "f"
+    late.step = 3;
+    Event lone = ev(1, Lane::copy, "copy_p2p", "", Phase::data, 123'456'789'012, 123'456'789'999);  // unnamed
+    lone.peer = 0;
+    lone.bytes = 256;
+    lone.flow_id = 9;  // alone in its flow: no arrow
+    Event host = ev(0, Lane::host, "wait", "barrier", Phase::eval, 7, 8);
+    // Out of time order on purpose: the flow starts at the earliest event, not the first listed.
+    events = {late, ar1, fwd, lone, ar0, host};
+
+    memory = {{0, 0, MemoryCategory::params, 1000},
+              {0, 1'234'567, MemoryCategory::activations, 512},
+              {1, 2'000'000, MemoryCategory::comm_buffers, 1 << 20},
+              {0, 3'000'001, MemoryCategory::activations, 0}};
+    metrics = {{0, "loss", 2.302585092994046}, {3, "loss", 0.1234567890123}, {3, "accuracy", 0.875}};
+    info.device_names = {"sim:0 (tiny)", "sim:1 (tiny)"};
+    info.title = "scalelab train --strategy ddp \"quoted\"";
+    info.simulated = true;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  json written() {
+    const fs::path path = dir / "trace.json";
+    write_chrome_trace(path.string(), events, memory, metrics, info);
+    std::ifstream in(path);
+    return json::parse(in);  // throws (and fails the test) if the file is not JSON
+  }
+};
+
+std::vector<json> with_ph(const json& trace, const std::string& ph) {
+  std::vector<json> out;
+  for (const json& e : trace.at("traceEvents"))
+    if (e.at("ph") == ph) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
+TEST_F(TraceFixture, TopLevelHoldsEventsUnitInfoAndMetrics) {
+  json t = written();
+  ASSERT_TRUE(t.is_object());
+  ASSERT_TRUE(t.at("traceEvents").is_array());
+  EXPECT_EQ(t.at("displayTimeUnit"), "ns");
+  const json& other = t.at("otherData");
+  EXPECT_EQ(other.at("title"), info.title);
+  EXPECT_EQ(other.at("simulated"), true);
+  EXPECT_EQ(other.at("device_names"), json(info.device_names));
+  const json& m = t.at("scalelab_metrics");
+  ASSERT_EQ(m.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(m[i].at("step"), metrics[i].step);
+    EXPECT_EQ(m[i].at("name"), metrics[i].name);
+    EXPECT_EQ(m[i].at("value").get<double>(), metrics[i].value);
+  }
+}
+
+TEST_F(TraceFixture, EveryEventIsACompleteSliceWithItsFields) {
+  json t = written();
+  auto xs = with_ph(t, "X");
+  ASSERT_EQ(xs.size(), events.size());
+  for (const Event& e : events) {
+    const std::string name = e.name.empty() ? e.kind : e.name;
+    auto it = std::find_if(xs.begin(), xs.end(), [&](const json& x) {
+      return x.at("pid") == e.device && x.at("tid") == static_cast<int>(e.lane) && x.at("name") == name;
+    });
+    ASSERT_NE(it, xs.end()) << "no X slice for " << name;
+    const json& x = *it;
+    EXPECT_EQ(x.at("cat"), phase_name(e.phase)) << name;
+    EXPECT_DOUBLE_EQ(x.at("ts").get<double>(), static_cast<double>(e.t_begin_ns) / 1000.0) << name;
+    EXPECT_DOUBLE_EQ(x.at("dur").get<double>(), static_cast<double>(e.t_end_ns - e.t_begin_ns) / 1000.0) << name;
+    const json& a = x.at("args");
+    EXPECT_EQ(a.at("kind"), e.kind) << name;
+    EXPECT_EQ(a.at("bytes"), e.bytes) << name;
+    EXPECT_EQ(a.at("flops").get<double>(), e.flops) << name;
+    EXPECT_EQ(a.at("step"), e.step) << name;
+    EXPECT_EQ(a.at("micro_batch"), e.micro_batch) << name;
+    EXPECT_EQ(a.at("bucket"), e.bucket) << name;
+    EXPECT_EQ(a.at("layer"), e.layer) << name;
+    EXPECT_EQ(a.at("peer"), e.peer) << name;
+    EXPECT_EQ(a.at("flow_id"), e.flow_id) << name;
+  }
+  // The unnamed copy is shown under its kind.
+  EXPECT_TRUE(std::any_of(xs.begin(), xs.end(), [](const json& x) { return x.at("name") == "copy_p2p"; }));
+}
+
+TEST_F(TraceFixture, MetadataNamesEveryDeviceAndEveryLaneUsed) {
+  json t = written();
+  auto ms = with_ph(t, "M");
+  std::map<int, std::string> processes;
+  std::set<std::pair<int, int>> threads;
+  for (const json& m : ms) {
+    if (m.at("name") == "process_name") processes[m.at("pid").get<int>()] = m.at("args").at("name").get<std::string>();
+    if (m.at("name") == "thread_name") {
+      const int pid = m.at("pid").get<int>(), tid = m.at("tid").get<int>();
+      threads.insert({pid, tid});
+      ASSERT_GE(tid, 0);
+      ASSERT_LT(tid, kLaneCount);
+      const std::string lane = lane_name(static_cast<Lane>(tid));
+      EXPECT_NE(m.at("args").at("name").get<std::string>().find(lane), std::string::npos)
+          << "thread " << pid << "/" << tid << " is named " << m.at("args").at("name") << ", not after lane " << lane;
+    }
+  }
+  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "sim:0 (tiny)"}, {1, "sim:1 (tiny)"}}));
+  for (const Event& e : events)
+    EXPECT_TRUE(threads.count({e.device, static_cast<int>(e.lane)})) << "lane " << lane_name(e.lane) << " of device "
+                                                                    << e.device << " has no thread_name";
+  // Lanes no event used are not named: device 1 has no host lane.
+  EXPECT_FALSE(threads.count({1, static_cast<int>(Lane::host)}));
+}
+
+TEST_F(TraceFixture, MemorySamplesAreCounters) {
+  json t = written();
+  auto cs = with_ph(t, "C");
+  ASSERT_EQ(cs.size(), memory.size());
+  for (const MemorySample& m : memory) {
+    const std::string name = std::string("memory ") + memory_category_name(m.category);
+    auto it = std::find_if(cs.begin(), cs.end(), [&](const json& c) {
+      return c.at("pid") == m.device && c.at("name") == name &&
+             c.at("ts").get<double>() == static_cast<double>(m.t_ns) / 1000.0;
+    });
+    ASSERT_NE(it, cs.end()) << name << " at " << m.t_ns;
+    EXPECT_EQ(it->at("args").at("bytes"), m.bytes);
+  }
+  EXPECT_TRUE(std::any_of(cs.begin(), cs.end(), [](const json& c) { return c.at("name") == "memory params"; }));
+}
+
+TEST_F(TraceFixture, SharedFlowIdsBecomeArrowsFromTheEarliestEvent) {
+  json t = written();
+  auto ss = with_ph(t, "s");
+  auto fs_ = with_ph(t, "f");
+  // Flow 7 joins three events: one start, two finishes. Flow 9 has one event and -1 is no flow.
+  ASSERT_EQ(ss.size(), 1u);
+  ASSERT_EQ(fs_.size(), 2u);
+  const json& s = ss[0];
+  EXPECT_EQ(s.at("id"), 7);
+  EXPECT_EQ(s.at("cat"), "flow");
+  EXPECT_EQ(s.at("pid"), 0);  // ar0 begins first (2'000'003 ns), though listed after ar1 and late
+  EXPECT_EQ(s.at("tid"), static_cast<int>(Lane::comm));
+  const double s_ts = s.at("ts").get<double>();
+  EXPECT_GE(s_ts, 2000.003);
+  EXPECT_LE(s_ts, 5000.0);
+  std::set<std::pair<int, int>> finish_at;
+  for (const json& f : fs_) {
+    EXPECT_EQ(f.at("id"), 7);
+    EXPECT_EQ(f.at("cat"), "flow");
+    EXPECT_EQ(f.at("bp"), "e");
+    EXPECT_GE(f.at("ts").get<double>(), 2500.011);
+    finish_at.insert({f.at("pid").get<int>(), f.at("tid").get<int>()});
+  }
+  EXPECT_EQ(finish_at, (std::set<std::pair<int, int>>{{1, static_cast<int>(Lane::comm)}, {1, static_cast<int>(Lane::compute)}}));
+}
+
+TEST_F(TraceFixture, ReadsBackExactlyWhatWasWritten) {
+  const std::string path = (dir / "trace.json").string();
+  write_chrome_trace(path, events, memory, metrics, info);
+  TraceContents c = read_chrome_trace(path);
+  EXPECT_EQ(c.info.title, info.title);
+  EXPECT_EQ(c.info.simulated, true);
+  EXPECT_EQ(c.info.device_names, info.device_names);
+
+  auto key = [](const Event& e) { return std::make_tuple(e.device, static_cast<int>(e.lane), e.t_begin_ns, e.kind); };
+  auto sorted = [&](std::vector<Event> v) {
+    std::sort(v.begin(), v.end(), [&](const Event& a, const Event& b) { return key(a) < key(b); });
+    return v;
+  };
+  std::vector<Event> want = sorted(events), got = sorted(c.events);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const Event &a = got[i], &b = want[i];
+    SCOPED_TRACE(b.kind + " " + b.name);
+    EXPECT_EQ(a.device, b.device);
+    EXPECT_EQ(a.lane, b.lane);
+    EXPECT_EQ(a.kind, b.kind);
+    if (!b.name.empty()) {  // the unnamed event: see UnnamedEventReadsBackUnnamed
+      EXPECT_EQ(a.name, b.name);
+    }
+    EXPECT_EQ(a.phase, b.phase);
+    EXPECT_EQ(a.t_begin_ns, b.t_begin_ns);  // exact to the ns through µs doubles
+    EXPECT_EQ(a.t_end_ns, b.t_end_ns);
+    EXPECT_EQ(a.bytes, b.bytes);
+    EXPECT_EQ(a.flops, b.flops);
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.micro_batch, b.micro_batch);
+    EXPECT_EQ(a.bucket, b.bucket);
+    EXPECT_EQ(a.layer, b.layer);
+    EXPECT_EQ(a.peer, b.peer);
+    EXPECT_EQ(a.flow_id, b.flow_id);
+  }
+  auto mkey = [](const MemorySample& m) { return std::make_tuple(m.device, m.t_ns, static_cast<int>(m.category), m.bytes); };
+  std::vector<std::tuple<int, int64_t, int, int64_t>> mw, mg;
+  for (const auto& m : memory) mw.push_back(mkey(m));
+  for (const auto& m : c.memory) mg.push_back(mkey(m));
+  std::sort(mw.begin(), mw.end());
+  std::sort(mg.begin(), mg.end());
+  EXPECT_EQ(mg, mw);
+  ASSERT_EQ(c.metrics.size(), metrics.size());
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    EXPECT_EQ(c.metrics[i].step, metrics[i].step);
+    EXPECT_EQ(c.metrics[i].name, metrics[i].name);
+    EXPECT_EQ(c.metrics[i].value, metrics[i].value);
+  }
+}
+
+// An event with no name is shown under its kind, but reading the trace back must still give the
+// event that was written: name empty, not the kind.
+TEST_F(TraceFixture, UnnamedEventReadsBackUnnamed) {
+  const std::string path = (dir / "trace.json").string();
+  write_chrome_trace(path, events, memory, metrics, info);
+  TraceContents c = read_chrome_trace(path);
+  auto it = std::find_if(c.events.begin(), c.events.end(), [](const Event& e) { return e.kind == "copy_p2p"; });
+  ASSERT_NE(it, c.events.end());
+  EXPECT_EQ(it->name, "");
+  // A named event whose name happens to equal its kind keeps it.
+  events = {ev(0, Lane::compute, "gemm", "gemm", Phase::fwd, 0, 10)};
+  write_chrome_trace(path, events, {}, {}, info);
+  EXPECT_EQ(read_chrome_trace(path).events.at(0).name, "gemm");
+}
+
+TEST_F(TraceFixture, NothingButTheTraceIsLeftAndRewritingReplacesIt) {
+  const std::string path = (dir / "trace.json").string();
+  write_chrome_trace(path, events, memory, metrics, info);
+  events.resize(1);
+  write_chrome_trace(path, events, memory, metrics, info);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"trace.json"});
+  EXPECT_EQ(read_chrome_trace(path).events.size(), 1u);
+}
+
+TEST_F(TraceFixture, EmptyRunStillWritesAValidTrace) {
+  const std::string path = (dir / "empty.json").string();
+  write_chrome_trace(path, {}, {}, {}, TraceInfo{});
+  std::ifstream in(path);
+  json t = json::parse(in);
+  EXPECT_TRUE(with_ph(t, "X").empty());
+  EXPECT_TRUE(read_chrome_trace(path).events.empty());
+}
+
+TEST_F(TraceFixture, UnwritablePathIsATraceError) {
+  const std::string path = (dir / "no-such-dir" / "trace.json").string();
+  try {
+    write_chrome_trace(path, events, memory, metrics, info);
+    FAIL() << "wrote into a directory that does not exist";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind("[trace]", 0), 0u) << what;
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(dir / "no-such-dir"));
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// ---------------------------------------------------------------------------------------------
+// EventBus
+
+TEST(EventBus, ManyThreadsEmittingLoseNothing) {
+  EventBus bus;
+  constexpr int kThreads = 8, kEach = 5000;
+  std::atomic<bool> go{false}, done{false};
+  std::atomic<size_t> polls{0};
+  // A reader polls while writers emit, as the dashboard does each frame.
+  std::thread reader([&] {
+    size_t seen = 0;
+    while (!done) {
+      auto fresh = bus.events_since(seen);
+      seen += fresh.size();
+      polls++;
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t)
+    writers.emplace_back([&, t] {
+      while (!go) std::this_thread::yield();
+      for (int i = 0; i < kEach; ++i) {
+        Event e;
+        e.device = t;
+        e.step = i;
+        e.name = "e";  // a heap string in each event: a race would corrupt it
+        bus.emit(e);
+        bus.emit(MemorySample{t, i, MemoryCategory::grads, i});
+        bus.emit(Metric{i, "m", static_cast<double>(t)});
+      }
+    });
+  go = true;
+  for (auto& w : writers) w.join();
+  done = true;
+  reader.join();
+
+  EXPECT_EQ(bus.event_count(), static_cast<size_t>(kThreads * kEach));
+  auto events = bus.events();
+  ASSERT_EQ(events.size(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(bus.memory().size(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(bus.metrics().size(), static_cast<size_t>(kThreads * kEach));
+  // Every (thread, i) exactly once, and each thread's events in the order it emitted them.
+  std::vector<int64_t> next(kThreads, 0);
+  for (const Event& e : events) {
+    ASSERT_EQ(e.name, "e");
+    ASSERT_EQ(e.step, next[static_cast<size_t>(e.device)]++);
+  }
+  EXPECT_EQ(next, std::vector<int64_t>(kThreads, kEach));
+  EXPECT_EQ(bus.events_since(events.size() - 3).size(), 3u);
+  EXPECT_TRUE(bus.events_since(events.size() + 10).empty());
+  bus.clear();
+  EXPECT_EQ(bus.event_count(), 0u);
+  EXPECT_TRUE(bus.memory().empty());
+  EXPECT_TRUE(bus.metrics().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interval arithmetic and the metrics pass
+
+TEST(Intervals, UnionLength) {
+  EXPECT_EQ(union_length({}), 0);
+  EXPECT_EQ(union_length({{0, 10}}), 10);
+  EXPECT_EQ(union_length({{20, 30}, {0, 10}, {5, 15}}), 25);  // unsorted, overlapping
+  EXPECT_EQ(union_length({{0, 100}, {10, 20}}), 100);         // nested
+  EXPECT_EQ(union_length({{0, 5}, {5, 10}}), 10);             // touching
+  EXPECT_EQ(union_length({{3, 3}, {7, 7}}), 0);               // empty intervals
+  EXPECT_EQ(union_length({{0, 10}, {0, 10}, {0, 10}}), 10);   // repeated
+}
+
+TEST(Intervals, IntersectionLength) {
+  EXPECT_EQ(intersection_length({{0, 10}, {20, 30}}, {{5, 25}}), 10);
+  EXPECT_EQ(intersection_length({{0, 10}, {5, 15}}, {{0, 20}}), 15);  // a is a union, not a sum
+  EXPECT_EQ(intersection_length({{0, 10}}, {{10, 20}}), 0);
+  EXPECT_EQ(intersection_length({}, {{0, 20}}), 0);
+  EXPECT_EQ(intersection_length({{30, 40}, {0, 10}}, {{35, 50}, {5, 8}}), 8);
+  EXPECT_EQ(intersection_length({{0, 100}}, {{10, 20}, {15, 30}, {90, 200}}), 30);
+}
+
+TEST(Metrics, HandBuiltTimelineGivesExactFigures) {
+  const int64_t t0 = 1000;  // the span starts at the first event, not at 0
+  std::vector<Event> e;
+  // Device 0: compute [0,150) ∪ [300,400) = 250, comm [100,350) = 250, copy [500,600) = 100.
+  Event c1 = ev(0, Lane::compute, "gemm", "a", Phase::fwd, t0 + 0, t0 + 100);
+  c1.flops = 10;
+  c1.bytes = 77;  // compute bytes are not "moved"
+  Event c2 = ev(0, Lane::compute, "gemm", "b", Phase::fwd, t0 + 50, t0 + 150);
+  c2.flops = 20;
+  Event c3 = ev(0, Lane::compute, "sgd", "c", Phase::optim, t0 + 300, t0 + 400);
+  c3.flops = 30;
+  Event m1 = ev(0, Lane::comm, "all_reduce", "b0", Phase::comm, t0 + 100, t0 + 350);
+  m1.bytes = 2000;
+  Event p1 = ev(0, Lane::copy, "copy_h2d", "x", Phase::data, t0 + 500, t0 + 600);
+  p1.bytes = 1000;
+  // Device 1: compute [200,1000) = 800, comm [900,1000) all under compute.
+  Event c4 = ev(1, Lane::compute, "gemm", "d", Phase::fwd, t0 + 200, t0 + 1000);
+  c4.flops = 1e12;
+  Event m2 = ev(1, Lane::comm, "all_reduce", "b0", Phase::comm, t0 + 900, t0 + 1000);
+  m2.bytes = 500;
+  e = {m2, c3, p1, c1, m1, c4, c2};
+
+  // Device 0 memory, listed out of time order. Live by time: params 100; +act 50; act 80;
+  // +grads 100 → 280 (the peak); act 0 → 200; grads 40 → 140.
+  std::vector<MemorySample> mem = {
+      {0, 50, MemoryCategory::grads, 40},      {0, 20, MemoryCategory::activations, 80},
+      {0, 0, MemoryCategory::params, 100},     {0, 40, MemoryCategory::activations, 0},
+      {0, 30, MemoryCategory::grads, 100},     {0, 10, MemoryCategory::activations, 50},
+      {1, 5, MemoryCategory::optimizer, 64},
+  };
+
+  RunMetrics r = compute_metrics(e, mem, 3);
+  EXPECT_EQ(r.t_begin_ns, t0);
+  EXPECT_EQ(r.t_end_ns, t0 + 1000);
+  EXPECT_DOUBLE_EQ(r.span_s(), 1e-6);
+  ASSERT_EQ(r.per_device.size(), 3u);
+
+  const DeviceMetrics& d0 = r.per_device[0];
+  EXPECT_EQ(d0.device, 0);
+  EXPECT_EQ(d0.compute_ns, 250);
+  EXPECT_EQ(d0.comm_ns, 250);
+  EXPECT_EQ(d0.copy_ns, 100);
+  EXPECT_EQ(d0.idle_ns, 500);  // busy [0,400) ∪ [500,600) of [0,1000)
+  EXPECT_DOUBLE_EQ(d0.busy_pct, 25.0);
+  EXPECT_DOUBLE_EQ(d0.comm_pct, 25.0);
+  EXPECT_DOUBLE_EQ(d0.idle_pct, 50.0);
+  EXPECT_DOUBLE_EQ(d0.overlap_pct, 40.0);  // comm ∩ compute = [100,150) ∪ [300,350) = 100 of 250
+  EXPECT_EQ(d0.bytes_moved, 3000);
+  EXPECT_DOUBLE_EQ(d0.flops, 60.0);
+  EXPECT_EQ(d0.peak_bytes[static_cast<int>(MemoryCategory::params)], 100);
+  EXPECT_EQ(d0.peak_bytes[static_cast<int>(MemoryCategory::activations)], 80);
+  EXPECT_EQ(d0.peak_bytes[static_cast<int>(MemoryCategory::grads)], 100);
+  EXPECT_EQ(d0.peak_bytes[static_cast<int>(MemoryCategory::optimizer)], 0);
+  EXPECT_EQ(d0.peak_total, 280);  // not 100 + 80 + 100 + 50, and not the unsorted running sum
+
+  const DeviceMetrics& d1 = r.per_device[1];
+  EXPECT_EQ(d1.device, 1);
+  EXPECT_EQ(d1.compute_ns, 800);
+  EXPECT_EQ(d1.comm_ns, 100);
+  EXPECT_EQ(d1.copy_ns, 0);
+  EXPECT_EQ(d1.idle_ns, 200);
+  EXPECT_DOUBLE_EQ(d1.busy_pct, 80.0);
+  EXPECT_DOUBLE_EQ(d1.comm_pct, 10.0);
+  EXPECT_DOUBLE_EQ(d1.idle_pct, 20.0);
+  EXPECT_DOUBLE_EQ(d1.overlap_pct, 100.0);
+  EXPECT_EQ(d1.bytes_moved, 500);
+  EXPECT_DOUBLE_EQ(d1.flops, 1e12);
+  EXPECT_EQ(d1.peak_bytes[static_cast<int>(MemoryCategory::optimizer)], 64);
+  EXPECT_EQ(d1.peak_total, 64);
+
+  // A device that did nothing was idle the whole span.
+  const DeviceMetrics& d2 = r.per_device[2];
+  EXPECT_EQ(d2.device, 2);
+  EXPECT_EQ(d2.compute_ns, 0);
+  EXPECT_EQ(d2.comm_ns, 0);
+  EXPECT_EQ(d2.idle_ns, 1000);
+  EXPECT_DOUBLE_EQ(d2.busy_pct, 0.0);
+  EXPECT_DOUBLE_EQ(d2.idle_pct, 100.0);
+  EXPECT_DOUBLE_EQ(d2.overlap_pct, 0.0);  // no comm: 0, not NaN
+  EXPECT_EQ(d2.peak_total, 0);
+
+  // Over all devices: (100 + 100) hidden of (250 + 100) comm.
+  EXPECT_DOUBLE_EQ(r.overlap_pct, 100.0 * 200.0 / 350.0);
+  EXPECT_EQ(r.bytes_moved, 3500);
+}
+
+TEST(Metrics, HostLaneCountsAsActiveForIdle) {
+  std::vector<Event> e = {ev(0, Lane::compute, "gemm", "a", Phase::fwd, 0, 100),
+                          ev(0, Lane::host, "wait", "h", Phase::data, 150, 250),
+                          ev(0, Lane::comm, "send", "s", Phase::comm, 300, 400)};
+  RunMetrics r = compute_metrics(e, {}, 1);
+  EXPECT_EQ(r.per_device[0].idle_ns, 400 - 300);  // [100,150) and [250,300)
+  EXPECT_DOUBLE_EQ(r.per_device[0].idle_pct, 25.0);
+  EXPECT_DOUBLE_EQ(r.per_device[0].overlap_pct, 0.0);
+  EXPECT_DOUBLE_EQ(r.overlap_pct, 0.0);
+}
+
+TEST(Metrics, NoEventsIsAllZeroNotNaN) {
+  RunMetrics r = compute_metrics({}, {}, 2);
+  ASSERT_EQ(r.per_device.size(), 2u);
+  EXPECT_EQ(r.t_end_ns - r.t_begin_ns, 0);
+  for (const auto& d : r.per_device) {
+    EXPECT_EQ(d.busy_pct, 0.0);
+    EXPECT_EQ(d.comm_pct, 0.0);
+    EXPECT_FALSE(std::isnan(d.idle_pct));
+    EXPECT_FALSE(std::isnan(d.overlap_pct));
+  }
+  EXPECT_EQ(r.overlap_pct, 0.0);
+}
