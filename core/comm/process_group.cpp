@@ -7,6 +7,14 @@
 
 namespace scalelab {
 
+const char* comm_algorithm_name(CommAlgorithm a) { return a == CommAlgorithm::direct ? "direct" : "ring"; }
+
+CommAlgorithm parse_comm_algorithm(const std::string& name) {
+  if (name == "ring") return CommAlgorithm::ring;
+  if (name == "direct") return CommAlgorithm::direct;
+  throw UsageError("comm", "--comm-algo '" + name + "' is unknown — use ring or direct");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Work
 

@@ -35,9 +35,17 @@ class Work {
   std::exception_ptr error_;
 };
 
+// How the host backends run a large all-reduce: `ring` (reduce-scatter then all-gather around the
+// ring, 2(n−1) steps, as over a network; the one the dashboard draws) or `direct` (one pass over
+// shared memory: each rank reduces its slice from everyone and writes it to everyone).
+enum class CommAlgorithm : uint8_t { ring, direct };
+const char* comm_algorithm_name(CommAlgorithm a);
+CommAlgorithm parse_comm_algorithm(const std::string& name);  // throws UsageError
+
 struct CommOptions {
   // Every blocking wait gives up after this long, naming the ranks that never arrived.
   std::chrono::milliseconds timeout{60000};
+  CommAlgorithm algorithm = CommAlgorithm::ring;
 };
 
 class ProcessGroup {

@@ -1,0 +1,214 @@
+// The threads backend: every collective against its closed form for world sizes 1–8, awkward
+// counts and every dtype; events per ring step; modelled times on sim; the timeout naming the
+// rank that never came.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "comm_checks.h"
+#include "core/comm/threads/threads_group.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+
+using namespace scalelab;
+
+namespace {
+
+// Runs fn(rank, group, device) on one thread per rank; returns each rank's exception text.
+template <typename Fn>
+std::vector<std::string> run_ranks(std::vector<std::unique_ptr<ProcessGroup>>& groups,
+                                   std::vector<std::unique_ptr<Device>>& devices, Fn fn) {
+  const int n = static_cast<int>(groups.size());
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, *groups[static_cast<size_t>(r)], *devices[static_cast<size_t>(r)]);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::vector<std::unique_ptr<Device>> cpu_devices(int n, EventBus* bus = nullptr) {
+  DeviceOptions o;
+  o.count = n;
+  o.bus = bus;
+  return make_devices(o);
+}
+
+HardwareProfile tiny_profile() { return load_profile(std::string(SCALELAB_TEST_DATA) + "/tiny.json"); }
+
+}  // namespace
+
+class ThreadsClosedForm : public ::testing::TestWithParam<std::tuple<int, CommAlgorithm>> {};
+
+TEST_P(ThreadsClosedForm, EveryCollectiveEveryDtypeAwkwardCounts) {
+  const int n = std::get<0>(GetParam());
+  CommOptions options;
+  options.algorithm = std::get<1>(GetParam());
+  auto groups = make_threads_groups(n, options);
+  auto devices = cpu_devices(n);
+  std::vector<std::vector<std::string>> failures(static_cast<size_t>(n));
+  auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    comm_test::CollectiveChecker check(pg, dev);
+    failures[static_cast<size_t>(r)] = check.run_all({0, 1, 7, 1000 + 3});
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    for (const auto& f : failures[static_cast<size_t>(r)]) ADD_FAILURE() << f;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ThreadsClosedForm,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(CommAlgorithm::ring, CommAlgorithm::direct)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" +
+                                  comm_algorithm_name(std::get<1>(info.param));
+                         });
+
+class ThreadsLarge : public ::testing::TestWithParam<CommAlgorithm> {};
+
+TEST_P(ThreadsLarge, LargeAllReduceIsExactAndAsyncWorks) {
+  const int n = 4;
+  const int64_t m = (1 << 20) + 5;  // not divisible by 4, many pieces of the direct algorithm
+  CommOptions options;
+  options.algorithm = GetParam();
+  auto groups = make_threads_groups(n, options);
+  auto devices = cpu_devices(n);
+  std::vector<std::vector<std::string>> failures(n);
+  auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    comm_test::CollectiveChecker check(pg, dev);
+    Tensor t = comm_test::make_tensor(dev, check.inputs(m, r), DType::f32);
+    auto work = pg.all_reduce_async(t, ReduceOp::sum);
+    work->wait();
+    EXPECT_TRUE(work->is_completed());
+    const auto got = comm_test::read_tensor(dev, t);
+    for (int64_t i = 0; i < m; i += 4099)
+      if (got[static_cast<size_t>(i)] != check.reduced(i, ReduceOp::sum)) failures[r].push_back("element " + std::to_string(i));
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "");
+    EXPECT_TRUE(failures[r].empty()) << failures[r].front();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, ThreadsLarge, ::testing::Values(CommAlgorithm::ring, CommAlgorithm::direct));
+
+TEST(Threads, RingStepsAreEventsWithPeerAndBytes) {
+  const int n = 4;
+  const int64_t m = 1000;
+  EventBus bus;
+  auto groups = make_threads_groups(n);
+  auto devices = cpu_devices(n, &bus);
+  run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    Tensor t = comm_test::make_tensor(dev, std::vector<float>(m, 1.0f), DType::f32);
+    pg.set_tag("bucket 0", 0);
+    pg.all_reduce(t);
+    (void)r;
+  });
+  int steps = 0;
+  int64_t bytes = 0;
+  for (const Event& e : bus.events()) {
+    if (e.kind != "all_reduce") continue;
+    ++steps;
+    bytes += e.bytes;
+    EXPECT_EQ(e.lane, Lane::comm);
+    EXPECT_EQ(e.bucket, 0);
+    EXPECT_EQ(e.peer, (e.device + n - 1) % n) << "each rank reads its left neighbour";
+    EXPECT_LE(e.t_begin_ns, e.t_end_ns);
+  }
+  EXPECT_EQ(steps, n * 2 * (n - 1));                   // 2(n−1) ring steps on every rank
+  EXPECT_EQ(bytes, n * 2 * (n - 1) * (m / n) * 4);     // each step moves one chunk of m/n floats
+}
+
+// On sim, the collective starts when the last rank arrives and lasts what the α-β model says.
+TEST(Threads, SimAllReduceStartsWithTheLastRankAndTakesTheRingFormula) {
+  const int n = 2;  // the tiny profile has 2 devices per node: one node, the plain ring
+  EventBus bus;
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.count = n;
+  o.profile = tiny_profile();
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  auto groups = make_threads_groups(n);
+  const int64_t m = 250000;  // 1 MB of f32
+  std::vector<int64_t> end(n);
+  run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    Tensor t = dev.zeros({m}, DType::f32, MemoryCategory::grads, "g");
+    // Rank 1 is late: its tensor is ready only at 5 µs.
+    if (r == 1) t.set_ready_ns(5000);
+    pg.all_reduce(t);
+    end[r] = t.ready_ns();
+  });
+  const HardwareProfile p = tiny_profile();
+  const double S = m * 4.0, alpha = p.intra_node.latency_s, B = p.intra_node.bandwidth_Bps;
+  const int64_t duration = seconds_to_ns(2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
+  EXPECT_EQ(end[0], 5000 + duration);
+  EXPECT_EQ(end[1], 5000 + duration);
+}
+
+TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
+  const HardwareProfile p = tiny_profile();  // 2 nodes × 2 devices
+  CostModel model(p);
+  const double S = 8e6;
+  const double ai = p.intra_node.latency_s, bi = p.intra_node.bandwidth_Bps;
+  const double ae = p.inter_node.latency_s, be = p.inter_node.bandwidth_Bps;
+  // One node (2 ranks): the plain ring.
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, S, 2), 2 * ai + S / bi);
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, S, 2), ai + 0.5 * S / bi);
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::reduce_scatter, S, 2), ai + 0.5 * S / bi);
+  // Two nodes (4 ranks): reduce-scatter in the node, all-reduce of half across, all-gather in the node.
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, S, 4),
+                   (2 * ai + S / bi) + (2 * ae + (S / 2) / be));
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::send, S, 4, false), ai + S / bi);
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::send, S, 4, true), ae + S / be);
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::broadcast, S, 2), ai + S / bi);
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, S, 1), 0.0);
+}
+
+TEST(Threads, ARankThatNeverArrivesFailsEveryOtherRankNamingIt) {
+  const int n = 4;
+  CommOptions o;
+  o.timeout = std::chrono::milliseconds(300);
+  auto groups = make_threads_groups(n, o);
+  auto devices = cpu_devices(n);
+  auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    Tensor t = dev.zeros({16}, DType::f32, MemoryCategory::grads, "g");
+    if (r == 2) throw std::runtime_error("rank 2 died");
+    pg.all_reduce(t);
+  });
+  EXPECT_EQ(errors[2], "rank 2 died");
+  for (int r : {0, 1, 3}) {
+    EXPECT_NE(errors[r].find("[comm]"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("all_reduce"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("rank(s) 2"), std::string::npos) << errors[r];
+  }
+}
+
+TEST(Threads, BadArgumentsAreClearErrors) {
+  auto groups = make_threads_groups(2);
+  auto devices = cpu_devices(1);
+  Tensor a = devices[0]->zeros({6}, DType::f32, MemoryCategory::grads, "a");
+  Tensor b = devices[0]->zeros({5}, DType::f32, MemoryCategory::grads, "b");
+  Tensor h = devices[0]->zeros({6}, DType::f16, MemoryCategory::grads, "h");
+  auto message = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { groups[0]->all_reduce(a, b); }).find("differ in size"), std::string::npos);
+  EXPECT_NE(message([&] { groups[0]->all_reduce(a, h); }).find("dtype"), std::string::npos);
+  EXPECT_NE(message([&] { groups[0]->all_gather(a, b); }).find("world size × input"), std::string::npos);
+  EXPECT_NE(message([&] { groups[0]->broadcast(a, 2); }).find("root 2"), std::string::npos);
+  EXPECT_NE(message([&] { groups[0]->send(a, 0); }).find("another rank"), std::string::npos);
+  EXPECT_THROW(make_threads_groups(0), UsageError);
+}
