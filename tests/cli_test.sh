@@ -143,6 +143,31 @@ else
 fi
 expect "bench compute --steps 0 exits 2" 2 "" -- bench compute --steps 0
 
+# bench comm: the nccl-tests table, #wrong 0, the bound column; modelled times on sim.
+C="$WORK/comm.json"
+expect "bench comm threads runs" 0 "#wrong" -- bench comm --comm threads --ranks 3 --min-bytes 1K --max-bytes 64K --iters 3 --json "$C"
+if json_check "$C" 'len(j["rows"]) == 7 and all(r["wrong"] == 0 and r["busbw"] > 0 and r["bound_busbw"] > 0 and set(r) >= {"op", "bytes", "time_us", "algbw", "busbw", "wrong", "bound_busbw", "peer_busbw"} for r in j["rows"])'; then
+  pass "bench comm --json rows: 1K..64K, #wrong 0, busbw and bound"
+else
+  fail "bench comm --json: $(head -c 400 "$C" 2>/dev/null)"
+fi
+for op in broadcast reduce all_gather reduce_scatter scatter gather send; do
+  expect "bench comm $op has no wrong elements" 0 "" -- bench comm --ranks 4 --op $op --min-bytes 4K --max-bytes 8K --iters 2 --json "$C"
+  json_check "$C" 'all(r["wrong"] == 0 for r in j["rows"])' && pass "bench comm $op #wrong 0" || fail "bench comm $op: $(head -c 300 "$C")"
+done
+S="$WORK/sim.json"
+expect "bench comm on sim prints modelled times" 0 "modelled" -- bench comm --device sim --hw a100-nvlink-8 --ranks 8 --min-bytes 1M --max-bytes 1M --json "$S"
+# 8 ranks on NVLink3 (300 GB/s, 2 µs): 2·7·2 µs + 2·7/8 · 1 MiB / 300 GB/s = 34.23 µs
+if json_check "$S" 'abs(j["rows"][0]["time_us"] - (28 + 1.75 * 1048576 / 300e9 * 1e6)) < 0.01'; then
+  pass "bench comm sim time is the ring formula"
+else
+  fail "bench comm sim time: $(head -c 400 "$S")"
+fi
+expect "bench comm unknown op exits 2" 2 "all_reduce" -- bench comm --op allreduce
+expect "bench comm unknown backend exits 2" 2 "threads, shm, mpi or nccl" -- bench comm --comm carrier-pigeon
+expect "bench comm sim without --hw exits 2" 2 "--hw" -- bench comm --device sim
+expect "bench comm --comm mpi outside mpirun exits 2" 2 "mpirun -np" -- bench comm --comm mpi
+
 echo
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"

@@ -10,6 +10,29 @@ struct BenchComputeOptions {
   std::string json_path;
 };
 
+struct BenchCommOptions {
+  std::string comm = "threads";  // threads | shm | mpi | nccl
+  int ranks = 0;                 // 0: 4, or mpirun's -np with --comm mpi
+  std::string op = "all_reduce";
+  std::string redop = "sum";
+  std::string dtype = "f32";
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = 64ll << 20;
+  int iters = 20;
+  int warmup = 5;
+  std::string vs;      // "mpi": Open MPI's collective on the same sizes, same run
+  std::string device = "cpu";
+  std::string hw;      // --device sim: modelled times on this profile
+  std::string shm_sharing = "fd_passing";
+  std::string algorithm = "ring";  // threads / shm all-reduce: ring | direct
+  int64_t timeout_ms = 60000;
+  bool quiet = false;  // no table (the --vs mpi peer run)
+  std::string json_path;
+};
+
+// Collectives timed like nccl-tests, with the memory-bandwidth bound and the Open MPI peer.
+int bench_comm(const BenchCommOptions& options);
+
 // The training step's GFLOP/s on the cpu device next to OpenBLAS sgemm on the same GEMM shapes,
 // measured in the same run. Returns the process exit code.
 int bench_compute(const BenchComputeOptions& options);

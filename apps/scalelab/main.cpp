@@ -98,6 +98,29 @@ int main(int argc, char** argv) {
   compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
   compute_cmd->add_option("--json", bc.json_path, "write the figures as JSON");
 
+  BenchCommOptions bm;
+  auto* comm_cmd = bench_cmd->add_subcommand("comm", "collectives like nccl-tests, next to the memory bound and Open MPI");
+  comm_cmd->add_option("--comm", bm.comm, "threads | shm | mpi | nccl")->capture_default_str();
+  comm_cmd->add_option("--ranks", bm.ranks, "number of ranks (default 4; mpirun's -np with --comm mpi)");
+  comm_cmd->add_option("--op", bm.op, "all_reduce | broadcast | reduce | all_gather | reduce_scatter | scatter | gather | send | barrier")
+      ->capture_default_str();
+  comm_cmd->add_option("--redop", bm.redop, "sum | avg | max")->capture_default_str();
+  comm_cmd->add_option("--dtype", bm.dtype, "f32 | f16 | bf16")->capture_default_str();
+  comm_cmd->add_option("--min-bytes", bm.min_bytes, "smallest size, like 1K or 8M (sizes double up to --max-bytes)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  comm_cmd->add_option("--max-bytes", bm.max_bytes, "largest size, like 64M")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  comm_cmd->add_option("--iters", bm.iters, "timed calls per size (fewer for large sizes)")->capture_default_str();
+  comm_cmd->add_option("--warmup", bm.warmup, "untimed calls per size")->capture_default_str();
+  comm_cmd->add_option("--vs", bm.vs, "mpi: Open MPI's collective on the same sizes and ranks, same run");
+  comm_cmd->add_option("--device", bm.device, "cpu (measured) | sim (modelled on --hw)")->capture_default_str();
+  comm_cmd->add_option("--hw", bm.hw, "hardware profile for --device sim");
+  comm_cmd->add_option("--shm-sharing", bm.shm_sharing, "fd_passing | named_file (--comm shm)")->capture_default_str();
+  comm_cmd->add_option("--comm-algo", bm.algorithm, "ring | direct: how the host backends all-reduce")->capture_default_str();
+  comm_cmd->add_option("--comm-timeout", bm.timeout_ms, "ms a rank waits for the others before failing")->capture_default_str();
+  comm_cmd->add_flag("--quiet", bm.quiet, "no table (JSON only)");
+  comm_cmd->add_option("--json", bm.json_path, "write {rows:[...]} as JSON");
+
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
 
@@ -125,6 +148,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*compute_cmd) return bench_compute(bc);
+    if (*comm_cmd) return bench_comm(bm);
     if (*profiles_cmd) {
       for (const auto& name : list_profiles()) {
         HardwareProfile p = load_profile(name);

@@ -34,6 +34,8 @@ bool Work::is_completed() {
 
 namespace {
 thread_local const ProcessGroup* current_worker_group = nullptr;
+// The tag an asynchronous call was queued with, while the worker runs it.
+thread_local const void* current_async_tag = nullptr;
 
 std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "an undefined tensor"; }
 }  // namespace
@@ -45,13 +47,15 @@ ProcessGroup::ProcessGroup(int rank, int size, CommOptions options)
     throw UsageError("comm", "rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
 }
 
-ProcessGroup::~ProcessGroup() {
+ProcessGroup::~ProcessGroup() { stop_worker(); }
+
+void ProcessGroup::stop_worker() noexcept {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     stopping_ = true;
   }
   queue_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
 }
 
 int64_t ProcessGroup::steady_ns() {
@@ -106,17 +110,30 @@ void ProcessGroup::drain_queue() {
   queue_cv_.wait(lock, [&] { return queue_.empty(); });
 }
 
+std::shared_ptr<Work> ProcessGroup::queue_tagged(std::function<void()> call) {
+  return run_async([tag = tag_, call = std::move(call)] {
+    current_async_tag = &tag;
+    try {
+      call();
+    } catch (...) {
+      current_async_tag = nullptr;
+      throw;
+    }
+    current_async_tag = nullptr;
+  });
+}
+
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
-  return run_async([this, t, op] { all_reduce(t, t, op); });
+  return queue_tagged([this, t, op] { all_reduce(t, t, op); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) {
-  return run_async([this, in, out, op] { reduce_scatter(in, out, op); });
+  return queue_tagged([this, in, out, op] { reduce_scatter(in, out, op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& in, const Tensor& out) {
-  return run_async([this, in, out] { all_gather(in, out); });
+  return queue_tagged([this, in, out] { all_gather(in, out); });
 }
 std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& t, int root) {
-  return run_async([this, t, root] { broadcast(t, root); });
+  return queue_tagged([this, t, root] { broadcast(t, root); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -243,6 +260,33 @@ void ProcessGroup::barrier() { collective({Collective::barrier}, 0); }
 // ---------------------------------------------------------------------------------------------
 // Timing and events: the same for every backend and every kind of device.
 
+namespace {
+
+// A backend that pipelines in small pieces reports hundreds of steps per call; a trace keeps at
+// most this many per call, each the merge of neighbouring steps (bytes summed, the peer kept when
+// they share it).
+constexpr size_t kMaxChunkEvents = 32;
+
+}  // namespace
+
+void ProcessGroup::merge_chunks(std::vector<Chunk>& chunks) {
+  if (chunks.size() <= kMaxChunkEvents) return;
+  std::vector<Chunk> merged;
+  const size_t n = chunks.size();
+  for (size_t g = 0; g < kMaxChunkEvents; ++g) {
+    const size_t first = n * g / kMaxChunkEvents, last = n * (g + 1) / kMaxChunkEvents;
+    Chunk m = chunks[first];
+    for (size_t i = first + 1; i < last; ++i) {
+      m.bytes += chunks[i].bytes;
+      m.begin_ns = std::min(m.begin_ns, chunks[i].begin_ns);
+      m.end_ns = std::max(m.end_ns, chunks[i].end_ns);
+      if (chunks[i].peer != m.peer) m.peer = -1;
+    }
+    merged.push_back(m);
+  }
+  chunks = std::move(merged);
+}
+
 void ProcessGroup::collective(Call call, int64_t payload) {
   drain_queue();
   Device* dev = device_;
@@ -289,13 +333,15 @@ void ProcessGroup::collective(Call call, int64_t payload) {
   for (const Tensor* t : {call.in, call.out})
     if (t && t->defined()) t->set_ready_ns(std::max(t->ready_ns(), end_ns));
   if (!dev) return;
+  merge_chunks(chunks);
 
+  const Tag& tag = current_async_tag ? *static_cast<const Tag*>(current_async_tag) : tag_;
   Event e;
   e.lane = Lane::comm;
   e.kind = collective_name(call.op);
-  e.name = tag_name_.empty() ? e.kind : tag_name_;
+  e.name = tag.name.empty() ? e.kind : tag.name;
   e.phase = Phase::comm;
-  e.bucket = tag_bucket_;
+  e.bucket = tag.bucket;
   e.flow_id = point_to_point ? -1 : seq;
   if (chunks.empty()) {
     // One event; its bytes are what this rank sends, as nccl-tests counts bus bandwidth.

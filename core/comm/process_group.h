@@ -87,15 +87,16 @@ class ProcessGroup {
   std::shared_ptr<Work> run_async(std::function<void()> call);
 
   // Tags the events of the next collectives (the bucket of DDP, the name a strategy gives them).
+  // An asynchronous call keeps the tag it was queued with.
   void set_tag(std::string name, int bucket = -1) {
-    tag_name_ = std::move(name);
-    tag_bucket_ = bucket;
+    tag_.name = std::move(name);
+    tag_.bucket = bucket;
   }
 
  protected:
   // One data-moving step of a collective, reported by a backend so the dashboard can draw it.
   struct Chunk {
-    int peer = -1;
+    int peer = -1;  // the rank read from or written to; −1: every rank (a shared staging area)
     int64_t bytes = 0;
     int64_t begin_ns = 0, end_ns = 0;  // measured on the rank's clock (wall ns); replaced on sim
   };
@@ -115,17 +116,26 @@ class ProcessGroup {
   virtual int64_t exchange_with(int peer, int64_t value) = 0;
   // Wall time in ns on one steady clock, for backends to stamp their chunks.
   static int64_t steady_ns();
+  // Runs what is queued and stops the communication thread. Every backend's destructor calls it
+  // first: a queued call must not reach a backend that is half destroyed.
+  void stop_worker() noexcept;
 
  private:
   void collective(Call call, int64_t payload_bytes);
+  static void merge_chunks(std::vector<Chunk>& chunks);
   void worker_loop();
   void drain_queue();  // blocking calls wait for queued asynchronous ones: one order per rank
 
   class Device* device_ = nullptr;
   int rank_, size_;
   CommOptions options_;
-  std::string tag_name_;
-  int tag_bucket_ = -1;
+  struct Tag {
+    std::string name;
+    int bucket = -1;
+  };
+  std::shared_ptr<Work> queue_tagged(std::function<void()> call);
+
+  Tag tag_;
   int64_t next_flow_ = 0;
 
   std::mutex queue_mutex_;

@@ -143,6 +143,7 @@ class ThreadsGroup : public ProcessGroup {
  public:
   ThreadsGroup(std::shared_ptr<World> world, int rank, CommOptions options)
       : ProcessGroup(rank, world->size(), options), world_(std::move(world)) {}
+  ~ThreadsGroup() override { stop_worker(); }
   const char* backend() const override { return "threads"; }
 
  protected:
@@ -214,24 +215,32 @@ class ThreadsGroup : public ProcessGroup {
   }
   static char* bytes_of(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * dtype_size(d); }
 
-  // Ring all-reduce on the output buffers: n−1 reduce-scatter steps, in which each rank adds its
-  // left neighbour's partial sum of one chunk into its own, then n−1 all-gather steps, in which
-  // each rank copies a finished chunk from its left neighbour. After step s of the first phase,
-  // rank r holds the sum over s+2 ranks of chunk (r−s−1) mod n.
+  // Ring all-reduce: n−1 reduce-scatter steps, in which each rank adds its left neighbour's partial
+  // sum of one chunk to its own input, then n−1 all-gather steps, in which each rank copies a
+  // finished chunk from its left neighbour. After step s of the first phase, rank r's output holds
+  // the sum over s+2 ranks of chunk (r−s−1) mod n. Every chunk of the output is written exactly
+  // once, so out of place needs no copy of the input first.
   void all_reduce_ring(const Call& call, const std::string& what) {
     const int n = size(), r = rank(), left = (r - 1 + n) % n;
     const DType d = call.out->dtype();
     const int64_t count = call.out->numel();
-    if (call.in->raw() != call.out->raw()) std::memcpy(call.out->raw(), call.in->raw(), static_cast<size_t>(call.out->nbytes()));
-    world_->post(r, nullptr, call.out->raw());
+    world_->post(r, call.in->raw(), call.out->raw());
     world_->arrive_and_wait(r, what + " (posting buffers)");
-    if (n == 1) return;
+    if (n == 1) {
+      std::memmove(call.out->raw(), call.in->raw(), static_cast<size_t>(call.out->nbytes()));
+      comm::finish_avg(call.out->raw(), count, d, call.reduce_op, n);
+      world_->arrive_and_wait(r, what + " (done)");
+      return;
+    }
+    const void* my_in = call.in->raw();
     void* mine = call.out->raw();
-    const void* theirs = world_->out(left);
     for (int s = 0; s < n - 1; ++s) {
       const Range c = chunk_range(count, n, ((r - s - 1) % n + n) % n);
+      // Step 0 reads the neighbour's input; later steps its partial sum, in its output.
+      const void* theirs = s == 0 ? world_->in(left) : world_->out(left);
       const int64_t t0 = steady_ns();
-      comm::reduce_into(bytes_of(mine, c.first, d), bytes_of(theirs, c.first, d), c.count, d, call.reduce_op);
+      comm::reduce_pair(bytes_of(mine, c.first, d), bytes_of(my_in, c.first, d), bytes_of(theirs, c.first, d), c.count, d,
+                        call.reduce_op);
       call.chunks->push_back({left, c.count * dtype_size(d), t0, steady_ns()});
       world_->arrive_and_wait(r, what + " (reduce-scatter step " + std::to_string(s + 1) + ")");
     }
@@ -239,6 +248,7 @@ class ThreadsGroup : public ProcessGroup {
     const Range own = chunk_range(count, n, (r + 1) % n);
     comm::finish_avg(bytes_of(mine, own.first, d), own.count, d, call.reduce_op, n);
     world_->arrive_and_wait(r, what + " (end of reduce-scatter)");
+    const void* theirs = world_->out(left);
     for (int s = 0; s < n - 1; ++s) {
       const Range c = chunk_range(count, n, ((r - s) % n + n) % n);
       const int64_t t0 = steady_ns();

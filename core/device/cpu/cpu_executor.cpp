@@ -1,5 +1,7 @@
 #include "core/device/cpu/cpu_executor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -21,10 +23,16 @@ int dtype_code(DType d) { return d == DType::f16 ? 1 : d == DType::bf16 ? 2 : 0;
 }  // namespace
 
 void* CpuExecutor::allocate(int64_t bytes) {
-  // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
-  size_t size = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, size == 0 ? 64 : size);
+  // 64-byte alignment: whole cache lines, and what AVX-512 loads like. Large buffers are aligned
+  // to 2 MiB and offered transparent huge pages: 512× fewer page faults and TLB misses when
+  // streaming through them.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const bool huge = static_cast<size_t>(bytes) >= 4 * kHuge;
+  const size_t align = huge ? kHuge : 64;
+  size_t size = (static_cast<size_t>(bytes) + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, size == 0 ? align : size);
   if (!p) throw Error("cpu", "host allocation of " + std::to_string(bytes) + " bytes failed — the machine is out of memory");
+  if (huge) ::madvise(p, size, MADV_HUGEPAGE);  // advice only: failure changes nothing
   return p;
 }
 
