@@ -75,7 +75,10 @@ Tensor Tensor::view(int64_t first, std::vector<int64_t> shape) const {
 
 std::string Tensor::shape_string() const {
   std::string s = "[";
-  for (size_t i = 0; i < shape_.size(); ++i) s += (i ? "," : "") + std::to_string(shape_[i]);
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape_[i]);
+  }
   return s + "] " + dtype_name(dtype_);
 }
 

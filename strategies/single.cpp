@@ -32,6 +32,20 @@ class Single : public Strategy {
 
   HostWeights weights() override { return model_.download(); }
 
+  TrainingState state() override {
+    TrainingState s;
+    s.weights = model_.download();
+    s.optimizer_steps = optimizer_.steps_taken();
+    s.optimizer = optimizer_.download_state();
+    return s;
+  }
+
+  void load_state(const TrainingState& s) override {
+    model_.upload(s.weights);
+    optimizer_.set_steps_taken(s.optimizer_steps);
+    optimizer_.upload_state(s.optimizer);
+  }
+
  private:
   Device& device_;
   Mlp model_;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 
@@ -88,6 +89,25 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto)");
   train_cmd->add_option("--json", c.json_path, "write the summary as JSON");
   train_cmd->add_flag("--quiet", quiet, "no progress bar");
+  train_cmd->add_flag("--check-equivalence", c.check_equivalence, "also train single on the same batches and compare weights");
+  train_cmd->add_option("--launch", c.launch, "threads | procs | mpi: how ranks start (ddp, ddp-mp, pipeline, zero)")
+      ->capture_default_str();
+  train_cmd->add_option("--comm", c.comm, "threads | shm | mpi | nccl (default: the launch's own)");
+  train_cmd->add_option("--comm-timeout", c.comm_timeout_ms, "ms a rank waits for the others before failing")
+      ->capture_default_str();
+  train_cmd->add_option("--comm-algo", c.comm_algo, "ring | direct: how the host backends all-reduce")->capture_default_str();
+  train_cmd->add_option("--shm-sharing", c.shm_sharing, "fd_passing | named_file (--launch procs)")->capture_default_str();
+  train_cmd->add_option("--bucket-mb", c.bucket_mb, "ddp: gradient bucket cap in MB")->capture_default_str();
+  train_cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "ddp: cap of the first bucket in MB")->capture_default_str();
+  train_cmd->add_option("--no-sync", c.no_sync, "ddp: all-reduce every K-th backward, accumulate in between")
+      ->capture_default_str();
+  train_cmd->add_option("--micro-batches", c.micro_batches, "pipeline: chunks per batch")->capture_default_str();
+  train_cmd->add_option("--schedule", c.schedule, "pipeline: gpipe | 1f1b")->capture_default_str();
+  train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too");
+  train_cmd->add_option("--amp", c.amp, "off | fp16 | bf16")->capture_default_str();
+  train_cmd->add_option("--checkpoint", c.checkpoint_path, "write a checkpoint here");
+  train_cmd->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints");
+  train_cmd->add_option("--resume", c.resume_path, "continue from this checkpoint");
 
   auto* bench_cmd = app.add_subcommand("bench", "benchmarks that print their bound next to the figure");
   bench_cmd->require_subcommand(1);
@@ -140,8 +160,12 @@ int main(int argc, char** argv) {
       c.device = parse_device_kind(device_name);
       if (!*lr_opt && c.optimizer.kind == "adam") c.optimizer.lr = 1e-3f;
       EventBus bus;
-      ProgressPrinter printer(quiet);
+      // Under mpirun every rank runs this; rank 0 speaks for all.
+      const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      const bool speaker = !mpi_rank || std::string(mpi_rank) == "0" || c.launch != "mpi";
+      ProgressPrinter printer(quiet || !speaker);
       TrainResult r = train(c, bus, [&](const Progress& p) { printer(p); });
+      if (!speaker) return 0;
       std::cout << format_summary(r);
       if (!c.trace_path.empty()) std::cout << "  trace           " << c.trace_path << " (open in https://ui.perfetto.dev)\n";
       if (!c.json_path.empty()) std::cout << "  json            " << c.json_path << "\n";

@@ -273,7 +273,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
   switch (o.kind) {
     case DeviceKind::cpu:
       if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");
-      for (int i = 0; i < o.count; ++i)
+      for (int i = o.first_index; i < o.first_index + o.count; ++i)
         devices.push_back(std::make_unique<Device>(i, DeviceKind::cpu, "cpu:" + std::to_string(i),
                                                    std::make_unique<CpuExecutor>(), std::make_unique<WallClock>(epoch),
                                                    0, o.bus));
@@ -281,13 +281,13 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
     case DeviceKind::sim: {
       const HardwareProfile& p = o.profile;
       if (p.name.empty()) throw UsageError("device", "--device sim needs a hardware profile: pass --hw NAME");
-      if (o.count > p.device_count())
+      if (o.first_index + o.count > p.device_count())
         throw UsageError("device", "profile " + p.name + " has " + std::to_string(p.device_count()) +
-                                       " devices, but " + std::to_string(o.count) +
+                                       " devices, but " + std::to_string(o.first_index + o.count) +
                                        " were asked for — use --devices ≤ " + std::to_string(p.device_count()) +
                                        " or a larger profile");
       auto model = std::make_shared<const CostModel>(p);
-      for (int i = 0; i < o.count; ++i) {
+      for (int i = o.first_index; i < o.first_index + o.count; ++i) {
         std::unique_ptr<Executor> exec;
         if (o.dry_run) exec = std::make_unique<MetaExecutor>();
         else exec = std::make_unique<CpuExecutor>();
@@ -300,10 +300,10 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
     case DeviceKind::cuda: {
       if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");
       const int have = cuda_device_count();
-      if (o.count > have)
+      if (o.first_index + o.count > have)
         throw UsageError("cuda", std::to_string(o.count) + " CUDA devices asked for, " + std::to_string(have) +
                                      " found — use --devices ≤ " + std::to_string(have) + ", or --device sim");
-      for (int i = 0; i < o.count; ++i) {
+      for (int i = o.first_index; i < o.first_index + o.count; ++i) {
         auto exec = make_cuda_executor(i);
         auto clock = make_cuda_clock(*exec, epoch);
         int64_t cap = exec->capacity_bytes();

@@ -102,6 +102,9 @@ struct DeviceOptions {
   HardwareProfile profile;  // required for sim
   bool dry_run = false;     // sim only: shape-only tensors, no numerics
   EventBus* bus = nullptr;
+  // The index (and name) of the first device: rank r of an mpi launch owns device r of the run,
+  // so its events and its place in the profile's nodes are the global ones.
+  int first_index = 0;
 };
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& options);

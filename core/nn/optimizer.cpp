@@ -55,4 +55,44 @@ std::vector<Tensor> Optimizer::state() {
   return s;
 }
 
+int Optimizer::state_tensors_per_parameter() const {
+  if (config_.kind == "adam") return 2;
+  return config_.momentum != 0.0f ? 1 : 0;
+}
+
+std::vector<std::vector<std::vector<float>>> Optimizer::download_state() {
+  const int k = state_tensors_per_parameter();
+  std::vector<Tensor> flat = state();
+  std::vector<std::vector<std::vector<float>>> out(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (int j = 0; j < k; ++j) {
+      const Tensor& t = flat[i * static_cast<size_t>(k) + static_cast<size_t>(j)];
+      std::vector<float> v(static_cast<size_t>(t.numel()));
+      t.device()->download({params_[i]->name + ".state", Phase::data, params_[i]->layer}, v.data(), t);
+      out[i].push_back(std::move(v));
+    }
+  return out;
+}
+
+void Optimizer::upload_state(const std::vector<std::vector<std::vector<float>>>& state) {
+  const int k = state_tensors_per_parameter();
+  if (state.size() != params_.size())
+    throw Error("optim", "the saved optimizer state has " + std::to_string(state.size()) + " parameters, the model " +
+                             std::to_string(params_.size()) + " — resume with the same --model");
+  std::vector<Tensor> flat = this->state();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (static_cast<int>(state[i].size()) != k)
+      throw Error("optim", "the saved optimizer state has " + std::to_string(state[i].size()) + " tensors for " +
+                               params_[i]->name + ", " + config_.kind + " keeps " + std::to_string(k) +
+                               " — resume with the same --optimizer and --momentum");
+    for (int j = 0; j < k; ++j) {
+      const Tensor& t = flat[i * static_cast<size_t>(k) + static_cast<size_t>(j)];
+      if (static_cast<int64_t>(state[i][j].size()) != t.numel())
+        throw Error("optim", "the saved state of " + params_[i]->name + " has " + std::to_string(state[i][j].size()) +
+                                 " values, expected " + std::to_string(t.numel()));
+      t.device()->upload({params_[i]->name + ".state", Phase::data, params_[i]->layer}, t, state[i][j].data());
+    }
+  }
+}
+
 }  // namespace scalelab

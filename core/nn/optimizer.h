@@ -28,6 +28,11 @@ class Optimizer {
   const OptimizerConfig& config() const { return config_; }
   // The state tensors, in parameter order (for checkpoints): per parameter 0, 1 or 2 tensors.
   std::vector<Tensor> state();
+  // The same on the host, grouped by parameter; and back (sizes checked).
+  std::vector<std::vector<std::vector<float>>> download_state();
+  void upload_state(const std::vector<std::vector<std::vector<float>>>& state);
+  // How many state tensors each parameter has: 0 (sgd), 1 (sgd with momentum), 2 (adam).
+  int state_tensors_per_parameter() const;
 
  private:
   OptimizerConfig config_;

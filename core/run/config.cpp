@@ -18,6 +18,27 @@ void TrainConfig::validate() const {
   if (dry_run && device != DeviceKind::sim)
     throw UsageError("train", "--dry-run runs no numerics, so it needs --device sim");
   optimizer.validate();
+  if (launch != "threads" && launch != "procs" && launch != "mpi")
+    throw UsageError("train", "--launch '" + launch + "' is unknown — use threads, procs or mpi");
+  if (!comm.empty() && comm != "threads" && comm != "shm" && comm != "mpi" && comm != "nccl")
+    throw UsageError("train", "--comm '" + comm + "' is unknown — use threads, shm, mpi or nccl");
+  if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
+  if (comm_algo != "ring" && comm_algo != "direct")
+    throw UsageError("train", "--comm-algo '" + comm_algo + "' is unknown — use ring or direct");
+  if (shm_sharing != "fd_passing" && shm_sharing != "named_file")
+    throw UsageError("train", "--shm-sharing '" + shm_sharing + "' is unknown — use fd_passing or named_file");
+  if (!(bucket_mb > 0) || !(first_bucket_mb > 0))
+    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be > 0");
+  if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");
+  if (micro_batches < 1) throw UsageError("pipeline", "--micro-batches must be ≥ 1");
+  if (schedule != "gpipe" && schedule != "1f1b")
+    throw UsageError("pipeline", "--schedule '" + schedule + "' is unknown — use gpipe or 1f1b");
+  if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
+  if (amp != "off" && amp != "fp16" && amp != "bf16")
+    throw UsageError("amp", "--amp '" + amp + "' is unknown — use off, fp16 or bf16");
+  if (checkpoint_every < 0) throw UsageError("checkpoint", "--checkpoint-every must be ≥ 0");
+  if (checkpoint_every > 0 && checkpoint_path.empty())
+    throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");
 }
 
 }  // namespace scalelab

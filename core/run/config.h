@@ -27,6 +27,27 @@ struct TrainConfig {
   int64_t synthetic_train = 8192;  // sizes of the synthetic set
   int64_t synthetic_test = 2048;
 
+  // How ranks are started and how they talk (strategies with ranks: ddp, ddp-mp, pipeline, zero,
+  // multiprocessing).
+  std::string launch = "threads";  // threads | procs | mpi
+  std::string comm;                // threads | shm | mpi | nccl; empty: the launch's natural one
+  int64_t comm_timeout_ms = 60000;
+  std::string comm_algo = "ring";  // ring | direct (host backends' all-reduce)
+  std::string shm_sharing = "fd_passing";  // fd_passing | named_file (procs, multiprocessing)
+
+  // Strategy options.
+  double bucket_mb = 25;        // ddp: gradient bucket cap
+  double first_bucket_mb = 1;   // ddp: the first bucket is small, so communication starts early
+  int no_sync = 1;              // ddp: all-reduce every K-th backward; accumulate in between
+  int micro_batches = 1;        // pipeline: chunks of the batch
+  std::string schedule = "gpipe";  // pipeline: gpipe | 1f1b
+  int zero_stage = 0;           // 1: shard optimizer state; 2: gradients too (strategy zero)
+  std::string amp = "off";      // off | fp16 | bf16
+  std::string checkpoint_path;  // written every checkpoint_every steps (and at the end)
+  int64_t checkpoint_every = 0;
+  std::string resume_path;      // continue a run from this checkpoint
+  bool check_equivalence = false;  // also train `single` on the same global batches and compare
+
   // Throws UsageError naming the option and the fix.
   void validate() const;
 };

@@ -5,7 +5,17 @@
 #include <cmath>
 #include <cstdio>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/comm/backends.h"
+#include "core/comm/shm/shm_group.h"
+#include "core/comm/threads/threads_group.h"
 #include "core/error.h"
+#include "core/run/ranks.h"
 #include "core/trace/chrome_trace.h"
 #include "strategies/strategy.h"
 
@@ -29,10 +39,54 @@ DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
 
 }  // namespace
 
-TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress) {
-  config.validate();
+namespace {
+
+CommOptions comm_options(const TrainConfig& c) {
+  CommOptions o;
+  o.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
+  o.algorithm = parse_comm_algorithm(c.comm_algo);
+  return o;
+}
+
+// The process groups of a threads launch: every rank in this process.
+std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, int ranks) {
+  const std::string comm = c.comm.empty() ? (c.device == DeviceKind::cuda ? "nccl" : "threads") : c.comm;
+  if (comm == "threads") return make_threads_groups(ranks, comm_options(c));
+  if (comm == "nccl") {
+    NcclBootstrap boot;
+    boot.unique_id_file = (std::filesystem::temp_directory_path() /
+                           ("scalelab-nccl-id-" + std::to_string(::getpid())))
+                              .string();
+    std::vector<std::unique_ptr<ProcessGroup>> groups(static_cast<size_t>(ranks));
+    std::vector<std::string> errors(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;  // ncclCommInitRank blocks until every rank has called it
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          groups[r] = make_nccl_group(r, ranks, r, boot, comm_options(c));
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    std::error_code ec;
+    std::filesystem::remove(boot.unique_id_file, ec);
+    for (const auto& e : errors)
+      if (!e.empty()) throw Error("train", e);
+    return groups;
+  }
+  throw UsageError("train", "--comm " + comm + " with --launch threads: the ranks are threads of this process — use "
+                            "--comm threads (or nccl on GPUs), or --launch procs for shm, --launch mpi for mpi");
+}
+
+}  // namespace
+
+// One process's part of a run: every rank (threads launch, local_group null) or one rank
+// (procs and mpi launches: local_group is this process's).
+TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, ProcessGroup* local_group) {
   const ModelSpec spec = ModelSpec::parse(config.model);
   const StrategyInfo& info = find_strategy(config.strategy);
+  const int per_rank = info.devices_per_rank;
 
   DeviceOptions dopt;
   dopt.kind = config.device;
@@ -40,6 +94,15 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
   dopt.dry_run = config.dry_run;
   dopt.bus = &bus;
   if (config.device == DeviceKind::sim) dopt.profile = load_profile(config.hw);
+  if (local_group) {
+    if (local_group->size() * per_rank != config.devices)
+      throw UsageError("train", "--devices " + std::to_string(config.devices) + " but " +
+                                    std::to_string(local_group->size()) + " ranks were started, with " +
+                                    std::to_string(per_rank) + " device(s) each — start " +
+                                    std::to_string(config.devices / per_rank) + " ranks (mpirun -np)");
+    dopt.count = per_rank;
+    dopt.first_index = local_group->rank() * per_rank;
+  }
   auto devices = make_devices(dopt);
 
   DataSplit data = load_data(config, spec);
@@ -48,9 +111,37 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
   const int64_t total = config.steps > 0 ? config.steps : config.epochs * per_epoch;
   const int64_t epochs = (total + per_epoch - 1) / per_epoch;
 
-  StrategyContext ctx{config, {}, bus, init_weights(spec, config.seed)};
-  for (auto& d : devices) ctx.devices.push_back(d.get());
+  std::unique_ptr<RankSet> ranks;
+  std::vector<Device*> device_list;
+  for (auto& d : devices) device_list.push_back(d.get());
+  if (per_rank > 0) {
+    if (config.devices % per_rank != 0)
+      throw UsageError(config.strategy, "--devices " + std::to_string(config.devices) + " must be a multiple of " +
+                                            std::to_string(per_rank) + " (devices per rank)");
+    if (local_group) ranks = std::make_unique<RankSet>(device_list, *local_group);
+    else ranks = std::make_unique<RankSet>(device_list, local_groups(config, config.devices / per_rank));
+  }
+  StrategyContext ctx{config, device_list, bus, init_weights(spec, config.seed), ranks.get()};
   std::unique_ptr<Strategy> strategy = info.make(ctx);
+  const bool leader = !local_group || local_group->rank() == 0;
+
+  // --check-equivalence: `single` on its own device, the same global batches, its own event bus
+  // (it is the yardstick, not part of the run).
+  EventBus reference_bus;
+  std::vector<std::unique_ptr<Device>> reference_devices;
+  std::unique_ptr<Strategy> reference;
+  TrainConfig reference_config = config;
+  if (config.check_equivalence && leader) {
+    reference_config.strategy = "single";
+    reference_config.devices = 1;
+    DeviceOptions ropt = dopt;
+    ropt.count = 1;
+    ropt.first_index = 0;
+    ropt.bus = &reference_bus;
+    reference_devices = make_devices(ropt);
+    StrategyContext rctx{reference_config, {reference_devices[0].get()}, reference_bus, init_weights(spec, config.seed)};
+    reference = find_strategy("single").make(rctx);
+  }
 
   TrainResult r;
   r.config = config;
@@ -66,6 +157,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     if (step % per_epoch == 0) loader.set_epoch(epoch);
     loader.fill(step % per_epoch, batch);
     double loss = strategy->train_step(batch, step);
+    if (reference) reference->train_step(batch, step);
     r.losses.push_back(loss);
     bus.emit(Metric{step, "loss", loss});
     Progress p{step + 1, total, epoch + 1, epochs, loss, -1};
@@ -92,6 +184,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
 
   for (auto& d : devices) d->set_step(-1);
   HostWeights final_weights = strategy->weights();
+  if (reference) r.max_rel_diff = max_relative_difference(final_weights, reference->weights());
   if (computes) {
     r.test_accuracy = evaluate_accuracy(final_weights, data.test.images.data(), data.test.labels.data(), data.test.count);
     r.weights_checksum = weights_checksum(final_weights);
@@ -117,7 +210,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
   for (size_t i = 0; i < devices.size(); ++i) {
     DeviceSummary s;
     s.name = devices[i]->name();
-    const DeviceMetrics& m = r.metrics.per_device[i];
+    const DeviceMetrics& m = r.metrics.per_device[static_cast<size_t>(devices[i]->index())];
     s.busy_pct = m.busy_pct;
     s.comm_pct = m.comm_pct;
     s.idle_pct = m.idle_pct;
@@ -127,6 +220,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     r.per_device.push_back(s);
   }
 
+  if (!leader) return r;  // rank 0 reports for everyone
   if (!config.trace_path.empty()) {
     TraceInfo ti;
     for (auto& d : devices) ti.device_names.push_back(d->name());
@@ -158,6 +252,9 @@ nlohmann::json to_json(const TrainResult& r) {
   j["time_kind"] = r.simulated ? "simulated" : "measured";
   j["samples_per_s"] = r.samples_per_s;
   j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
+  j["launch"] = r.config.launch;
+  j["equivalence"] = r.max_rel_diff >= 0 ? json{{"max_rel_diff", r.max_rel_diff}} : json(nullptr);
+  j["bubble_fraction"] = r.metrics.bubble_fraction;
   j["overlap_pct"] = r.metrics.overlap_pct;
   j["bytes_moved"] = r.metrics.bytes_moved;
   json per = json::array();
@@ -201,6 +298,15 @@ std::string format_summary(const TrainResult& r) {
   std::snprintf(buf, sizeof buf, "  throughput      %.0f samples/s\n", r.samples_per_s);
   s += buf;
   if (!r.weights_checksum.empty()) s += "  weights         checksum " + r.weights_checksum + "\n";
+  if (r.max_rel_diff >= 0) {
+    std::snprintf(buf, sizeof buf, "  equivalence     max relative weight difference to single %.3g\n", r.max_rel_diff);
+    s += buf;
+  }
+  if (r.config.devices > 1) {
+    std::snprintf(buf, sizeof buf, "  overlap         %.1f%% of communication hidden under compute; bubbles %.1f%%\n",
+                  r.metrics.overlap_pct, 100 * r.metrics.bubble_fraction);
+    s += buf;
+  }
   s += "  per device      busy%  comm%  idle%   peak memory: params grads optimizer activations comm_buffers workspace = total\n";
   for (const DeviceSummary& d : r.per_device) {
     std::snprintf(buf, sizeof buf, "    %-22s %5.1f  %5.1f  %5.1f   ", d.name.c_str(), d.busy_pct, d.comm_pct, d.idle_pct);
@@ -209,6 +315,79 @@ std::string format_summary(const TrainResult& r) {
     s += " = " + format_bytes(d.peak_total) + "\n";
   }
   return s;
+}
+
+TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress) {
+  config.validate();
+  const StrategyInfo& info = find_strategy(config.strategy);
+  if (info.devices_per_rank == 0 && config.launch != "threads")
+    throw UsageError("train", "--launch " + config.launch + " starts one process per rank, but " + config.strategy +
+                                  " drives every device from one controller — drop --launch");
+  if (config.launch == "mpi") {
+    if (!launched_by_mpirun())
+      throw UsageError("train", "--launch mpi: start the ranks with `mpirun -np " +
+                                    std::to_string(config.devices / std::max(1, info.devices_per_rank)) +
+                                    " scalelab train ... --launch mpi --comm mpi`");
+    if (!config.comm.empty() && config.comm != "mpi" && config.comm != "nccl")
+      throw UsageError("train", "--launch mpi talks through --comm mpi (or nccl on GPUs), not " + config.comm);
+    auto group = make_mpi_group(comm_options(config));
+    return train_ranks(config, bus, group->rank() == 0 ? progress : ProgressFn{}, group.get());
+  }
+  if (config.launch == "procs") {
+    if (!config.comm.empty() && config.comm != "shm")
+      throw UsageError("train", "--launch procs talks through --comm shm, not " + config.comm);
+    // Each rank is a forked process; rank 0 reports its result through a file the parent reads.
+    const std::string result_path = (std::filesystem::temp_directory_path() /
+                                     ("scalelab-procs-" + std::to_string(::getpid()) + ".json"))
+                                        .string();
+    launch_procs(config.devices / info.devices_per_rank, parse_shm_sharing(config.shm_sharing), comm_options(config),
+                 [&](ProcessGroup& group) {
+                   EventBus rank_bus;
+                   TrainResult r = train_ranks(config, rank_bus, group.rank() == 0 ? progress : ProgressFn{}, &group);
+                   if (group.rank() == 0) {
+                     nlohmann::json j = to_json(r);
+                     j["losses"] = r.losses;
+                     write_file_atomically(result_path, j.dump(), "train");
+                   }
+                 });
+    std::ifstream in(result_path);
+    nlohmann::json j = nlohmann::json::parse(in);
+    std::error_code ec;
+    std::filesystem::remove(result_path, ec);
+    return from_json(j, config);
+  }
+  return train_ranks(config, bus, progress, nullptr);
+}
+
+TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
+  TrainResult r;
+  r.config = config;
+  r.hw_name = j["hw"].is_string() ? j["hw"].get<std::string>() : "";
+  r.steps = j.value("steps", int64_t{0});
+  r.samples = r.steps * config.batch;
+  r.final_loss = j["final_loss"].is_number() ? j["final_loss"].get<double>() : std::nan("");
+  r.test_accuracy = j["test_accuracy"].is_number() ? j["test_accuracy"].get<double>() : -1;
+  r.time_s = j.value("time_s", 0.0);
+  r.simulated = j.value("time_kind", std::string()) == "simulated";
+  r.samples_per_s = j.value("samples_per_s", 0.0);
+  r.weights_checksum = j["weights_checksum"].is_string() ? j["weights_checksum"].get<std::string>() : "";
+  if (j["equivalence"].is_object()) r.max_rel_diff = j["equivalence"].value("max_rel_diff", -1.0);
+  r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
+  r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
+  if (j.contains("losses")) r.losses = j["losses"].get<std::vector<double>>();
+  for (const auto& d : j["per_device"]) {
+    DeviceSummary s;
+    s.name = d.value("device", std::string());
+    s.busy_pct = d.value("busy_pct", 0.0);
+    s.comm_pct = d.value("comm_pct", 0.0);
+    s.idle_pct = d.value("idle_pct", 0.0);
+    s.capacity = d.value("capacity_bytes", int64_t{0});
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+      s.peak_bytes[c] = d["peak_bytes"].value(memory_category_name(static_cast<MemoryCategory>(c)), int64_t{0});
+    s.peak_total = d["peak_bytes"].value("total", int64_t{0});
+    r.per_device.push_back(s);
+  }
+  return r;
 }
 
 }  // namespace scalelab

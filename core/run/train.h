@@ -36,6 +36,7 @@ struct TrainResult {
   std::vector<DeviceSummary> per_device;
   RunMetrics metrics;
   std::vector<double> losses;         // per step
+  double max_rel_diff = -1;           // --check-equivalence: vs single (< 0: not checked)
 };
 
 // Called after each step (and once with done = total at the end of each evaluation).
@@ -49,6 +50,8 @@ using ProgressFn = std::function<void(const Progress&)>;
 TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress = {});
 
 nlohmann::json to_json(const TrainResult& result);
+// The summary back from to_json's output (a --launch procs rank reports through it).
+TrainResult from_json(const nlohmann::json& j, const TrainConfig& config);
 std::string format_summary(const TrainResult& result);
 
 }  // namespace scalelab
