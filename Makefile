@@ -20,12 +20,11 @@ configure: deps
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
-# The main job: single-device training on Fashion-MNIST, priced on a simulated A100.
+# The main job: the tour — every strategy on 4 simulated A100s (NVLink) on Fashion-MNIST, one
+# table, a Chrome trace of each in $(OUT)/.
 demo: build
 	@mkdir -p $(OUT)
-	$(BUILD)/scalelab train --strategy single --device sim --hw a100-nvlink-8 \
-	  --model mlp:784-256-128-10 --epochs 2 --batch 128 \
-	  --trace $(OUT)/single.trace.json --json $(OUT)/single.json
+	$(BUILD)/scalelab tour --hw a100-nvlink-8 --devices 4 --steps 300 --out $(OUT)
 
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900

@@ -33,6 +33,20 @@ struct BenchCommOptions {
 // Collectives timed like nccl-tests, with the memory-bandwidth bound and the Open MPI peer.
 int bench_comm(const BenchCommOptions& options);
 
+struct TourOptions {
+  std::string hw = "a100-nvlink-8";
+  int devices = 4;
+  std::string model = "mlp:784-512-256-128-10";  // four layers: one per device for model parallel and pipeline
+  std::string dataset = "fashion-mnist";
+  int64_t batch = 128;
+  int64_t steps = 300;
+  uint64_t seed = 42;
+  std::string out_dir = "out";
+};
+
+// Every strategy on the same simulated machine, in one table; a trace of each in out_dir.
+int run_tour(const TourOptions& options);
+
 // The training step's GFLOP/s on the cpu device next to OpenBLAS sgemm on the same GEMM shapes,
 // measured in the same run. Returns the process exit code.
 int bench_compute(const BenchComputeOptions& options);

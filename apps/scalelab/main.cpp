@@ -141,6 +141,17 @@ int main(int argc, char** argv) {
   comm_cmd->add_flag("--quiet", bm.quiet, "no table (JSON only)");
   comm_cmd->add_option("--json", bm.json_path, "write {rows:[...]} as JSON");
 
+  TourOptions tour;
+  auto* tour_cmd = app.add_subcommand("tour", "every strategy on the same simulated machine, side by side (make demo)");
+  tour_cmd->add_option("--hw", tour.hw, "hardware profile")->capture_default_str();
+  tour_cmd->add_option("--devices", tour.devices, "devices per strategy")->capture_default_str()->check(CLI::PositiveNumber);
+  tour_cmd->add_option("--model", tour.model)->capture_default_str();
+  tour_cmd->add_option("--dataset", tour.dataset, "fashion-mnist | synthetic")->capture_default_str();
+  tour_cmd->add_option("--batch", tour.batch)->capture_default_str();
+  tour_cmd->add_option("--steps", tour.steps)->capture_default_str()->check(CLI::PositiveNumber);
+  tour_cmd->add_option("--seed", tour.seed)->capture_default_str();
+  tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
+
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
 
@@ -173,6 +184,7 @@ int main(int argc, char** argv) {
     }
     if (*compute_cmd) return bench_compute(bc);
     if (*comm_cmd) return bench_comm(bm);
+    if (*tour_cmd) return run_tour(tour);
     if (*profiles_cmd) {
       for (const auto& name : list_profiles()) {
         HardwareProfile p = load_profile(name);

@@ -82,7 +82,7 @@ void Device::check_here(const Tensor& t, const char* op, const char* what) const
 }
 
 template <typename Work>
-void Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
+Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
                     std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
                     Work&& work, int peer) {
   int64_t ready = 0;
@@ -113,6 +113,7 @@ void Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost&
     e.peer = peer;
     bus_->emit(std::move(e));
   }
+  return when;
 }
 
 void Device::gemm(const OpTag& tag, bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c, float beta,
@@ -163,8 +164,9 @@ double Device::softmax_xent(const OpTag& tag, const Tensor& logits, const Tensor
   double loss = 0;
   OpCost cost{OpClass::elementwise, 5.0 * static_cast<double>(logits.numel()),
               static_cast<double>(2 * logits.nbytes() + labels.nbytes()), logits.dtype()};
-  run_op(tag, "softmax_xent", Lane::compute, cost, {&logits, &labels}, {&dlogits},
-         [&] { loss = executor_->softmax_xent(logits, labels, dlogits, grad_scale); });
+  const Interval when = run_op(tag, "softmax_xent", Lane::compute, cost, {&logits, &labels}, {&dlogits},
+                               [&] { loss = executor_->softmax_xent(logits, labels, dlogits, grad_scale); });
+  host_waits_until(when.end_ns);  // the loss comes back to the host
   return executor_->computes() ? loss : std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -177,8 +179,9 @@ double Device::mse(const OpTag& tag, const Tensor& pred, const Tensor& target, c
   double loss = 0;
   OpCost cost{OpClass::elementwise, 3.0 * static_cast<double>(pred.numel()),
               static_cast<double>(3 * pred.nbytes()), pred.dtype()};
-  run_op(tag, "mse", Lane::compute, cost, {&pred, &target}, {&dpred},
-         [&] { loss = executor_->mse(pred, target, dpred, grad_scale); });
+  const Interval when = run_op(tag, "mse", Lane::compute, cost, {&pred, &target}, {&dpred},
+                               [&] { loss = executor_->mse(pred, target, dpred, grad_scale); });
+  host_waits_until(when.end_ns);
   return executor_->computes() ? loss : std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -231,20 +234,25 @@ bool Device::has_non_finite(const OpTag& tag, const Tensor& x) {
   check_here(x, "has_non_finite", "x");
   bool found = false;
   OpCost cost{OpClass::elementwise, static_cast<double>(x.numel()), static_cast<double>(x.nbytes()), x.dtype()};
-  run_op(tag, "check_finite", Lane::compute, cost, {&x}, {}, [&] { found = executor_->has_non_finite(x); });
+  const Interval when = run_op(tag, "check_finite", Lane::compute, cost, {&x}, {}, [&] { found = executor_->has_non_finite(x); });
+  host_waits_until(when.end_ns);
   return found;
 }
 
 void Device::upload(const OpTag& tag, const Tensor& dst, const void* src) {
   check_here(dst, "upload", "destination");
   OpCost cost{OpClass::copy_host, 0, static_cast<double>(dst.nbytes()), dst.dtype()};
+  // The host issues the copy only once it has what it waited for from this device.
+  dst.set_ready_ns(std::max(dst.ready_ns(), host_ready_ns_.load()));
   run_op(tag, "copy_h2d", Lane::copy, cost, {}, {&dst}, [&] { executor_->copy_from_host(dst, src, dst.nbytes()); });
 }
 
 void Device::download(const OpTag& tag, void* dst, const Tensor& src) {
   check_here(src, "download", "source");
   OpCost cost{OpClass::copy_host, 0, static_cast<double>(src.nbytes()), src.dtype()};
-  run_op(tag, "copy_d2h", Lane::copy, cost, {&src}, {}, [&] { executor_->copy_to_host(dst, src, src.nbytes()); });
+  const Interval when =
+      run_op(tag, "copy_d2h", Lane::copy, cost, {&src}, {}, [&] { executor_->copy_to_host(dst, src, src.nbytes()); });
+  host_waits_until(when.end_ns);
 }
 
 void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
@@ -258,6 +266,12 @@ void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
               static_cast<double>(peer ? dst.nbytes() : 2 * dst.nbytes()), dst.dtype()};
   run_op(tag, peer ? "copy_p2p" : "copy", Lane::copy, cost, {&src}, {&dst}, [&] { executor_->copy(src, dst); },
          peer && src.device() ? src.device()->index() : -1);
+}
+
+void Device::host_waits_until(int64_t t_ns) {
+  int64_t seen = host_ready_ns_.load();
+  while (t_ns > seen && !host_ready_ns_.compare_exchange_weak(seen, t_ns)) {
+  }
 }
 
 void Device::record(Event e) {

@@ -2,6 +2,7 @@
 // A device = executor (runs the numerics) + clock (stamps each op) + memory ledger (counts every
 // byte by category). Every op goes through here, so each one becomes an Event with its lane, its
 // bytes and its FLOPs, on cpu, cuda and sim alike: strategies never ask which kind they run on.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,10 +81,11 @@ class Device {
 
  private:
   template <typename Work>
-  void run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
+  Interval run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
               std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
               Work&& work, int peer = -1);
   void check_here(const Tensor& t, const char* op, const char* what) const;
+  void host_waits_until(int64_t t_ns);
 
   int index_;
   DeviceKind kind_;
@@ -93,6 +95,9 @@ class Device {
   std::shared_ptr<MemoryLedger> ledger_;
   EventBus* bus_;
   int64_t step_ = -1;
+  // When the host last waited for this device (it read a loss, or downloaded a tensor): the host
+  // issues the next upload only after that, as a training loop that prints loss.item() does.
+  std::atomic<int64_t> host_ready_ns_{0};
 };
 
 // How to make devices for a run.

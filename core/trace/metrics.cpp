@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <map>
 
 namespace scalelab {
 
@@ -90,26 +89,24 @@ RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<M
   }
   r.overlap_pct = comm_total > 0 ? 100.0 * static_cast<double>(hidden_total) / static_cast<double>(comm_total) : 0.0;
 
-  // Bubbles: per step, idle compute over devices × span.
-  std::map<int64_t, std::vector<const Event*>> by_step;
-  for (const Event& e : events)
-    if (e.step >= 0 && e.device >= 0) by_step[e.step].push_back(&e);
-  double bubble_sum = 0;
-  for (const auto& [step, list] : by_step) {
+  // Bubbles: over the training steps (events with step ≥ 0; setting up and evaluating are not
+  // training), the share of devices × span in which a compute lane stood idle. Steps overlap in
+  // time (the next batch's copy starts while the last backward runs), so it is taken over the
+  // whole span, not step by step.
+  {
     int64_t b = INT64_MAX, e = 0;
-    for (const Event* ev : list) {
-      b = std::min(b, ev->t_begin_ns);
-      e = std::max(e, ev->t_end_ns);
-    }
     std::vector<Intervals> compute(n);
-    for (const Event* ev : list)
-      if (ev->lane == Lane::compute) compute[static_cast<size_t>(ev->device)].emplace_back(ev->t_begin_ns, ev->t_end_ns);
+    for (const Event& ev : events) {
+      if (ev.step < 0 || ev.device < 0) continue;
+      b = std::min(b, ev.t_begin_ns);
+      e = std::max(e, ev.t_end_ns);
+      if (ev.lane == Lane::compute) compute[static_cast<size_t>(ev.device)].emplace_back(ev.t_begin_ns, ev.t_end_ns);
+    }
     int64_t busy = 0;
     for (auto& c : compute) busy += union_length(std::move(c));
-    const double capacity = static_cast<double>(e - b) * static_cast<double>(n);
-    if (capacity > 0) bubble_sum += 1.0 - static_cast<double>(busy) / capacity;
+    const double capacity = e > b ? static_cast<double>(e - b) * static_cast<double>(n) : 0.0;
+    r.bubble_fraction = capacity > 0 ? 1.0 - static_cast<double>(busy) / capacity : 0.0;
   }
-  r.bubble_fraction = by_step.empty() ? 0.0 : bubble_sum / static_cast<double>(by_step.size());
 
   // Peaks from the samples, in time order (stable: equal stamps keep emission order).
   std::vector<MemorySample> samples = memory;

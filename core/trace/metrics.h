@@ -30,8 +30,8 @@ struct RunMetrics {
   int64_t t_end_ns = 0;
   std::vector<DeviceMetrics> per_device;
   double overlap_pct = 0;  // over all devices: comm time under compute ÷ comm time
-  // The pipeline's bubbles, and every idle device in general: per training step, the share of
-  // (devices × the step's span) in which a device's compute lane stood idle; the mean over steps.
+  // The pipeline's bubbles, and every idle device in general: over the training steps, the share
+  // of devices × span in which a device's compute lane stood idle.
   double bubble_fraction = 0;
   int64_t bytes_moved = 0;
   double span_s() const { return static_cast<double>(t_end_ns - t_begin_ns) * 1e-9; }
