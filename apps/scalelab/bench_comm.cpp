@@ -340,7 +340,8 @@ void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double me
                 o.op.c_str());
     if (memcpy_Bps > 0)
       std::printf("# bound: busbw if the least memory traffic any shared-memory %s needs (all_reduce: n·size bytes "
-                  "copied) ran at the memcpy bandwidth measured now, %.2f GB/s (all cores)\n",
+                  "copied) ran at the memcpy bandwidth measured now, %.2f GB/s (all cores, beyond the caches: "
+                  "sizes that fit in cache can beat it)\n",
                   o.op.c_str(), memcpy_Bps * 1e-9);
     std::printf("%12s %12s %6s %6s %12s %9s %9s %7s", "size", "count", "type", "redop", "time(us)", "algbw", "busbw",
                 "#wrong");
@@ -412,11 +413,11 @@ int bench_comm(const BenchCommOptions& options) {
   // The bound is the best the machine does: measured before and after the ranks run, the larger
   // kept, so a noisy moment on a shared machine does not lower it.
   double memcpy_before = 0;
-  auto memcpy_bound = [&] {
+  auto memcpy_bound = [&](int ranks) {
     if (sim) return 0.0;
-    return std::max(memcpy_before, measure_memcpy_Bps(o.max_bytes, std::min(o.ranks, cores)));
+    return std::max(memcpy_before, measure_memcpy_Bps(o.max_bytes, std::min(ranks, cores)));
   };
-  if (!sim && o.comm != "mpi" && o.comm != "nccl") memcpy_before = memcpy_bound();
+  if (!sim && o.comm != "mpi" && o.comm != "nccl") memcpy_before = memcpy_bound(o.ranks);
 
   if (o.comm == "threads") {
     auto groups = make_threads_groups(o.ranks, copt);
@@ -436,7 +437,7 @@ int bench_comm(const BenchCommOptions& options) {
     for (auto& t : threads) t.join();
     for (const auto& e : errors)
       if (!e.empty()) throw Error("bench", e);
-    const double bound = memcpy_bound();
+    const double bound = memcpy_bound(o.ranks);
     print_and_save(o, rows[0], bound, sim, dopt.profile.name);
     return 0;
   }
@@ -466,7 +467,7 @@ int bench_comm(const BenchCommOptions& options) {
       r.wrong = a[5];
       rows.push_back(r);
     }
-    print_and_save(o, rows, memcpy_bound(), false, "");
+    print_and_save(o, rows, memcpy_bound(o.ranks), false, "");
     return 0;
   }
   if (o.comm == "mpi") {
@@ -484,7 +485,7 @@ int bench_comm(const BenchCommOptions& options) {
     auto rows = bench_rank(*pg, *devices[0], mine);
     if (pg->rank() == 0) {
       mine.vs.clear();  // the peer of an MPI run is itself
-      print_and_save(mine, rows, mine.quiet ? 0.0 : memcpy_bound(), sim, dopt.profile.name);
+      print_and_save(mine, rows, mine.quiet ? 0.0 : memcpy_bound(mine.ranks), sim, dopt.profile.name);
     }
     return 0;
   }
