@@ -1,14 +1,36 @@
 #include "strategies/registry.h"
 
 #include "core/error.h"
+#include "core/nn/optimizer.h"
 
 namespace scalelab {
 
 const std::vector<StrategyInfo>& strategy_registry() {
   static const std::vector<StrategyInfo> registry = {
       {"single", "the whole model on one device: the reference every strategy is checked against", make_single},
+      {"multiprocessing", "Hogwild: N processes, the parameters in shared memory, lock-free asynchronous updates", make_multiprocessing},
+      {"data-parallel", "DataParallel: one controller scatters the batch, replicates the model, gathers outputs and sums gradients on device 0", make_data_parallel},
+      {"model-parallel", "layers split over devices, activations copied between them; the waiting devices stand idle", make_model_parallel},
+      {"pipeline", "stages on ranks, micro-batches flowing through them; GPipe or 1F1B schedule", make_pipeline, 1},
+      {"ddp", "DistributedDataParallel: a replica per rank, bucketed gradient all-reduce overlapping backward", make_ddp, 1},
+      {"ddp-mp", "DDP whose replicas each span two devices (model parallel inside, DDP across)", make_ddp_mp, 2},
+      {"zero", "ZeroRedundancyOptimizer: data parallel with the optimizer state (stage 2: gradients too) sharded over ranks", make_zero, 1},
   };
   return registry;
+}
+
+TrainingState whole_model_state(Mlp& model, Optimizer& optimizer) {
+  TrainingState s;
+  s.weights = model.download();
+  s.optimizer_steps = optimizer.steps_taken();
+  s.optimizer = optimizer.download_state();
+  return s;
+}
+
+void load_whole_model_state(Mlp& model, Optimizer& optimizer, const TrainingState& s) {
+  model.upload(s.weights);
+  optimizer.set_steps_taken(s.optimizer_steps);
+  optimizer.upload_state(s.optimizer);
 }
 
 const StrategyInfo& find_strategy(const std::string& name) {

@@ -50,6 +50,11 @@ class Strategy {
   virtual void load_state(const TrainingState& state) = 0;
 };
 
+class Optimizer;
+// The state of a model kept whole with its optimizer (single, data-parallel, model-parallel).
+TrainingState whole_model_state(Mlp& model, Optimizer& optimizer);
+void load_whole_model_state(Mlp& model, Optimizer& optimizer, const TrainingState& state);
+
 struct StrategyInfo {
   std::string name;
   std::string summary;  // one line for `scalelab strategies`

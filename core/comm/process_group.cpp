@@ -342,6 +342,7 @@ void ProcessGroup::collective(Call call, int64_t payload) {
   e.name = tag.name.empty() ? e.kind : tag.name;
   e.phase = Phase::comm;
   e.bucket = tag.bucket;
+  e.micro_batch = tag.micro_batch;
   e.flow_id = point_to_point ? -1 : seq;
   if (chunks.empty()) {
     // One event; its bytes are what this rank sends, as nccl-tests counts bus bandwidth.

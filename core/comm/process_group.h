@@ -88,9 +88,10 @@ class ProcessGroup {
 
   // Tags the events of the next collectives (the bucket of DDP, the name a strategy gives them).
   // An asynchronous call keeps the tag it was queued with.
-  void set_tag(std::string name, int bucket = -1) {
+  void set_tag(std::string name, int bucket = -1, int micro_batch = -1) {
     tag_.name = std::move(name);
     tag_.bucket = bucket;
+    tag_.micro_batch = micro_batch;
   }
 
  protected:
@@ -132,6 +133,7 @@ class ProcessGroup {
   struct Tag {
     std::string name;
     int bucket = -1;
+    int micro_batch = -1;
   };
   std::shared_ptr<Work> queue_tagged(std::function<void()> call);
 

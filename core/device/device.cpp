@@ -243,7 +243,7 @@ void Device::upload(const OpTag& tag, const Tensor& dst, const void* src) {
   check_here(dst, "upload", "destination");
   OpCost cost{OpClass::copy_host, 0, static_cast<double>(dst.nbytes()), dst.dtype()};
   // The host issues the copy only once it has what it waited for from this device.
-  dst.set_ready_ns(std::max(dst.ready_ns(), host_ready_ns_.load()));
+  dst.set_ready_ns(std::max(dst.ready_ns(), host_ready_ns_->load()));
   run_op(tag, "copy_h2d", Lane::copy, cost, {}, {&dst}, [&] { executor_->copy_from_host(dst, src, dst.nbytes()); });
 }
 
@@ -269,8 +269,8 @@ void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
 }
 
 void Device::host_waits_until(int64_t t_ns) {
-  int64_t seen = host_ready_ns_.load();
-  while (t_ns > seen && !host_ready_ns_.compare_exchange_weak(seen, t_ns)) {
+  int64_t seen = host_ready_ns_->load();
+  while (t_ns > seen && !host_ready_ns_->compare_exchange_weak(seen, t_ns)) {
   }
 }
 
@@ -327,6 +327,8 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
       break;
     }
   }
+  // One host drives them all, until a RankSet gives each rank its own.
+  for (size_t i = 1; i < devices.size(); ++i) devices[i]->share_host_with(*devices[0]);
   return devices;
 }
 

@@ -76,6 +76,10 @@ class Device {
   // Copies src (on this or another device) into dst on this device, on the copy lane.
   void copy(const OpTag& tag, const Tensor& src, const Tensor& dst);
 
+  // Devices driven by the same host thread share when that host last waited for one of them.
+  void share_host_with(const Device& other) { host_ready_ns_ = other.host_ready_ns_; }
+  void use_own_host() { host_ready_ns_ = std::make_shared<std::atomic<int64_t>>(host_ready_ns_->load()); }
+
   // Emits an event for work timed elsewhere (a collective, whose start depends on every rank).
   void record(Event e);
 
@@ -95,9 +99,10 @@ class Device {
   std::shared_ptr<MemoryLedger> ledger_;
   EventBus* bus_;
   int64_t step_ = -1;
-  // When the host last waited for this device (it read a loss, or downloaded a tensor): the host
+  // When the host last waited for a device (it read a loss, or downloaded a tensor): the host
   // issues the next upload only after that, as a training loop that prints loss.item() does.
-  std::atomic<int64_t> host_ready_ns_{0};
+  // Shared by the devices one host drives: all of a controller's, each rank's own.
+  std::shared_ptr<std::atomic<int64_t>> host_ready_ns_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // How to make devices for a run.

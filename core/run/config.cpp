@@ -34,6 +34,16 @@ void TrainConfig::validate() const {
   if (schedule != "gpipe" && schedule != "1f1b")
     throw UsageError("pipeline", "--schedule '" + schedule + "' is unknown — use gpipe or 1f1b");
   if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
+  // Options that belong to one family of strategies: elsewhere they would be silently ignored.
+  if (no_sync > 1 && strategy != "single" && strategy != "ddp" && strategy != "ddp-mp")
+    throw UsageError("ddp", "--no-sync " + std::to_string(no_sync) + " is DDP's gradient accumulation; " + strategy +
+                                " does not accumulate — use --strategy ddp (or ddp-mp, single), or drop --no-sync");
+  if ((micro_batches > 1 || schedule != "gpipe") && strategy != "pipeline")
+    throw UsageError("pipeline", "--micro-batches and --schedule shape a pipeline; " + strategy +
+                                     " has none — use --strategy pipeline, or drop them");
+  if (zero_stage != 0 && strategy != "zero")
+    throw UsageError("zero", "--zero-stage " + std::to_string(zero_stage) + " shards the optimizer of --strategy zero; " +
+                                 strategy + " keeps a whole optimizer on every rank — add --strategy zero, or drop --zero-stage");
   if (amp != "off" && amp != "fp16" && amp != "bf16")
     throw UsageError("amp", "--amp '" + amp + "' is unknown — use off, fp16 or bf16");
   if (checkpoint_every < 0) throw UsageError("checkpoint", "--checkpoint-every must be ≥ 0");

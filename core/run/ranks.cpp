@@ -27,6 +27,10 @@ RankSet::RankSet(std::vector<Device*> devices, std::vector<std::unique_ptr<Proce
     : world_size_(static_cast<int>(groups.size())), owned_(std::move(groups)) {
   devices_ = split_devices(devices, owned_.size());
   for (size_t r = 0; r < owned_.size(); ++r) {
+    // Each rank is its own host (a process in a real launch): it waits only for its own devices.
+    Device& first = *devices_[r].front();
+    first.use_own_host();
+    for (Device* d : devices_[r]) d->share_host_with(first);
     local_ranks_.push_back(static_cast<int>(r));
     groups_.push_back(owned_[r].get());
     owned_[r]->set_device(devices_[r].front());

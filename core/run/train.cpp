@@ -9,12 +9,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/comm/threads/threads_group.h"
 #include "core/error.h"
+#include "core/run/checkpoint.h"
 #include "core/run/ranks.h"
 #include "core/trace/chrome_trace.h"
 #include "strategies/strategy.h"
@@ -77,6 +79,30 @@ std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, in
   }
   throw UsageError("train", "--comm " + comm + " with --launch threads: the ranks are threads of this process — use "
                             "--comm threads (or nccl on GPUs), or --launch procs for shm, --launch mpi for mpi");
+}
+
+}  // namespace
+
+namespace {
+
+// The --resume checkpoint, verified and known to fit this run (none without --resume). Throws
+// UsageError for checkpoint options that cannot give an exact continuation.
+std::optional<Checkpoint> checkpoint_to_resume(const TrainConfig& c, int64_t train_count, int64_t total) {
+  if (c.dry_run && (!c.checkpoint_path.empty() || !c.resume_path.empty()))
+    throw UsageError("checkpoint", "--dry-run computes no weights to save or continue — drop --checkpoint / --resume");
+  if (c.no_sync > 1 && !c.checkpoint_path.empty() &&
+      (c.checkpoint_every % c.no_sync != 0 || total % c.no_sync != 0))
+    throw UsageError("checkpoint", "--no-sync " + std::to_string(c.no_sync) +
+                                       " accumulates gradients that a checkpoint does not hold — make --checkpoint-every "
+                                       "and the run's steps multiples of " + std::to_string(c.no_sync));
+  if (c.resume_path.empty()) return std::nullopt;
+  Checkpoint ck = load_checkpoint(c.resume_path);
+  check_resumable(ck.header, checkpoint_header(c, train_count, 0), c.resume_path);
+  if (ck.header.step > total)
+    throw UsageError("checkpoint", c.resume_path + ": is at step " + std::to_string(ck.header.step) +
+                                       ", past this run's " + std::to_string(total) +
+                                       " steps — raise --steps (it counts from step 0)");
+  return ck;
 }
 
 }  // namespace
@@ -149,15 +175,40 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
   r.simulated = config.device == DeviceKind::sim;
   const bool computes = devices.front()->computes();
 
+  // Checkpoints (core/run/checkpoint.h). --resume: every process reads and verifies the file, and
+  // the strategy takes the whole state (sharding it as it likes); the run goes on at the saved
+  // step — the loader's order is a function of (seed, epoch), so that is the same data too.
+  // --checkpoint: every --checkpoint-every steps and after the last, all ranks give their part of
+  // the state (a strategy may need collectives for it), rank 0 writes, the others wait.
+  int64_t first_step = 0;
+  if (std::optional<Checkpoint> ck = checkpoint_to_resume(config, data.train.count, total)) {
+    for (auto& d : devices) d->set_step(-1);
+    strategy->load_state(ck->state);
+    if (reference) reference->load_state(ck->state);
+    first_step = ck->header.step;
+  }
+  std::chrono::steady_clock::duration checkpoint_time{};
+  int64_t saved_step = -1;
+  auto save = [&](int64_t steps_done) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (auto& d : devices) d->set_step(-1);  // the state's downloads are not part of a step
+    Checkpoint ck{checkpoint_header(config, data.train.count, steps_done), strategy->state()};
+    if (leader) save_checkpoint(config.checkpoint_path, ck);
+    if (local_group) local_group->barrier();  // no rank runs ahead before the file is in place
+    saved_step = steps_done;
+    checkpoint_time += std::chrono::steady_clock::now() - t0;
+  };
+
   HostBatch batch;
   auto clock_start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::duration eval_time{};
-  for (int64_t step = 0; step < total; ++step) {
+  for (int64_t step = first_step; step < total; ++step) {
     const int64_t epoch = step / per_epoch;
-    if (step % per_epoch == 0) loader.set_epoch(epoch);
+    if (step % per_epoch == 0 || step == first_step) loader.set_epoch(epoch);
     loader.fill(step % per_epoch, batch);
     double loss = strategy->train_step(batch, step);
     if (reference) reference->train_step(batch, step);
+    if (config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) save(step + 1);
     r.losses.push_back(loss);
     bus.emit(Metric{step, "loss", loss});
     Progress p{step + 1, total, epoch + 1, epochs, loss, -1};
@@ -172,11 +223,13 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
     }
     if (progress) progress(p);
   }
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start - eval_time).count();
+  if (!config.checkpoint_path.empty() && saved_step != total) save(total);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start - eval_time -
+                                                      checkpoint_time)
+                            .count();
 
-  r.steps = total;
-  r.samples = total * config.batch;
+  r.steps = total - first_step;  // a resumed run reports the steps it ran
+  r.samples = r.steps * config.batch;
   const size_t tail = std::min<size_t>(100, r.losses.size());
   double sum = 0;
   for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) sum += r.losses[i];
@@ -322,7 +375,9 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
   const StrategyInfo& info = find_strategy(config.strategy);
   if (info.devices_per_rank == 0 && config.launch != "threads")
     throw UsageError("train", "--launch " + config.launch + " starts one process per rank, but " + config.strategy +
-                                  " drives every device from one controller — drop --launch");
+                                  (config.strategy == "multiprocessing" ? " forks its own worker processes"
+                                                                        : " drives every device from one controller") +
+                                  " — drop --launch");
   if (config.launch == "mpi") {
     if (!launched_by_mpirun())
       throw UsageError("train", "--launch mpi: start the ranks with `mpirun -np " +
@@ -336,6 +391,12 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
   if (config.launch == "procs") {
     if (!config.comm.empty() && config.comm != "shm")
       throw UsageError("train", "--launch procs talks through --comm shm, not " + config.comm);
+    if (!config.resume_path.empty()) {
+      // A checkpoint that is damaged or does not fit: say so once, here, not from every rank.
+      // (The ranks check again, the size of the training set included.)
+      const CheckpointHeader saved = load_checkpoint(config.resume_path).header;
+      check_resumable(saved, checkpoint_header(config, saved.train_count, 0), config.resume_path);
+    }
     // Each rank is a forked process; rank 0 reports its result through a file the parent reads.
     const std::string result_path = (std::filesystem::temp_directory_path() /
                                      ("scalelab-procs-" + std::to_string(::getpid()) + ".json"))

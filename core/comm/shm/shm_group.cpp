@@ -907,13 +907,13 @@ void send_fd(int sock, int fd) {
   // A failure means the child is already gone: the wait for the children reports it.
 }
 
-int receive_fd(int sock, std::chrono::milliseconds timeout, int rank) {
+int receive_fd(int sock, std::chrono::milliseconds timeout, const std::string& who) {
   pollfd p{sock, POLLIN, 0};
   int ready;
   while ((ready = poll(&p, 1, static_cast<int>(timeout.count()))) < 0 && errno == EINTR) {
   }
   if (ready == 0)
-    throw Error("comm", "shm: rank " + std::to_string(rank) + " waited " + seconds_text(timeout.count() * 1000000) +
+    throw Error("comm", "shm: " + who + " waited " + seconds_text(timeout.count() * 1000000) +
                             " for the segment's file descriptor from the parent — the parent is stuck");
   char byte = 0;
   iovec iov{&byte, 1};
@@ -928,7 +928,7 @@ int receive_fd(int sock, std::chrono::milliseconds timeout, int rank) {
   }
   cmsghdr* cm = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
   if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-    throw Error("comm", "shm: rank " + std::to_string(rank) + " got no file descriptor over its socket (" +
+    throw Error("comm", "shm: " + who + " got no file descriptor over its socket (" +
                             (got < 0 ? std::string(std::strerror(errno)) : std::string("no SCM_RIGHTS message")) +
                             ") — the parent died or failed to send it");
   int fd;
@@ -937,6 +937,53 @@ int receive_fd(int sock, std::chrono::milliseconds timeout, int rank) {
 }
 
 std::string errno_text(const std::string& call) { return call + ": " + std::strerror(errno); }
+
+std::atomic<int> segment_counter{0};
+
+// Creates a segment of `bytes` by the sharing strategy and returns its descriptor: an anonymous
+// memfd labelled `label` (fd_passing), or the name shm_name_prefix() + tag + <n> (named_file),
+// which `name` receives and the caller unlinks.
+int create_segment(ShmSharing sharing, const char* label, const std::string& tag, int64_t bytes, std::string& name) {
+  int fd = -1;
+  if (sharing == ShmSharing::fd_passing) {
+    fd = memfd_create(label, MFD_CLOEXEC);
+    if (fd < 0) {  // no memfd: a named segment unlinked at once is just as anonymous
+      const std::string fallback = shm_name_prefix() + "fd-" + std::to_string(segment_counter++);
+      fd = shm_open(fallback.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd >= 0) shm_unlink(fallback.c_str());
+    }
+    if (fd < 0) throw Error("comm", "shm: " + errno_text("memfd_create") + " — try --shm-sharing named_file");
+  } else {
+    const std::string wanted = shm_name_prefix() + tag + std::to_string(segment_counter++);
+    fd = shm_open(wanted.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0)
+      throw Error("comm", "shm: " + errno_text("shm_open " + wanted) +
+                              " — is /dev/shm mounted and writable? or try --shm-sharing fd_passing");
+    name = wanted;
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const std::string why = errno_text("ftruncate to " + std::to_string(bytes) + " bytes");
+    close(fd);
+    if (!name.empty()) shm_unlink(name.c_str());
+    name.clear();
+    throw Error("comm", "shm: " + why + " — is /dev/shm full?");
+  }
+  return fd;
+}
+
+// A child's descriptor of the segment, by the sharing strategy: received from the parent over
+// its socket (fd_passing), or opened by name (named_file).
+int open_segment_in_child(ShmSharing sharing, int sock, const std::string& name, std::chrono::milliseconds timeout,
+                          const std::string& who) {
+  if (sharing == ShmSharing::fd_passing) {
+    const int fd = receive_fd(sock, timeout, who);
+    close(sock);
+    return fd;
+  }
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) throw Error("comm", "shm: " + who + ": " + errno_text("shm_open " + name));
+  return fd;
+}
 
 void write_stderr(const std::string& text) {
   size_t done = 0;
@@ -980,14 +1027,7 @@ int child_main(const ChildArgs& a, const std::function<void(ProcessGroup&)>& ran
     if (a.inherited_fd >= 0) close(a.inherited_fd);
     for (int fd : a.other_fds)
       if (fd >= 0) close(fd);
-    int fd;
-    if (a.sharing == ShmSharing::fd_passing) {
-      fd = receive_fd(a.sock, a.options.timeout, a.rank);
-      close(a.sock);
-    } else {
-      fd = shm_open(a.name.c_str(), O_RDWR, 0);
-      if (fd < 0) throw Error("comm", "shm: rank " + std::to_string(a.rank) + ": " + errno_text("shm_open " + a.name));
-    }
+    const int fd = open_segment_in_child(a.sharing, a.sock, a.name, a.options.timeout, "rank " + std::to_string(a.rank));
     struct stat st {};
     if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Header))) {
       close(fd);
@@ -1047,8 +1087,6 @@ struct Launch {
   }
 };
 
-std::atomic<int> segment_counter{0};
-
 }  // namespace
 
 void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
@@ -1061,26 +1099,7 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
   st.bytes = layout.total;
   const pid_t parent = getpid();
 
-  if (sharing == ShmSharing::fd_passing) {
-    st.fd = memfd_create("scalelab-shm", MFD_CLOEXEC);
-    if (st.fd < 0) {  // no memfd: a named segment unlinked at once is just as anonymous
-      const std::string name = shm_name_prefix() + "fd-" + std::to_string(segment_counter++);
-      st.fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      if (st.fd >= 0) shm_unlink(name.c_str());
-    }
-    if (st.fd < 0) throw Error("comm", "shm: " + errno_text("memfd_create") + " — try --shm-sharing named_file");
-  } else {
-    st.name = shm_name_prefix() + std::to_string(segment_counter++);
-    st.fd = shm_open(st.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (st.fd < 0) {
-      const std::string why = errno_text("shm_open " + st.name);
-      st.name.clear();
-      throw Error("comm", "shm: " + why + " — is /dev/shm mounted and writable? or try --shm-sharing fd_passing");
-    }
-  }
-  if (ftruncate(st.fd, static_cast<off_t>(layout.total)) != 0)
-    throw Error("comm", "shm: " + errno_text("ftruncate to " + std::to_string(layout.total) + " bytes") +
-                            " — is /dev/shm full?");
+  st.fd = create_segment(sharing, "scalelab-shm", "", layout.total, st.name);
   void* p = mmap(nullptr, static_cast<size_t>(layout.total), PROT_READ | PROT_WRITE, MAP_SHARED, st.fd, 0);
   if (p == MAP_FAILED) throw Error("comm", "shm: " + errno_text("mmap"));
   st.map = static_cast<char*>(p);
@@ -1222,6 +1241,105 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
   }
   text += " — each rank's own error is above on stderr, prefixed [rank i]";
   throw Error("comm", text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SharedSegment and the small helpers for callers that run their own processes.
+
+std::string wait_status_text(int status) { return exit_text(status); }
+
+void shared_futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  futex_wait(&word, expected, std::max<int64_t>(0, timeout.count()));
+}
+void shared_futex_wake_all(std::atomic<uint32_t>& word) { futex_wake_all(&word); }
+
+SharedSegment::SharedSegment(int64_t bytes, ShmSharing sharing, const std::string& label)
+    : bytes_(bytes), sharing_(sharing), label_(label) {
+  if (bytes < 1) throw Error("comm", "shm: a shared segment needs at least one byte, got " + std::to_string(bytes));
+  // The name repeats no "scalelab-": /dev/shm/scalelab-<pid>-hogwild-0, not …-scalelab-hogwild-0.
+  const std::string tag = (label.rfind("scalelab-", 0) == 0 ? label.substr(9) : label) + "-";
+  fd_ = create_segment(sharing, label.c_str(), tag, bytes, name_);
+  void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) {
+    const std::string why = errno_text("mmap of " + std::to_string(bytes) + " bytes");
+    close(fd_);
+    fd_ = -1;
+    unlink_name();
+    throw Error("comm", "shm: " + why);
+  }
+  map_ = static_cast<char*>(p);
+  if (sharing == ShmSharing::named_file) {  // the children open it by name
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+SharedSegment::~SharedSegment() {
+  if (map_) munmap(map_, static_cast<size_t>(bytes_));
+  if (fd_ >= 0) close(fd_);
+  unlink_name();
+}
+
+void SharedSegment::unlink_name() noexcept {
+  if (name_.empty()) return;
+  shm_unlink(name_.c_str());
+  name_.clear();
+}
+
+pid_t SharedSegment::fork_child(const std::string& child_name, std::chrono::milliseconds timeout,
+                                const std::function<int(char* data, int64_t bytes)>& child_main) {
+  if (sharing_ == ShmSharing::named_file && name_.empty())
+    throw Error("comm", "shm: fork_child(" + child_name + ") after unlink_name(): the segment has no name to open "
+                        "any more — fork every child first");
+  int sv[2] = {-1, -1};
+  if (sharing_ == ShmSharing::fd_passing && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw Error("comm", "shm: " + errno_text("socketpair"));
+  const pid_t parent = getpid();
+  flush_all_streams();  // or the child would print the parent's buffered output again
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const std::string why = errno_text("fork of " + child_name);
+    if (sv[0] >= 0) close(sv[0]), close(sv[1]);
+    throw Error("comm", "shm: " + why + " — too many processes? use fewer");
+  }
+  if (pid == 0) {
+    // The child: 1. die with the parent, take the name; 2. forget the mapping and descriptor fork
+    // handed down; 3. map the segment by the sharing strategy; 4. run; never return.
+    int status = 1;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // the parent died before prctl
+    prctl(PR_SET_NAME, child_name.c_str());
+    try {
+      if (sv[0] >= 0) close(sv[0]);
+      munmap(map_, static_cast<size_t>(bytes_));
+      if (fd_ >= 0) close(fd_);
+      const int fd = open_segment_in_child(sharing_, sv[1], name_, timeout, child_name);
+      struct stat st {};
+      if (fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(bytes_)) {
+        close(fd);
+        throw Error("comm", "shm: " + child_name + ": the shared segment is missing or not " +
+                                std::to_string(bytes_) + " bytes");
+      }
+      void* p = mmap(nullptr, static_cast<size_t>(bytes_), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (p == MAP_FAILED) throw Error("comm", "shm: " + child_name + ": " + errno_text("mmap"));
+      status = child_main(static_cast<char*>(p), bytes_);
+    } catch (const std::exception& e) {
+      write_stderr("[" + child_name + "] " + e.what() + "\n");
+      status = 1;
+    } catch (...) {
+      write_stderr("[" + child_name + "] an exception that is not a std::exception\n");
+      status = 1;
+    }
+    flush_all_streams();
+    _exit(status);
+  }
+  if (sv[0] >= 0) {
+    close(sv[1]);
+    send_fd(sv[0], fd_);  // a failure means the child is gone already: its exit status tells why
+    close(sv[0]);
+  }
+  return pid;
 }
 
 }  // namespace scalelab

@@ -1,0 +1,286 @@
+// zero: the ZeroRedundancyOptimizer (ZeRO, Rajbhandari et al. 2020) — data parallel training in
+// which each rank keeps the optimizer state of only 1/N of the parameters.
+//
+// Data parallel training keeps N copies of everything: weights, gradients and optimizer state
+// (SGD momentum: one more tensor the size of the model; Adam's m and v: two). But the optimizer
+// is element-wise: no weight's update reads another weight's state. So nothing forces every rank
+// to update every weight. Cut the parameters into N equal shards; rank r keeps the optimizer
+// state of shard r only, updates shard r only, and then sends its updated weights to everyone.
+//
+//   stage 1 (--zero-stage 1, the default: what torch's ZeroRedundancyOptimizer does)
+//            all-reduce (avg) the whole gradient; rank r updates shard r; all-gather the weights.
+//            Optimizer state per rank: 1/N of the model.
+//   stage 2 (--zero-stage 2)
+//            reduce-scatter (avg) the gradient instead: rank r receives the average of shard r
+//            only, which is all its optimizer reads. The gradient a rank keeps: 1/N of the model.
+//   Same bytes on the wire as data parallel in both stages: an all-reduce IS a reduce-scatter
+//   followed by an all-gather; ZeRO just puts the optimizer step between the two halves.
+//
+// The layout (as DeepSpeed's flat buffers): every parameter, in model order, in one buffer
+// padded to a multiple of N, so the shards are equal (collectives need equal blocks):
+//
+//     [ fc1.weight | fc1.bias | fc2.weight | fc2.bias | … | pad ]      P parameters, padded to P'
+//     [  shard 0  |  shard 1  |  …  |  shard N−1  ]                    S = P' / N each
+//
+// Each layer's weight and bias are views into that buffer, so the all-gather writes straight into
+// the tensors forward reads. The padding is zero and stays zero: its gradient is zero, and SGD
+// and Adam leave a zero weight with a zero gradient (and zero state) at zero.
+//
+// The data: rank r takes rows r, r+N, r+2N, … of the global batch (the rule of torch's
+// DistributedSampler, as ddp), so N ranks together see exactly the batch `single` sees, and the
+// average of their gradients is single's gradient: the equivalence contract holds up to round-off.
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "core/nn/optimizer.h"
+#include "core/run/ranks.h"
+#include "strategies/distributed_sampler.h"
+#include "strategies/registry.h"
+
+namespace scalelab {
+namespace {
+
+class Zero : public Strategy {
+ public:
+  explicit Zero(StrategyContext& ctx)
+      : ranks_(*ctx.ranks),
+        world_(ctx.ranks->world_size()),
+        stage_(ctx.config.zero_stage == 0 ? 1 : ctx.config.zero_stage),
+        spec_(ctx.initial_weights.spec) {
+    // The padded size: the smallest multiple of N that holds every parameter.
+    params_ = spec_.parameter_count();
+    shard_ = (params_ + world_ - 1) / world_;
+    padded_ = shard_ * world_;
+    for (int r : ranks_.local_ranks()) local_ranks_.push_back(std::make_unique<RankState>(ctx, r, *this));
+  }
+
+  double train_step(const HostBatch& batch, int64_t step) override {
+    ranks_.run([&](int rank) { local(rank).loss = step_rank(local(rank), batch, step); });
+    return local_ranks_.front()->loss;  // the same on every rank: the all-reduced mean
+  }
+
+  // Every rank holds all the weights after the all-gather: read the first local one.
+  HostWeights weights() override { return local_ranks_.front()->model.download(); }
+
+  // The whole optimizer state, as single would keep it: every rank all-gathers the shards of each
+  // state tensor, so every rank (and process) returns the same whole TrainingState.
+  TrainingState state() override {
+    // 1. All-gather each state tensor (momentum, or m and v) into P' values; keep one rank's copy.
+    std::vector<std::vector<float>> whole;
+    ranks_.run([&](int rank) {
+      RankState& R = local(rank);
+      std::vector<Tensor> shards = R.optimizer->state();
+      std::vector<std::vector<float>> mine(shards.size(), std::vector<float>(static_cast<size_t>(padded_)));
+      for (size_t j = 0; j < shards.size(); ++j) {
+        Tensor full = R.device.empty({padded_}, DType::f32, MemoryCategory::workspace, "zero.state_gather");
+        R.group.set_tag("zero.state");
+        R.group.all_gather(shards[j], full);
+        R.device.download({"zero.state", Phase::data}, mine[j].data(), full);
+      }
+      if (&R == local_ranks_.front().get()) whole = std::move(mine);
+    });
+    // 2. The weights, the step count, and each flat state tensor cut back into the model's
+    //    parameters (fc1.weight, fc1.bias, …): the layout single keeps, so any strategy resumes it.
+    TrainingState s;
+    s.weights = weights();
+    s.optimizer_steps = local_ranks_.front()->optimizer->steps_taken();
+    s.optimizer.resize(static_cast<size_t>(2 * spec_.layer_count()));
+    int64_t offset = 0;
+    for (size_t p = 0; p < s.optimizer.size(); ++p) {
+      const int64_t n = parameter_size(static_cast<int>(p));
+      for (const auto& flat : whole)
+        s.optimizer[p].emplace_back(flat.begin() + offset, flat.begin() + offset + n);
+      offset += n;
+    }
+    return s;
+  }
+
+  // Every process has read the whole state: each rank uploads all the weights and keeps the slice
+  // of the optimizer state that belongs to its shard (the scatter needs no communication here).
+  void load_state(const TrainingState& s) override {
+    const size_t count = static_cast<size_t>(2 * spec_.layer_count());
+    const int k = local_ranks_.front()->optimizer->state_tensors_per_parameter();
+    if (s.optimizer.size() != count)
+      throw Error("zero", "the saved optimizer state has " + std::to_string(s.optimizer.size()) +
+                              " parameters, the model " + std::to_string(count) + " — resume with the same --model");
+    // 1. Flatten each state tensor into the padded layout (padding: zero).
+    std::vector<std::vector<float>> flat(static_cast<size_t>(k), std::vector<float>(static_cast<size_t>(padded_), 0.0f));
+    int64_t offset = 0;
+    for (size_t p = 0; p < count; ++p) {
+      const int64_t n = parameter_size(static_cast<int>(p));
+      if (static_cast<int>(s.optimizer[p].size()) != k)
+        throw Error("zero", "the saved optimizer state has " + std::to_string(s.optimizer[p].size()) +
+                                " tensors per parameter, this optimizer keeps " + std::to_string(k) +
+                                " — resume with the same --optimizer and --momentum");
+      for (int j = 0; j < k; ++j) {
+        const auto& v = s.optimizer[p][static_cast<size_t>(j)];
+        if (static_cast<int64_t>(v.size()) != n)
+          throw Error("zero", "the saved optimizer state of parameter " + std::to_string(p) + " has " +
+                                  std::to_string(v.size()) + " values, expected " + std::to_string(n));
+        std::copy(v.begin(), v.end(), flat[static_cast<size_t>(j)].begin() + offset);
+      }
+      offset += n;
+    }
+    // 2. Each rank: all the weights, its shard of the state, the step count (Adam's bias correction).
+    ranks_.run([&](int rank) {
+      RankState& R = local(rank);
+      R.model.upload(s.weights);
+      std::vector<std::vector<std::vector<float>>> mine(1);
+      for (int j = 0; j < k; ++j)
+        mine[0].emplace_back(flat[static_cast<size_t>(j)].begin() + rank * shard_,
+                             flat[static_cast<size_t>(j)].begin() + (rank + 1) * shard_);
+      R.optimizer->upload_state(mine);
+      R.optimizer->set_steps_taken(s.optimizer_steps);
+    });
+  }
+
+ private:
+  // What one rank holds. Not movable: the optimizer keeps a pointer to `shard`.
+  struct RankState {
+    RankState(StrategyContext& ctx, int rank_index, const Zero& z)
+        : rank(rank_index),
+          device(ctx.ranks->device(rank_index)),
+          group(ctx.ranks->group(rank_index)),
+          model(device, ctx.initial_weights) {
+      const std::string r = std::to_string(rank);
+      // 1. Drop the Mlp's own tensors (one weight and one gradient per parameter) and seat every
+      //    parameter in one flat, padded buffer instead.
+      std::vector<std::vector<int64_t>> shapes;
+      for (Parameter* p : model.parameters()) {
+        shapes.push_back(p->value.shape());
+        p->value = p->grad = Tensor();
+      }
+      flat_params = device.zeros({z.padded_}, DType::f32, MemoryCategory::params, "zero.flat_params");
+      std::vector<Parameter*> params = model.parameters();
+      int64_t offset = 0;
+      for (size_t i = 0; i < params.size(); ++i) {
+        params[i]->value = flat_params.view(offset, shapes[i]);
+        offset += params[i]->value.numel();
+      }
+      model.upload(ctx.initial_weights);
+      // 2. Gradients. Stage 1: one flat buffer like the weights, all-reduced whole, kept whole.
+      //    Stage 2: only this rank's shard is kept; backward writes into a buffer that lives for
+      //    the reduce-scatter alone (see step_rank).
+      if (z.stage_ == 1) {
+        flat_grads = device.zeros({z.padded_}, DType::f32, MemoryCategory::grads, "zero.flat_grads");
+        seat_grads(flat_grads);
+      }
+      // 3. The optimizer sees one parameter: this rank's shard of the weights and its gradient.
+      //    So its state (momentum, or Adam's m and v) is S values per tensor, not P.
+      shard.name = "zero.shard" + r;
+      shard.value = flat_params.view(rank * z.shard_, {z.shard_});
+      shard.grad = z.stage_ == 1 ? flat_grads.view(rank * z.shard_, {z.shard_})
+                                 : device.zeros({z.shard_}, DType::f32, MemoryCategory::grads, "zero.shard_grad");
+      optimizer = std::make_unique<Optimizer>(ctx.config.optimizer, std::vector<Parameter*>{&shard});
+      loss_mean = device.zeros({1}, DType::f32, MemoryCategory::workspace, "zero.loss");
+      // The Mlp's per-parameter gradients existed only for a moment while it was built: forget
+      // that moment, so the ledger's peaks show what training with ZeRO holds.
+      device.memory().reset_peaks();
+    }
+
+    // Every parameter's gradient becomes a view of `flat`, in the same layout as the weights.
+    void seat_grads(const Tensor& flat) {
+      int64_t offset = 0;
+      for (Parameter* p : model.parameters()) {
+        p->grad = flat.view(offset, p->value.shape());
+        offset += p->value.numel();
+      }
+    }
+
+    int rank;
+    Device& device;
+    ProcessGroup& group;
+    Mlp model;
+    Tensor flat_params, flat_grads;
+    Parameter shard;
+    std::unique_ptr<Optimizer> optimizer;
+    Tensor loss_mean;
+    HostBatch rows;
+    double loss = 0;
+  };
+
+  RankState& local(int rank) {
+    for (auto& R : local_ranks_)
+      if (R->rank == rank) return *R;
+    throw Error("zero", "rank " + std::to_string(rank) + " does not run in this process");
+  }
+
+  int64_t parameter_size(int p) const {
+    const int layer = p / 2;
+    return p % 2 == 0 ? spec_.sizes[layer + 1] * spec_.sizes[layer] : spec_.sizes[layer + 1];
+  }
+
+  // One step on one rank. Every rank issues the same collectives in the same order.
+  double step_rank(RankState& R, const HostBatch& batch, int64_t step) {
+    Device& d = R.device;
+    d.set_step(step);
+    // 1. This rank's rows of the global batch (r, r+N, …: strategies/distributed_sampler.h) go to
+    //    its device.
+    take_shard(batch, R.rank, world_, R.rows);
+    Tensor x = d.empty({R.rows.size, R.rows.features}, DType::f32, MemoryCategory::activations, "batch.x");
+    Tensor y = d.empty({R.rows.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    d.upload({"batch.x", Phase::data}, x, R.rows.x.data());
+    d.upload({"batch.y", Phase::data}, y, R.rows.y.data());
+
+    // 2. Forward and loss on those B/N rows: the mean over them, and its gradient. The average of
+    //    the N ranks' gradients is then the gradient of the mean over the whole batch.
+    Tensor logits = R.model.forward(x);
+    Tensor dlogits = d.empty(logits.shape(), DType::f32, MemoryCategory::activations, "dlogits");
+    const double loss = d.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
+
+    // 3. Backward, last layer to first: each layer writes its gradients into its place in a flat
+    //    buffer. Stage 2's buffer exists only until the reduce-scatter has read it: it is the
+    //    collective's send buffer (DeepSpeed's "reduce bucket"), not a gradient anyone keeps.
+    Tensor bucket = R.flat_grads;
+    if (stage_ == 2) {
+      bucket = d.empty({padded_}, DType::f32, MemoryCategory::comm_buffers, "zero.grad_bucket");
+      if (padded_ > params_) d.fill({"zero.pad", Phase::bwd}, bucket.view(params_, {padded_ - params_}), 0.0f);
+      R.seat_grads(bucket);
+    }
+    R.model.backward(dlogits);
+
+    // 4. Average the gradients over the ranks.
+    R.group.set_tag("zero.grads");
+    if (stage_ == 1) {
+      R.group.all_reduce(R.flat_grads, ReduceOp::avg);  // every rank: the whole averaged gradient
+    } else {
+      R.group.reduce_scatter(bucket, R.shard.grad, ReduceOp::avg);  // rank r: shard r's average only
+      for (Parameter* p : R.model.parameters()) p->grad = Tensor();  // the bucket is freed here
+      bucket = Tensor();
+    }
+
+    // 5. Rank r's optimizer updates shard r of the weights, with the state of shard r.
+    R.optimizer->step();
+
+    // 6. All-gather the updated shards: every rank has every weight again for the next forward.
+    //    In place: this rank's shard already sits at its place in the flat buffer.
+    R.group.set_tag("zero.params");
+    R.group.all_gather(R.shard.value, R.flat_params);
+
+    // 7. The loss of the whole batch: the average of the ranks' means over equal shares of it.
+    //    (A dry run computes nothing: the download leaves the NaN.)
+    float mine = static_cast<float>(loss), mean = std::numeric_limits<float>::quiet_NaN();
+    d.upload({"loss", Phase::data}, R.loss_mean, &mine);
+    R.group.set_tag("zero.loss");
+    R.group.all_reduce(R.loss_mean, ReduceOp::avg);
+    d.download({"loss", Phase::data}, &mean, R.loss_mean);
+    return mean;
+  }
+
+  const RankSet& ranks_;
+  const int world_;
+  const int stage_;
+  const ModelSpec spec_;
+  int64_t params_ = 0, shard_ = 0, padded_ = 0;
+  std::vector<std::unique_ptr<RankState>> local_ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_zero(StrategyContext& ctx) {
+  if (!ctx.ranks) throw Error("zero", "zero runs one rank per device, but no ranks were started");
+  return std::make_unique<Zero>(ctx);
+}
+
+}  // namespace scalelab

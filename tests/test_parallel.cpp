@@ -1,0 +1,353 @@
+// data-parallel, model-parallel and pipeline: the equivalence with `single` (cpu and sim, sgd and
+// adam, 2 and 4 devices; pipelines with GPipe and 1F1B and 1, 2, 4 micro-batches), the schedules
+// as lists, the closed forms on sim (model parallel's idle share 1 − 1/p, the pipeline bubble
+// (p − 1)/(m + p − 1), 1F1B's smaller activation peak), pipelines under --launch procs, the events'
+// micro-batch tags, and the configurations that are refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "core/run/train.h"
+#include "core/trace/metrics.h"
+
+using namespace scalelab;
+
+namespace {
+
+// Small enough to be quick, deep enough for 4 stages (4 layers).
+TrainConfig small_config(const std::string& strategy, int devices, DeviceKind kind, const std::string& optimizer) {
+  TrainConfig c;
+  c.strategy = strategy;
+  c.devices = devices;
+  c.device = kind;
+  if (kind == DeviceKind::sim) c.hw = "a100-nvlink-8";
+  c.model = "mlp:784-64-64-32-10";
+  c.dataset = "synthetic";
+  c.synthetic_train = 1024;
+  c.synthetic_test = 256;
+  c.batch = 128;
+  c.steps = 5;
+  c.optimizer.kind = optimizer;
+  if (optimizer == "adam") c.optimizer.lr = 1e-3f;  // the CLI's default for adam
+  c.check_equivalence = true;
+  return c;
+}
+
+// The contract (DESIGN.md): fp32 weights within relative 1e-5 of single's.
+//
+// Adam gets 2e-4. Its first update is lr · g / (|g| + eps): where a gradient is a sum of per-sample
+// terms that nearly cancel, down to |g| ≈ eps = 1e-8, the update hangs on g's last bits
+// (d update / dg = lr · eps / (|g| + eps)², up to lr / eps), and summing the batch in slices
+// (replicas, micro-batches) rather than in one GEMM changes them. Here one element of fc1.weight
+// has g = 2.98e-9 in single and 2.92e-9 summed in two halves: its update differs by 3.4e-6, which
+// is 9e-5 of fc1.weight's largest magnitude (≈ 1/√784). Every other tensor stays within 2e-6, and
+// sgd, whose update is linear in g, within 1e-5 (2e-7 measured).
+double tolerance(const std::string& optimizer) { return optimizer == "adam" ? 2e-4 : 1e-5; }
+
+std::string kind_name(DeviceKind k) { return device_kind_name(k); }
+
+// A model of `layers` equal square layers of width `width`: mlp:W-W-...-W.
+std::string square_model(int layers, int width) {
+  std::string m = "mlp:" + std::to_string(width);
+  for (int l = 0; l < layers; ++l) m += "-" + std::to_string(width);
+  return m;
+}
+
+// The metrics of the training steps only: setting up (the weights' first upload) and the final
+// download of the weights are not part of a step, and would dilute its shares.
+RunMetrics training_metrics(const EventBus& bus, int devices) {
+  std::vector<Event> steps;
+  for (const Event& e : bus.events())
+    if (e.step >= 0) steps.push_back(e);
+  return compute_metrics(steps, bus.memory(), devices);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Equivalence with single.
+
+struct EquivalenceCase {
+  std::string strategy;
+  int devices;
+  DeviceKind kind;
+  std::string optimizer;
+  std::string schedule = "gpipe";
+  int micro_batches = 1;
+};
+
+std::string case_name(const testing::TestParamInfo<EquivalenceCase>& info) {
+  const EquivalenceCase& c = info.param;
+  std::string name = c.strategy + "_" + std::to_string(c.devices) + "_" + kind_name(c.kind) + "_" + c.optimizer;
+  if (c.strategy == "pipeline") name += "_" + c.schedule + "_m" + std::to_string(c.micro_batches);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+class Equivalence : public testing::TestWithParam<EquivalenceCase> {};
+
+TEST_P(Equivalence, SameWeightsAsSingleAfterFiveSteps) {
+  const EquivalenceCase& p = GetParam();
+  TrainConfig c = small_config(p.strategy, p.devices, p.kind, p.optimizer);
+  c.schedule = p.schedule;
+  c.micro_batches = p.micro_batches;
+  EventBus bus;
+  TrainResult r = train(c, bus);
+  ASSERT_EQ(r.losses.size(), 5u);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  ASSERT_GE(r.max_rel_diff, 0.0);
+  EXPECT_LE(r.max_rel_diff, tolerance(p.optimizer)) << case_name({p, 0});
+  std::printf("    %-40s max_rel_diff %.3g\n", case_name({p, 0}).c_str(), r.max_rel_diff);
+}
+
+std::vector<EquivalenceCase> equivalence_cases() {
+  std::vector<EquivalenceCase> cases;
+  for (const char* strategy : {"data-parallel", "model-parallel", "pipeline"})
+    for (int devices : {2, 4})
+      for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::sim})
+        for (const char* optimizer : {"sgd", "adam"}) {
+          if (std::string(strategy) != "pipeline") {
+            cases.push_back({strategy, devices, kind, optimizer});
+            continue;
+          }
+          for (const char* schedule : {"gpipe", "1f1b"})
+            for (int m : {1, 2, 4}) cases.push_back({strategy, devices, kind, optimizer, schedule, m});
+        }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Parallel, Equivalence, testing::ValuesIn(equivalence_cases()), case_name);
+
+TEST(Pipeline, ProcsLaunchGivesTheSameWeightsAsThreads) {
+  // Every rank a forked process talking through shared memory: the same numbers as threads, and
+  // rank 0 (stage 0, which holds none of the later layers) reports the whole model.
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    TrainConfig c = small_config("pipeline", 4, DeviceKind::cpu, "sgd");
+    c.schedule = schedule;
+    c.micro_batches = 4;
+    EventBus a, b;
+    TrainResult threads = train(c, a);
+    c.launch = "procs";
+    TrainResult procs = train(c, b);
+    ASSERT_EQ(threads.weights_checksum.size(), 16u);
+    EXPECT_EQ(threads.weights_checksum, procs.weights_checksum) << schedule;
+    EXPECT_EQ(threads.losses, procs.losses) << schedule;
+    EXPECT_LE(procs.max_rel_diff, 1e-5) << schedule;
+  }
+}
+
+TEST(Pipeline, EventsCarryTheirMicroBatch) {
+  TrainConfig c = small_config("pipeline", 2, DeviceKind::sim, "sgd");
+  c.micro_batches = 4;
+  c.schedule = "1f1b";
+  c.check_equivalence = false;
+  c.steps = 1;
+  EventBus bus;
+  train(c, bus);
+  // Every forward and backward op of a layer is tagged with its micro-batch; each stage ran each
+  // micro-batch's forward and backward.
+  std::set<std::pair<int, int>> seen;  // (device, micro-batch)
+  for (const Event& e : bus.events()) {
+    if (e.step != 0 || e.lane != Lane::compute || e.layer < 0) continue;
+    if (e.phase != Phase::fwd && e.phase != Phase::bwd) continue;
+    EXPECT_GE(e.micro_batch, 0) << e.name;
+    EXPECT_LT(e.micro_batch, 4) << e.name;
+    seen.insert({e.device, e.micro_batch});
+  }
+  EXPECT_EQ(seen.size(), 8u);  // 2 stages × 4 micro-batches
+}
+
+// ---------------------------------------------------------------------------------------------
+// Closed forms on sim. Dry runs: the clock is the cost model's, no numerics are needed, so the
+// models can be large enough that compute dwarfs the kernel launches and the copies.
+
+TEST(ModelParallelSim, EachDeviceIsIdleAllButItsShareOfTheStep) {
+  // 64 equal layers of width 1024, batch 4096: each of the p devices holds 64/p of them and does
+  // 1/p of the compute. Model parallel runs them one device after another ("blocking"), so with
+  //   F_i  device i's forward + backward compute per step,   O  one device's optimizer step,
+  //   K    one copy of the activations (or of their gradient) to the neighbouring device,
+  // a step lasts T = Σ F_i + 2(p − 1)·K + O (only the first device's optimizer step is in the
+  // way: the others update while it is still in backward), and device i is idle
+  //     idle_i = 1 − (F_i + O + k_i·K) / T          (k_i: the copies it receives, 1 or 2)
+  // which is 1 − 1/p when the F_i are equal and O and K vanish. On a100-nvlink-8, per layer
+  // 3 GEMMs of 2·4096·1024·1024 flop at 19.5 TFLOP/s × 0.8 + 5 µs launch = 3 × 556 µs, plus the
+  // bias/ReLU forward and backward: F_i ≈ 1.73 ms × 64/p, so T ≈ 111 ms; a copy of 4096 × 1024
+  // fp32 (16 MiB) over NVLink is K = 2 µs + 16 MiB / 300 GB/s = 58 µs (≤ 0.1 % of T); the
+  // optimizer (sgd with momentum: 5 passes over each 4 MiB weight at 1.555 TB/s + 5 µs, and the
+  // bias) is O ≈ 24 µs × 64/p, ≤ 0.7 % of T, of which (p − 1)/p moves each busy share up; and
+  // the first device skips its first layer's dx GEMM (556 µs, 0.5 % of T) while the last adds
+  // the loss. Together they move each share by less than one point from 1 − 1/p (busy: 1/p).
+  for (int p : {2, 4}) {
+    TrainConfig c;
+    c.strategy = "model-parallel";
+    c.devices = p;
+    c.device = DeviceKind::sim;
+    c.hw = "a100-nvlink-8";
+    c.dry_run = true;
+    c.model = square_model(64, 1024);
+    c.dataset = "synthetic";
+    c.synthetic_train = 4096;
+    c.synthetic_test = 16;
+    c.batch = 4096;
+    c.steps = 6;
+    EventBus bus;
+    train(c, bus);
+    RunMetrics m = training_metrics(bus, p);
+    const double expected_idle = 100.0 * (1.0 - 1.0 / p);
+    for (int d = 0; d < p; ++d) {
+      const DeviceMetrics& dm = m.per_device[static_cast<size_t>(d)];
+      std::printf("    model-parallel p=%d device %d: idle %.2f%% (1 − 1/p = %.2f%%), busy %.2f%%\n", p, d, dm.idle_pct,
+                  expected_idle, dm.busy_pct);
+      EXPECT_NEAR(dm.idle_pct, expected_idle, 1.0) << "p " << p << " device " << d;
+      EXPECT_NEAR(dm.busy_pct, 100.0 / p, 1.0) << "p " << p << " device " << d;
+    }
+  }
+}
+
+namespace {
+
+struct PipelineRun {
+  double bubble = 0;
+  int64_t stage0_activation_peak = 0;
+};
+
+// 4 stages of 16 equal layers (width 1024), batch 1024, on a100-nvlink-8: every stage does the
+// same work, forward and backward (the loss on the last stage is one element-wise op over 1024
+// classes, a few µs against its ≈ 0.8 ms per micro-batch).
+PipelineRun run_equal_stages(const std::string& schedule, int micro_batches) {
+  TrainConfig c;
+  c.strategy = "pipeline";
+  c.devices = 4;
+  c.device = DeviceKind::sim;
+  c.hw = "a100-nvlink-8";
+  c.dry_run = true;
+  c.model = square_model(64, 1024);
+  c.dataset = "synthetic";
+  c.synthetic_train = 1024;
+  c.synthetic_test = 16;
+  c.batch = 1024;
+  c.steps = 6;
+  c.schedule = schedule;
+  c.micro_batches = micro_batches;
+  EventBus bus;
+  TrainResult r = train(c, bus);
+  return {r.metrics.bubble_fraction, r.per_device[0].peak_bytes[static_cast<int>(MemoryCategory::activations)]};
+}
+
+}  // namespace
+
+TEST(PipelineSim, GpipeBubbleIsTheClosedForm) {
+  // GPipe on p equal stages with m micro-batches, each taking t = f + b of a stage's compute: the
+  // last forward leaves stage p − 1 after (m + p − 1) f, the last backward reaches stage 0 after
+  // (m + p − 1) b more, and each stage computed m·t of that:
+  //     bubble = 1 − m / (m + p − 1) = (p − 1) / (m + p − 1)      (3/7 for m = 4, 3/11 for m = 8)
+  // What the formula leaves out, on a100-nvlink-8 with r = 1024/m rows per micro-batch:
+  //   t: 16 layers × (3 GEMMs of 2·r·1024·1024 flop at 15.6 TFLOP/s + 5 µs, and the bias/ReLU
+  //      forward and backward at 1.555 TB/s + 5 µs each) = 2.11 ms at r = 256, 1.25 ms at r = 128
+  //   c: each micro-batch passes 4 blocking point-to-point transfers per stage (activation in
+  //      and out, gradient in and out) of r × 1024 fp32, 2 µs + r·4 KiB / 300 GB/s: 5.5 µs at
+  //      r = 256, 3.7 µs at r = 128; they stretch every slot to t + 4c
+  //   O: the optimizer step, 16 × (18.5 + 5) µs ≈ 0.38 ms on every stage, only stage 0's exposed
+  // which gives bubble ≈ 1 − (m·t + O) / ((m + p − 1)(t + 4c) + O) = 0.424 (m = 4), 0.274 (m = 8):
+  // within 0.01 of the formula.
+  const int p = 4;
+  for (int m : {4, 8}) {
+    const double expected = static_cast<double>(p - 1) / (m + p - 1);
+    PipelineRun r = run_equal_stages("gpipe", m);
+    std::printf("    gpipe p=%d m=%d: bubble %.4f, (p − 1)/(m + p − 1) = %.4f\n", p, m, r.bubble, expected);
+    EXPECT_NEAR(r.bubble, expected, 0.01) << "m " << m;
+  }
+}
+
+TEST(PipelineSim, OneFOneBHasTheSameBubbleAndALowerActivationPeak) {
+  // 1F1B idles the same slots as GPipe, only in other places: same bubble. But stage 0 holds at
+  // most p micro-batches' activations (its warm-up p − 1 forwards, plus one) instead of all m:
+  // with m = 8 = 2p its saved activations are half of GPipe's, plus the same few buffers in flight.
+  const int p = 4;
+  for (int m : {4, 8}) {
+    const double expected = static_cast<double>(p - 1) / (m + p - 1);
+    PipelineRun gpipe = run_equal_stages("gpipe", m);
+    PipelineRun one = run_equal_stages("1f1b", m);
+    std::printf("    p=%d m=%d: bubble gpipe %.4f 1f1b %.4f (formula %.4f); stage 0 activation peak gpipe %.1f MiB, "
+                "1f1b %.1f MiB\n",
+                p, m, gpipe.bubble, one.bubble, expected, gpipe.stage0_activation_peak / 1048576.0,
+                one.stage0_activation_peak / 1048576.0);
+    EXPECT_NEAR(one.bubble, expected, 0.01) << "m " << m;
+    EXPECT_NEAR(one.bubble, gpipe.bubble, 0.01) << "m " << m;
+    if (m > p) {
+      // Saved per micro-batch on stage 0: its input and 16 layer outputs, 17 × r × 4 KiB.
+      const int64_t rows = 1024 / m, per_micro_batch = 17 * rows * 1024 * 4;
+      EXPECT_GE(gpipe.stage0_activation_peak, m * per_micro_batch);
+      EXPECT_GE(one.stage0_activation_peak, p * per_micro_batch);
+      EXPECT_LT(one.stage0_activation_peak, (p + 1) * per_micro_batch);
+      EXPECT_LT(one.stage0_activation_peak, gpipe.stage0_activation_peak);
+    } else {
+      EXPECT_LE(one.stage0_activation_peak, gpipe.stage0_activation_peak);  // m ≤ p: both hold all m
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configurations that cannot work are UsageErrors, naming the option and the fix.
+
+namespace {
+
+std::string usage_error(TrainConfig c) {
+  EventBus bus;
+  c.check_equivalence = false;
+  try {
+    train(c, bus);
+  } catch (const UsageError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a UsageError: ") + e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
+  TrainConfig c = small_config("pipeline", 5, DeviceKind::cpu, "sgd");  // 5 stages, 4 layers
+  std::string e = usage_error(c);
+  EXPECT_NE(e.find("[pipeline]"), std::string::npos) << e;
+  EXPECT_NE(e.find("--devices 5"), std::string::npos) << e;
+  EXPECT_NE(e.find("4 layers"), std::string::npos) << e;
+
+  c = small_config("pipeline", 2, DeviceKind::cpu, "sgd");
+  c.micro_batches = 3;  // 128 rows do not cut into 3
+  e = usage_error(c);
+  EXPECT_NE(e.find("[pipeline]"), std::string::npos) << e;
+  EXPECT_NE(e.find("--batch 128"), std::string::npos) << e;
+  EXPECT_NE(e.find("--micro-batches 3"), std::string::npos) << e;
+
+  c.micro_batches = 256;  // more micro-batches than rows
+  EXPECT_NE(usage_error(c).find("[pipeline]"), std::string::npos);
+
+  c.micro_batches = 0;
+  EXPECT_NE(usage_error(c).find("--micro-batches must be"), std::string::npos);
+
+  c.micro_batches = 2;
+  c.schedule = "interleaved";
+  EXPECT_NE(usage_error(c).find("--schedule"), std::string::npos);
+
+  c = small_config("model-parallel", 5, DeviceKind::cpu, "sgd");
+  e = usage_error(c);
+  EXPECT_NE(e.find("[model-parallel]"), std::string::npos) << e;
+  EXPECT_NE(e.find("--devices 5"), std::string::npos) << e;
+
+  c = small_config("data-parallel", 3, DeviceKind::cpu, "sgd");  // 128 rows over 3 devices
+  e = usage_error(c);
+  EXPECT_NE(e.find("[data-parallel]"), std::string::npos) << e;
+  EXPECT_NE(e.find("--batch 128"), std::string::npos) << e;
+  EXPECT_NE(e.find("--devices 3"), std::string::npos) << e;
+
+  c = small_config("data-parallel", 2, DeviceKind::cpu, "sgd");
+  c.launch = "procs";  // one controller: no ranks to launch
+  EXPECT_NE(usage_error(c).find("--launch procs"), std::string::npos);
+}
