@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The same training launched three ways — ranks as threads, as forked processes (shm), as mpirun
+# processes (Open MPI) — gives the same result: each within fp32 round-off of single
+# (--check-equivalence), and the same loss curve as the threads launch. (Bit-identical weights are
+# not promised: each backend adds the ranks' gradients in its own order, and mpirun pins a rank to
+# one core, which changes OpenBLAS's blocking.)
+#   bash launch_test.sh <scalelab> <mpirun>
+set -u
+SCALELAB=${1:?usage: launch_test.sh <scalelab> <mpirun>}
+MPIRUN=${2:?usage: launch_test.sh <scalelab> <mpirun>}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/scalelab-launch-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+
+# close A B: the two JSON summaries agree: final loss within 1e-5 relative, max_rel_diff ≤ 1e-5 in both.
+close() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ok = abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(b["final_loss"])
+for j in (a, b):
+    ok = ok and j["equivalence"] is not None and j["equivalence"]["max_rel_diff"] <= 1e-5
+print("  final_loss %.9g vs %.9g, max_rel_diff %.3g and %.3g" % (a["final_loss"], b["final_loss"],
+      a["equivalence"]["max_rel_diff"] if a["equivalence"] else -1, b["equivalence"]["max_rel_diff"] if b["equivalence"] else -1))
+sys.exit(0 if ok else 1)
+PY
+}
+
+COMMON=(train --dataset synthetic --model mlp:784-64-64-32-10 --batch 64 --steps 8 --check-equivalence --quiet)
+for strategy in ddp zero pipeline; do
+  extra=()
+  [ "$strategy" = pipeline ] && extra=(--micro-batches 4 --schedule 1f1b)
+  "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --json "$WORK/$strategy.threads.json" >/dev/null 2>"$WORK/err" \
+    || { fail "$strategy --launch threads: $(tail -n 3 "$WORK/err")"; continue; }
+  if "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch procs \
+       --json "$WORK/$strategy.procs.json" >/dev/null 2>"$WORK/err"; then
+    close "$WORK/$strategy.procs.json" "$WORK/$strategy.threads.json" && pass "$strategy: --launch procs = threads" \
+      || fail "$strategy: --launch procs differs from threads"
+  else
+    fail "$strategy --launch procs: $(tail -n 3 "$WORK/err")"
+  fi
+  if OMPI_MCA_btl_vader_single_copy_mechanism=none "$MPIRUN" --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 \
+       -np 4 "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch mpi --comm mpi \
+       --json "$WORK/$strategy.mpi.json" >/dev/null 2>"$WORK/err"; then
+    close "$WORK/$strategy.mpi.json" "$WORK/$strategy.threads.json" && pass "$strategy: --launch mpi = threads" \
+      || fail "$strategy: --launch mpi differs from threads"
+  else
+    fail "$strategy --launch mpi: $(tail -n 3 "$WORK/err")"
+  fi
+done
+
+echo
+[ "$failures" -eq 0 ] && { echo "all launches agree"; exit 0; }
+echo "$failures check(s) failed"
+exit 1
