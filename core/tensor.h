@@ -4,6 +4,7 @@
 // has a shape and no data. Views share the storage of the tensor they were cut from.
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,10 +83,74 @@ class Tensor {
   int64_t offset_ = 0;  // in elements
 };
 
-// Half-precision conversions (round to nearest even), used by cast and by host-side checks.
-uint16_t float_to_half(float f);
-float half_to_float(uint16_t h);
-uint16_t float_to_bf16(float f);
-float bf16_to_float(uint16_t b);
+// Half-precision conversions (round to nearest even), used by cast, by the host kernels of mixed
+// precision and by host-side checks. Inline: the host converts every operand of a half op, and a
+// call per element would cost more than the conversion.
+inline uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t mant = x & 0x007fffffu;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff);
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));  // inf / nan
+  int32_t e = exp - 127 + 15;
+  if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (e <= 0) {                                                  // subnormal or zero
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x00800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t half_mant = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1))) ++half_mant;
+    return static_cast<uint16_t>(sign | half_mant);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // may carry into the exponent: correct
+  return static_cast<uint16_t>(h);
+}
+
+inline float half_to_float(uint16_t h) {
+  uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet nan
+  uint32_t rounding = 0x7fffu + ((x >> 16) & 1);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+inline float bf16_to_float(uint16_t b) {
+  uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 
 }  // namespace scalelab

@@ -9,7 +9,12 @@
 //   backward  5. the gradient of the loss w.r.t. the outputs is scattered back to the devices
 //             6. each replica runs backward on its slice, all at the same time
 //             7. the replicas' gradients are summed on device 0
-//             8. the optimizer updates the weights on device 0
+//             8. unscale, check for overflow, step or skip: the optimizer updates the weights on
+//                device 0 (with --amp fp16, unless a gradient overflowed)
+//
+// With --amp each replica casts its copy of the f32 weights to half before its forward (autocast
+// runs inside every replica), the outputs and their gradients travel in half — half the bytes —
+// and the gradients the replicas send back are their f32 master gradients.
 //
 // Every move is a copy between devices (an event on the receiving device's copy lane, with its
 // bytes). Device 0 does all the gathering, reducing and updating, and holds the most memory: the
@@ -50,7 +55,8 @@ class DataParallel : public Strategy {
   explicit DataParallel(StrategyContext& ctx)
       : devices_(ctx.devices),
         model_(*devices_[0], ctx.initial_weights),
-        optimizer_(ctx.config.optimizer, model_.parameters()) {
+        optimizer_(ctx.config.optimizer, model_.parameters()),
+        scaler_(make_loss_scaler(ctx.config)) {
     // The replicas on devices 1..n−1 have the model's shapes; their weights are overwritten from
     // device 0 at every step (2.), so what they start with does not matter.
     replicas_.push_back(&model_);
@@ -58,6 +64,7 @@ class DataParallel : public Strategy {
       copies_.push_back(std::make_unique<Mlp>(*devices_[i], ctx.initial_weights));
       replicas_.push_back(copies_.back().get());
     }
+    for (Mlp* replica : replicas_) replica->set_precision(ctx.config.amp_dtype());
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
@@ -90,28 +97,32 @@ class DataParallel : public Strategy {
                           replica[j]->value);
     }
 
-    // 3. Each replica runs forward on its slice, layer by layer, on its own device.
+    // 3. Each replica runs forward on its slice, layer by layer, on its own device (with --amp:
+    //    from half copies of its weights, cast first).
     std::vector<Tensor> outputs(static_cast<size_t>(n));
     parallel_apply(n, [&](int i) {
+      replicas_[i]->refresh_half_weights();
       Tensor h = xs[i];
       for (Linear& layer : replicas_[i]->layers()) h = layer.forward(h);
       outputs[i] = h;
     });
 
     // 4. The outputs are gathered on device 0, in batch order, and the loss is computed there on
-    //    the whole batch: exactly the loss, and the gradient w.r.t. the logits, of `single`.
+    //    the whole batch: exactly the loss, and the gradient w.r.t. the logits, of `single`
+    //    (with fp16, multiplied by the loss scale).
     const int64_t classes = outputs[0].cols();
-    Tensor logits = dev0.empty({batch.size, classes}, DType::f32, MemoryCategory::activations, "gather.logits");
+    const DType act = outputs[0].dtype();  // f32, or the --amp dtype
+    Tensor logits = dev0.empty({batch.size, classes}, act, MemoryCategory::activations, "gather.logits");
     for (int i = 0; i < n; ++i) dev0.copy({"gather logits", Phase::comm}, outputs[i], logits.rows_slice(i * rows, rows));
-    Tensor dlogits = dev0.empty({batch.size, classes}, DType::f32, MemoryCategory::activations, "dlogits");
-    double loss = dev0.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
+    Tensor dlogits = dev0.empty({batch.size, classes}, act, MemoryCategory::activations, "dlogits");
+    double loss = dev0.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scaler_.scale());
 
     // 5. The gradient w.r.t. the outputs is scattered back: each device copies its rows.
     std::vector<Tensor> doutputs(static_cast<size_t>(n));
     doutputs[0] = dlogits.rows_slice(0, rows);
     for (int i = 1; i < n; ++i) {
       Device& dev = *devices_[i];
-      doutputs[i] = dev.empty({rows, classes}, DType::f32, MemoryCategory::activations, "scatter.dlogits");
+      doutputs[i] = dev.empty({rows, classes}, act, MemoryCategory::activations, "scatter.dlogits");
       dev.copy({"scatter dlogits", Phase::comm}, dlogits.rows_slice(i * rows, rows), doutputs[i]);
     }
 
@@ -136,20 +147,26 @@ class DataParallel : public Strategy {
       }
     }
 
-    // 8. The optimizer updates the weights on device 0; the next step replicates them again.
-    optimizer_.step();
+    // 8. Unscale, check for overflow, step or skip, on device 0: with fp16 the summed gradients
+    //    are divided by the loss scale, and the optimizer steps only if none overflowed (the
+    //    scale is halved if one did). The next step replicates the weights again.
+    const bool overflow = scaler_.unscale_and_check(master);
+    if (!overflow) optimizer_.step();
+    scaler_.update(overflow);
     return loss;
   }
 
   HostWeights weights() override { return model_.download(); }
 
-  TrainingState state() override { return whole_model_state(model_, optimizer_); }
-  void load_state(const TrainingState& s) override { load_whole_model_state(model_, optimizer_, s); }
+  TrainingState state() override { return whole_model_state(model_, optimizer_, scaler_); }
+  void load_state(const TrainingState& s) override { load_whole_model_state(model_, optimizer_, scaler_, s); }
+  AmpReport amp_report() const override { return scaler_.report(); }
 
  private:
   std::vector<Device*> devices_;
   Mlp model_;  // on device 0: the model the optimizer updates
   Optimizer optimizer_;
+  LossScaler scaler_;
   std::vector<std::unique_ptr<Mlp>> copies_;  // the replicas on devices 1..n−1
   std::vector<Mlp*> replicas_;                // every replica by device: model_, then copies_
 };

@@ -7,6 +7,10 @@
 // running. Every rank then takes the same optimizer step from the same averaged gradients, so the
 // replicas stay equal without ever broadcasting weights again.
 //
+// With --amp the replica computes in half (from half copies of its f32 weights) while the
+// gradients DDP all-reduces stay the f32 master gradients; with fp16 the loss gradient is scaled,
+// and after the all-reduce every rank unscales, checks for overflow and steps — or all skip.
+//
 // This file is the step of ONE rank; RankSet runs it on every rank at once. The bucketing and the
 // asynchronous all-reduces are in ddp_common (shared with ddp-mp); the sampler is in
 // distributed_sampler.h.
@@ -34,6 +38,7 @@ class Ddp : public Strategy {
   HostWeights weights() override { return replicas_.weights(); }
   TrainingState state() override { return replicas_.state(); }
   void load_state(const TrainingState& s) override { replicas_.load_state(s); }
+  AmpReport amp_report() const override { return replicas_.amp_report(); }
 
  private:
   static double step_of_one_rank(DdpReplica& r, const HostBatch& batch, int64_t step, const NoSyncWindow& window) {
@@ -47,12 +52,16 @@ class Ddp : public Strategy {
     Tensor y = device.empty({r.shard.size}, DType::i32, MemoryCategory::activations, "batch.y");
     device.upload({"batch.x", Phase::data}, x, r.shard.x.data());
     device.upload({"batch.y", Phase::data}, y, r.shard.y.data());
-    // 3. Forward through every layer of the local replica; no communication.
+    // 3. Forward through every layer of the local replica (--amp: cast the weights to half first);
+    //    no communication.
+    r.model->refresh_half_weights();
     Tensor logits = r.model->forward(x);
     // 4. The loss: the mean over this rank's B/N rows. With --no-sync K its gradient is scaled by
-    //    1/K, so K accumulated backwards add up to the mean over K batches.
-    Tensor dlogits = device.empty(logits.shape(), DType::f32, MemoryCategory::activations, "dlogits");
-    const double loss = device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, window.grad_scale);
+    //    1/K, so K accumulated backwards add up to the mean over K batches; with fp16, also by the
+    //    loss scale S.
+    Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
+    const double loss =
+        device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, window.grad_scale * r.scaler->scale());
     // 5. Backward, last layer first. Each layer writes its bias and weight gradients; when they
     //    complete a bucket, the reducer all-reduces that bucket in the background while the
     //    earlier layers' backward continues (PyTorch: autograd hooks firing the Reducer).
@@ -66,11 +75,14 @@ class Ddp : public Strategy {
         r.reducer->mark_ready(layers[l].weight);
       }
     }
-    // 6. On a synchronising step: wait for every bucket, copy the averaged gradients back, and let
-    //    this rank's own optimizer step. Every rank computes the same update.
+    // 6. On a synchronising step: wait for every bucket and copy the averaged gradients back. Then
+    //    unscale, check for overflow, step or skip: this rank's own optimizer steps unless (fp16)
+    //    a gradient overflowed on any rank. Every rank computes the same update, or skips it.
     if (window.sync) {
       r.reducer->finish();
-      r.optimizer->step();
+      const bool overflow = r.scaler->unscale_and_check(r.model->parameters());
+      if (!overflow) r.optimizer->step();
+      r.scaler->update(overflow);
     }
     return loss;
   }

@@ -159,6 +159,13 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     r->optimizer = std::make_unique<Optimizer>(config.optimizer, r->model->parameters());
     r->reducer = std::make_unique<GradientReducer>(r->model->parameters(), *r->group, mb_to_bytes(config.bucket_mb),
                                                    mb_to_bytes(config.first_bucket_mb));
+    // 3. Mixed precision (--amp): the layers compute in half; with fp16 each rank has a loss
+    //    scaler, and the ranks agree on every overflow through their group. (After the gradient
+    //    all-reduce every rank holds the same gradients and would agree anyway: one tiny
+    //    collective per step makes sure.)
+    r->model->set_precision(config.amp_dtype());
+    r->scaler = std::make_unique<LossScaler>(make_loss_scaler(config));
+    r->scaler->agree_over(*r->group, *r->devices.front());
     if (static_cast<int>(ranks_.local_ranks().size()) != world)  // ranks in other processes: see run()
       r->loss_buffer = r->devices.front()->zeros({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
     replicas_[static_cast<size_t>(rank)] = std::move(r);
@@ -204,6 +211,8 @@ TrainingState DdpReplicas::state() {
   s.weights = r.model->download();
   s.optimizer_steps = r.optimizer->steps_taken();
   s.optimizer = r.optimizer->download_state();
+  s.loss_scale = r.scaler->state_scale();
+  s.scaler_good_steps = r.scaler->good_steps();
   return s;
 }
 
@@ -213,7 +222,12 @@ void DdpReplicas::load_state(const TrainingState& s) {
     r.model->upload(s.weights);
     r.optimizer->set_steps_taken(s.optimizer_steps);
     r.optimizer->upload_state(s.optimizer);
+    r.scaler->load_state(s.loss_scale, s.scaler_good_steps);
   }
+}
+
+AmpReport DdpReplicas::amp_report() const {
+  return replicas_[static_cast<size_t>(ranks_.local_ranks().front())]->scaler->report();
 }
 
 // ---------------------------------------------------------------------------------------------

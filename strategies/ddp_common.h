@@ -68,7 +68,8 @@ struct NoSyncWindow {
 };
 NoSyncWindow no_sync_window(int k, int64_t step);
 
-// One DDP replica: a rank's model (on its one or two devices), its own optimizer, its reducer.
+// One DDP replica: a rank's model (on its one or two devices), its own optimizer, its reducer,
+// its loss scaler (--amp fp16; it does nothing otherwise).
 struct DdpReplica {
   int rank = 0;
   int world_size = 1;
@@ -77,6 +78,7 @@ struct DdpReplica {
   std::unique_ptr<Mlp> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientReducer> reducer;
+  std::unique_ptr<LossScaler> scaler;
   HostBatch shard;  // this rank's rows of the global batch (reused every step)
   Tensor loss_buffer;  // one float, for the all-reduce of the loss (procs and mpi launches only)
 };
@@ -101,6 +103,8 @@ class DdpReplicas {
   HostWeights weights();
   TrainingState state();
   void load_state(const TrainingState& s);
+  // Every rank's scaler takes the same decisions: any local one tells.
+  AmpReport amp_report() const;
 
  private:
   RankSet& ranks_;

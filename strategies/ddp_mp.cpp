@@ -36,6 +36,7 @@ class DdpMp : public Strategy {
   HostWeights weights() override { return replicas_.weights(); }
   TrainingState state() override { return replicas_.state(); }
   void load_state(const TrainingState& s) override { replicas_.load_state(s); }
+  AmpReport amp_report() const override { return replicas_.amp_report(); }
 
  private:
   static double step_of_one_rank(DdpReplica& r, const HostBatch& batch, int64_t step, const NoSyncWindow& window) {
@@ -55,13 +56,17 @@ class DdpMp : public Strategy {
     second.upload({"batch.y", Phase::data}, y, r.shard.y.data());
     // 3. Forward: the first half on the first device, its output copied to the second device, the
     //    rest there. While one device computes, the other waits: model parallel's idle time.
+    //    (--amp: each layer casts its weights to half first; the activation travels in half.)
+    r.model->refresh_half_weights();
     Tensor h = r.model->forward_range(0, split, x);
-    Tensor h_there = second.empty(h.shape(), DType::f32, MemoryCategory::activations, "activation");
+    Tensor h_there = second.empty(h.shape(), h.dtype(), MemoryCategory::activations, "activation");
     second.copy({"activation → " + second.name(), Phase::fwd, split - 1}, h, h_there);
     Tensor logits = r.model->forward_range(split, L, h_there);
-    // 4. The loss over this rank's rows (scaled by 1/K with --no-sync K), on the second device.
-    Tensor dlogits = second.empty(logits.shape(), DType::f32, MemoryCategory::activations, "dlogits");
-    const double loss = second.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, window.grad_scale);
+    // 4. The loss over this rank's rows (its gradient scaled by 1/K with --no-sync K, and by the
+    //    loss scale with fp16), on the second device.
+    Tensor dlogits = second.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
+    const double loss =
+        second.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, window.grad_scale * r.scaler->scale());
     // 5. Backward, last layer first, each layer on its own device. As in ddp, each layer's
     //    gradients go to the reducer, which all-reduces a bucket as soon as it is complete — the
     //    second device's buckets start while the first device is still computing.
@@ -76,15 +81,18 @@ class DdpMp : public Strategy {
     Tensor grad = dlogits;
     for (int l = L - 1; l >= split; --l) grad = backward_layer(l, grad);
     //    The gradient w.r.t. the activation goes back to the first device.
-    Tensor grad_here = first.empty(grad.shape(), DType::f32, MemoryCategory::activations, "activation.grad");
+    Tensor grad_here = first.empty(grad.shape(), grad.dtype(), MemoryCategory::activations, "activation.grad");
     first.copy({"activation grad → " + first.name(), Phase::bwd, split}, grad, grad_here);
     grad = grad_here;
     for (int l = split - 1; l >= 0; --l) grad = backward_layer(l, grad);
-    // 6. On a synchronising step: wait for every bucket (on both devices), copy the averaged
-    //    gradients back, and step this rank's optimizer (each parameter on its own device).
+    // 6. On a synchronising step: wait for every bucket (on both devices) and copy the averaged
+    //    gradients back. Then unscale, check for overflow (both devices' gradients, and every
+    //    rank's verdict), step this rank's optimizer (each parameter on its own device) or skip.
     if (window.sync) {
       r.reducer->finish();
-      r.optimizer->step();
+      const bool overflow = r.scaler->unscale_and_check(r.model->parameters());
+      if (!overflow) r.optimizer->step();
+      r.scaler->update(overflow);
     }
     return loss;
   }

@@ -8,7 +8,8 @@
 //      before the copy ends, and the device that produced them has nothing left to do
 //   3. the loss and its gradient on the last device
 //   4. backward, layer by layer in reverse: the gradient is copied back across each boundary
-//   5. the optimizer updates each layer on the device that holds it
+//   5. unscale, check for overflow, step or skip: the optimizer updates each layer on the device
+//      that holds it (with --amp fp16: unless a gradient, on any device, overflowed)
 //
 // Only one device works at any moment; the others stand idle, waiting. With p devices doing equal
 // shares, each is busy about 1/p of the time (the idle share the metrics show): the model fits
@@ -42,8 +43,10 @@ class ModelParallel : public Strategy {
  public:
   explicit ModelParallel(StrategyContext& ctx)
       : model_(layer_devices(ctx.devices, ctx.initial_weights.spec.layer_count()), ctx.initial_weights),
-        optimizer_(ctx.config.optimizer, model_.parameters()) {
+        optimizer_(ctx.config.optimizer, model_.parameters()),
+        scaler_(make_loss_scaler(ctx.config)) {
     for (Device* d : ctx.devices) devices_.push_back(d);
+    model_.set_precision(ctx.config.amp_dtype());
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
@@ -59,7 +62,9 @@ class ModelParallel : public Strategy {
     first.upload({"batch.x", Phase::data}, x, batch.x.data());
     last.upload({"batch.y", Phase::data}, y, batch.y.data());
 
-    // 2. Forward, layer by layer; across a device boundary the activations are copied first.
+    // 2. Forward, layer by layer; across a device boundary the activations are copied first (with
+    //    --amp each layer computes from a half copy of its weights, and the copies carry half).
+    model_.refresh_half_weights();
     Tensor h = x;
     for (int l = 0; l < L; ++l) {
       const std::string fc = "fc" + std::to_string(l + 1);
@@ -67,9 +72,9 @@ class ModelParallel : public Strategy {
       h = layers[l].forward(h);
     }
 
-    // 3. The loss and its gradient w.r.t. the logits, on the last device.
-    Tensor dlogits = last.empty(h.shape(), DType::f32, MemoryCategory::activations, "dlogits");
-    double loss = last.softmax_xent({"loss", Phase::fwd}, h, y, dlogits);
+    // 3. The loss and its gradient w.r.t. the logits (times the fp16 loss scale), on the last device.
+    Tensor dlogits = last.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");
+    double loss = last.softmax_xent({"loss", Phase::fwd}, h, y, dlogits, scaler_.scale());
 
     // 4. Backward, last layer to first; across a device boundary the gradient is copied back.
     Tensor g = dlogits;
@@ -79,21 +84,27 @@ class ModelParallel : public Strategy {
       g = layers[l].backward(g, /*need_dx=*/l > 0);
     }
 
-    // 5. The optimizer updates every layer where it lives.
-    optimizer_.step();
+    // 5. Unscale, check for overflow, step or skip: every gradient is unscaled and checked where it
+    //    lives; one controller sees all the flags, so one decision needs no communication. Then the
+    //    optimizer updates every layer where it lives.
+    const bool overflow = scaler_.unscale_and_check(model_.parameters());
+    if (!overflow) optimizer_.step();
+    scaler_.update(overflow);
     return loss;
   }
 
   // The layers, gathered from their devices.
   HostWeights weights() override { return model_.download(); }
 
-  TrainingState state() override { return whole_model_state(model_, optimizer_); }
-  void load_state(const TrainingState& s) override { load_whole_model_state(model_, optimizer_, s); }
+  TrainingState state() override { return whole_model_state(model_, optimizer_, scaler_); }
+  void load_state(const TrainingState& s) override { load_whole_model_state(model_, optimizer_, scaler_, s); }
+  AmpReport amp_report() const override { return scaler_.report(); }
 
  private:
   std::vector<Device*> devices_;
   Mlp model_;  // each layer on its group's device
   Optimizer optimizer_;
+  LossScaler scaler_;
 };
 
 }  // namespace

@@ -36,6 +36,11 @@
 //
 // Both are the same training as `single`: each micro-batch's loss gradient is scaled by 1/m, so
 // the gradients summed over the micro-batches are those of the mean loss over the whole batch.
+//
+// With --amp every stage computes in half, and the activations and gradients sent between stages
+// are half: half the bytes on every link. With fp16 the loss gradients are scaled, and at the end
+// each stage unscales and checks its own layers' gradients; an overflow on one stage must stop
+// every stage's step, so the stages agree on it with a one-float all-reduce.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -93,25 +98,28 @@ struct Stage {
   ProcessGroup* group = nullptr;
   int first = 0, last = 0;  // layers [first, last)
   std::vector<Linear> layers;
+  std::vector<Parameter*> params;
   std::unique_ptr<Optimizer> optimizer;
+  LossScaler scaler;
 
-  Stage(int stage, Device& dev, ProcessGroup& pg, int stages, const HostWeights& init, const OptimizerConfig& oc)
-      : rank(stage), device(&dev), group(&pg) {
+  Stage(int stage, Device& dev, ProcessGroup& pg, int stages, const HostWeights& init, const TrainConfig& config)
+      : rank(stage), device(&dev), group(&pg), scaler(make_loss_scaler(config)) {
     const ModelSpec& spec = init.spec;
     const int L = spec.layer_count();
     first = first_layer(rank, stages, L);
     last = first_layer(rank + 1, stages, L);
     layers.reserve(static_cast<size_t>(last - first));  // the optimizer keeps pointers into it
-    std::vector<Parameter*> params;
     for (int l = first; l < last; ++l) {
       Linear& layer = layers.emplace_back(dev, l, spec.sizes[l], spec.sizes[l + 1],
                                           l + 1 < L ? Activation::relu : Activation::none);
       dev.upload({layer.weight.name, Phase::data, l}, layer.weight.value, init.weight[l].data());
       dev.upload({layer.bias.name, Phase::data, l}, layer.bias.value, init.bias[l].data());
+      layer.set_precision(config.amp_dtype());
       params.push_back(&layer.weight);
       params.push_back(&layer.bias);
     }
-    optimizer = std::make_unique<Optimizer>(oc, params);
+    optimizer = std::make_unique<Optimizer>(config.optimizer, params);
+    scaler.agree_over(pg, dev);
   }
 };
 
@@ -120,7 +128,7 @@ class Pipeline : public Strategy {
   explicit Pipeline(StrategyContext& ctx) : config_(ctx.config), ranks_(*ctx.ranks), spec_(ctx.initial_weights.spec) {
     for (int rank : ranks_.local_ranks())
       stages_.push_back(std::make_unique<Stage>(rank, ranks_.device(rank), ranks_.group(rank), ranks_.world_size(),
-                                                ctx.initial_weights, ctx.config.optimizer));
+                                                ctx.initial_weights, ctx.config));
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
@@ -149,6 +157,7 @@ class Pipeline : public Strategy {
     //    earlier (see the backward below); the last stage's loss gradients wait for their backward.
     const std::vector<Task> tasks =
         config_.schedule == "1f1b" ? one_f_one_b_schedule(p, s, m) : gpipe_schedule(m);
+    for (Linear& layer : st.layers) layer.refresh_half_weights();  // --amp: this step's half weights
     std::vector<Tensor> inputs(static_cast<size_t>(m)), dlogits(static_cast<size_t>(m));
     double loss_sum = 0;
     int backwards_done = 0;
@@ -169,10 +178,11 @@ class Pipeline : public Strategy {
         }
         for (Linear& layer : st.layers) h = layer.forward(h, i);
         if (last) {
-          // The loss of micro-batch i (its mean over the rows) and its gradient, scaled by 1/m.
-          dlogits[i] = dev.empty(h.shape(), DType::f32, MemoryCategory::activations, "dlogits " + mb);
+          // The loss of micro-batch i (its mean over the rows) and its gradient, scaled by 1/m
+          // (and by the loss scale with fp16).
+          dlogits[i] = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits " + mb);
           loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * rows, rows), dlogits[i],
-                                       1.0f / static_cast<float>(m));
+                                       st.scaler.scale() / static_cast<float>(m));
         } else {
           pg.set_tag("activations " + mb, -1, i);
           pg.send(h, s + 1);
@@ -184,7 +194,8 @@ class Pipeline : public Strategy {
           g = dlogits[i];
           dlogits[i] = Tensor();
         } else {
-          g = dev.empty({rows, spec_.sizes[st.last]}, DType::f32, MemoryCategory::activations, "gradient " + mb);
+          g = dev.empty({rows, spec_.sizes[st.last]}, activation_dtype(), MemoryCategory::activations,
+                        "gradient " + mb);
           pg.set_tag("gradient " + mb, -1, i);
           pg.recv(g, s + 1);
         }
@@ -210,8 +221,12 @@ class Pipeline : public Strategy {
       }
     }
 
-    // 3. Every stage updates its own layers, with the gradients of the whole batch.
-    st.optimizer->step();
+    // 3. Unscale, check for overflow, step or skip. Every stage updates its own layers, with the
+    //    gradients of the whole batch — unless (fp16) a gradient overflowed on any stage: each
+    //    stage checks its own, the all-reduced flag tells all of them, and all skip together.
+    const bool overflow = st.scaler.unscale_and_check(st.params);
+    if (!overflow) st.optimizer->step();
+    st.scaler.update(overflow);
 
     // 4. The loss, the mean over the micro-batches, goes from the last stage to every rank.
     Tensor loss = dev.empty({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
@@ -253,6 +268,8 @@ class Pipeline : public Strategy {
     TrainingState s;
     s.weights = weights();
     s.optimizer_steps = stages_.front()->optimizer->steps_taken();  // every stage steps together
+    s.loss_scale = stages_.front()->scaler.state_scale();          // and scales alike
+    s.scaler_good_steps = stages_.front()->scaler.good_steps();
     s.optimizer.resize(static_cast<size_t>(2 * L));
     ranks_.run([&](int rank) {
       Stage& st = stage(rank);
@@ -290,12 +307,18 @@ class Pipeline : public Strategy {
       st->optimizer->set_steps_taken(s.optimizer_steps);
       // This stage's parameters are entries [2·first, 2·last) of the model's.
       st->optimizer->upload_state({s.optimizer.begin() + 2 * st->first, s.optimizer.begin() + 2 * st->last});
+      st->scaler.load_state(s.loss_scale, s.scaler_good_steps);
     }
   }
 
+  AmpReport amp_report() const override { return stages_.front()->scaler.report(); }
+
  private:
+  // What travels between stages: activations and their gradients, f32 or the --amp dtype.
+  DType activation_dtype() const { return config_.amp_dtype(); }
+
   Tensor receive_activations(Stage& st, int micro_batch, int64_t rows) {
-    Tensor h = st.device->empty({rows, spec_.sizes[st.first]}, DType::f32, MemoryCategory::activations,
+    Tensor h = st.device->empty({rows, spec_.sizes[st.first]}, activation_dtype(), MemoryCategory::activations,
                                 "activations mb " + std::to_string(micro_batch));
     st.group->set_tag("activations mb " + std::to_string(micro_batch), -1, micro_batch);
     st.group->recv(h, st.rank - 1);

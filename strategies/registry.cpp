@@ -19,18 +19,27 @@ const std::vector<StrategyInfo>& strategy_registry() {
   return registry;
 }
 
-TrainingState whole_model_state(Mlp& model, Optimizer& optimizer) {
+LossScaler make_loss_scaler(const TrainConfig& config) {
+  LossScalerOptions o;
+  o.init_scale = config.amp_initial_scale;
+  return LossScaler(config.amp_dtype(), o);
+}
+
+TrainingState whole_model_state(Mlp& model, Optimizer& optimizer, const LossScaler& scaler) {
   TrainingState s;
   s.weights = model.download();
   s.optimizer_steps = optimizer.steps_taken();
   s.optimizer = optimizer.download_state();
+  s.loss_scale = scaler.state_scale();
+  s.scaler_good_steps = scaler.good_steps();
   return s;
 }
 
-void load_whole_model_state(Mlp& model, Optimizer& optimizer, const TrainingState& s) {
+void load_whole_model_state(Mlp& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& s) {
   model.upload(s.weights);
   optimizer.set_steps_taken(s.optimizer_steps);
   optimizer.upload_state(s.optimizer);
+  scaler.load_state(s.loss_scale, s.scaler_good_steps);
 }
 
 const StrategyInfo& find_strategy(const std::string& name) {

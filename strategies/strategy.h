@@ -9,6 +9,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
+#include "core/nn/loss_scaler.h"
 #include "core/nn/mlp.h"
 #include "core/run/config.h"
 #include "core/trace/events.h"
@@ -48,12 +49,19 @@ class Strategy {
   // For checkpoints: the state to save, and to continue from.
   virtual TrainingState state() = 0;
   virtual void load_state(const TrainingState& state) = 0;
+  // Mixed precision: the loss scale now and the steps the fp16 scaler skipped (scale 1, none
+  // skipped without one).
+  virtual AmpReport amp_report() const { return {}; }
 };
 
+// The loss scaler --amp asks for (core/nn/loss_scaler.h): fp16's, or one that does nothing.
+LossScaler make_loss_scaler(const TrainConfig& config);
+
 class Optimizer;
-// The state of a model kept whole with its optimizer (single, data-parallel, model-parallel).
-TrainingState whole_model_state(Mlp& model, Optimizer& optimizer);
-void load_whole_model_state(Mlp& model, Optimizer& optimizer, const TrainingState& state);
+// The state of a model kept whole with its optimizer and loss scaler (single, data-parallel,
+// model-parallel).
+TrainingState whole_model_state(Mlp& model, Optimizer& optimizer, const LossScaler& scaler);
+void load_whole_model_state(Mlp& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& state);
 
 struct StrategyInfo {
   std::string name;

@@ -26,6 +26,12 @@
 // the tensors forward reads. The padding is zero and stays zero: its gradient is zero, and SGD
 // and Adam leave a zero weight with a zero gradient (and zero state) at zero.
 //
+// Mixed precision (--amp): the flat buffer keeps the f32 master weights, which the optimizer
+// shards; each layer computes from half copies cast from its views. With fp16, rank r unscales and
+// checks only shard r's gradient — the only one its optimizer reads — so an overflow may be seen
+// by one rank alone (certainly in stage 2, where no rank holds the others' shards): the ranks
+// agree on it with a one-float all-reduce, and all skip together.
+//
 // The data: rank r takes rows r, r+N, r+2N, … of the global batch (the rule of torch's
 // DistributedSampler, as ddp), so N ranks together see exactly the batch `single` sees, and the
 // average of their gradients is single's gradient: the equivalence contract holds up to round-off.
@@ -85,6 +91,8 @@ class Zero : public Strategy {
     TrainingState s;
     s.weights = weights();
     s.optimizer_steps = local_ranks_.front()->optimizer->steps_taken();
+    s.loss_scale = local_ranks_.front()->scaler.state_scale();  // every rank's scaler decides alike
+    s.scaler_good_steps = local_ranks_.front()->scaler.good_steps();
     s.optimizer.resize(static_cast<size_t>(2 * spec_.layer_count()));
     int64_t offset = 0;
     for (size_t p = 0; p < s.optimizer.size(); ++p) {
@@ -132,8 +140,11 @@ class Zero : public Strategy {
                              flat[static_cast<size_t>(j)].begin() + (rank + 1) * shard_);
       R.optimizer->upload_state(mine);
       R.optimizer->set_steps_taken(s.optimizer_steps);
+      R.scaler.load_state(s.loss_scale, s.scaler_good_steps);
     });
   }
+
+  AmpReport amp_report() const override { return local_ranks_.front()->scaler.report(); }
 
  private:
   // What one rank holds. Not movable: the optimizer keeps a pointer to `shard`.
@@ -142,7 +153,8 @@ class Zero : public Strategy {
         : rank(rank_index),
           device(ctx.ranks->device(rank_index)),
           group(ctx.ranks->group(rank_index)),
-          model(device, ctx.initial_weights) {
+          model(device, ctx.initial_weights),
+          scaler(make_loss_scaler(ctx.config)) {
       const std::string r = std::to_string(rank);
       // 1. Drop the Mlp's own tensors (one weight and one gradient per parameter) and seat every
       //    parameter in one flat, padded buffer instead.
@@ -174,6 +186,10 @@ class Zero : public Strategy {
                                  : device.zeros({z.shard_}, DType::f32, MemoryCategory::grads, "zero.shard_grad");
       optimizer = std::make_unique<Optimizer>(ctx.config.optimizer, std::vector<Parameter*>{&shard});
       loss_mean = device.zeros({1}, DType::f32, MemoryCategory::workspace, "zero.loss");
+      // 4. Mixed precision: the layers compute from half copies of their views of the flat f32
+      //    buffer; the ranks agree on the fp16 scaler's every decision.
+      model.set_precision(ctx.config.amp_dtype());
+      scaler.agree_over(group, device);
       // The Mlp's per-parameter gradients existed only for a moment while it was built: forget
       // that moment, so the ledger's peaks show what training with ZeRO holds.
       device.memory().reset_peaks();
@@ -195,6 +211,7 @@ class Zero : public Strategy {
     Tensor flat_params, flat_grads;
     Parameter shard;
     std::unique_ptr<Optimizer> optimizer;
+    LossScaler scaler;
     Tensor loss_mean;
     HostBatch rows;
     double loss = 0;
@@ -223,11 +240,13 @@ class Zero : public Strategy {
     d.upload({"batch.x", Phase::data}, x, R.rows.x.data());
     d.upload({"batch.y", Phase::data}, y, R.rows.y.data());
 
-    // 2. Forward and loss on those B/N rows: the mean over them, and its gradient. The average of
-    //    the N ranks' gradients is then the gradient of the mean over the whole batch.
+    // 2. Forward and loss on those B/N rows: the mean over them, and its gradient (with fp16, times
+    //    the loss scale). The average of the N ranks' gradients is then the gradient of the mean
+    //    over the whole batch. (--amp: the layers cast their weights to half first.)
+    R.model.refresh_half_weights();
     Tensor logits = R.model.forward(x);
-    Tensor dlogits = d.empty(logits.shape(), DType::f32, MemoryCategory::activations, "dlogits");
-    const double loss = d.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
+    Tensor dlogits = d.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
+    const double loss = d.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, R.scaler.scale());
 
     // 3. Backward, last layer to first: each layer writes its gradients into its place in a flat
     //    buffer. Stage 2's buffer exists only until the reduce-scatter has read it: it is the
@@ -250,11 +269,17 @@ class Zero : public Strategy {
       bucket = Tensor();
     }
 
-    // 5. Rank r's optimizer updates shard r of the weights, with the state of shard r.
-    R.optimizer->step();
+    // 5. Unscale, check for overflow, step or skip: rank r unscales and checks shard r's gradient
+    //    (fp16), the ranks agree, and unless a shard overflowed rank r's optimizer updates shard r
+    //    of the weights, with the state of shard r.
+    const bool overflow = R.scaler.unscale_and_check({&R.shard});
+    if (!overflow) R.optimizer->step();
+    R.scaler.update(overflow);
 
     // 6. All-gather the updated shards: every rank has every weight again for the next forward.
-    //    In place: this rank's shard already sits at its place in the flat buffer.
+    //    In place: this rank's shard already sits at its place in the flat buffer. (After a
+    //    skipped step the shards are unchanged; the all-gather still runs, so that every rank
+    //    issues the same collectives whatever happened.)
     R.group.set_tag("zero.params");
     R.group.all_gather(R.shard.value, R.flat_params);
 

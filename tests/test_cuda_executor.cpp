@@ -1,5 +1,7 @@
 // The cuda device against the cpu reference: every executor op on the same random inputs on both,
-// including odd sizes, n = 0 and 1, every gemm transpose, and the half-precision casts bit for bit.
+// including odd sizes, n = 0 and 1, every gemm transpose, and the half-precision casts bit for bit;
+// and the ops of mixed precision on f16 and bf16 tensors (cublasGemmEx with f32 accumulation, the
+// element-wise kernels templated on the dtype) against the cpu's half path.
 // Needs a GPU: each test skips with the reason where there is none (run with `ctest -L cuda`).
 #include <gtest/gtest.h>
 
@@ -15,6 +17,7 @@
 #include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
 #include "core/error.h"
+#include "core/nn/mlp.h"
 #include "core/rng.h"
 
 namespace {
@@ -109,6 +112,43 @@ class CudaVsCpu : public ::testing::Test {
     auto c = host<T>(0, p[0]), g = host<T>(1, p[1]);
     ASSERT_EQ(c.size(), g.size()) << what;
     for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(g[i], c[i]) << what << " at " << i;
+  }
+
+  // Half tensors (dtype f16 or bf16) holding round(random values), the same bits on both sides.
+  Pair random_half(std::vector<int64_t> shape, DType dtype, uint64_t seed, float lo = -1, float hi = 1) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    Rng r(seed);
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (uint16_t& h : v) {
+      const float f = r.uniform(lo, hi);
+      h = dtype == DType::f16 ? float_to_half(f) : float_to_bf16(f);
+    }
+    return from(v, std::move(shape), dtype);
+  }
+
+  // The values of a tensor of any float dtype, as f32.
+  std::vector<float> values(int side, const Tensor& t) {
+    if (t.dtype() == DType::f32) return host<float>(side, t);
+    std::vector<float> out;
+    for (uint16_t h : host<uint16_t>(side, t))
+      out.push_back(t.dtype() == DType::f16 ? half_to_float(h) : bf16_to_float(h));
+    return out;
+  }
+
+  // |gpu − cpu| ≤ ulps units in the last place of the tensor's dtype (+ atol), elementwise.
+  void expect_within_ulps(const Pair& p, double ulps, double atol, const std::string& what) {
+    const int bits = p[0].dtype() == DType::f16 ? 10 : p[0].dtype() == DType::bf16 ? 7 : 23;
+    auto c = values(0, p[0]), g = values(1, p[1]);
+    ASSERT_EQ(c.size(), g.size()) << what;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (std::isnan(c[i])) {
+        ASSERT_TRUE(std::isnan(g[i])) << what << " at " << i;
+        continue;
+      }
+      const double ulp = std::ldexp(std::max(std::fabs(static_cast<double>(c[i])), 1e-30), -bits);
+      ASSERT_NEAR(g[i], c[i], ulps * ulp + atol) << what << " at " << i;
+    }
   }
 
   std::unique_ptr<Device> cpu_, gpu_;
@@ -354,6 +394,135 @@ TEST_F(CudaVsCpu, HasNonFinite) {
           EXPECT_TRUE(dev(s).has_non_finite(tag_, y[s]))
               << "n=" << n << " bad=" << bad << " at " << at << " side " << s;
       }
+  }
+}
+
+// ---- mixed precision: f16 and bf16 ----------------------------------------------------------
+
+TEST_F(CudaVsCpu, HalfGemmAccumulatesInF32) {
+  // Both sides multiply the same half values and sum in f32 (cublasGemmEx with CUBLAS_COMPUTE_32F;
+  // sgemm on the exact f32 values), in different orders, then round once into C: they agree to
+  // the f32 sums' difference (≈ k · 2^-24 relative) plus one unit of C's dtype where that tips a
+  // rounding.
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (DType d : {DType::f16, DType::bf16})
+    for (Size z : {Size{37, 19, 53}, Size{1, 1, 1}, Size{128, 96, 300}})
+      for (DType c_dtype : {d, DType::f32})
+        for (int ta = 0; ta < 2; ++ta)
+          for (int tb = 0; tb < 2; ++tb)
+            for (float beta : {0.0f, 0.5f}) {
+              Pair a = random_half(ta ? std::vector<int64_t>{z.k, z.m} : std::vector<int64_t>{z.m, z.k}, d, 1);
+              Pair b = random_half(tb ? std::vector<int64_t>{z.n, z.k} : std::vector<int64_t>{z.k, z.n}, d, 2);
+              Pair c = c_dtype == DType::f32 ? random({z.m, z.n}, 3) : random_half({z.m, z.n}, c_dtype, 3);
+              for (int s : {0, 1}) dev(s).gemm(tag_, ta, tb, a[s], b[s], c[s], beta, 1.5f);
+              expect_within_ulps(c, c_dtype == DType::f32 ? 0 : 1, 1e-5 * static_cast<double>(z.k),
+                                 std::string("gemm ") + dtype_name(d) + " → " + dtype_name(c_dtype) +
+                                     " m=" + std::to_string(z.m) + " n=" + std::to_string(z.n) +
+                                     " k=" + std::to_string(z.k) + " ta=" + std::to_string(ta) +
+                                     " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta));
+            }
+  // k = 0 on a half C: beta · C, rounded.
+  for (DType d : {DType::f16, DType::bf16}) {
+    Pair a = empty({3, 0}, d), b = empty({0}, d), c = random_half({3, 4}, d, 4);
+    for (int s : {0, 1}) dev(s).executor().gemm(false, false, 1.0f, a[s], b[s], 0.5f, c[s]);
+    expect_same_bytes<uint16_t>(c, std::string("gemm k=0 ") + dtype_name(d));
+  }
+}
+
+TEST_F(CudaVsCpu, HalfBiasActAndBackward) {
+  for (DType d : {DType::f16, DType::bf16})
+    for (Activation act : {Activation::none, Activation::relu}) {
+      const std::string what = std::string(dtype_name(d)) + (act == Activation::relu ? " relu" : " none");
+      // Forward: the same f32 sum of two half values, rounded once: the same bits.
+      Pair y = random_half({33, 65}, d, 10, -2, 2), b = random_half({65}, d, 11);
+      for (int s : {0, 1}) dev(s).bias_act(tag_, y[s], b[s], act);
+      expect_same_bytes<uint16_t>(y, "bias_act " + what);
+      // Backward: dy masked (the same bits); dbias summed in f32 in another order, rounded once.
+      for (bool accumulate : {false, true}) {
+        Pair dy = random_half({300, 65}, d, 12), db = random_half({65}, d, 13);
+        Pair yy = random_half({300, 65}, d, 14, -1, 1);
+        for (int s : {0, 1}) dev(s).bias_act_backward(tag_, dy[s], yy[s], db[s], act, accumulate);
+        expect_same_bytes<uint16_t>(dy, "bias_act_backward dy " + what);
+        expect_within_ulps(db, 1, 1e-6 * 300,
+                           "bias_act_backward dbias " + what + " accumulate=" + std::to_string(accumulate));
+      }
+    }
+}
+
+TEST_F(CudaVsCpu, HalfSoftmaxXent) {
+  for (DType d : {DType::f16, DType::bf16}) {
+    const int64_t rows = 64, cols = 10;
+    Pair logits = random_half({rows, cols}, d, 30, -8, 8);
+    Rng r(31);
+    std::vector<int32_t> lab(static_cast<size_t>(rows));
+    for (int32_t& l : lab) l = static_cast<int32_t>(r.below(static_cast<uint64_t>(cols)));
+    Pair labels = from(lab, {rows}, DType::i32);
+    Pair dl = empty({rows, cols}, d);
+    double loss[2];
+    for (int s : {0, 1}) loss[s] = dev(s).softmax_xent(tag_, logits[s], labels[s], dl[s], 65536.0f);  // a loss scale
+    EXPECT_NEAR(loss[1], loss[0], 1e-10 * (1 + std::fabs(loss[0]))) << dtype_name(d);
+    expect_within_ulps(dl, 1, 0, std::string("softmax_xent dlogits ") + dtype_name(d));
+  }
+}
+
+TEST_F(CudaVsCpu, HalfAxpyScaleAndNonFinite) {
+  for (DType d : {DType::f16, DType::bf16}) {
+    const std::string name = dtype_name(d);
+    // A half gradient added into an f32 master gradient, and into a half one.
+    Pair x = random_half({1001}, d, 80), y = random({1001}, 81);
+    for (int s : {0, 1}) dev(s).axpy(tag_, 1.0f, x[s], y[s]);
+    expect_close(y, 1e-6, 1e-7, "axpy " + name + " → f32");
+    Pair yh = random_half({1001}, d, 82);
+    for (int s : {0, 1}) dev(s).axpy(tag_, -0.75f, x[s], yh[s]);
+    expect_within_ulps(yh, 1, 0, "axpy " + name + " → " + name);
+    // Unscaling by a power of two is exact.
+    for (int s : {0, 1}) dev(s).scale(tag_, 0.5f, x[s]);
+    expect_same_bytes<uint16_t>(x, "scale " + name);
+    EXPECT_FALSE(gpu_->has_non_finite(tag_, x[1])) << name;
+    std::vector<uint16_t> bits = host<uint16_t>(0, x[0]);
+    for (uint16_t bad : {uint16_t(d == DType::f16 ? 0x7c00 : 0x7f80), uint16_t(d == DType::f16 ? 0xfe00 : 0xffc0)}) {
+      std::vector<uint16_t> w = bits;
+      w[500] = bad;  // +inf, then a nan
+      Pair z = from(w, {1001}, d);
+      for (int s : {0, 1}) EXPECT_TRUE(dev(s).has_non_finite(tag_, z[s])) << name << " side " << s;
+    }
+  }
+}
+
+TEST_F(CudaVsCpu, HalfTrainingStepMatchesTheCpu) {
+  // One fp16 step of a small Mlp, from the same weights and batch: the layers, the loss and the
+  // casts into the f32 master gradients, end to end on the GPU against the cpu.
+  const ModelSpec spec = ModelSpec::parse("mlp:32-24-16-8");
+  const HostWeights w = init_weights(spec, 5);
+  Rng r(6);
+  std::vector<float> xv(64 * 32);
+  for (float& v : xv) v = r.uniform(-1, 1);
+  std::vector<int32_t> lab(64);
+  for (int32_t& l : lab) l = static_cast<int32_t>(r.below(8));
+  std::vector<std::vector<float>> grads[2];
+  for (int s : {0, 1}) {
+    Mlp m(dev(s), w);
+    m.set_precision(DType::f16);
+    m.refresh_half_weights();
+    Tensor x = dev(s).empty({64, 32}, DType::f32, MemoryCategory::activations, "x");
+    Tensor y = dev(s).empty({64}, DType::i32, MemoryCategory::activations, "y");
+    dev(s).upload(tag_, x, xv.data());
+    dev(s).upload(tag_, y, lab.data());
+    Tensor logits = m.forward(x);
+    Tensor dl = dev(s).empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dl");
+    dev(s).softmax_xent(tag_, logits, y, dl, 1024.0f);
+    m.backward(dl);
+    for (Parameter* p : m.parameters()) grads[s].push_back(host<float>(s, p->grad));
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    double diff = 0, scale = 0;
+    for (size_t j = 0; j < grads[0][i].size(); ++j) {
+      diff = std::max(diff, std::fabs(static_cast<double>(grads[1][i][j]) - grads[0][i][j]));
+      scale = std::max(scale, std::fabs(static_cast<double>(grads[0][i][j])));
+    }
+    EXPECT_LE(diff, 4e-3 * scale) << "parameter " << i;  // a few f16 units: sums in other orders
   }
 }
 

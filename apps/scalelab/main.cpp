@@ -104,7 +104,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--micro-batches", c.micro_batches, "pipeline: chunks per batch")->capture_default_str();
   train_cmd->add_option("--schedule", c.schedule, "pipeline: gpipe | 1f1b")->capture_default_str();
   train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too");
-  train_cmd->add_option("--amp", c.amp, "off | fp16 | bf16")->capture_default_str();
+  train_cmd->add_option("--amp", c.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
+      ->capture_default_str();
+  train_cmd->add_option("--amp-initial-scale", c.amp_initial_scale, "fp16: the dynamic loss scaler's first scale")
+      ->capture_default_str();
   train_cmd->add_option("--checkpoint", c.checkpoint_path, "write a checkpoint here");
   train_cmd->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints");
   train_cmd->add_option("--resume", c.resume_path, "continue from this checkpoint");

@@ -81,6 +81,12 @@ void Device::check_here(const Tensor& t, const char* op, const char* what) const
                            ", not on " + name_ + " — copy it here first");
 }
 
+void Device::check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const char* what) const {
+  if (a.defined() && b.defined() && a.dtype() != b.dtype())
+    throw Error(name_, std::string(op) + ": " + what + " are " + a.shape_string() + " and " + b.shape_string() +
+                           " — one dtype per op: cast one of them (Device::cast)");
+}
+
 template <typename Work>
 Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
                     std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
@@ -123,6 +129,11 @@ void Device::gemm(const OpTag& tag, bool ta, bool tb, const Tensor& a, const Ten
   check_here(c, "gemm", "C");
   const int64_t m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols();
   const int64_t kb = tb ? b.cols() : b.rows(), n = tb ? b.rows() : b.cols();
+  // A and B in one dtype: both f32, or both half (a tensor core's inputs); C in theirs or f32.
+  check_same_dtype(a, b, "gemm", "A and B");
+  if (c.dtype() != a.dtype() && c.dtype() != DType::f32)
+    throw Error(name_, "gemm " + tag.name + ": C is " + c.shape_string() + " for " + dtype_name(a.dtype()) +
+                           " inputs — write C in the inputs' dtype or in f32");
   if (k != kb || c.rows() != m || c.cols() != n)
     throw Error(name_, "gemm " + tag.name + ": shapes do not match: op(A) " + std::to_string(m) + "x" +
                            std::to_string(k) + ", op(B) " + std::to_string(kb) + "x" + std::to_string(n) + ", C " +
@@ -137,6 +148,7 @@ void Device::bias_act(const OpTag& tag, const Tensor& y, const Tensor& bias, Act
   check_here(bias, "bias_act", "bias");
   if (bias.numel() != y.cols())
     throw Error(name_, "bias_act " + tag.name + ": bias " + bias.shape_string() + " does not match " + y.shape_string());
+  check_same_dtype(y, bias, "bias_act", "y and bias");
   OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(y.numel()),
               static_cast<double>(2 * y.nbytes() + bias.nbytes()), y.dtype()};
   run_op(tag, act == Activation::relu ? "bias_relu" : "bias", Lane::compute, cost, {&bias}, {&y},
@@ -147,6 +159,8 @@ void Device::bias_act_backward(const OpTag& tag, const Tensor& dy, const Tensor&
                                Activation act, bool accumulate) {
   check_here(dy, "bias_act_backward", "dy");
   check_here(dbias, "bias_act_backward", "dbias");
+  check_same_dtype(dy, y, "bias_act_backward", "dy and y");
+  check_same_dtype(dy, dbias, "bias_act_backward", "dy and dbias");
   OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(dy.numel()),
               static_cast<double>(2 * dy.nbytes() + (act == Activation::relu ? y.nbytes() : 0) + dbias.nbytes()),
               dy.dtype()};
@@ -161,6 +175,7 @@ double Device::softmax_xent(const OpTag& tag, const Tensor& logits, const Tensor
   if (labels.numel() != logits.rows())
     throw Error(name_, "softmax_xent: " + std::to_string(labels.numel()) + " labels for " +
                            std::to_string(logits.rows()) + " rows of logits");
+  check_same_dtype(logits, dlogits, "softmax_xent", "logits and dlogits");
   double loss = 0;
   OpCost cost{OpClass::elementwise, 5.0 * static_cast<double>(logits.numel()),
               static_cast<double>(2 * logits.nbytes() + labels.nbytes()), logits.dtype()};
@@ -206,8 +221,10 @@ void Device::axpy(const OpTag& tag, float alpha, const Tensor& x, const Tensor& 
   check_here(x, "axpy", "x");
   check_here(y, "axpy", "y");
   if (x.numel() != y.numel()) throw Error(name_, "axpy: " + x.shape_string() + " and " + y.shape_string() + " differ");
-  OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(x.numel()), static_cast<double>(3 * x.nbytes()),
-              x.dtype()};
+  // y in x's dtype, or f32: a half gradient added into an f32 master gradient.
+  if (y.dtype() != DType::f32) check_same_dtype(x, y, "axpy", "x and y");
+  OpCost cost{OpClass::elementwise, 2.0 * static_cast<double>(x.numel()),
+              static_cast<double>(x.nbytes() + 2 * y.nbytes()), x.dtype()};
   run_op(tag, "axpy", Lane::compute, cost, {&x}, {&y}, [&] { executor_->axpy(alpha, x, y); });
 }
 
@@ -261,6 +278,9 @@ void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
   if (src.nbytes() != dst.nbytes())
     throw Error(name_, "copy " + tag.name + ": source " + src.shape_string() + " and destination " +
                            dst.shape_string() + " differ in size");
+  if (src.dtype() != dst.dtype())
+    throw Error(name_, "copy " + tag.name + ": source " + src.shape_string() + " and destination " +
+                           dst.shape_string() + " differ in dtype — a copy moves bytes; convert with cast");
   const bool peer = src.device() != this;
   OpCost cost{peer ? OpClass::copy_peer : OpClass::elementwise, 0,
               static_cast<double>(peer ? dst.nbytes() : 2 * dst.nbytes()), dst.dtype()};

@@ -52,7 +52,9 @@ class Device {
   Tensor empty(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what = "");
   Tensor zeros(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what = "");
 
-  // c = alpha · op(a) · op(b) + beta · c
+  // c = alpha · op(a) · op(b) + beta · c. A and B are f32, or both f16 or both bf16 (then the
+  // products are summed in f32 and C, in their dtype or f32, is rounded once: a tensor core).
+  // The element-wise ops take f32, f16 or bf16, one dtype per op, and compute in f32.
   void gemm(const OpTag& tag, bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c,
             float beta = 0.0f, float alpha = 1.0f);
   void bias_act(const OpTag& tag, const Tensor& y, const Tensor& bias, Activation act);
@@ -65,6 +67,7 @@ class Device {
   void sgd(const OpTag& tag, const Tensor& w, const Tensor& g, const Tensor& momentum_buf, const SgdOptions& o);
   void adam(const OpTag& tag, const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
             const AdamOptions& o, int64_t t);
+  // y += alpha · x; y in x's dtype, or f32 (a half gradient added into an f32 master gradient).
   void axpy(const OpTag& tag, float alpha, const Tensor& x, const Tensor& y);
   void scale(const OpTag& tag, float alpha, const Tensor& x);
   void fill(const OpTag& tag, const Tensor& x, float value);
@@ -89,6 +92,7 @@ class Device {
               std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
               Work&& work, int peer = -1);
   void check_here(const Tensor& t, const char* op, const char* what) const;
+  void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const char* what) const;
   void host_waits_until(int64_t t_ns);
 
   int index_;

@@ -4,6 +4,12 @@
 
 namespace scalelab {
 
+DType TrainConfig::amp_dtype() const {
+  if (amp == "fp16") return DType::f16;
+  if (amp == "bf16") return DType::bf16;
+  return DType::f32;
+}
+
 void TrainConfig::validate() const {
   if (devices < 1) throw UsageError("train", "--devices must be ≥ 1, got " + std::to_string(devices));
   if (batch < 1) throw UsageError("train", "--batch must be ≥ 1, got " + std::to_string(batch));
@@ -46,6 +52,12 @@ void TrainConfig::validate() const {
                                  strategy + " keeps a whole optimizer on every rank — add --strategy zero, or drop --zero-stage");
   if (amp != "off" && amp != "fp16" && amp != "bf16")
     throw UsageError("amp", "--amp '" + amp + "' is unknown — use off, fp16 or bf16");
+  if (!(amp_initial_scale > 0) || !(amp_initial_scale <= 3.0e38))
+    throw UsageError("amp", "--amp-initial-scale must be a positive float, got " + std::to_string(amp_initial_scale) +
+                                " — use a power of two such as 65536");
+  if (amp_initial_scale != 65536 && amp != "fp16")
+    throw UsageError("amp", "--amp-initial-scale sets the fp16 loss scaler's first scale; --amp " + amp +
+                                " has no loss scaler — add --amp fp16, or drop --amp-initial-scale");
   if (checkpoint_every < 0) throw UsageError("checkpoint", "--checkpoint-every must be ≥ 0");
   if (checkpoint_every > 0 && checkpoint_path.empty())
     throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");

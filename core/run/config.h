@@ -42,11 +42,15 @@ struct TrainConfig {
   int micro_batches = 1;        // pipeline: chunks of the batch
   std::string schedule = "gpipe";  // pipeline: gpipe | 1f1b
   int zero_stage = 0;           // 1: shard optimizer state; 2: gradients too (strategy zero)
-  std::string amp = "off";      // off | fp16 | bf16
+  std::string amp = "off";      // off | fp16 | bf16: mixed precision (see core/nn/loss_scaler.h)
+  double amp_initial_scale = 65536;  // fp16: the loss scaler's first scale (GradScaler's 2^16)
   std::string checkpoint_path;  // written every checkpoint_every steps (and at the end)
   int64_t checkpoint_every = 0;
   std::string resume_path;      // continue a run from this checkpoint
   bool check_equivalence = false;  // also train `single` on the same global batches and compare
+
+  // The dtype the layers compute in: f32 (--amp off), f16 or bf16.
+  DType amp_dtype() const;
 
   // Throws UsageError naming the option and the fix.
   void validate() const;

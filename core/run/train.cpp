@@ -235,6 +235,10 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
   for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) sum += r.losses[i];
   r.final_loss = tail ? sum / static_cast<double>(tail) : 0;
 
+  const AmpReport amp = strategy->amp_report();
+  r.loss_scale = amp.loss_scale;
+  r.skipped_steps = amp.skipped_steps;
+
   for (auto& d : devices) d->set_step(-1);
   HostWeights final_weights = strategy->weights();
   if (reference) r.max_rel_diff = max_relative_difference(final_weights, reference->weights());
@@ -307,6 +311,10 @@ nlohmann::json to_json(const TrainResult& r) {
   j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
   j["launch"] = r.config.launch;
   j["equivalence"] = r.max_rel_diff >= 0 ? json{{"max_rel_diff", r.max_rel_diff}} : json(nullptr);
+  j["amp"] = r.config.amp == "off" ? json(nullptr)
+                                   : json{{"dtype", r.config.amp},
+                                          {"loss_scale", r.loss_scale},
+                                          {"skipped_steps", r.skipped_steps}};
   j["bubble_fraction"] = r.metrics.bubble_fraction;
   j["overlap_pct"] = r.metrics.overlap_pct;
   j["bytes_moved"] = r.metrics.bytes_moved;
@@ -354,6 +362,14 @@ std::string format_summary(const TrainResult& r) {
   if (r.max_rel_diff >= 0) {
     std::snprintf(buf, sizeof buf, "  equivalence     max relative weight difference to single %.3g\n", r.max_rel_diff);
     s += buf;
+  }
+  if (r.config.amp == "fp16") {
+    std::snprintf(buf, sizeof buf,
+                  "  mixed precision fp16, f32 master weights; loss scale %g, %lld of %lld steps skipped (overflow)\n",
+                  r.loss_scale, static_cast<long long>(r.skipped_steps), static_cast<long long>(r.steps));
+    s += buf;
+  } else if (r.config.amp == "bf16") {
+    s += "  mixed precision bf16, f32 master weights; no loss scaling\n";
   }
   if (r.config.devices > 1) {
     std::snprintf(buf, sizeof buf, "  overlap         %.1f%% of communication hidden under compute; bubbles %.1f%%\n",
@@ -433,6 +449,10 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.samples_per_s = j.value("samples_per_s", 0.0);
   r.weights_checksum = j["weights_checksum"].is_string() ? j["weights_checksum"].get<std::string>() : "";
   if (j["equivalence"].is_object()) r.max_rel_diff = j["equivalence"].value("max_rel_diff", -1.0);
+  if (j.contains("amp") && j["amp"].is_object()) {
+    r.loss_scale = j["amp"].value("loss_scale", 1.0);
+    r.skipped_steps = j["amp"].value("skipped_steps", int64_t{0});
+  }
   r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
   r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
   if (j.contains("losses")) r.losses = j["losses"].get<std::vector<double>>();

@@ -37,6 +37,8 @@ struct TrainResult {
   RunMetrics metrics;
   std::vector<double> losses;         // per step
   double max_rel_diff = -1;           // --check-equivalence: vs single (< 0: not checked)
+  double loss_scale = 1;              // --amp: the fp16 loss scale at the end (1 without a scaler)
+  int64_t skipped_steps = 0;          // --amp fp16: optimizer steps skipped on overflow
 };
 
 // Called after each step (and once with done = total at the end of each evaluation).

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 
 #include "core/error.h"
@@ -14,12 +15,49 @@ namespace scalelab {
 namespace k = kernels;
 
 namespace {
+
 void require_f32(const Tensor& t, const char* op) {
   if (t.dtype() != DType::f32)
     throw Error("cpu", std::string(op) + " needs f32 tensors, got " + t.shape_string() +
                            " — cast to f32 first (mixed precision keeps f32 master weights)");
 }
+
 int dtype_code(DType d) { return d == DType::f16 ? 1 : d == DType::bf16 ? 2 : 0; }
+
+// The values of a float tensor (f32, f16 or bf16) as f32, for the host kernels. An f32 tensor is
+// used in place. A half one is converted into a scratch copy — exactly: every f16 and bf16 value
+// is an f32 value — and store() rounds the results back into it once, to nearest even. So a half
+// op reads half values, multiplies and adds in f32 and rounds once at the output: the numerics of
+// a tensor core (and of the CUDA kernels). The scratch is host memory outside the ledger, like the
+// workspace cuBLAS keeps for itself.
+class AsF32 {
+ public:
+  AsF32(const Tensor& t, const char* op, bool load = true) : t_(t) {
+    if (!t.defined()) return;
+    if (t.dtype() == DType::i32)
+      throw Error("cpu", std::string(op) + " takes f32, f16 or bf16 tensors, got " + t.shape_string() +
+                             " — integers are labels, not values to compute with");
+    if (t.dtype() == DType::f32) {
+      p_ = t.data<float>();
+      return;
+    }
+    scratch_.reset(new float[static_cast<size_t>(t.numel())]);  // uninitialised: filled or written next
+    if (load) k::cast(t.raw(), dtype_code(t.dtype()), scratch_.get(), 0, t.numel());
+    p_ = scratch_.get();
+  }
+  float* get() const { return p_; }
+  // Rounds the scratch copy's values into the half tensor (nothing to do for f32: it was in place).
+  void store() const {
+    if (t_.defined() && t_.dtype() != DType::f32)
+      k::cast(scratch_.get(), 0, t_.raw(), dtype_code(t_.dtype()), t_.numel());
+  }
+
+ private:
+  const Tensor& t_;
+  std::unique_ptr<float[]> scratch_;
+  float* p_ = nullptr;
+};
+
 }  // namespace
 
 void* CpuExecutor::allocate(int64_t bytes) {
@@ -39,59 +77,73 @@ void* CpuExecutor::allocate(int64_t bytes) {
 void CpuExecutor::deallocate(void* p) noexcept { std::free(p); }
 
 void CpuExecutor::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, const Tensor& c) {
-  require_f32(a, "gemm");
-  require_f32(b, "gemm");
-  require_f32(c, "gemm");
+  // f16 / bf16: half inputs, f32 products and sums (sgemm on their exact f32 values), C read
+  // (when beta ≠ 0) and written in its own dtype with one rounding.
+  AsF32 A(a, "gemm"), B(b, "gemm"), C(c, "gemm", /*load=*/beta != 0.0f);
   int64_t m = c.rows(), n = c.cols();
   int64_t k = ta ? a.rows() : a.cols();
-  k::gemm(ta, tb, m, n, k, alpha, a.data<float>(), b.data<float>(), beta, c.data<float>());
+  k::gemm(ta, tb, m, n, k, alpha, A.get(), B.get(), beta, C.get());
+  C.store();
 }
 
 void CpuExecutor::bias_act(const Tensor& y, const Tensor& bias, Activation act) {
-  require_f32(y, "bias_act");
-  k::bias_act(y.data<float>(), bias.data<float>(), y.rows(), y.cols(), act);
+  AsF32 Y(y, "bias_act"), Bias(bias, "bias_act");
+  k::bias_act(Y.get(), Bias.get(), y.rows(), y.cols(), act);
+  Y.store();
 }
 
 void CpuExecutor::bias_act_backward(const Tensor& dy, const Tensor& y, const Tensor& dbias, Activation act,
                                     bool accumulate) {
-  require_f32(dy, "bias_act_backward");
-  k::bias_act_backward(dy.data<float>(), y.data<float>(), dbias.data<float>(), dy.rows(), dy.cols(), act,
-                       accumulate);
+  AsF32 DY(dy, "bias_act_backward"), Y(y, "bias_act_backward"), DB(dbias, "bias_act_backward", accumulate);
+  k::bias_act_backward(DY.get(), Y.get(), DB.get(), dy.rows(), dy.cols(), act, accumulate);
+  DY.store();
+  DB.store();
 }
 
 double CpuExecutor::softmax_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
                                  float grad_scale) {
-  require_f32(logits, "softmax_xent");
-  return k::softmax_xent(logits.data<float>(), labels.data<int32_t>(),
-                         dlogits.defined() ? dlogits.data<float>() : nullptr, logits.rows(), logits.cols(),
-                         grad_scale);
+  if (labels.dtype() != DType::i32)
+    throw Error("cpu", "softmax_xent needs i32 labels, got " + labels.shape_string() + " — load labels as i32");
+  // Half logits: the softmax, the loss and the gradient in f32 (the loss summed in double), the
+  // gradient rounded once into dlogits' dtype.
+  AsF32 L(logits, "softmax_xent"), D(dlogits, "softmax_xent", /*load=*/false);
+  const double loss =
+      k::softmax_xent(L.get(), labels.data<int32_t>(), D.get(), logits.rows(), logits.cols(), grad_scale);
+  D.store();
+  return loss;
 }
 
 double CpuExecutor::mse(const Tensor& pred, const Tensor& target, const Tensor& dpred, float grad_scale) {
-  require_f32(pred, "mse");
-  return k::mse(pred.data<float>(), target.data<float>(), dpred.defined() ? dpred.data<float>() : nullptr,
-                pred.numel(), grad_scale);
+  AsF32 P(pred, "mse"), T(target, "mse"), D(dpred, "mse", /*load=*/false);
+  const double loss = k::mse(P.get(), T.get(), D.get(), pred.numel(), grad_scale);
+  D.store();
+  return loss;
 }
 
 void CpuExecutor::sgd(const Tensor& w, const Tensor& g, const Tensor& buf, const SgdOptions& o) {
   require_f32(w, "sgd");
+  require_f32(g, "sgd");
   k::sgd(w.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, w.numel(), o);
 }
 
 void CpuExecutor::adam(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v, const AdamOptions& o,
                        int64_t t) {
   require_f32(w, "adam");
+  require_f32(g, "adam");
   k::adam(w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), o, t);
 }
 
 void CpuExecutor::axpy(float alpha, const Tensor& x, const Tensor& y) {
-  require_f32(x, "axpy");
-  k::axpy(alpha, x.data<float>(), y.data<float>(), x.numel());
+  // x may be half while y is f32: a half gradient added into an f32 master gradient.
+  AsF32 X(x, "axpy"), Y(y, "axpy");
+  k::axpy(alpha, X.get(), Y.get(), x.numel());
+  Y.store();
 }
 
 void CpuExecutor::scale(float alpha, const Tensor& x) {
-  require_f32(x, "scale");
-  k::scale(alpha, x.data<float>(), x.numel());
+  AsF32 X(x, "scale");
+  k::scale(alpha, X.get(), x.numel());
+  X.store();
 }
 
 void CpuExecutor::fill(const Tensor& x, float value) {
@@ -113,8 +165,8 @@ void CpuExecutor::cast(const Tensor& src, const Tensor& dst) {
 }
 
 bool CpuExecutor::has_non_finite(const Tensor& x) {
-  require_f32(x, "has_non_finite");
-  return k::has_non_finite(x.data<float>(), x.numel());
+  AsF32 X(x, "has_non_finite");  // a half inf or nan is an f32 inf or nan
+  return k::has_non_finite(X.get(), x.numel());
 }
 
 void CpuExecutor::copy_from_host(const Tensor& dst, const void* src, int64_t bytes) {

@@ -23,8 +23,29 @@ void require_f32(const Tensor& t, const char* op) {
                             " — cast to f32 first (mixed precision keeps f32 master weights)");
 }
 
+// The ops mixed precision runs in half take f32, f16 or bf16; integers are labels.
+void require_float(const Tensor& t, const char* op) {
+  if (t.dtype() == DType::i32)
+    throw Error("cuda", std::string(op) + " takes f32, f16 or bf16 tensors, got " + t.shape_string() +
+                            " — integers are labels, not values to compute with");
+}
+
+void require_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw Error("cuda", std::string(op) + ": " + a.shape_string() + " and " + b.shape_string() +
+                            " differ in dtype — one dtype per op: cast one of them");
+}
+
 // The dtype codes of kernels::cast (i32 is copied as raw 4-byte words, as on the cpu).
 int dtype_code(DType d) { return d == DType::f16 ? 1 : d == DType::bf16 ? 2 : 0; }
+
+cudaDataType_t cuda_data_type(DType d) {
+  switch (d) {
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
 
 int to_int(int64_t v, const char* what) {
   if (v > INT_MAX)
@@ -63,6 +84,7 @@ CudaExecutor::CudaExecutor(int ordinal) : ordinal_(ordinal), name_("cuda:" + std
     SCALELAB_CUBLAS_CHECK(cublasCreate(&cublas_));
     SCALELAB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     // Full fp32 (no TF32 tensor cores), so gemm agrees with the cpu reference to fp32 rounding.
+    // Half inputs (cublasGemmEx, mixed precision) still run on the tensor cores in this mode.
     SCALELAB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     SCALELAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scalars_), sizeof(Scalars)));
     int count = 0;
@@ -147,54 +169,68 @@ double* CudaExecutor::workspace(int64_t doubles) {
 
 void CudaExecutor::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta,
                         const Tensor& c) {
-  require_f32(a, "gemm");
-  require_f32(b, "gemm");
-  require_f32(c, "gemm");
+  require_float(a, "gemm");
+  require_same_dtype(a, b, "gemm");
+  require_float(c, "gemm");
+  if (c.dtype() != a.dtype() && c.dtype() != DType::f32)
+    throw Error("cuda", "gemm: C is " + c.shape_string() + " for " + dtype_name(a.dtype()) +
+                            " inputs — write C in the inputs' dtype or in f32");
   const int64_t m = c.rows(), n = c.cols();
   const int64_t k = ta ? a.rows() : a.cols();
   if (m == 0 || n == 0) return;
   activate();
   if (k == 0) {  // as the cpu: C = beta · C, without asking cuBLAS about empty operands
-    cuda::scale_or_zero(beta, c.data<float>(), m * n, stream_);
+    cuda::scale_or_zero(beta, c.raw(), dtype_code(c.dtype()), m * n, stream_);
     return;
   }
   // cuBLAS is column-major; a row-major X is the column-major Xᵀ. So compute Cᵀ = op(B)ᵀ · op(A)ᵀ:
   // B and A swap places, keep their transpose flags, and the leading dimensions are the row lengths.
   const int lda = to_int(ta ? m : k, "lda"), ldb = to_int(tb ? k : n, "ldb");
-  SCALELAB_CUBLAS_CHECK(cublasSgemm(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &alpha, b.data<float>(), ldb,
-                                    a.data<float>(), lda, &beta, c.data<float>(), to_int(n, "ldc")));
+  const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (a.dtype() == DType::f32 && c.dtype() == DType::f32) {
+    SCALELAB_CUBLAS_CHECK(cublasSgemm(cublas_, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &alpha,
+                                      b.data<float>(), ldb, a.data<float>(), lda, &beta, c.data<float>(),
+                                      to_int(n, "ldc")));
+    return;
+  }
+  // Half inputs on the tensor cores: products and sums in f32 (CUBLAS_COMPUTE_32F), C rounded once
+  // into its dtype (f16, bf16, or f32). alpha and beta are floats, as the compute type says.
+  SCALELAB_CUBLAS_CHECK(cublasGemmEx(cublas_, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &alpha,
+                                     b.raw(), cuda_data_type(b.dtype()), ldb, a.raw(), cuda_data_type(a.dtype()), lda,
+                                     &beta, c.raw(), cuda_data_type(c.dtype()), to_int(n, "ldc"), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaExecutor::bias_act(const Tensor& y, const Tensor& bias, Activation act) {
-  require_f32(y, "bias_act");
-  require_f32(bias, "bias_act");
+  require_float(y, "bias_act");
+  require_same_dtype(y, bias, "bias_act");
   activate();
-  cuda::bias_act(y.data<float>(), bias.data<float>(), y.rows(), y.cols(), act, stream_);
+  cuda::bias_act(y.raw(), bias.raw(), dtype_code(y.dtype()), y.rows(), y.cols(), act, stream_);
 }
 
 void CudaExecutor::bias_act_backward(const Tensor& dy, const Tensor& y, const Tensor& dbias, Activation act,
                                      bool accumulate) {
-  require_f32(dy, "bias_act_backward");
-  require_f32(dbias, "bias_act_backward");
-  if (act == Activation::relu) require_f32(y, "bias_act_backward");
+  require_float(dy, "bias_act_backward");
+  require_same_dtype(dy, dbias, "bias_act_backward");
+  if (act == Activation::relu) require_same_dtype(dy, y, "bias_act_backward");
   activate();
-  cuda::bias_act_backward(dy.data<float>(), y.defined() ? y.data<float>() : nullptr, dbias.data<float>(), dy.rows(),
+  cuda::bias_act_backward(dy.raw(), y.defined() ? y.raw() : nullptr, dbias.raw(), dtype_code(dy.dtype()), dy.rows(),
                           dy.cols(), act, accumulate, stream_);
 }
 
 double CudaExecutor::softmax_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
                                   float grad_scale) {
-  require_f32(logits, "softmax_xent");
-  if (dlogits.defined()) require_f32(dlogits, "softmax_xent");
+  require_float(logits, "softmax_xent");
+  if (dlogits.defined()) require_same_dtype(logits, dlogits, "softmax_xent");
   if (labels.dtype() != DType::i32)
     throw Error("cuda", "softmax_xent needs i32 labels, got " + labels.shape_string() + " — load labels as i32");
   const int64_t rows = logits.rows(), cols = logits.cols();
   if (rows == 0) return 0.0;
   activate();
   const float grad_over_rows = grad_scale / static_cast<float>(rows);  // in float, as the cpu
-  cuda::softmax_xent(logits.data<float>(), labels.data<int32_t>(), dlogits.defined() ? dlogits.data<float>() : nullptr,
-                     rows, cols, grad_over_rows, workspace(rows), &scalars_->sum, &scalars_->first_bad_row, stream_);
+  cuda::softmax_xent(logits.raw(), labels.data<int32_t>(), dlogits.defined() ? dlogits.raw() : nullptr,
+                     dtype_code(logits.dtype()), rows, cols, grad_over_rows, workspace(rows), &scalars_->sum,
+                     &scalars_->first_bad_row, stream_);
   const Scalars s = fetch_scalars();
   if (s.first_bad_row != cuda::kNoBadRow) {
     const int64_t row = static_cast<int64_t>(s.first_bad_row);
@@ -239,16 +275,18 @@ void CudaExecutor::adam(const Tensor& w, const Tensor& g, const Tensor& m, const
 }
 
 void CudaExecutor::axpy(float alpha, const Tensor& x, const Tensor& y) {
-  require_f32(x, "axpy");
-  require_f32(y, "axpy");
+  require_float(x, "axpy");
+  require_float(y, "axpy");
+  // y in x's dtype, or f32: a half gradient added into an f32 master gradient.
+  if (y.dtype() != DType::f32) require_same_dtype(x, y, "axpy");
   activate();
-  cuda::axpy(alpha, x.data<float>(), y.data<float>(), x.numel(), stream_);
+  cuda::axpy(alpha, x.raw(), dtype_code(x.dtype()), y.raw(), dtype_code(y.dtype()), x.numel(), stream_);
 }
 
 void CudaExecutor::scale(float alpha, const Tensor& x) {
-  require_f32(x, "scale");
+  require_float(x, "scale");
   activate();
-  cuda::scale(alpha, x.data<float>(), x.numel(), stream_);
+  cuda::scale(alpha, x.raw(), dtype_code(x.dtype()), x.numel(), stream_);
 }
 
 void CudaExecutor::fill(const Tensor& x, float value) {
@@ -269,10 +307,10 @@ void CudaExecutor::cast(const Tensor& src, const Tensor& dst) {
 }
 
 bool CudaExecutor::has_non_finite(const Tensor& x) {
-  require_f32(x, "has_non_finite");
+  require_float(x, "has_non_finite");
   if (x.numel() == 0) return false;
   activate();
-  cuda::has_non_finite(x.data<float>(), x.numel(), &scalars_->flag, stream_);
+  cuda::has_non_finite(x.raw(), dtype_code(x.dtype()), x.numel(), &scalars_->flag, stream_);
   return fetch_scalars().flag != 0;
 }
 

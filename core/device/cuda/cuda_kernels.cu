@@ -1,11 +1,15 @@
 // The CUDA kernels behind CudaExecutor, one per host kernel in core/kernels/cpu_kernels.cpp, with
 // the same formulas in the same precision (double where the host accumulates in double), so the
-// two backends agree to rounding. Device code and thin launchers only: the executor does the rest.
+// two backends agree to rounding. The ops mixed precision runs in half are templated on the
+// storage dtype (f32, f16, bf16): half values are read as f32, computed with in f32 and rounded
+// once when stored, as the cpu executor does. Device code and thin launchers only: the executor
+// does the rest.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/device/cuda/cuda_check.h"
 #include "core/device/cuda/cuda_kernels.h"
@@ -102,6 +106,27 @@ __device__ void store_from_f32(void* p, int dtype, int64_t i, float v) {
   }
 }
 
+// Typed access to storage of dtype code D (0 = f32, 1 = f16, 2 = bf16), known at compile time:
+// read as f32, stored rounded to nearest even. The f32 instantiations are plain loads and stores.
+template <int D>
+__device__ __forceinline__ float ld(const void* p, int64_t i) {
+  return load_as_f32(p, D, i);
+}
+template <int D>
+__device__ __forceinline__ void st(void* p, int64_t i, float v) {
+  store_from_f32(p, D, i, v);
+}
+
+// Calls launch(std::integral_constant<int, D>) for the dtype code: one kernel instantiation per dtype.
+template <typename Launch>
+void with_dtype(int dtype, Launch&& launch) {
+  switch (dtype) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    default: launch(std::integral_constant<int, 0>{});
+  }
+}
+
 // ---- kernels ------------------------------------------------------------------------------
 
 // for (i over [0, n) in steps of the whole grid): correct for any n and any grid size.
@@ -109,47 +134,55 @@ __device__ void store_from_f32(void* p, int dtype, int64_t i, float v) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void bias_act_kernel(float* y, const float* bias, int64_t n, int64_t cols, bool relu) {
+template <int D>
+__global__ void bias_act_kernel(void* y, const void* bias, int64_t n, int64_t cols, bool relu) {
   GRID_STRIDE(i, n) {
-    const float v = y[i] + bias[i % cols];
-    y[i] = relu ? (v < 0.0f ? 0.0f : v) : v;  // std::max(v, 0.0f), which keeps a nan
+    const float v = ld<D>(y, i) + ld<D>(bias, i % cols);
+    st<D>(y, i, relu ? (v < 0.0f ? 0.0f : v) : v);  // std::max(v, 0.0f), which keeps a nan
   }
 }
 
 // A block owns 32 adjacent columns (coalesced reads) and kRowLanes threads walk down the rows;
-// the kRowLanes partial sums per column then meet in shared memory.
+// the kRowLanes partial sums per column (f32, whatever the dtype) then meet in shared memory.
 constexpr int kRowLanes = 8;
-__global__ void bias_act_backward_kernel(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols,
-                                         bool relu, bool accumulate) {
+template <int D>
+__global__ void bias_act_backward_kernel(void* dy, const void* y, void* dbias, int64_t rows, int64_t cols, bool relu,
+                                         bool accumulate) {
   __shared__ float partial[kRowLanes][33];  // 33: no bank conflicts on the column-wise reads
   for (int64_t first = blockIdx.x * 32ll; first < cols; first += gridDim.x * 32ll) {
     const int64_t j = first + threadIdx.x;
     float acc = 0.0f;
     if (j < cols) {
       for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
-        float& d = dy[r * cols + j];
-        if (relu && !(y[r * cols + j] > 0.0f)) d = 0.0f;
+        const int64_t at = r * cols + j;
+        float d = ld<D>(dy, at);
+        if (relu && !(ld<D>(y, at) > 0.0f)) {
+          d = 0.0f;
+          st<D>(dy, at, 0.0f);
+        }
         acc += d;
       }
     }
     partial[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && j < cols) {
-      float sum = accumulate ? dbias[j] : 0.0f;
+      float sum = accumulate ? ld<D>(dbias, j) : 0.0f;
       for (int k = 0; k < kRowLanes; ++k) sum += partial[k][threadIdx.x];
-      dbias[j] = sum;
+      st<D>(dbias, j, sum);
     }
     __syncthreads();
   }
 }
 
 // One block per row. The label check is the same for the whole block, so the reductions below
-// are reached by every thread or by none.
-__global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, float* dlogits, int64_t rows,
+// are reached by every thread or by none. Half logits are read as f32; the gradient is rounded
+// once into dlogits' (the logits') dtype.
+template <int D>
+__global__ void softmax_xent_kernel(const void* logits, const int32_t* labels, void* dlogits, int64_t rows,
                                     int64_t cols, float grad_over_rows, double* row_loss,
                                     unsigned long long* first_bad_row) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* x = logits + r * cols;
+    const int64_t row = r * cols;
     const int32_t label = labels[r];
     if (label < 0 || label >= cols) {
       if (threadIdx.x == 0) {
@@ -159,18 +192,18 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
       continue;
     }
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, x[j]);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, ld<D>(logits, row + j));
     mx = block_all_reduce(mx, MaxOp{});
     double sum = 0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += exp(static_cast<double>(x[j] - mx));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      sum += exp(static_cast<double>(ld<D>(logits, row + j) - mx));
     sum = block_all_reduce(sum, SumOp{});
     const double log_sum = log(sum);
-    if (threadIdx.x == 0) row_loss[r] = log_sum - static_cast<double>(x[label] - mx);
+    if (threadIdx.x == 0) row_loss[r] = log_sum - static_cast<double>(ld<D>(logits, row + label) - mx);
     if (dlogits) {
-      float* d = dlogits + r * cols;
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        const float p = static_cast<float>(exp(static_cast<double>(x[j] - mx) - log_sum));
-        d[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_over_rows;
+        const float p = static_cast<float>(exp(static_cast<double>(ld<D>(logits, row + j) - mx) - log_sum));
+        st<D>(dlogits, row + j, (p - (j == label ? 1.0f : 0.0f)) * grad_over_rows);
       }
     }
   }
@@ -211,16 +244,19 @@ __global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_
   }
 }
 
-__global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] += alpha * x[i];
+template <int DX, int DY>
+__global__ void axpy_kernel(float alpha, const void* x, void* y, int64_t n) {
+  GRID_STRIDE(i, n) st<DY>(y, i, ld<DY>(y, i) + alpha * ld<DX>(x, i));
 }
 
-__global__ void scale_kernel(float alpha, float* x, int64_t n) {
-  GRID_STRIDE(i, n) x[i] *= alpha;
+template <int D>
+__global__ void scale_kernel(float alpha, void* x, int64_t n) {
+  GRID_STRIDE(i, n) st<D>(x, i, ld<D>(x, i) * alpha);
 }
 
-__global__ void scale_or_zero_kernel(float beta, float* x, int64_t n) {
-  GRID_STRIDE(i, n) x[i] = beta == 0.0f ? 0.0f : beta * x[i];
+template <int D>
+__global__ void scale_or_zero_kernel(float beta, void* x, int64_t n) {
+  GRID_STRIDE(i, n) st<D>(x, i, beta == 0.0f ? 0.0f : beta * ld<D>(x, i));
 }
 
 template <typename T>
@@ -238,9 +274,10 @@ __global__ void cast_kernel(const void* src, int src_dtype, void* dst, int dst_d
   GRID_STRIDE(i, n) store_from_f32(dst, dst_dtype, i, load_as_f32(src, src_dtype, i));
 }
 
-__global__ void has_non_finite_kernel(const float* x, int64_t n, int* flag) {
+template <int D>
+__global__ void has_non_finite_kernel(const void* x, int64_t n, int* flag) {
   GRID_STRIDE(i, n) {
-    if (!isfinite(x[i])) *flag = 1;  // racing writers all write 1
+    if (!isfinite(ld<D>(x, i))) *flag = 1;  // racing writers all write 1; a half inf is an f32 inf
   }
 }
 
@@ -250,30 +287,38 @@ __global__ void has_non_finite_kernel(const float* x, int64_t n, int* flag) {
 
 // ---- launchers ----------------------------------------------------------------------------
 
-void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, kernels::Activation act, cudaStream_t stream) {
+void bias_act(void* y, const void* bias, int dtype, int64_t rows, int64_t cols, kernels::Activation act,
+              cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
-  bias_act_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, bias, n, cols, act == kernels::Activation::relu);
+  with_dtype(dtype, [&](auto d) {
+    bias_act_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(y, bias, n, cols,
+                                                                               act == kernels::Activation::relu);
+  });
   CHECK_LAUNCH("bias_act_kernel");
 }
 
-void bias_act_backward(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols, kernels::Activation act,
-                       bool accumulate, cudaStream_t stream) {
+void bias_act_backward(void* dy, const void* y, void* dbias, int dtype, int64_t rows, int64_t cols,
+                       kernels::Activation act, bool accumulate, cudaStream_t stream) {
   if (cols == 0) return;  // rows == 0 still runs: dbias is zeroed unless accumulating
   const int blocks = static_cast<int>(std::min<int64_t>((cols + 31) / 32, kMaxBlocks));
-  bias_act_backward_kernel<<<blocks, dim3(32, kRowLanes), 0, stream>>>(
-      dy, y, dbias, rows, cols, act == kernels::Activation::relu, accumulate);
+  with_dtype(dtype, [&](auto d) {
+    bias_act_backward_kernel<decltype(d)::value><<<blocks, dim3(32, kRowLanes), 0, stream>>>(
+        dy, y, dbias, rows, cols, act == kernels::Activation::relu, accumulate);
+  });
   CHECK_LAUNCH("bias_act_backward_kernel");
 }
 
-void softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t cols,
+void softmax_xent(const void* logits, const int32_t* labels, void* dlogits, int dtype, int64_t rows, int64_t cols,
                   float grad_over_rows, double* row_loss, double* loss_sum, unsigned long long* first_bad_row,
                   cudaStream_t stream) {
   SCALELAB_CUDA_CHECK(cudaMemsetAsync(first_bad_row, 0xff, sizeof(*first_bad_row), stream));  // = kNoBadRow
   if (rows > 0) {
     const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
-    softmax_xent_kernel<<<blocks, kThreads, 0, stream>>>(logits, labels, dlogits, rows, cols, grad_over_rows,
-                                                         row_loss, first_bad_row);
+    with_dtype(dtype, [&](auto d) {
+      softmax_xent_kernel<decltype(d)::value><<<blocks, kThreads, 0, stream>>>(
+          logits, labels, dlogits, rows, cols, grad_over_rows, row_loss, first_bad_row);
+    });
     CHECK_LAUNCH("softmax_xent_kernel");
   }
   sum_kernel<<<1, kThreads, 0, stream>>>(row_loss, rows, loss_sum);
@@ -309,21 +354,29 @@ void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels
   CHECK_LAUNCH("adam_kernel");
 }
 
-void axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream) {
+void axpy(float alpha, const void* x, int x_dtype, void* y, int y_dtype, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  axpy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, y, n);
+  with_dtype(x_dtype, [&](auto dx) {
+    with_dtype(y_dtype, [&](auto dy) {
+      axpy_kernel<decltype(dx)::value, decltype(dy)::value><<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, y, n);
+    });
+  });
   CHECK_LAUNCH("axpy_kernel");
 }
 
-void scale(float alpha, float* x, int64_t n, cudaStream_t stream) {
+void scale(float alpha, void* x, int dtype, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, n);
+  with_dtype(dtype, [&](auto d) {
+    scale_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, n);
+  });
   CHECK_LAUNCH("scale_kernel");
 }
 
-void scale_or_zero(float beta, float* c, int64_t n, cudaStream_t stream) {
+void scale_or_zero(float beta, void* c, int dtype, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  scale_or_zero_kernel<<<blocks_for(n), kThreads, 0, stream>>>(beta, c, n);
+  with_dtype(dtype, [&](auto d) {
+    scale_or_zero_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(beta, c, n);
+  });
   CHECK_LAUNCH("scale_or_zero_kernel");
 }
 
@@ -362,10 +415,12 @@ void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n, c
   CHECK_LAUNCH("cast_kernel");
 }
 
-void has_non_finite(const float* x, int64_t n, int* flag, cudaStream_t stream) {
+void has_non_finite(const void* x, int dtype, int64_t n, int* flag, cudaStream_t stream) {
   SCALELAB_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream));
   if (n == 0) return;
-  has_non_finite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, flag);
+  with_dtype(dtype, [&](auto d) {
+    has_non_finite_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(x, n, flag);
+  });
   CHECK_LAUNCH("has_non_finite_kernel");
 }
 

@@ -16,16 +16,23 @@ constexpr int kReduceBlocks = 1024;
 // What first_bad_row holds when every label was inside [0, cols).
 constexpr unsigned long long kNoBadRow = ~0ull;
 
-// y[r, j] = act(y[r, j] + bias[j]) in place.
-void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, kernels::Activation act, cudaStream_t stream);
-// dy *= act'(y) in place; dbias (+)= Σ_r dy[r, :] (a column reduction).
-void bias_act_backward(float* dy, const float* y, float* dbias, int64_t rows, int64_t cols, kernels::Activation act,
-                       bool accumulate, cudaStream_t stream);
+// Element types. The ops that mixed precision runs in half take a storage dtype code, as
+// kernels::cast: 0 = f32, 1 = f16, 2 = bf16. Half values are read as f32, computed with in f32,
+// and rounded once (to nearest even) where they are stored: a tensor core's numerics, and those
+// of the cpu executor. The optimizers stay f32: master weights and their state are f32.
+
+// y[r, j] = act(y[r, j] + bias[j]) in place; y and bias of one dtype.
+void bias_act(void* y, const void* bias, int dtype, int64_t rows, int64_t cols, kernels::Activation act,
+              cudaStream_t stream);
+// dy *= act'(y) in place; dbias (+)= Σ_r dy[r, :] (a column reduction, summed in f32); one dtype.
+void bias_act_backward(void* dy, const void* y, void* dbias, int dtype, int64_t rows, int64_t cols,
+                       kernels::Activation act, bool accumulate, cudaStream_t stream);
 
 // Per-row softmax cross-entropy into row_loss[rows] (double), their sum into *loss_sum.
-// dlogits (may be null) = (softmax − onehot) · grad_over_rows, where grad_over_rows = grad_scale / rows.
-// *first_bad_row gets the lowest row whose label is outside [0, cols), or kNoBadRow.
-void softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows, int64_t cols,
+// dlogits (may be null; logits' dtype) = (softmax − onehot) · grad_over_rows, where
+// grad_over_rows = grad_scale / rows. *first_bad_row gets the lowest row whose label is outside
+// [0, cols), or kNoBadRow.
+void softmax_xent(const void* logits, const int32_t* labels, void* dlogits, int dtype, int64_t rows, int64_t cols,
                   float grad_over_rows, double* row_loss, double* loss_sum, unsigned long long* first_bad_row,
                   cudaStream_t stream);
 // *sum = Σ (p − t)² in double; dpred (may be null) = dpred_scale · (p − t), dpred_scale = 2 · grad_scale / n.
@@ -39,10 +46,11 @@ void sgd(float* w, const float* g, float* momentum_buf, int64_t n, const kernels
 void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamOptions& o, int64_t t,
           cudaStream_t stream);
 
-void axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);  // y += alpha · x
-void scale(float alpha, float* x, int64_t n, cudaStream_t stream);                 // x *= alpha
+// y += alpha · x. y in x's dtype, or f32 (a half gradient added into an f32 master gradient).
+void axpy(float alpha, const void* x, int x_dtype, void* y, int y_dtype, int64_t n, cudaStream_t stream);
+void scale(float alpha, void* x, int dtype, int64_t n, cudaStream_t stream);  // x *= alpha
 // Sets C = beta · C (0 when beta is 0, as BLAS reads no C then): gemm with an empty inner dimension.
-void scale_or_zero(float beta, float* c, int64_t n, cudaStream_t stream);
+void scale_or_zero(float beta, void* c, int dtype, int64_t n, cudaStream_t stream);
 
 void fill_f32(float* x, float value, int64_t n, cudaStream_t stream);
 void fill_i32(int32_t* x, int32_t value, int64_t n, cudaStream_t stream);
@@ -54,6 +62,6 @@ void fill_bf16(void* x, float value, int64_t n, cudaStream_t stream);  // value 
 void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n, cudaStream_t stream);
 
 // *flag = 1 when any element is inf or nan, else 0.
-void has_non_finite(const float* x, int64_t n, int* flag, cudaStream_t stream);
+void has_non_finite(const void* x, int dtype, int64_t n, int* flag, cudaStream_t stream);
 
 }  // namespace scalelab::cuda
