@@ -168,6 +168,22 @@ expect "bench comm unknown backend exits 2" 2 "threads, shm, mpi or nccl" -- ben
 expect "bench comm sim without --hw exits 2" 2 "--hw" -- bench comm --device sim
 expect "bench comm --comm mpi outside mpirun exits 2" 2 "mpirun -np" -- bench comm --comm mpi
 
+# Mixed precision: the summary says so, the JSON carries the scaler, options are checked.
+A="$WORK/amp.json"
+expect "train --amp fp16 prints the mixed-precision line" 0 "mixed precision" -- \
+  train --dataset synthetic --model mlp:784-32-10 --steps 3 --amp fp16 --quiet --json "$A"
+if json_check "$A" 'j["amp"]["dtype"] == "fp16" and j["amp"]["loss_scale"] > 0 and j["amp"]["skipped_steps"] >= 0'; then
+  pass "train --amp fp16 --json has amp{dtype, loss_scale, skipped_steps}"
+else
+  fail "train --amp fp16 --json: $(head -c 400 "$A" 2>/dev/null)"
+fi
+expect "--amp-initial-scale without --amp fp16 exits 2" 2 "--amp fp16" -- \
+  train --dataset synthetic --steps 1 --amp-initial-scale 1024
+expect "--amp fp8 exits 2" 2 "fp16" -- train --dataset synthetic --steps 1 --amp fp8
+expect "--zero-stage without zero exits 2" 2 "--strategy zero" -- train --dataset synthetic --steps 1 --strategy ddp --devices 2 --zero-stage 1
+expect "--micro-batches without pipeline exits 2" 2 "--strategy pipeline" -- train --dataset synthetic --steps 1 --micro-batches 4
+expect "--check-equivalence with Hogwild exits 2" 2 "" -- train --dataset synthetic --steps 1 --strategy multiprocessing --devices 2 --check-equivalence
+
 echo
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"
