@@ -26,6 +26,14 @@ demo: build
 	@mkdir -p $(OUT)
 	$(BUILD)/scalelab tour --hw a100-nvlink-8 --devices 4 --steps 300 --out $(OUT)
 
+# The dashboard, replaying a DDP run (written first if out/ has none). Needs a display.
+DASH_TRACE ?= $(OUT)/ddp.trace.json
+dash: build
+	@mkdir -p $(OUT)
+	@[ -f $(DASH_TRACE) ] || $(BUILD)/scalelab train --strategy ddp --devices 4 --device sim --hw a100-nvlink-8 \
+	  --model mlp:784-512-256-128-10 --steps 300 --quiet --trace $(DASH_TRACE)
+	$(BUILD)/apps/scalelab-dash/scalelab-dash --replay $(DASH_TRACE)
+
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900
 

@@ -1,0 +1,207 @@
+// scalelab-dash: the dashboard. For now it replays a trace written by `scalelab train --trace FILE`
+// (the live launch panel comes later and will fill the same model from the event bus).
+//
+//   scalelab-dash --replay out/ddp.trace.json                   interactive
+//   scalelab-dash --replay out/ddp.trace.json --screenshot ddp.png --size 1600x1000
+//   scalelab-dash --replay big.trace.json --bench-frames 300     median frame CPU time
+//   scalelab-dash --replay out/ddp.trace.json --describe         counts, no window
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "viz/dashboard.h"
+#include "viz/png_writer.h"
+#include "viz/window_glfw.h"
+
+using namespace scalelab;
+using namespace scalelab::viz;
+
+namespace {
+
+struct Options {
+  std::string replay;
+  std::string screenshot;
+  std::string size = "1600x1000";
+  int bench_frames = 0;
+  bool list_panels = false;
+  bool describe = false;
+  long long step = -1;       // a step number; -1: the middle step
+  double at = 1.0;           // where in the step the cursor sits
+  std::string view = "step"; // what the timeline starts showing: the cursor's step, or the whole run
+  float font_px = 15.0f;
+  std::string mouse;         // X,Y: where the pointer is in a screenshot (to show a tooltip)
+};
+
+void parse_size(const std::string& s, int& w, int& h) {
+  const size_t x = s.find('x');
+  try {
+    if (x == std::string::npos) throw std::invalid_argument(s);
+    size_t used_w = 0, used_h = 0;
+    w = std::stoi(s.substr(0, x), &used_w);
+    h = std::stoi(s.substr(x + 1), &used_h);
+    if (used_w != x || used_h != s.size() - x - 1) throw std::invalid_argument(s);
+  } catch (const std::exception&) {
+    throw UsageError("dash", "--size " + s + ": expected WIDTHxHEIGHT, e.g. --size 1600x1000");
+  }
+  if (w < 320 || h < 240 || w > 8192 || h > 8192)
+    throw UsageError("dash", "--size " + s + ": width and height must be within 320x240 … 8192x8192");
+}
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+}
+
+int run(const Options& o) {
+  if (o.replay.empty())
+    throw UsageError("dash", "nothing to show — pass --replay FILE (a trace from scalelab train --trace FILE); "
+                             "the live launch panel is not built yet");
+  int width = 0, height = 0;
+  parse_size(o.size, width, height);
+
+  auto source = std::make_unique<ReplaySource>(o.replay);  // reads the file now: errors before a window
+  Dashboard dash(std::move(source));
+  const DashboardModel& model = dash.model();
+  if (o.step >= 0) {
+    const auto& steps = model.steps();
+    auto it = std::find_if(steps.begin(), steps.end(), [&](const StepSpan& s) { return s.step == o.step; });
+    if (it == steps.end())
+      throw UsageError("dash", "--step " + std::to_string(o.step) + ": the trace has steps " +
+                                   (steps.empty() ? std::string("none") : std::to_string(steps.front().step) + " … " + std::to_string(steps.back().step)));
+    dash.select_step(static_cast<int>(it - steps.begin()), o.at);
+  } else {
+    dash.select_step(static_cast<int>(model.steps().size()) / 2, o.at);
+  }
+
+  if (o.view == "run") dash.fit_run();
+  else if (o.view != "step") throw UsageError("dash", "--view " + o.view + ": expected step or run");
+
+  if (o.describe) std::cout << describe(model) << std::flush;
+  const bool batch = !o.screenshot.empty() || o.bench_frames > 0 || o.list_panels;
+  if (o.describe && !batch) return 0;
+
+  WindowOptions wo;
+  wo.width = width;
+  wo.height = height;
+  wo.title = "scalelab-dash — " + o.replay;
+  wo.vsync = o.bench_frames <= 0;
+  wo.font_px = o.font_px;
+  GlfwWindow window(wo);
+
+  if (!batch) {
+    auto last = std::chrono::steady_clock::now();
+    while (!window.should_close()) {
+      const auto now = std::chrono::steady_clock::now();
+      const double dt = std::chrono::duration<double>(now - last).count();
+      last = now;
+      // Replaying, the cursor moves every frame; paused, a frame is needed only after input
+      // (the timeout keeps hover highlights and the like responsive).
+      if (!dash.view().playing) window.wait_events(0.1);
+      window.begin_frame();
+      dash.frame(static_cast<float>(window.width()), static_cast<float>(window.height()), dt);
+      window.render();
+      window.present();
+    }
+    return 0;
+  }
+
+  // Batch: a few frames so windows settle (ImGui sizes some things from the previous frame),
+  // then the screenshot and the window list from the last one.
+  if (!o.screenshot.empty() || o.list_panels) {
+    float mx = -1, my = -1;
+    if (!o.mouse.empty() && std::sscanf(o.mouse.c_str(), "%f,%f", &mx, &my) != 2)
+      throw UsageError("dash", "--mouse " + o.mouse + ": expected X,Y in pixels, e.g. --mouse 600,180");
+    const int frames = 4;
+    for (int f = 0; f < frames; ++f) {
+      const bool last = f == frames - 1;
+      window.begin_frame(mx, my);
+      dash.frame(static_cast<float>(width), static_cast<float>(height), 0.0);
+      window.render(/*capture=*/last && !o.screenshot.empty());
+      window.present();
+    }
+    if (!o.screenshot.empty()) {
+      const Image img = window.capture();
+      write_png(o.screenshot, img.width, img.height, img.rgb);
+      std::cout << "screenshot: " << o.screenshot << " (" << img.width << "x" << img.height << ")\n";
+    }
+    if (o.list_panels)
+      for (const std::string& title : dash.shown_windows()) std::cout << "panel: " << title << "\n";
+  }
+
+  if (o.bench_frames > 0) {
+    // The worst case for the timeline: the whole run in view, so every event is a candidate, and
+    // the cursor sweeping the run, so the panels that depend on it recompute each frame.
+    dash.fit_run();
+    std::vector<double> cpu_ms, wall_ms, with_swap_ms;
+    for (int f = 0; f < o.bench_frames; ++f) {
+      ViewState& v = dash.view();
+      v.cursor_ns = model.t_begin_ns() + (model.t_end_ns() - model.t_begin_ns()) * f / std::max(o.bench_frames - 1, 1);
+      const double c0 = thread_cpu_ms();
+      const auto w0 = std::chrono::steady_clock::now();
+      window.begin_frame(-1, -1);
+      dash.frame(static_cast<float>(width), static_cast<float>(height), 0.0);
+      window.render();
+      const double c1 = thread_cpu_ms();
+      const auto w1 = std::chrono::steady_clock::now();
+      window.present();
+      const auto w2 = std::chrono::steady_clock::now();
+      cpu_ms.push_back(c1 - c0);
+      wall_ms.push_back(std::chrono::duration<double, std::milli>(w1 - w0).count());
+      with_swap_ms.push_back(std::chrono::duration<double, std::milli>(w2 - w0).count());
+    }
+    std::printf("bench-frames: %d frames of %zu events at %dx%d (whole run in view, cursor sweeping)\n", o.bench_frames,
+                model.events().size(), width, height);
+    std::printf("  median frame CPU time %.2f ms (p90 %.2f ms)  — building the frame and submitting it to OpenGL\n",
+                percentile(cpu_ms, 0.5), percentile(cpu_ms, 0.9));
+    std::printf("  median wall time %.2f ms; with the swap (software rasterizer under Xvfb) %.2f ms\n",
+                percentile(wall_ms, 0.5), percentile(with_swap_ms, 0.5));
+    std::printf("median_frame_cpu_ms: %.3f\n", percentile(cpu_ms, 0.5));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"scalelab-dash: watch a training run — timeline, memory, pipeline bubbles, gradient buckets, links"};
+  Options o;
+  app.add_option("--replay", o.replay, "a trace written by `scalelab train --trace FILE`");
+  app.add_option("--screenshot", o.screenshot, "render (headless: under xvfb-run -a), write the window as a PNG, exit");
+  app.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
+  app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)");
+  app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
+  app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
+  app.add_option("--step", o.step, "start at this training step (default: the middle one)");
+  app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
+  app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
+  app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
+  app.add_option("--font-size", o.font_px, "font size in pixels")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run(o);
+  } catch (const UsageError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,501 @@
+// The dashboard without a window: its model (rows, steps, memory at a time, idle gaps), the
+// timeline's culling, the analyses behind the Pipeline, Buckets and Topology panels on hand-built
+// traces with closed-form answers, the PNG writer (decoded here independently), and the
+// executable's --describe and error messages (which open no window).
+#include <gtest/gtest.h>
+
+#ifndef SCALELAB_HAVE_DASH
+
+TEST(Dash, NotBuilt) {
+  GTEST_SKIP() << "scalelab-dash is not built (configure found no ImGui + GLFW + OpenGL: apt-get install "
+                  "libimgui-dev libglfw3-dev libgl-dev) — nothing to test";
+}
+
+#else
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/trace/chrome_trace.h"
+#include "core/trace/metrics.h"
+#include "viz/buckets_panel.h"
+#include "viz/dashboard.h"
+#include "viz/dashboard_model.h"
+#include "viz/data_source.h"
+#include "viz/pipeline_panel.h"
+#include "viz/png_writer.h"
+#include "viz/timeline_panel.h"
+#include "viz/topology_panel.h"
+
+using namespace scalelab;
+using namespace scalelab::viz;
+namespace fs = std::filesystem;
+
+namespace {
+
+Event ev(int device, Lane lane, const char* kind, Phase phase, int64_t b, int64_t e) {
+  Event x;
+  x.device = device;
+  x.lane = lane;
+  x.kind = kind;
+  x.name = kind;
+  x.phase = phase;
+  x.t_begin_ns = b;
+  x.t_end_ns = e;
+  return x;
+}
+
+// GPipe with p = 4 stages, m = 4 micro-batches, every block one slot of 1 µs, two steps back to
+// back. Stage s runs F0..F3 in slots s..s+3 and B0..B3 in slots 10−s..13−s of a 14-slot step, so
+// each stage idles 6 of 14 slots: the bubble share is exactly (p−1)/(m+p−1) = 3/7, and the idle
+// gaps are 1 + 3 + 3 + 2 = 9 per step (stage 0 has only the middle one; stage 3's forwards run
+// straight into its backwards).
+constexpr int kP = 4, kM = 4, kSteps = 2;
+constexpr int64_t kSlot = 1000, kStepSlots = 14;
+
+TraceContents gpipe_trace() {
+  TraceContents t;
+  for (int d = 0; d < kP; ++d) t.info.device_names.push_back("sim:" + std::to_string(d) + " (a100-nvlink-8)");
+  t.info.title = "hand-built GPipe";
+  t.info.simulated = true;
+  for (int step = 0; step < kSteps; ++step) {
+    const int64_t base = step * kStepSlots * kSlot;
+    for (int s = 0; s < kP; ++s)
+      for (int j = 0; j < kM; ++j) {
+        Event f = ev(s, Lane::compute, "gemm", Phase::fwd, base + (s + j) * kSlot, base + (s + j + 1) * kSlot);
+        Event b = ev(s, Lane::compute, "gemm", Phase::bwd, base + (10 - s + j) * kSlot, base + (11 - s + j) * kSlot);
+        for (Event* e : {&f, &b}) {
+          e->step = step;
+          e->micro_batch = j;
+          e->layer = s;
+          t.events.push_back(*e);
+        }
+      }
+    t.metrics.push_back(Metric{step, "loss", 2.0 - 0.1 * step});
+  }
+  return t;
+}
+
+// DDP on 2 devices, one step: backward of layers 2, 1, 0 in [0,1), [1,2), [2,3) µs; bucket b is
+// filled at the end of layer (2−b)'s backward and all-reduced for 1.5 µs from (b+1) µs. So bucket 0's
+// all-reduce [1, 2.5) is wholly under backward, bucket 1's [2, 3.5) two thirds, bucket 2's [3, 4.5) not at all.
+TraceContents ddp_trace() {
+  TraceContents t;
+  t.info.device_names = {"sim:0 (a100-nvlink-8)", "sim:1 (a100-nvlink-8)"};
+  t.info.simulated = true;
+  for (int d = 0; d < 2; ++d) {
+    for (int l = 2; l >= 0; --l) {
+      Event e = ev(d, Lane::compute, "gemm", Phase::bwd, (2 - l) * 1000, (3 - l) * 1000);
+      e.step = 0;
+      e.layer = l;
+      t.events.push_back(e);
+    }
+    for (int b = 0; b < 3; ++b) {
+      Event fill = ev(d, Lane::copy, "copy", Phase::comm, (b + 1) * 1000 - 100, (b + 1) * 1000);
+      fill.bucket = b;
+      fill.bytes = 4096;
+      fill.step = 0;
+      Event ar = ev(d, Lane::comm, "all_reduce", Phase::comm, (b + 1) * 1000, (b + 1) * 1000 + 1500);
+      ar.bucket = b;
+      ar.bytes = 1000;
+      ar.peer = 1 - d;
+      ar.step = 0;
+      t.events.push_back(fill);
+      t.events.push_back(ar);
+    }
+    Event h2d = ev(d, Lane::copy, "copy_h2d", Phase::data, 0, 500);
+    h2d.bytes = 777;
+    h2d.step = 0;
+    t.events.push_back(h2d);
+  }
+  // A send and its recv: the link carries the bytes once.
+  Event send = ev(0, Lane::comm, "send", Phase::comm, 5000, 5100);
+  send.peer = 1;
+  send.bytes = 64;
+  Event recv = send;
+  recv.device = 1;
+  recv.peer = 0;
+  recv.kind = "recv";
+  t.events.push_back(send);
+  t.events.push_back(recv);
+  return t;
+}
+
+DashboardModel model_of(const TraceContents& t) {
+  DashboardModel m;
+  m.set_info(t.info, "test");
+  m.append(t.events, t.memory, t.metrics);
+  m.rebuild();
+  return m;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "scalelab-test-dash-XXXXXX").string();
+    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
+    path = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Runs a command, returns its exit status and puts stdout + stderr in `out`.
+int run(const std::string& cmd, std::string& out) {
+  out.clear();
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::map<std::string, std::string> key_values(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t c = line.find(": ");
+    if (c != std::string::npos) kv[line.substr(0, c)] = line.substr(c + 2);
+  }
+  return kv;
+}
+
+// An independent PNG reader (8-bit RGB, filters 0–4): the writer must produce what any reader reads.
+bool decode_png(const std::string& png, int& w, int& h, std::vector<uint8_t>& rgb) {
+  if (png.size() < 8 || png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) != 0) return false;
+  auto u32 = [&](size_t at) {
+    return (uint32_t(uint8_t(png[at])) << 24) | (uint32_t(uint8_t(png[at + 1])) << 16) | (uint32_t(uint8_t(png[at + 2])) << 8) |
+           uint32_t(uint8_t(png[at + 3]));
+  };
+  std::string idat;
+  size_t at = 8;
+  bool ended = false;
+  while (at + 12 <= png.size()) {
+    const uint32_t len = u32(at);
+    const std::string type = png.substr(at + 4, 4);
+    if (at + 12 + len > png.size()) return false;
+    const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(png.data() + at + 4), 4 + len);
+    if (crc != u32(at + 8 + len)) return false;
+    const std::string data = png.substr(at + 8, len);
+    if (type == "IHDR") {
+      w = static_cast<int>(u32(at + 8));
+      h = static_cast<int>(u32(at + 12));
+      if (data[8] != 8 || data[9] != 2) return false;
+    } else if (type == "IDAT") {
+      idat += data;
+    } else if (type == "IEND") {
+      ended = true;
+    }
+    at += 12 + len;
+  }
+  if (!ended) return false;
+  const size_t stride = static_cast<size_t>(w) * 3;
+  std::vector<uint8_t> raw((stride + 1) * static_cast<size_t>(h));
+  uLongf size = raw.size();
+  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK || size != raw.size())
+    return false;
+  rgb.assign(stride * static_cast<size_t>(h), 0);
+  for (int y = 0; y < h; ++y) {
+    const uint8_t f = raw[static_cast<size_t>(y) * (stride + 1)];
+    const uint8_t* in = &raw[static_cast<size_t>(y) * (stride + 1) + 1];
+    uint8_t* row = &rgb[static_cast<size_t>(y) * stride];
+    const uint8_t* up = y > 0 ? row - stride : nullptr;
+    for (size_t i = 0; i < stride; ++i) {
+      const int a = i >= 3 ? row[i - 3] : 0, b = up ? up[i] : 0, c = (up && i >= 3) ? up[i - 3] : 0;
+      int pred = 0;
+      switch (f) {
+        case 0: pred = 0; break;
+        case 1: pred = a; break;
+        case 2: pred = b; break;
+        case 3: pred = (a + b) / 2; break;
+        case 4: {
+          const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+          break;
+        }
+        default: return false;
+      }
+      row[i] = static_cast<uint8_t>(in[i] + pred);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(DashModel, RowsStepsAndIdleGapsAgreeWithTheMetrics) {
+  const DashboardModel m = model_of(gpipe_trace());
+  EXPECT_EQ(m.events().size(), static_cast<size_t>(kSteps * kP * kM * 2));
+  ASSERT_EQ(m.rows().size(), static_cast<size_t>(kP));  // one compute lane per stage
+  ASSERT_EQ(m.steps().size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(m.steps()[1].begin_ns, kStepSlots * kSlot);
+  EXPECT_EQ(m.step_index_at(0), 0);
+  EXPECT_EQ(m.step_index_at(kStepSlots * kSlot - 1), 0);
+  EXPECT_EQ(m.step_index_at(kStepSlots * kSlot), 1);
+  // The hatched gaps add up to the idle time the metrics pass reports, device by device.
+  for (int d = 0; d < kP; ++d) {
+    int64_t sum = 0;
+    for (const auto& [b, e] : m.idle_gaps(d)) sum += e - b;
+    EXPECT_EQ(sum, m.run_metrics().per_device[static_cast<size_t>(d)].idle_ns) << "device " << d;
+  }
+  EXPECT_NEAR(m.run_metrics().bubble_fraction, 3.0 / 7.0, 1e-12);
+}
+
+TEST(DashModel, MemoryAtATimeIsTheLastSampleBeforeIt) {
+  TraceContents t = gpipe_trace();
+  t.memory = {MemorySample{0, 100, MemoryCategory::params, 10}, MemorySample{0, 200, MemoryCategory::activations, 5},
+              MemorySample{0, 300, MemoryCategory::activations, 0}, MemorySample{1, 150, MemoryCategory::grads, 7}};
+  const DashboardModel m = model_of(t);
+  EXPECT_EQ(m.memory_at(0, 99)[0], 0);
+  EXPECT_EQ(m.memory_at(0, 100)[0], 10);
+  EXPECT_EQ(m.memory_at(0, 250)[static_cast<int>(MemoryCategory::activations)], 5);
+  EXPECT_EQ(m.memory_at(0, 300)[static_cast<int>(MemoryCategory::activations)], 0);
+  EXPECT_EQ(m.memory_at(1, 1000)[static_cast<int>(MemoryCategory::grads)], 7);
+  EXPECT_EQ(m.memory_at(7, 1000)[0], 0);  // a device that is not there holds nothing
+  // Capacity comes from the profile named in the device names.
+  EXPECT_GT(m.devices()[0].capacity_bytes, int64_t{1} << 30);
+}
+
+TEST(DashTimeline, CullingVisitsOnlyVisibleEventsAndMergesSubPixelOnes) {
+  // 100 000 back-to-back 10 ns events on one row.
+  TraceContents t;
+  t.info.device_names = {"cpu:0"};
+  for (int i = 0; i < 100000; ++i) {
+    Event e = ev(0, Lane::compute, "op", i % 3 == 0 ? Phase::fwd : Phase::bwd, i * 10, i * 10 + 10);
+    t.events.push_back(e);
+  }
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.rows().size(), 1u);
+  std::vector<DrawnBlock> blocks;
+
+  // Zoomed in on 50 events: only those (and a neighbour at each edge) are visited, each its own block.
+  size_t visited = cull_row(m.rows()[0], 500000, 500500, 0, 1000, blocks);
+  EXPECT_LE(visited, 52u);
+  EXPECT_GE(blocks.size(), 50u);
+  for (const DrawnBlock& b : blocks) EXPECT_EQ(b.count, 1u);
+
+  // Everything in 1000 pixels: 100 events a pixel, merged to at most about a block per pixel, and
+  // every event accounted for.
+  blocks.clear();
+  visited = cull_row(m.rows()[0], 0, 1e6, 0, 1000, blocks);
+  EXPECT_EQ(visited, 100000u);
+  EXPECT_LE(blocks.size(), 1000u);
+  size_t merged = 0;
+  for (const DrawnBlock& b : blocks) {
+    merged += b.count;
+    EXPECT_GE(b.x1 - b.x0, 1.0f);
+    EXPECT_EQ(b.phase, Phase::bwd);  // two thirds of every pixel is backward
+  }
+  EXPECT_EQ(merged, 100000u);
+
+  // Off screen: nothing visited.
+  blocks.clear();
+  EXPECT_EQ(cull_row(m.rows()[0], 2e6, 3e6, 0, 1000, blocks), 0u);
+  EXPECT_TRUE(blocks.empty());
+}
+
+TEST(DashTimeline, OverlappingEventsAreFoundByTheirEnd) {
+  // A long event first, short ones after it: a view late in the long one must still draw it.
+  TraceContents t;
+  t.info.device_names = {"cpu:0"};
+  t.events.push_back(ev(0, Lane::comm, "long", Phase::comm, 0, 10000));
+  for (int i = 1; i < 100; ++i) t.events.push_back(ev(0, Lane::comm, "short", Phase::comm, i * 10, i * 10 + 5));
+  const DashboardModel m = model_of(t);
+  std::vector<DrawnBlock> blocks;
+  cull_row(m.rows()[0], 5000, 6000, 0, 100, blocks);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].first, 0u);
+  EXPECT_FLOAT_EQ(blocks[0].x0, 0.0f);
+  EXPECT_FLOAT_EQ(blocks[0].x1, 100.0f);
+}
+
+TEST(DashPipeline, GPipeBubblesMatchTheFormula) {
+  const DashboardModel m = model_of(gpipe_trace());
+  ASSERT_TRUE(has_pipeline(m));
+  const PipelineAnalysis a = analyze_pipeline(m);
+  EXPECT_EQ(a.stage_devices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(a.micro_batches, kM);
+  EXPECT_NEAR(a.theory, 3.0 / 7.0, 1e-12);
+  EXPECT_NEAR(a.measured, 3.0 / 7.0, 1e-12);
+  ASSERT_EQ(a.steps.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(a.bubble_count, static_cast<size_t>(9 * kSteps));
+  for (const PipelineStep& s : a.steps) {
+    EXPECT_EQ(s.blocks.size(), static_cast<size_t>(2 * kP * kM));
+    EXPECT_FALSE(s.one_f_one_b);
+    EXPECT_NEAR(s.bubble_fraction, 3.0 / 7.0, 1e-12);
+    int64_t idle = 0;
+    for (const PipelineBubble& b : s.bubbles) idle += b.end_ns - b.begin_ns;
+    EXPECT_EQ(idle, 6 * kP * kSlot);  // 6 idle slots on each of the 4 stages
+  }
+}
+
+TEST(DashBuckets, AllReduceHiddenUnderBackward) {
+  const DashboardModel m = model_of(ddp_trace());
+  ASSERT_TRUE(has_buckets(m));
+  const BucketSummary s = summarize_buckets(m);
+  EXPECT_EQ(s.bucket_ids, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(s.bucket_events, 12u);
+  EXPECT_EQ(s.all_reduce_events, 6u);
+  const BucketStep st = analyze_bucket_step(m, 0, 1);
+  ASSERT_EQ(st.buckets.size(), 3u);
+  EXPECT_EQ(st.backward, (Interval{0, 3000}));
+  const double expect_hidden[] = {1500, 1000, 0};
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(st.buckets[static_cast<size_t>(b)].fill_bytes, 4096);
+    EXPECT_EQ(st.buckets[static_cast<size_t>(b)].all_reduce_ns, 1500);
+    EXPECT_EQ(st.buckets[static_cast<size_t>(b)].hidden_ns, expect_hidden[b]) << "bucket " << b;
+  }
+  EXPECT_FALSE(has_pipeline(m));
+}
+
+TEST(DashTopology, LinksCarryEachTransferOnce) {
+  const DashboardModel m = model_of(ddp_trace());
+  const Topology t = analyze_topology(m);
+  std::map<std::pair<int, int>, const LinkTraffic*> links;
+  for (const LinkTraffic& l : t.links) links[std::make_pair(l.a, l.b)] = &l;
+  ASSERT_EQ(links.size(), 3u);  // host–0, host–1, 0–1
+  const LinkTraffic& host0 = *links[std::make_pair(kHost, 0)];
+  const LinkTraffic& host1 = *links[std::make_pair(kHost, 1)];
+  const LinkTraffic& peers = *links[std::make_pair(0, 1)];
+  EXPECT_EQ(host0.total_bytes, 777);
+  EXPECT_EQ(host1.total_bytes, 777);
+  EXPECT_EQ(peers.total_bytes, 6 * 1000 + 64);  // six all-reduce chunks and the send, not its recv
+  EXPECT_EQ(peers.bytes_until(1000), 2000);      // the two bucket-0 chunks have begun
+  EXPECT_TRUE(peers.active_at(1200));
+  EXPECT_FALSE(peers.active_at(4800));
+}
+
+TEST(DashModel, ALiveBusFillsTheSameModelAsAReplay) {
+  // The seam for the live launch panel: the panels read one model, whichever source fills it.
+  const TraceContents t = gpipe_trace();
+  EventBus bus;
+  BusSource live(bus, t.info);
+  DashboardModel m;
+  EXPECT_FALSE(live.update(m));
+  const size_t half = t.events.size() / 2;
+  for (size_t i = 0; i < half; ++i) bus.emit(t.events[i]);
+  EXPECT_TRUE(live.update(m));
+  EXPECT_EQ(m.events().size(), half);
+  EXPECT_EQ(m.steps().size(), 1u);
+  for (size_t i = half; i < t.events.size(); ++i) bus.emit(t.events[i]);
+  for (const Metric& x : t.metrics) bus.emit(x);
+  EXPECT_TRUE(live.update(m));
+  EXPECT_FALSE(live.update(m));  // nothing new
+  const DashboardModel replayed = model_of(t);
+  EXPECT_EQ(m.events().size(), replayed.events().size());
+  EXPECT_EQ(m.steps().size(), replayed.steps().size());
+  EXPECT_EQ(m.metrics().size(), replayed.metrics().size());
+  EXPECT_EQ(analyze_pipeline(m).bubble_count, analyze_pipeline(replayed).bubble_count);
+  EXPECT_GT(m.version(), 0u);
+}
+
+TEST(DashPng, WritesWhatAnIndependentReaderReads) {
+  const int w = 37, h = 23;  // odd sizes: rows that are not a multiple of anything
+  std::vector<uint8_t> rgb(static_cast<size_t>(w * h * 3));
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &rgb[static_cast<size_t>((y * w + x) * 3)];
+      p[0] = static_cast<uint8_t>(x * 7);                  // smooth: favours Sub
+      p[1] = static_cast<uint8_t>(y * 11);                 // smooth vertically: favours Up
+      p[2] = static_cast<uint8_t>((x * 131 + y * 71) % 251);  // noise
+    }
+  const std::string png = encode_png(w, h, rgb.data());
+  int rw = 0, rh = 0;
+  std::vector<uint8_t> back;
+  ASSERT_TRUE(decode_png(png, rw, rh, back));
+  EXPECT_EQ(rw, w);
+  EXPECT_EQ(rh, h);
+  EXPECT_EQ(back, rgb);
+
+  TempDir dir;
+  const std::string path = (dir.path / "x.png").string();
+  write_png(path, w, h, rgb);
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(file, png);
+  EXPECT_THROW(write_png((dir.path / "missing" / "x.png").string(), w, h, rgb), Error);
+}
+
+TEST(DashReplay, NamesTheFileAndWhatToDo) {
+  TempDir dir;
+  const std::string junk = (dir.path / "notes.json").string();
+  std::ofstream(junk) << R"({"traceEvents": []})";
+  try {
+    ReplaySource source(junk);
+    FAIL() << "an empty Chrome trace was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[dash] " + junk), std::string::npos) << what;
+    EXPECT_NE(what.find("not a scalelab trace"), std::string::npos) << what;
+    EXPECT_NE(what.find("scalelab train --trace FILE"), std::string::npos) << what;
+  }
+  EXPECT_THROW(ReplaySource((dir.path / "nope.json").string()), Error);
+}
+
+// --- the executable, without a window ---
+
+TEST(DashCli, DescribeCountsAKnownTrace) {
+  TempDir dir;
+  const TraceContents g = gpipe_trace();
+  const std::string gpipe = (dir.path / "gpipe.trace.json").string();
+  write_chrome_trace(gpipe, g.events, g.memory, g.metrics, g.info);
+  std::string out;
+  ASSERT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --replay " + gpipe + " --describe", out), 0) << out;
+  auto kv = key_values(out);
+  EXPECT_EQ(kv["events"], std::to_string(kSteps * kP * kM * 2));
+  EXPECT_EQ(kv["steps"], std::to_string(kSteps));
+  EXPECT_EQ(kv["pipeline_stages"], "4");
+  EXPECT_EQ(kv["micro_batches"], "4");
+  EXPECT_EQ(kv["bubbles"], std::to_string(9 * kSteps));
+  EXPECT_EQ(kv["bubble_share_measured"], "42.86%");
+  EXPECT_EQ(kv["bubble_share_theory"], "42.86%");
+  EXPECT_EQ(kv["buckets"], "0");
+  EXPECT_EQ(kv["panels"], "Timeline, Pipeline, Training");
+
+  const TraceContents d = ddp_trace();
+  const std::string ddp = (dir.path / "ddp.trace.json").string();
+  write_chrome_trace(ddp, d.events, d.memory, d.metrics, d.info);
+  ASSERT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --replay " + ddp + " --describe", out), 0) << out;
+  kv = key_values(out);
+  EXPECT_EQ(kv["events"], std::to_string(d.events.size()));
+  EXPECT_EQ(kv["buckets"], "3");
+  EXPECT_EQ(kv["bucket_comm_events"], "6");
+  EXPECT_EQ(kv["bubbles"], "0");
+  EXPECT_EQ(kv["links"], "3");
+  EXPECT_EQ(kv["link_bytes"], std::to_string(2 * 777 + 6 * 1000 + 64));
+  EXPECT_EQ(kv["panels"], "Timeline, Buckets, Topology");
+}
+
+TEST(DashCli, BadInputSaysWhatToDo) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(run(SCALELAB_DASH_EXE, out), 2) << out;
+  EXPECT_NE(out.find("[dash] nothing to show — pass --replay FILE"), std::string::npos) << out;
+
+  const std::string text = (dir.path / "readme.txt").string();
+  std::ofstream(text) << "not json";
+  EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --replay " + text + " --describe", out), 1) << out;
+  EXPECT_NE(out.find("[dash] " + text), std::string::npos) << out;
+  EXPECT_NE(out.find("write one with scalelab train --trace FILE"), std::string::npos) << out;
+
+  EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --replay " + text + " --size 12", out), 2) << out;
+  EXPECT_NE(out.find("--size 12: expected WIDTHxHEIGHT"), std::string::npos) << out;
+}
+
+#endif  // SCALELAB_HAVE_DASH

@@ -1,0 +1,55 @@
+#pragma once
+// The dashboard: a data source fills the model, the panels draw it, the replay bar moves the
+// cursor. It makes ImGui calls only (between ImGui::NewFrame and ImGui::Render); the window
+// backend is elsewhere, so the same dashboard can be drawn into any ImGui host.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "viz/dashboard_model.h"
+#include "viz/data_source.h"
+#include "viz/panel.h"
+
+namespace scalelab::viz {
+
+class Dashboard {
+ public:
+  explicit Dashboard(std::unique_ptr<DataSource> source);
+
+  // One frame: pulls new data, advances the cursor when playing (dt_s: wall seconds since the
+  // last frame), lays out and draws the replay bar and every panel that applies.
+  void frame(float width, float height, double dt_s);
+
+  // Puts the cursor in a step (index into model().steps()) at `fraction` of it (0 = its start,
+  // 1 = its end, clamped before the next step begins) and fits the timeline around it.
+  void select_step(int step_index, double fraction = 1.0);
+  // The timeline shows the whole run.
+  void fit_run();
+
+  const DashboardModel& model() const { return model_; }
+  ViewState& view() { return view_; }
+  // Titles of the windows drawn in the last frame: the replay bar, then the panels shown.
+  std::vector<std::string> shown_windows() const;
+
+  static constexpr const char* kReplayTitle = "Replay";
+
+ private:
+  std::unique_ptr<DataSource> source_;
+  DashboardModel model_;
+  ViewState view_;
+  std::vector<std::unique_ptr<Panel>> panels_;
+  std::vector<Panel*> shown_;
+  uint64_t applies_version_ = 0;  // model version the shown_ list was made for
+  float laid_out_w_ = 0, laid_out_h_ = 0;
+  size_t laid_out_count_ = 0;
+  bool first_data_ = true;
+
+  void draw_replay_bar(bool relayout, float width, float height);
+  void advance_cursor(double dt_s);
+};
+
+// What --describe prints: the trace's counts (events, steps, buckets, bubbles, transfers) and the
+// panels that apply, as "key: value" lines a test or a shell can read.
+std::string describe(const DashboardModel& model);
+
+}  // namespace scalelab::viz

@@ -1,0 +1,208 @@
+#include "viz/dashboard_model.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+namespace scalelab::viz {
+
+size_t TimelineRow::first_ending_after(int64_t t0) const {
+  // end_prefix_max is non-decreasing, so the first index whose running max passes t0 is the first
+  // event that can still be on screen; everything before it ended earlier.
+  return static_cast<size_t>(std::upper_bound(end_prefix_max.begin(), end_prefix_max.end(), t0) -
+                             end_prefix_max.begin());
+}
+
+size_t TimelineRow::last_beginning_before(int64_t t1) const {
+  return static_cast<size_t>(std::lower_bound(begin_ns.begin(), begin_ns.end(), t1) - begin_ns.begin());
+}
+
+void DashboardModel::clear() { *this = DashboardModel{}; }
+
+void DashboardModel::set_info(TraceInfo info, std::string origin) {
+  info_ = std::move(info);
+  origin_ = std::move(origin);
+}
+
+void DashboardModel::append(std::vector<Event> events, std::vector<MemorySample> memory,
+                            std::vector<Metric> metrics) {
+  events_.insert(events_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+  memory_.insert(memory_.end(), memory.begin(), memory.end());
+  metrics_.insert(metrics_.end(), std::make_move_iterator(metrics.begin()), std::make_move_iterator(metrics.end()));
+}
+
+namespace {
+
+// "sim:0 (a100-nvlink-8)" → "a100-nvlink-8": sim devices carry their hardware profile's name.
+std::string profile_in_name(const std::string& name) {
+  const size_t open = name.rfind('('), close = name.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return {};
+  return name.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+void DashboardModel::rebuild() {
+  // Memory in time order; equal stamps keep emission order, as compute_metrics reads them.
+  std::stable_sort(memory_.begin(), memory_.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; });
+
+  int n_devices = static_cast<int>(info_.device_names.size());
+  for (const Event& e : events_) n_devices = std::max(n_devices, e.device + 1);
+  for (const MemorySample& m : memory_) n_devices = std::max(n_devices, m.device + 1);
+
+  // The figures every panel shows come from the one metrics pass.
+  run_metrics_ = compute_metrics(events_, memory_, n_devices);
+  t_begin_ns_ = run_metrics_.t_begin_ns;
+  t_end_ns_ = std::max(run_metrics_.t_end_ns, t_begin_ns_ + 1);
+
+  // Devices, and their capacity from the hardware profile their name carries (sim only).
+  devices_.assign(static_cast<size_t>(n_devices), DeviceInfo{});
+  profile_.reset();
+  std::map<std::string, std::optional<HardwareProfile>> loaded;
+  for (int d = 0; d < n_devices; ++d) {
+    DeviceInfo& info = devices_[static_cast<size_t>(d)];
+    info.name = d < static_cast<int>(info_.device_names.size()) ? info_.device_names[static_cast<size_t>(d)]
+                                                                 : "device " + std::to_string(d);
+    info.profile = profile_in_name(info.name);
+    if (info.profile.empty()) continue;
+    auto it = loaded.find(info.profile);
+    if (it == loaded.end()) {
+      std::optional<HardwareProfile> p;
+      try {
+        p = load_profile(info.profile);
+      } catch (const std::exception&) {
+        // A profile that is not shipped here (a JSON file on another machine): capacity unknown,
+        // and the memory panel says so rather than failing the replay.
+      }
+      it = loaded.emplace(info.profile, std::move(p)).first;
+    }
+    if (it->second) {
+      info.capacity_bytes = it->second->mem_capacity_bytes;
+      if (!profile_) profile_ = it->second;
+    }
+  }
+
+  // Timeline rows: one per (device, lane) that has events, devices in order, lanes in enum order.
+  std::map<std::pair<int, int>, std::vector<uint32_t>> by_row;
+  for (uint32_t i = 0; i < events_.size(); ++i)
+    by_row[{events_[i].device, static_cast<int>(events_[i].lane)}].push_back(i);
+  rows_.clear();
+  for (auto& [key, idx] : by_row) {
+    TimelineRow row;
+    row.device = key.first;
+    row.lane = static_cast<Lane>(key.second);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](uint32_t a, uint32_t b) { return events_[a].t_begin_ns < events_[b].t_begin_ns; });
+    row.events = std::move(idx);
+    row.begin_ns.reserve(row.events.size());
+    row.end_prefix_max.reserve(row.events.size());
+    int64_t max_end = INT64_MIN;
+    row.end_ns.reserve(row.events.size());
+    row.phase.reserve(row.events.size());
+    for (uint32_t i : row.events) {
+      row.begin_ns.push_back(events_[i].t_begin_ns);
+      row.end_ns.push_back(events_[i].t_end_ns);
+      row.phase.push_back(events_[i].phase);
+      max_end = std::max(max_end, events_[i].t_end_ns);
+      row.end_prefix_max.push_back(max_end);
+    }
+    rows_.push_back(std::move(row));
+  }
+
+  // Steps: events with step ≥ 0, grouped; ordered by when they began.
+  std::map<int64_t, StepSpan> by_step;
+  for (uint32_t i = 0; i < events_.size(); ++i) {
+    const Event& e = events_[i];
+    if (e.step < 0) continue;
+    auto [it, fresh] = by_step.try_emplace(e.step);
+    StepSpan& s = it->second;
+    if (fresh) {
+      s.step = e.step;
+      s.begin_ns = e.t_begin_ns;
+      s.end_ns = e.t_end_ns;
+    }
+    s.begin_ns = std::min(s.begin_ns, e.t_begin_ns);
+    s.end_ns = std::max(s.end_ns, e.t_end_ns);
+    s.events.push_back(i);
+  }
+  steps_.clear();
+  for (auto& [step, span] : by_step) {
+    std::stable_sort(span.events.begin(), span.events.end(),
+                     [&](uint32_t a, uint32_t b) { return events_[a].t_begin_ns < events_[b].t_begin_ns; });
+    steps_.push_back(std::move(span));
+  }
+  std::stable_sort(steps_.begin(), steps_.end(),
+                   [](const StepSpan& a, const StepSpan& b) { return a.begin_ns < b.begin_ns; });
+
+  // Idle gaps per device: the complement of all its lanes within the run's span — the same
+  // definition as DeviceMetrics::idle_ns, so the shaded gaps add up to the idle share shown.
+  idle_gaps_.assign(static_cast<size_t>(n_devices), {});
+  {
+    std::vector<std::vector<Interval>> busy(static_cast<size_t>(n_devices));
+    for (const Event& e : events_)
+      if (e.device >= 0 && e.t_end_ns > e.t_begin_ns) busy[static_cast<size_t>(e.device)].emplace_back(e.t_begin_ns, e.t_end_ns);
+    for (size_t d = 0; d < busy.size(); ++d) {
+      auto& v = busy[d];
+      std::sort(v.begin(), v.end());
+      int64_t t = run_metrics_.t_begin_ns;
+      for (const auto& [b, e] : v) {
+        if (b > t) idle_gaps_[d].emplace_back(t, b);
+        t = std::max(t, e);
+      }
+      if (!events_.empty() && run_metrics_.t_end_ns > t) idle_gaps_[d].emplace_back(t, run_metrics_.t_end_ns);
+    }
+  }
+
+  // Memory series per device and category, for "live bytes at t" by binary search.
+  memory_series_.assign(static_cast<size_t>(n_devices), {});
+  for (const MemorySample& m : memory_)
+    if (m.device >= 0)
+      memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
+
+  ++version_;
+}
+
+int DashboardModel::step_index_at(int64_t t) const {
+  if (steps_.empty()) return -1;
+  auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
+                             [](int64_t v, const StepSpan& s) { return v < s.begin_ns; });
+  if (it == steps_.begin()) return 0;
+  return static_cast<int>(it - steps_.begin()) - 1;
+}
+
+std::array<int64_t, kMemoryCategoryCount> DashboardModel::memory_at(int device, int64_t t) const {
+  std::array<int64_t, kMemoryCategoryCount> live{};
+  if (device < 0 || device >= static_cast<int>(memory_series_.size())) return live;
+  for (int c = 0; c < kMemoryCategoryCount; ++c) {
+    const auto& s = memory_series_[static_cast<size_t>(device)][c];
+    auto it = std::upper_bound(s.begin(), s.end(), t,
+                               [](int64_t v, const std::pair<int64_t, int64_t>& p) { return v < p.first; });
+    if (it != s.begin()) live[c] = std::prev(it)->second;
+  }
+  return live;
+}
+
+const std::vector<Interval>& DashboardModel::idle_gaps(int device) const {
+  static const std::vector<Interval> none;
+  if (device < 0 || device >= static_cast<int>(idle_gaps_.size())) return none;
+  return idle_gaps_[static_cast<size_t>(device)];
+}
+
+std::vector<std::pair<int64_t, double>> DashboardModel::metric_series(const std::string& name) const {
+  std::vector<std::pair<int64_t, double>> out;
+  for (const Metric& m : metrics_)
+    if (m.name == name) out.emplace_back(m.step, m.value);
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+Interval step_or_run_span(const DashboardModel& model, int step_index) {
+  if (step_index >= 0 && step_index < static_cast<int>(model.steps().size())) {
+    const StepSpan& s = model.steps()[static_cast<size_t>(step_index)];
+    return {s.begin_ns, std::max(s.end_ns, s.begin_ns + 1)};
+  }
+  return {model.t_begin_ns(), model.t_end_ns()};
+}
+
+}  // namespace scalelab::viz

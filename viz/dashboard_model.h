@@ -1,0 +1,126 @@
+#pragma once
+// The dashboard's one model: the events, memory samples and metrics of a run, and what every panel
+// derives from them (rows of the timeline, training steps, idle gaps, memory at a time, the run's
+// metrics). A source fills it: a replayed trace does so once, a live run (later: the EventBus)
+// appends as it goes. Panels only read it; what the user changes (cursor, zoom) is in ViewState.
+//
+// This header needs no ImGui, so tests and `--describe` use it without a window.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device/sim/profile.h"
+#include "core/trace/chrome_trace.h"
+#include "core/trace/events.h"
+#include "core/trace/metrics.h"
+
+namespace scalelab::viz {
+
+// One row of the timeline: the events of one device on one lane, sorted by begin time. The running
+// maximum of end times makes "first event that ends after t" a binary search even when events of
+// a lane overlap (they may: a measured clock is not a perfect stream).
+struct TimelineRow {
+  int device = 0;
+  Lane lane = Lane::compute;
+  std::vector<uint32_t> events;         // indices into DashboardModel::events()
+  std::vector<int64_t> begin_ns;        // begin of each, sorted
+  std::vector<int64_t> end_prefix_max;  // max end of events[0..i]
+  // What drawing needs, stored contiguously: an Event is ~150 bytes with two strings, and reaching
+  // 100 000 of them through `events` every frame is mostly cache misses.
+  std::vector<int64_t> end_ns;
+  std::vector<Phase> phase;
+
+  // Index of the first event that may be visible in [t0, t1): ends after t0.
+  size_t first_ending_after(int64_t t0) const;
+  // One past the last event that begins before t1.
+  size_t last_beginning_before(int64_t t1) const;
+};
+
+// A training step: every event with that step number (steps overlap a little: the next batch is
+// uploaded while the last optimizer step runs).
+struct StepSpan {
+  int64_t step = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  std::vector<uint32_t> events;  // indices into events(), sorted by begin
+};
+
+struct DeviceInfo {
+  std::string name;              // as the trace names it: "sim:0 (a100-nvlink-8)"
+  std::string profile;           // the hardware profile in the name, if any
+  int64_t capacity_bytes = 0;    // 0 when unknown (cpu, or a profile that is not shipped)
+};
+
+using Interval = std::pair<int64_t, int64_t>;
+
+class DashboardModel {
+ public:
+  // --- filling (a source calls these) ---
+  void clear();
+  void set_info(TraceInfo info, std::string origin);
+  void append(std::vector<Event> events, std::vector<MemorySample> memory, std::vector<Metric> metrics);
+  // Derives everything below from what was appended; call once after a batch of appends.
+  void rebuild();
+
+  // --- reading (panels call these) ---
+  const TraceInfo& info() const { return info_; }
+  const std::string& origin() const { return origin_; }  // the file replayed, or "live"
+  const std::vector<Event>& events() const { return events_; }
+  const std::vector<MemorySample>& memory() const { return memory_; }  // in time order
+  const std::vector<Metric>& metrics() const { return metrics_; }
+  const RunMetrics& run_metrics() const { return run_metrics_; }
+  const std::vector<TimelineRow>& rows() const { return rows_; }
+  const std::vector<StepSpan>& steps() const { return steps_; }  // in order of begin time
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const std::optional<HardwareProfile>& profile() const { return profile_; }
+  int64_t t_begin_ns() const { return t_begin_ns_; }
+  int64_t t_end_ns() const { return t_end_ns_; }
+  // Bumped by rebuild(): panels that cache their analysis redo it when it changes.
+  uint64_t version() const { return version_; }
+
+  // Index into steps() of the step running at t: the last that began at or before t (0 before
+  // the first); -1 when there are no steps.
+  int step_index_at(int64_t t) const;
+  // Live bytes of each memory category on `device` at time t (the last sample at or before t).
+  std::array<int64_t, kMemoryCategoryCount> memory_at(int device, int64_t t) const;
+  // Times when no lane of the device was active, within the run's span (what metrics call idle).
+  const std::vector<Interval>& idle_gaps(int device) const;
+  // Metric values by step for one name (loss, accuracy ...), in step order.
+  std::vector<std::pair<int64_t, double>> metric_series(const std::string& name) const;
+
+ private:
+  TraceInfo info_;
+  std::string origin_;
+  std::vector<Event> events_;
+  std::vector<MemorySample> memory_;
+  std::vector<Metric> metrics_;
+
+  RunMetrics run_metrics_;
+  std::vector<TimelineRow> rows_;
+  std::vector<StepSpan> steps_;
+  std::vector<DeviceInfo> devices_;
+  std::optional<HardwareProfile> profile_;
+  std::vector<std::vector<Interval>> idle_gaps_;  // per device
+  // Per device, per category: (time, live bytes) in time order.
+  std::vector<std::array<std::vector<std::pair<int64_t, int64_t>>, kMemoryCategoryCount>> memory_series_;
+  int64_t t_begin_ns_ = 0, t_end_ns_ = 0;
+  uint64_t version_ = 0;
+};
+
+// What the user is looking at: shared by all panels, so scrubbing one moves them all.
+struct ViewState {
+  int64_t cursor_ns = 0;             // the time every panel shows the state at
+  double view_begin_ns = 0;          // the timeline's visible range
+  double view_end_ns = 1;
+  bool playing = false;              // the cursor advances by itself
+  double play_steps_per_s = 0.5;     // replay speed: training steps per wall-clock second
+  int focus_device = 0;              // the device the Buckets panel follows
+};
+
+// The step span, or the run's span when there are no steps, around which views start.
+Interval step_or_run_span(const DashboardModel& model, int step_index);
+
+}  // namespace scalelab::viz

@@ -1,0 +1,331 @@
+// Timeline: a row per device and lane, every op a block coloured by its phase. Wheel zooms around
+// the mouse, dragging pans, a click moves the cursor; hovering a block tells what the op was.
+// Idle gaps (no lane of the device busy) are hatched and labelled with their share of the step,
+// so the idle share the metrics report is something one can point at.
+#include "viz/timeline_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "viz/format.h"
+#include "viz/panel.h"
+#include "viz/style.h"
+
+namespace scalelab::viz {
+
+size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float width,
+                std::vector<DrawnBlock>& out) {
+  if (row.events.empty() || t1 <= t0 || width <= 0) return 0;
+  const size_t first = row.first_ending_after(static_cast<int64_t>(std::floor(t0)));
+  const size_t last = row.last_beginning_before(static_cast<int64_t>(std::ceil(t1)));
+  if (first >= last) return 0;
+  const double scale = static_cast<double>(width) / (t1 - t0);
+  const float x_max = x0 + width;
+
+  DrawnBlock cur;
+  bool open = false, mergeable = false;
+  std::array<double, 6> phase_time{};
+  auto close = [&] {
+    if (!open) return;
+    if (cur.x1 - cur.x0 < 1.0f) cur.x1 = std::min(cur.x0 + 1.0f, x_max);  // never thinner than a pixel
+    cur.phase = static_cast<Phase>(std::max_element(phase_time.begin(), phase_time.end()) - phase_time.begin());
+    out.push_back(cur);
+    open = false;
+  };
+  for (size_t i = first; i < last; ++i) {
+    const int64_t begin = row.begin_ns[i], end = row.end_ns[i];
+    // Past `first`, an event may still have ended before the view (a long one earlier let it in).
+    if (static_cast<double>(end) <= t0) continue;
+    const Phase phase = row.phase[i];
+    const float a = std::clamp(static_cast<float>(x0 + (static_cast<double>(begin) - t0) * scale), x0, x_max);
+    const float b = std::clamp(static_cast<float>(x0 + (static_cast<double>(end) - t0) * scale), x0, x_max);
+    const bool thin = b - a < 1.0f;
+    const double dur = static_cast<double>(std::max<int64_t>(end - begin, 1));
+    // Merge within about a pixel column only: a zoomed-out row stays a texture of phase colours
+    // (forward, backward, optimizer alternating) instead of one block of the commonest phase.
+    if (open && thin && mergeable && a <= cur.x1 + 1.0f && cur.x1 - cur.x0 < 1.5f) {
+      cur.x1 = std::max(cur.x1, b);
+      ++cur.count;
+      phase_time[static_cast<size_t>(phase)] += dur;
+      continue;
+    }
+    close();
+    cur = DrawnBlock{a, b, static_cast<uint32_t>(i), 1, phase};
+    phase_time.fill(0);
+    phase_time[static_cast<size_t>(phase)] = dur;
+    open = true;
+    mergeable = thin;
+  }
+  close();
+  return last - first;
+}
+
+namespace {
+
+// "sim:0 (a100-nvlink-8)" → "sim:0": the row labels have little room.
+std::string short_device_name(const std::string& name) {
+  const size_t p = name.find(" (");
+  return p == std::string::npos ? name : name.substr(0, p);
+}
+
+class TimelinePanel : public Panel {
+ public:
+  const char* title() const override { return "Timeline"; }
+  bool applies(const DashboardModel& model) const override { return !model.events().empty(); }
+  bool full_width() const override { return true; }
+
+  void draw(const DashboardModel& model, ViewState& view) override {
+    draw_toolbar(model, view);
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const auto& rows = model.rows();
+    if (rows.empty() || avail.x < 50 || avail.y < 30) return;
+
+    const float axis_h = 2 * ImGui::GetFontSize() + 6;  // time ticks, then step numbers
+    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(rows.size()), 13.0f, 24.0f);
+    const float canvas_h = axis_h + row_h * static_cast<float>(rows.size()) + 2;
+    ImGui::BeginChild("timeline_canvas", avail, false, ImGuiWindowFlags_NoScrollWithMouse);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float label_w = std::min(190.0f, avail.x * 0.22f);
+    const float width = ImGui::GetContentRegionAvail().x;
+    const float plot_x0 = origin.x + label_w, plot_w = std::max(width - label_w, 10.0f);
+    ImGui::InvisibleButton("timeline_input", ImVec2(width, canvas_h));
+    handle_input(model, view, plot_x0, plot_w);
+
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const double t0 = view.view_begin_ns, t1 = view.view_end_ns;
+    const double scale = plot_w / (t1 - t0);
+    auto x_of = [&](double t) { return static_cast<float>(plot_x0 + (t - t0) * scale); };
+    const float rows_y0 = origin.y + axis_h;
+
+    draw_axis(model, dl, origin, axis_h, plot_x0, plot_w, t0, t1, canvas_h);
+
+    // Device groups: the rows of one device are contiguous (the model sorts them so).
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const bool hovering = ImGui::IsItemHovered();
+    std::optional<DrawnBlock> hovered_block;
+    const TimelineRow* hovered_row = nullptr;
+    size_t r = 0;
+    while (r < rows.size()) {
+      size_t r_end = r;
+      while (r_end < rows.size() && rows[r_end].device == rows[r].device) ++r_end;
+      const int device = rows[r].device;
+      const float gy0 = rows_y0 + row_h * static_cast<float>(r), gy1 = rows_y0 + row_h * static_cast<float>(r_end);
+
+      // Group label: the device and its idle share from the metrics pass.
+      dl->AddLine(ImVec2(origin.x, gy0), ImVec2(plot_x0 + plot_w, gy0), IM_COL32(255, 255, 255, 50));
+      const std::string dev_label = device < model.device_count() ? short_device_name(model.devices()[static_cast<size_t>(device)].name)
+                                                                  : "device " + std::to_string(device);
+      dl->AddText(ImVec2(origin.x + 4, gy0 + 2), IM_COL32(235, 235, 240, 255), dev_label.c_str());
+      if (device < static_cast<int>(model.run_metrics().per_device.size()) && gy1 - gy0 > 2 * ImGui::GetFontSize()) {
+        char idle[48];
+        std::snprintf(idle, sizeof idle, "idle %.1f%%", model.run_metrics().per_device[static_cast<size_t>(device)].idle_pct);
+        dl->AddText(ImVec2(origin.x + 4, gy0 + 2 + ImGui::GetFontSize()), IM_COL32(170, 170, 180, 255), idle);
+      }
+      draw_idle_gaps(model, dl, device, t0, t1, x_of, ImVec2(plot_x0, gy0), ImVec2(plot_x0 + plot_w, gy1));
+
+      for (size_t k = r; k < r_end; ++k) {
+        const TimelineRow& row = rows[k];
+        const float y0 = rows_y0 + row_h * static_cast<float>(k), y1 = y0 + row_h - 2;
+        if (k % 2 == 0) dl->AddRectFilled(ImVec2(plot_x0, y0), ImVec2(plot_x0 + plot_w, y0 + row_h), kRowBackground);
+        const char* lane = lane_name(row.lane);
+        dl->AddText(ImVec2(plot_x0 - ImGui::CalcTextSize(lane).x - 6, y0 + (row_h - ImGui::GetFontSize()) * 0.5f),
+                    IM_COL32(190, 190, 200, 255), lane);
+
+        blocks_.clear();
+        cull_row(row, t0, t1, plot_x0, plot_w, blocks_);
+        for (const DrawnBlock& b : blocks_) {
+          const ImU32 col = b.count > 1 ? faded(phase_color(b.phase), 0.75f) : phase_color(b.phase);
+          // A pixel of gap between neighbours, so back-to-back ops of one phase stay countable.
+          dl->AddRectFilled(ImVec2(b.x0, y0 + 1), ImVec2(b.x1 - b.x0 > 3 ? b.x1 - 1 : b.x1, y1), col);
+          if (b.count == 1 && b.x1 - b.x0 > 36) {
+            const Event& e = model.events()[row.events[b.first]];
+            draw_label_in(dl, ImVec2(b.x0, y0 + 1), ImVec2(b.x1, y1), e.name.empty() ? e.kind.c_str() : e.name.c_str());
+          }
+        }
+        if (hovering && mouse.y >= y0 && mouse.y < y0 + row_h) {
+          // Blocks are in x order: the last one starting left of the mouse is the candidate.
+          auto it = std::upper_bound(blocks_.begin(), blocks_.end(), mouse.x,
+                                     [](float x, const DrawnBlock& b) { return x < b.x0; });
+          if (it != blocks_.begin() && mouse.x <= std::prev(it)->x1 + 0.5f) {
+            hovered_block = *std::prev(it);
+            hovered_row = &row;
+          }
+        }
+      }
+      r = r_end;
+    }
+
+    // The cursor: the time every other panel shows.
+    if (view.cursor_ns >= t0 && view.cursor_ns <= t1)
+      draw_cursor(dl, x_of(static_cast<double>(view.cursor_ns)), origin.y, rows_y0 + row_h * static_cast<float>(rows.size()));
+
+    if (hovered_block && hovered_row) draw_tooltip(model, *hovered_row, *hovered_block);
+    ImGui::EndChild();
+  }
+
+ private:
+  std::vector<DrawnBlock> blocks_;  // reused every row and frame: no allocation while drawing
+  bool dragged_ = false;
+
+  void draw_toolbar(const DashboardModel& model, ViewState& view) {
+    phase_legend();
+    ImGui::SameLine();
+    ImGui::TextDisabled("wheel: zoom · drag: pan · click: move cursor");
+    ImGui::SameLine(0, 20);
+    if (ImGui::SmallButton("Fit run")) {
+      view.view_begin_ns = static_cast<double>(model.t_begin_ns());
+      view.view_end_ns = static_cast<double>(model.t_end_ns());
+    }
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Fit step")) {
+      const auto [b, e] = step_or_run_span(model, model.step_index_at(view.cursor_ns));
+      const double pad = 0.04 * static_cast<double>(e - b);
+      view.view_begin_ns = static_cast<double>(b) - pad;
+      view.view_end_ns = static_cast<double>(e) + pad;
+    }
+    ImGui::SameLine();
+    ImGui::Text("showing %s", format_duration(view.view_end_ns - view.view_begin_ns).c_str());
+  }
+
+  void handle_input(const DashboardModel& model, ViewState& view, float plot_x0, float plot_w) {
+    ImGuiIO& io = ImGui::GetIO();
+    const double span = view.view_end_ns - view.view_begin_ns;
+    const double ns_per_px = span / plot_w;
+    if (ImGui::IsItemHovered() && io.MouseWheel != 0) {
+      // Zoom about the time under the mouse, so what one points at stays put.
+      const double t_mouse = view.view_begin_ns + (io.MousePos.x - plot_x0) * ns_per_px;
+      const double factor = std::pow(0.8, static_cast<double>(io.MouseWheel));
+      const double run = static_cast<double>(model.t_end_ns() - model.t_begin_ns());
+      const double new_span = std::clamp(span * factor, 50.0, run * 1.5 + 1000);
+      const double frac = (t_mouse - view.view_begin_ns) / span;
+      view.view_begin_ns = t_mouse - frac * new_span;
+      view.view_end_ns = view.view_begin_ns + new_span;
+    }
+    if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)) {
+      dragged_ = true;
+      const double shift = -static_cast<double>(io.MouseDelta.x) * ns_per_px;
+      view.view_begin_ns += shift;
+      view.view_end_ns += shift;
+    }
+    if (ImGui::IsItemDeactivated()) {
+      if (!dragged_ && io.MousePos.x >= plot_x0) {
+        const double t = view.view_begin_ns + (io.MousePos.x - plot_x0) * ns_per_px;
+        view.cursor_ns = std::clamp(static_cast<int64_t>(t), model.t_begin_ns(), model.t_end_ns());
+        view.playing = false;
+      }
+      dragged_ = false;
+    }
+  }
+
+  void draw_axis(const DashboardModel& model, ImDrawList* dl, ImVec2 origin, float axis_h, float plot_x0, float plot_w,
+                 double t0, double t1, float canvas_h) {
+    const double scale = plot_w / (t1 - t0);
+    const double base = static_cast<double>(model.t_begin_ns());
+    const double step = nice_step(t1 - t0, std::max(2, static_cast<int>(plot_w / 110)));
+    const double first = std::ceil((t0 - base) / step) * step + base;
+    dl->PushClipRect(ImVec2(plot_x0, origin.y), ImVec2(plot_x0 + plot_w, origin.y + canvas_h), true);
+    // Step boundaries first, faint, with the step number where there is room.
+    const auto& steps = model.steps();
+    auto it = std::lower_bound(steps.begin(), steps.end(), t0,
+                               [](const StepSpan& s, double t) { return static_cast<double>(s.end_ns) < t; });
+    float last_label_x = -1e9f;
+    for (; it != steps.end() && static_cast<double>(it->begin_ns) <= t1; ++it) {
+      const float x = static_cast<float>(plot_x0 + (static_cast<double>(it->begin_ns) - t0) * scale);
+      dl->AddLine(ImVec2(x, origin.y + ImGui::GetFontSize() + 2), ImVec2(x, origin.y + canvas_h), IM_COL32(150, 200, 255, 70));
+      if (x - last_label_x > 70) {
+        char label[32];
+        std::snprintf(label, sizeof label, "step %lld", static_cast<long long>(it->step));
+        dl->AddText(ImVec2(x + 3, origin.y + ImGui::GetFontSize() + 1), IM_COL32(150, 200, 255, 220), label);
+        last_label_x = x;
+      }
+    }
+    for (double t = first; t <= t1; t += step) {
+      const float x = static_cast<float>(plot_x0 + (t - t0) * scale);
+      dl->AddLine(ImVec2(x, origin.y + axis_h - 4), ImVec2(x, origin.y + canvas_h), kGridColor);
+      const std::string label = format_tick(t - base, step);
+      dl->AddText(ImVec2(x + 3, origin.y - 1), kAxisText, label.c_str());
+    }
+    dl->PopClipRect();
+    (void)axis_h;
+  }
+
+  template <typename XOf>
+  void draw_idle_gaps(const DashboardModel& model, ImDrawList* dl, int device, double t0, double t1, XOf x_of, ImVec2 a, ImVec2 b) {
+    const auto& gaps = model.idle_gaps(device);
+    auto it = std::lower_bound(gaps.begin(), gaps.end(), t0,
+                               [](const Interval& g, double t) { return static_cast<double>(g.second) < t; });
+    for (; it != gaps.end() && static_cast<double>(it->first) < t1; ++it) {
+      const float x0 = std::max(a.x, x_of(static_cast<double>(it->first)));
+      const float x1 = std::min(b.x, x_of(static_cast<double>(it->second)));
+      if (x1 - x0 < 1.5f) continue;
+      draw_hatched(dl, ImVec2(x0, a.y + 1), ImVec2(x1, b.y - 1));
+      if (x1 - x0 > 30) {
+        // Its share of the step it falls in ("this wait is a fifth of the step"), shortened to
+        // what fits.
+        const int si = model.step_index_at(it->first);
+        const auto [sb, se] = step_or_run_span(model, si);
+        const double len = static_cast<double>(it->second - it->first);
+        const double share = 100.0 * len / static_cast<double>(std::max<int64_t>(se - sb, 1));
+        char full[96], mid[64], brief[32];
+        std::snprintf(full, sizeof full, "idle %s · %.0f%% of step", format_duration(len).c_str(), share);
+        std::snprintf(mid, sizeof mid, "idle %.0f%% of step", share);
+        std::snprintf(brief, sizeof brief, "%.0f%%", share);
+        for (const char* label : {full, mid, brief})
+          if (ImGui::CalcTextSize(label).x + 8 <= x1 - x0) {
+            draw_label_in(dl, ImVec2(x0, a.y + 1), ImVec2(x1, std::min(b.y, a.y + ImGui::GetFontSize() + 6)), label,
+                          IM_COL32(230, 230, 235, 255));
+            break;
+          }
+      }
+    }
+  }
+
+  void draw_tooltip(const DashboardModel& model, const TimelineRow& row, const DrawnBlock& b) {
+    ImGui::BeginTooltip();
+    if (b.count > 1) {
+      const Event& first = model.events()[row.events[b.first]];
+      const Event& last = model.events()[row.events[b.first + b.count - 1]];
+      ImGui::Text("%u ops merged (each narrower than a pixel) — zoom in to see them", b.count);
+      ImGui::Text("from %s (%s) to %s (%s)", first.name.c_str(), first.kind.c_str(), last.name.c_str(), last.kind.c_str());
+      ImGui::Text("mostly %s", phase_name(b.phase));
+    } else {
+      const Event& e = model.events()[row.events[b.first]];
+      const double dur = static_cast<double>(e.t_end_ns - e.t_begin_ns);
+      ImGui::TextColored(ImColor(phase_color(e.phase)).Value, "%s", e.name.empty() ? e.kind.c_str() : e.name.c_str());
+      ImGui::Separator();
+      if (ImGui::BeginTable("op", 2)) {
+        auto line = [](const char* key, const std::string& value) {
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          ImGui::TextDisabled("%s", key);
+          ImGui::TableNextColumn();
+          ImGui::TextUnformatted(value.c_str());
+        };
+        line("op", e.kind + " (" + phase_name(e.phase) + ", " + lane_name(e.lane) + " lane)");
+        line("duration", format_duration(dur) + "   at " + format_duration(static_cast<double>(e.t_begin_ns - model.t_begin_ns())));
+        if (e.bytes > 0)
+          line("bytes", format_bytes(static_cast<double>(e.bytes)) +
+                            (dur > 0 ? "   " + format_rate(static_cast<double>(e.bytes) / (dur * 1e-9), "B") : ""));
+        if (e.flops > 0) line("FLOPs", format_flops(e.flops) + (dur > 0 ? "   " + format_rate(e.flops / (dur * 1e-9), "FLOP") : ""));
+        if (e.step >= 0) line("step", std::to_string(e.step));
+        if (e.micro_batch >= 0) line("micro-batch", std::to_string(e.micro_batch));
+        if (e.layer >= 0) line("layer", std::to_string(e.layer));
+        if (e.bucket >= 0) line("bucket", std::to_string(e.bucket));
+        if (e.peer >= 0) line("peer", "device " + std::to_string(e.peer));
+        ImGui::EndTable();
+      }
+    }
+    ImGui::EndTooltip();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_timeline_panel() { return std::make_unique<TimelinePanel>(); }
+
+}  // namespace scalelab::viz

@@ -1,0 +1,165 @@
+// Training: loss and accuracy over the steps, from the run's metrics, with the cursor's step
+// marked. It answers "did this strategy still learn the same thing?" next to how fast it ran.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "viz/format.h"
+#include "viz/panel.h"
+#include "viz/style.h"
+
+namespace scalelab::viz {
+
+namespace {
+
+constexpr ImU32 kLossColor = IM_COL32(235, 110, 110, 255);
+constexpr ImU32 kAccuracyColor = IM_COL32(110, 210, 140, 255);
+
+using Series = std::vector<std::pair<int64_t, double>>;
+
+Series finite(Series s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](const auto& p) { return !std::isfinite(p.second); }), s.end());
+  return s;
+}
+
+class TrainingPanel : public Panel {
+ public:
+  const char* title() const override { return "Training"; }
+  bool applies(const DashboardModel& model) const override {
+    for (const Metric& m : model.metrics())
+      if ((m.name == "loss" || m.name == "accuracy") && std::isfinite(m.value)) return true;
+    return false;
+  }
+
+  void draw(const DashboardModel& model, ViewState& view) override {
+    if (model.version() != seen_version_) {
+      seen_version_ = model.version();
+      loss_ = finite(model.metric_series("loss"));
+      accuracy_ = finite(model.metric_series("accuracy"));
+    }
+    const int si = model.step_index_at(view.cursor_ns);
+    const int64_t cursor_step = si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1;
+
+    legend_item(kLossColor, "loss (left axis)");
+    legend_item(kAccuracyColor, "test accuracy (right axis, 0–1)");
+    ImGui::TextDisabled("over training steps");
+    const double* loss_now = value_at(loss_, cursor_step);
+    const double* acc_last = accuracy_.empty() ? nullptr : &accuracy_.back().second;
+    ImGui::Text("step %lld: loss %s", static_cast<long long>(cursor_step), loss_now ? fmt(*loss_now).c_str() : "—");
+    if (acc_last) {
+      ImGui::SameLine(0, 20);
+      ImGui::Text("test accuracy %.4f (step %lld)", *acc_last, static_cast<long long>(accuracy_.back().first));
+    }
+
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    if (avail.x < 60 || avail.y < 40) return;
+    const ImVec2 a = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("training_plot", avail);
+    const float left = 52, right = 40, bottom = ImGui::GetFontSize() + 6;
+    const ImVec2 p0(a.x + left, a.y + 6), p1(a.x + avail.x - right, a.y + avail.y - bottom);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddRect(p0, p1, IM_COL32(255, 255, 255, 50));
+
+    int64_t s_min = std::numeric_limits<int64_t>::max(), s_max = std::numeric_limits<int64_t>::min();
+    for (const auto* s : {&loss_, &accuracy_})
+      for (const auto& [step, v] : *s) {
+        s_min = std::min(s_min, step);
+        s_max = std::max(s_max, step);
+      }
+    if (s_min > s_max) return;
+    if (s_max == s_min) s_max = s_min + 1;
+    double l_max = 0;
+    for (const auto& [step, v] : loss_) l_max = std::max(l_max, v);
+    l_max = l_max > 0 ? l_max * 1.05 : 1;
+    auto x_of = [&](double step) { return p0.x + static_cast<float>((step - static_cast<double>(s_min)) / static_cast<double>(s_max - s_min)) * (p1.x - p0.x); };
+    auto y_loss = [&](double v) { return p1.y - static_cast<float>(v / l_max) * (p1.y - p0.y); };
+    auto y_acc = [&](double v) { return p1.y - static_cast<float>(v) * (p1.y - p0.y); };
+
+    // Axes: loss ticks on the left, accuracy on the right, steps below.
+    const double ls = nice_step(l_max, 4);
+    for (double v = 0; v <= l_max; v += ls) {
+      const float y = y_loss(v);
+      dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), kGridColor);
+      dl->AddText(ImVec2(a.x + 2, y - ImGui::GetFontSize() * 0.5f), kLossColor, fmt(v).c_str());
+    }
+    if (!accuracy_.empty())
+      for (double v = 0; v <= 1.0001; v += 0.25) {
+        char t[16];
+        std::snprintf(t, sizeof t, "%.2f", v);
+        dl->AddText(ImVec2(p1.x + 4, y_acc(v) - ImGui::GetFontSize() * 0.5f), kAccuracyColor, t);
+      }
+    const double ss = std::max(1.0, nice_step(static_cast<double>(s_max - s_min), std::max(2, static_cast<int>((p1.x - p0.x) / 80))));
+    for (double s = std::ceil(static_cast<double>(s_min) / ss) * ss; s <= static_cast<double>(s_max); s += ss) {
+      char t[24];
+      std::snprintf(t, sizeof t, "%.0f", s);
+      dl->AddText(ImVec2(x_of(s) - ImGui::CalcTextSize(t).x * 0.5f, p1.y + 3), kAxisText, t);
+    }
+
+    // A little beyond the frame, so a point on its edge (the final accuracy) is drawn whole.
+    dl->PushClipRect(ImVec2(p0.x - 5, p0.y - 5), ImVec2(p1.x + 5, p1.y + 5), true);
+    draw_series(dl, loss_, x_of, y_loss, kLossColor, cursor_step, p1.x - p0.x);
+    draw_series(dl, accuracy_, x_of, y_acc, kAccuracyColor, cursor_step, p1.x - p0.x);
+    if (cursor_step >= 0) draw_cursor(dl, x_of(static_cast<double>(cursor_step)), p0.y, p1.y);
+    dl->PopClipRect();
+
+    // Clicking on the plot moves the cursor to that step's start.
+    if (ImGui::IsItemClicked() && !model.steps().empty()) {
+      const double step = static_cast<double>(s_min) + (ImGui::GetIO().MousePos.x - p0.x) / (p1.x - p0.x) * static_cast<double>(s_max - s_min);
+      for (const StepSpan& s : model.steps())
+        if (static_cast<double>(s.step) >= std::round(step)) {
+          view.cursor_ns = s.begin_ns;
+          view.playing = false;
+          break;
+        }
+    }
+  }
+
+ private:
+  Series loss_, accuracy_;
+  uint64_t seen_version_ = 0;
+
+  static std::string fmt(double v) {
+    char t[32];
+    std::snprintf(t, sizeof t, std::fabs(v) >= 10 ? "%.1f" : "%.3f", v);
+    return t;
+  }
+
+  static const double* value_at(const Series& s, int64_t step) {
+    auto it = std::lower_bound(s.begin(), s.end(), step, [](const auto& p, int64_t v) { return p.first < v; });
+    return it != s.end() && it->first == step ? &it->second : nullptr;
+  }
+
+  // A polyline; steps after the cursor are faded (they have not happened yet at the cursor). With
+  // more points than pixels, every pixel column keeps its min and max, so spikes stay visible.
+  template <typename X, typename Y>
+  static void draw_series(ImDrawList* dl, const Series& s, X x_of, Y y_of, ImU32 color, int64_t cursor_step, float width) {
+    if (s.empty()) return;
+    if (s.size() == 1) {
+      dl->AddCircleFilled(ImVec2(x_of(static_cast<double>(s[0].first)), y_of(s[0].second)), 4.0f, color);
+      return;
+    }
+    const size_t stride = std::max<size_t>(1, s.size() / static_cast<size_t>(std::max(width, 1.0f)));
+    ImVec2 prev(x_of(static_cast<double>(s[0].first)), y_of(s[0].second));
+    for (size_t i = stride; i < s.size(); i += stride) {
+      double lo = s[i].second, hi = s[i].second;
+      for (size_t k = i - stride + 1; k < i; ++k) {
+        lo = std::min(lo, s[k].second);
+        hi = std::max(hi, s[k].second);
+      }
+      const ImVec2 cur(x_of(static_cast<double>(s[i].first)), y_of(s[i].second));
+      const ImU32 c = s[i].first > cursor_step ? faded(color, 0.35f) : color;
+      if (stride > 1) dl->AddLine(ImVec2(cur.x, y_of(lo)), ImVec2(cur.x, y_of(hi)), c, 1.0f);
+      dl->AddLine(prev, cur, c, 2.0f);
+      prev = cur;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_training_panel() { return std::make_unique<TrainingPanel>(); }
+
+}  // namespace scalelab::viz
