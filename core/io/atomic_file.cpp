@@ -10,7 +10,8 @@
 
 namespace scalelab {
 
-void write_file_atomically(const std::string& path, const std::string& text, const std::string& component) {
+void write_file_atomically(const std::string& path, const std::string& text, const std::string& component,
+                           const std::function<void(const std::string& written)>& verify) {
   // The temporary name carries the pid so two processes writing the same target do not collide.
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -39,6 +40,14 @@ void write_file_atomically(const std::string& path, const std::string& text, con
     ::unlink(tmp.c_str());
     throw Error(component, path + ": writing failed (" + std::strerror(saved_errno ? saved_errno : errno) +
                                ", disk full?) — nothing was written");
+  }
+  if (verify) {
+    try {
+      verify(tmp);
+    } catch (...) {
+      ::unlink(tmp.c_str());
+      throw;
+    }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);

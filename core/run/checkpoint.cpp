@@ -243,7 +243,9 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) 
 }
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
-  write_file_atomically(path, encode_checkpoint(checkpoint), "checkpoint");
+  // Read back and checked (magic, size, CRC, every field) before it replaces the previous one.
+  write_file_atomically(path, encode_checkpoint(checkpoint), "checkpoint",
+                        [&](const std::string& written) { load_checkpoint(written); });
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
