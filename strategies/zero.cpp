@@ -259,8 +259,8 @@ class Zero : public Strategy {
     }
     R.model.backward(dlogits);
 
-    // 4. Average the gradients over the ranks.
-    R.group.set_tag("zero.grads");
+    // 4. Average the gradients over the ranks: one flat bucket (bucket 0), after backward.
+    R.group.set_tag("zero.grads", 0);
     if (stage_ == 1) {
       R.group.all_reduce(R.flat_grads, ReduceOp::avg);  // every rank: the whole averaged gradient
     } else {

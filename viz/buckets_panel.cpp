@@ -171,7 +171,12 @@ class BucketsPanel : public Panel {
       const BucketTimes& b = step_.buckets[k];
       const float y = origin.y + row_h * static_cast<float>(k + 1);
       char label[64];
-      std::snprintf(label, sizeof label, "bucket %d · %s", b.bucket, format_bytes(static_cast<double>(b.fill_bytes)).c_str());
+      // The bucket's size from the gradients copied into it; a strategy that all-reduces its
+      // gradient buffer in place (ZeRO's one flat bucket) copies none, so say nothing then.
+      if (b.fill_bytes > 0)
+        std::snprintf(label, sizeof label, "bucket %d · %s", b.bucket, format_bytes(static_cast<double>(b.fill_bytes)).c_str());
+      else
+        std::snprintf(label, sizeof label, "bucket %d", b.bucket);
       dl->AddText(ImVec2(origin.x + 2, y + (row_h - ImGui::GetFontSize()) * 0.5f), IM_COL32(220, 220, 228, 255), label);
       dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x0 + w, y + row_h - 2), kRowBackground);
       auto seg = [&](const Interval& iv, ImU32 c, float inset) {
