@@ -75,7 +75,6 @@
 #include <thread>
 
 #include "core/comm/shm/shm_group.h"
-#include "core/device/cpu/cpu_executor.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
@@ -311,20 +310,14 @@ class Worker {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     openblas_set_num_threads(std::max(1, cores / s_.layout.workers));
     // 2. The device, in this process: its numerics, its clock, its ledger, its event bus.
-    if (s_.config.device == DeviceKind::sim) {
-      DeviceOptions o;
-      o.kind = DeviceKind::sim;
-      o.count = 1;
-      o.first_index = rank_;
-      o.profile = s_.profile;
-      o.dry_run = s_.config.dry_run;
-      o.bus = &bus_;
-      device_ = std::move(make_devices(o).front());
-    } else {
-      device_ = std::make_unique<Device>(rank_, DeviceKind::cpu, "cpu:" + std::to_string(rank_),
-                                         std::make_unique<CpuExecutor>(), std::make_unique<WallClock>(s_.epoch), 0,
-                                         &bus_);
-    }
+    DeviceOptions o;
+    o.kind = s_.config.device;
+    o.first_index = rank_;
+    o.profile = s_.profile;
+    o.dry_run = s_.config.dry_run;
+    o.bus = &bus_;
+    o.epoch = s_.epoch;  // the parent's: workers' events land on the trainer's time axis
+    device_ = std::move(make_devices(o).front());
     // 3. The model, its parameters pointing into the segment (the private copies the constructor
     //    made are freed), and this worker's own optimizer over them.
     model_ = std::make_unique<Mlp>(*device_, seg_.read_weights(s_.spec));

@@ -303,7 +303,7 @@ void Device::record(Event e) {
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
   if (o.count < 1) throw UsageError("device", "--devices must be at least 1, got " + std::to_string(o.count));
   std::vector<std::unique_ptr<Device>> devices;
-  auto epoch = std::chrono::steady_clock::now();
+  const auto epoch = o.epoch.value_or(std::chrono::steady_clock::now());
   switch (o.kind) {
     case DeviceKind::cpu:
       if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");

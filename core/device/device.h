@@ -4,6 +4,7 @@
 // bytes and its FLOPs, on cpu, cuda and sim alike: strategies never ask which kind they run on.
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,9 @@ struct DeviceOptions {
   // The index (and name) of the first device: rank r of an mpi launch owns device r of the run,
   // so its events and its place in the profile's nodes are the global ones.
   int first_index = 0;
+  // When measured clocks start counting (cpu, cuda); unset: now. Worker processes pass their
+  // parent's, so every process's events share one time axis.
+  std::optional<WallClock::time_point> epoch;
 };
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& options);
