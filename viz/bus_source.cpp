@@ -8,10 +8,18 @@ bool BusSource::update(DashboardModel& model) {
     model.set_info(info_, "live");
     started_ = true;
   }
+  // Devices name themselves on the bus as the run makes them, after this source was made.
+  bool renamed = false;
+  std::vector<std::string> names = bus_.device_names();
+  if (names != info_.device_names) {
+    info_.device_names = std::move(names);
+    model.set_info(info_, "live");
+    renamed = true;
+  }
   std::vector<Event> events = bus_.events_since(events_);
   std::vector<MemorySample> memory = bus_.memory_since(memory_);
   std::vector<Metric> metrics = bus_.metrics_since(metrics_);
-  if (events.empty() && memory.empty() && metrics.empty()) return false;
+  if (events.empty() && memory.empty() && metrics.empty() && !renamed) return false;
   events_ += events.size();
   memory_ += memory.size();
   metrics_ += metrics.size();

@@ -34,6 +34,7 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
       bus_(bus) {
   if (bus_) {
+    bus_->name_device(index_, name_);
     ledger_->set_listener([this](MemoryCategory category, int64_t live) {
       bus_->emit(MemorySample{index_, clock_->now_ns(), category, live});
     });

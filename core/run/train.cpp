@@ -109,7 +109,8 @@ std::optional<Checkpoint> checkpoint_to_resume(const TrainConfig& c, int64_t tra
 
 // One process's part of a run: every rank (threads launch, local_group null) or one rank
 // (procs and mpi launches: local_group is this process's).
-TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, ProcessGroup* local_group) {
+TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, ProcessGroup* local_group,
+                        const std::atomic<bool>* stop) {
   const ModelSpec spec = ModelSpec::parse(config.model);
   const StrategyInfo& info = find_strategy(config.strategy);
   const int per_rank = info.devices_per_rank;
@@ -202,15 +203,23 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
   HostBatch batch;
   auto clock_start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::duration eval_time{};
+  int64_t last_step = total;  // one past the last step run (earlier when stopped)
   for (int64_t step = first_step; step < total; ++step) {
+    if (stop && stop->load()) {
+      last_step = step;
+      break;
+    }
     const int64_t epoch = step / per_epoch;
     if (step % per_epoch == 0 || step == first_step) loader.set_epoch(epoch);
     loader.fill(step % per_epoch, batch);
+    const int64_t before_ns = bus.latest_end_ns();
     double loss = strategy->train_step(batch, step);
-    if (reference) reference->train_step(batch, step);
+    const int64_t step_ns = bus.latest_end_ns() - before_ns;
+    if (reference) bus.emit(Metric{step, "loss_single", reference->train_step(batch, step)});
     if (config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) save(step + 1);
     r.losses.push_back(loss);
     bus.emit(Metric{step, "loss", loss});
+    if (step_ns > 0) bus.emit(Metric{step, "samples_per_s", static_cast<double>(config.batch) * 1e9 / static_cast<double>(step_ns)});
     Progress p{step + 1, total, epoch + 1, epochs, loss, -1};
     const bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == total;
     if (epoch_end && computes) {
@@ -223,12 +232,13 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
     }
     if (progress) progress(p);
   }
-  if (!config.checkpoint_path.empty() && saved_step != total) save(total);
+  r.stopped = last_step < total;
+  if (!config.checkpoint_path.empty() && saved_step != last_step) save(last_step);
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start - eval_time -
                                                       checkpoint_time)
                             .count();
 
-  r.steps = total - first_step;  // a resumed run reports the steps it ran
+  r.steps = last_step - first_step;  // a resumed (or stopped) run reports the steps it ran
   r.samples = r.steps * config.batch;
   const size_t tail = std::min<size_t>(100, r.losses.size());
   double sum = 0;
@@ -241,10 +251,14 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
 
   for (auto& d : devices) d->set_step(-1);
   HostWeights final_weights = strategy->weights();
-  if (reference) r.max_rel_diff = max_relative_difference(final_weights, reference->weights());
+  if (reference) {
+    r.max_rel_diff = max_relative_difference(final_weights, reference->weights());
+    bus.emit(Metric{last_step - 1, "max_rel_diff", r.max_rel_diff});
+  }
   if (computes) {
     r.test_accuracy = evaluate_accuracy(final_weights, data.test.images.data(), data.test.labels.data(), data.test.count);
     r.weights_checksum = weights_checksum(final_weights);
+    if (r.stopped && last_step > first_step) bus.emit(Metric{last_step - 1, "accuracy", r.test_accuracy});
   }
 
   std::vector<Event> events = bus.events();
@@ -310,6 +324,7 @@ nlohmann::json to_json(const TrainResult& r) {
   j["samples_per_s"] = r.samples_per_s;
   j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
   j["launch"] = r.config.launch;
+  j["stopped"] = r.stopped;
   j["equivalence"] = r.max_rel_diff >= 0 ? json{{"max_rel_diff", r.max_rel_diff}} : json(nullptr);
   j["amp"] = r.config.amp == "off" ? json(nullptr)
                                    : json{{"dtype", r.config.amp},
@@ -386,7 +401,7 @@ std::string format_summary(const TrainResult& r) {
   return s;
 }
 
-TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress) {
+TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, const std::atomic<bool>* stop) {
   config.validate();
   const StrategyInfo& info = find_strategy(config.strategy);
   if (info.devices_per_rank == 0 && config.launch != "threads")
@@ -402,7 +417,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     if (!config.comm.empty() && config.comm != "mpi" && config.comm != "nccl")
       throw UsageError("train", "--launch mpi talks through --comm mpi (or nccl on GPUs), not " + config.comm);
     auto group = make_mpi_group(comm_options(config));
-    return train_ranks(config, bus, group->rank() == 0 ? progress : ProgressFn{}, group.get());
+    return train_ranks(config, bus, group->rank() == 0 ? progress : ProgressFn{}, group.get(), nullptr);
   }
   if (config.launch == "procs") {
     if (!config.comm.empty() && config.comm != "shm")
@@ -420,7 +435,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     launch_procs(config.devices / info.devices_per_rank, parse_shm_sharing(config.shm_sharing), comm_options(config),
                  [&](ProcessGroup& group) {
                    EventBus rank_bus;
-                   TrainResult r = train_ranks(config, rank_bus, group.rank() == 0 ? progress : ProgressFn{}, &group);
+                   TrainResult r = train_ranks(config, rank_bus, group.rank() == 0 ? progress : ProgressFn{}, &group, nullptr);
                    if (group.rank() == 0) {
                      nlohmann::json j = to_json(r);
                      j["losses"] = r.losses;
@@ -433,7 +448,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     std::filesystem::remove(result_path, ec);
     return from_json(j, config);
   }
-  return train_ranks(config, bus, progress, nullptr);
+  return train_ranks(config, bus, progress, nullptr, stop);
 }
 
 TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {

@@ -2,6 +2,7 @@
 // A training run from start to end: data, devices, strategy, the step loop, evaluation, the
 // summary and its JSON, the trace. The CLI, the dashboard and the grader all call this.
 #include <array>
+#include <atomic>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -39,6 +40,7 @@ struct TrainResult {
   double max_rel_diff = -1;           // --check-equivalence: vs single (< 0: not checked)
   double loss_scale = 1;              // --amp: the fp16 loss scale at the end (1 without a scaler)
   int64_t skipped_steps = 0;          // --amp fp16: optimizer steps skipped on overflow
+  bool stopped = false;               // ended early at the caller's request (steps: those run)
 };
 
 // Called after each step (and once with done = total at the end of each evaluation).
@@ -49,7 +51,16 @@ struct Progress {
 };
 using ProgressFn = std::function<void(const Progress&)>;
 
-TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress = {});
+// Besides the summary, the run emits per-step metrics into the bus: loss, samples_per_s (the batch
+// over the time from the previous step's end to this one's), accuracy after each evaluation, and
+// with --check-equivalence loss_single (the reference's loss) and, at the end, max_rel_diff.
+//
+// `stop`: when it reads true after a step, the run ends there as if that had been the last step
+// (evaluation, checkpoint, trace and summary included). It is checked on the controller between
+// steps, where no collective is in flight, so it is honoured with --launch threads only (a forked
+// or mpirun rank cannot see it).
+TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress = {},
+                  const std::atomic<bool>* stop = nullptr);
 
 nlohmann::json to_json(const TrainResult& result);
 // The summary back from to_json's output (a --launch procs rank reports through it).

@@ -1,5 +1,7 @@
 #include "core/trace/events.h"
 
+#include <algorithm>
+
 namespace scalelab {
 
 const char* lane_name(Lane lane) {
@@ -38,6 +40,7 @@ const char* memory_category_name(MemoryCategory category) {
 
 void EventBus::emit(Event e) {
   std::lock_guard<std::mutex> lock(mutex_);
+  latest_end_ns_ = std::max(latest_end_ns_, e.t_end_ns);
   events_.push_back(std::move(e));
 }
 void EventBus::emit(MemorySample m) {
@@ -71,8 +74,24 @@ size_t EventBus::event_count() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.size();
 }
+int64_t EventBus::latest_end_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return latest_end_ns_;
+}
+void EventBus::name_device(int index, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index < 0) return;
+  if (static_cast<size_t>(index) >= device_names_.size()) device_names_.resize(static_cast<size_t>(index) + 1);
+  device_names_[static_cast<size_t>(index)] = name;
+}
+std::vector<std::string> EventBus::device_names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_names_;
+}
 void EventBus::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
+  latest_end_ns_ = 0;
+  device_names_.clear();
   events_.clear();
   memory_.clear();
   metrics_.clear();

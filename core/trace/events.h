@@ -65,6 +65,13 @@ class EventBus {
   std::vector<MemorySample> memory() const { return memory_since(0); }
   std::vector<Metric> metrics() const { return metrics_since(0); }
   size_t event_count() const;
+  // The latest end time of any event emitted so far (0 before the first): how far the run's clock
+  // has got. The dashboard paces a live run by it; train() times each step with it.
+  int64_t latest_end_ns() const;
+  // Devices say who they are when they are made ("sim:0 (a100-nvlink-8)"), so a reader of a live
+  // run can name them (and find their hardware profile) as a trace file does.
+  void name_device(int index, const std::string& name);
+  std::vector<std::string> device_names() const;  // index = device; "" for one never named
   void clear();
 
  private:
@@ -72,6 +79,8 @@ class EventBus {
   std::vector<Event> events_;
   std::vector<MemorySample> memory_;
   std::vector<Metric> metrics_;
+  int64_t latest_end_ns_ = 0;
+  std::vector<std::string> device_names_;
 };
 
 }  // namespace scalelab
