@@ -36,6 +36,31 @@ Dashboard::Dashboard(std::unique_ptr<DataSource> source) : source_(std::move(sou
   }
 }
 
+void Dashboard::set_source(std::unique_ptr<DataSource> source) {
+  source_ = std::move(source);
+  model_.clear();
+  model_.rebuild();
+  view_ = ViewState{};
+  first_data_ = true;
+  applies_version_ = 0;
+}
+
+void Dashboard::follow(int64_t cursor_ns) {
+  if (!view_.follow_live) return;
+  view_.playing = false;
+  view_.cursor_ns = std::clamp(cursor_ns, model_.t_begin_ns(), model_.t_end_ns());
+  const int si = model_.step_index_at(view_.cursor_ns);
+  if (si < 0) {
+    fit_run();
+    return;
+  }
+  // The timeline pages with the steps: it shows the one the cursor is in, as it fills.
+  const StepSpan& s = model_.steps()[static_cast<size_t>(si)];
+  const double len = static_cast<double>(std::max<int64_t>(s.end_ns - s.begin_ns, 1));
+  view_.view_begin_ns = static_cast<double>(s.begin_ns) - 0.06 * len;
+  view_.view_end_ns = static_cast<double>(s.end_ns) + 0.06 * len;
+}
+
 void Dashboard::select_step(int step_index, double fraction) {
   const auto& steps = model_.steps();
   if (steps.empty()) {
@@ -63,7 +88,7 @@ void Dashboard::fit_run() {
 }
 
 std::vector<std::string> Dashboard::shown_windows() const {
-  std::vector<std::string> out{kReplayTitle};
+  std::vector<std::string> out{live() ? kLiveTitle : kReplayTitle};
   for (const Panel* p : shown_) out.emplace_back(p->title());
   return out;
 }
@@ -86,11 +111,15 @@ void Dashboard::advance_cursor(double dt_s) {
   }
 }
 
-void Dashboard::frame(float width, float height, double dt_s) {
-  if (source_ && source_->update(model_) && first_data_) {
-    select_step(static_cast<int>(model_.steps().size()) / 2);
+void Dashboard::update() {
+  if (source_ && source_->update(model_) && first_data_ && !model_.steps().empty()) {
+    if (!live()) select_step(static_cast<int>(model_.steps().size()) / 2);
     first_data_ = false;
   }
+}
+
+void Dashboard::frame(float width, float height, double dt_s, float left) {
+  update();
   advance_cursor(dt_s);
 
   // Which panels apply depends only on the data: ask again only when it changed.
@@ -101,15 +130,17 @@ void Dashboard::frame(float width, float height, double dt_s) {
       if (p->applies(model_)) shown_.push_back(p.get());
   }
 
-  const bool relayout = width != laid_out_w_ || height != laid_out_h_ || shown_.size() != laid_out_count_;
+  const bool relayout = width != laid_out_w_ || height != laid_out_h_ || shown_.size() != laid_out_count_ ||
+                        left != laid_out_left_;
   laid_out_w_ = width;
   laid_out_h_ = height;
   laid_out_count_ = shown_.size();
+  laid_out_left_ = left;
 
   const ImGuiStyle& style = ImGui::GetStyle();
   const float m = 6;
   const float bar_h = ImGui::GetFrameHeight() + 2 * ImGui::GetFrameHeightWithSpacing() + 2 * style.WindowPadding.y;
-  draw_replay_bar(relayout, width, bar_h);
+  draw_replay_bar(relayout, left, width, bar_h);
 
   // Timeline across the top, as tall as its rows need and at most 45% of what is left; the other
   // panels share the rest in a grid (up to 3 across).
@@ -121,7 +152,7 @@ void Dashboard::frame(float width, float height, double dt_s) {
     const float wanted = ImGui::GetFrameHeight() + ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetFontSize() + 6 + rows * 22 + 3 * style.WindowPadding.y + 8;
     const float rest = height - y - m;
     const float h = shown_.size() == 1 ? rest : std::min(wanted, rest * 0.45f);
-    rects[0] = {ImVec2(m, y), ImVec2(width - 2 * m, h)};
+    rects[0] = {ImVec2(left + m, y), ImVec2(width - left - 2 * m, h)};
     y += h + m;
     first_grid = 1;
   }
@@ -133,8 +164,8 @@ void Dashboard::frame(float width, float height, double dt_s) {
     for (size_t i = 0; i < n; ++i) {
       const size_t r = i / cols, c = i % cols;
       const size_t in_row = std::min(cols, n - r * cols);  // a last, shorter row spreads across the width
-      const float cell_w = (width - m * static_cast<float>(in_row + 1)) / static_cast<float>(in_row);
-      rects[first_grid + i] = {ImVec2(m + static_cast<float>(c) * (cell_w + m), y + static_cast<float>(r) * (cell_h + m)),
+      const float cell_w = (width - left - m * static_cast<float>(in_row + 1)) / static_cast<float>(in_row);
+      rects[first_grid + i] = {ImVec2(left + m + static_cast<float>(c) * (cell_w + m), y + static_cast<float>(r) * (cell_h + m)),
                                ImVec2(cell_w, cell_h)};
     }
   }
@@ -150,13 +181,13 @@ void Dashboard::frame(float width, float height, double dt_s) {
   }
 }
 
-void Dashboard::draw_replay_bar(bool relayout, float width, float height) {
+void Dashboard::draw_replay_bar(bool relayout, float left, float width, float height) {
   if (relayout) {
-    ImGui::SetNextWindowPos(ImVec2(6, 6), ImGuiCond_Always);
-    ImGui::SetNextWindowSize(ImVec2(width - 12, height), ImGuiCond_Always);
+    ImGui::SetNextWindowPos(ImVec2(left + 6, 6), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(width - left - 12, height), ImGuiCond_Always);
   }
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoScrollbar;
-  if (!ImGui::Begin(kReplayTitle, nullptr, flags)) {
+  if (!ImGui::Begin(live() ? kLiveTitle : kReplayTitle, nullptr, flags)) {
     ImGui::End();
     return;
   }
@@ -173,17 +204,20 @@ void Dashboard::draw_replay_bar(bool relayout, float width, float height) {
   if (ImGui::Button("◀ step") || (keys && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)))) {
     select_step(si - 1);
     view_.playing = false;
+    view_.follow_live = false;
   }
   ImGui::SameLine();
   if (ImGui::Button(view_.playing ? "Pause" : "Play ▶", ImVec2(ImGui::GetFontSize() * 4.5f, 0)) ||
       (keys && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space)))) {
     if (!view_.playing && view_.cursor_ns >= model_.t_end_ns()) view_.cursor_ns = model_.t_begin_ns();
     view_.playing = !view_.playing;
+    view_.follow_live = false;
   }
   ImGui::SameLine();
   if (ImGui::Button("step ▶") || (keys && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow)))) {
     select_step(si + 1);
     view_.playing = false;
+    view_.follow_live = false;
   }
   ImGui::SameLine();
   const float slider_w = (ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 12) * 0.5f;
@@ -195,6 +229,8 @@ void Dashboard::draw_replay_bar(bool relayout, float width, float height) {
     if (ImGui::SliderInt("##step", &pick, 0, static_cast<int>(steps.size()) - 1, label) && pick != si) {
       select_step(pick);
       view_.playing = false;
+      view_.follow_live = false;
+    view_.follow_live = false;
     }
     ImGui::SameLine();
   }
@@ -206,6 +242,7 @@ void Dashboard::draw_replay_bar(bool relayout, float width, float height) {
   if (ImGui::SliderScalar("##time", ImGuiDataType_Double, &t_us, &lo, &hi, shown.c_str())) {
     view_.cursor_ns = model_.t_begin_ns() + static_cast<int64_t>(t_us * 1e3);
     view_.playing = false;
+    view_.follow_live = false;
   }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);

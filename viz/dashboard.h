@@ -16,9 +16,20 @@ class Dashboard {
  public:
   explicit Dashboard(std::unique_ptr<DataSource> source);
 
+  // Replaces what the dashboard shows (a new live run): the model starts empty, the view over.
+  void set_source(std::unique_ptr<DataSource> source);
+  bool live() const { return source_ && source_->live(); }
+  // Pulls what the source has new into the model (frame() does this first).
+  void update();
+
   // One frame: pulls new data, advances the cursor when playing (dt_s: wall seconds since the
-  // last frame), lays out and draws the replay bar and every panel that applies.
-  void frame(float width, float height, double dt_s);
+  // last frame), lays out and draws the replay bar and every panel that applies, in the area from
+  // `left` to `width` (a live dashboard keeps the launch panel on the left).
+  void frame(float width, float height, double dt_s, float left = 0);
+
+  // A live run's playback clock: while view().follow_live, the cursor sits there and the
+  // timeline shows the step it is in. Scrubbing stops following.
+  void follow(int64_t cursor_ns);
 
   // Puts the cursor in a step (index into model().steps()) at `fraction` of it (0 = its start,
   // 1 = its end, clamped before the next step begins) and fits the timeline around it.
@@ -32,6 +43,7 @@ class Dashboard {
   std::vector<std::string> shown_windows() const;
 
   static constexpr const char* kReplayTitle = "Replay";
+  static constexpr const char* kLiveTitle = "Run";  // the same bar over a live run
 
  private:
   std::unique_ptr<DataSource> source_;
@@ -43,8 +55,9 @@ class Dashboard {
   float laid_out_w_ = 0, laid_out_h_ = 0;
   size_t laid_out_count_ = 0;
   bool first_data_ = true;
+  float laid_out_left_ = 0;
 
-  void draw_replay_bar(bool relayout, float width, float height);
+  void draw_replay_bar(bool relayout, float left, float width, float height);
   void advance_cursor(double dt_s);
 };
 

@@ -118,6 +118,7 @@ struct ViewState {
   bool playing = false;              // the cursor advances by itself
   double play_steps_per_s = 0.5;     // replay speed: training steps per wall-clock second
   int focus_device = 0;              // the device the Buckets panel follows
+  bool follow_live = true;           // a live run: the cursor follows its playback clock
 };
 
 // The step span, or the run's span when there are no steps, around which views start.

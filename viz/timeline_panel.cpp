@@ -178,6 +178,7 @@ class TimelinePanel : public Panel {
     ImGui::TextDisabled("wheel: zoom · drag: pan · click: move cursor");
     ImGui::SameLine(0, 20);
     if (ImGui::SmallButton("Fit run")) {
+      view.follow_live = false;
       view.view_begin_ns = static_cast<double>(model.t_begin_ns());
       view.view_end_ns = static_cast<double>(model.t_end_ns());
     }
@@ -202,12 +203,14 @@ class TimelinePanel : public Panel {
       const double factor = std::pow(0.8, static_cast<double>(io.MouseWheel));
       const double run = static_cast<double>(model.t_end_ns() - model.t_begin_ns());
       const double new_span = std::clamp(span * factor, 50.0, run * 1.5 + 1000);
+      view.follow_live = false;
       const double frac = (t_mouse - view.view_begin_ns) / span;
       view.view_begin_ns = t_mouse - frac * new_span;
       view.view_end_ns = view.view_begin_ns + new_span;
     }
     if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)) {
       dragged_ = true;
+      view.follow_live = false;
       const double shift = -static_cast<double>(io.MouseDelta.x) * ns_per_px;
       view.view_begin_ns += shift;
       view.view_end_ns += shift;
@@ -217,6 +220,7 @@ class TimelinePanel : public Panel {
         const double t = view.view_begin_ns + (io.MousePos.x - plot_x0) * ns_per_px;
         view.cursor_ns = std::clamp(static_cast<int64_t>(t), model.t_begin_ns(), model.t_end_ns());
         view.playing = false;
+        view.follow_live = false;
       }
       dragged_ = false;
     }

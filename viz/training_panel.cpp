@@ -112,6 +112,7 @@ class TrainingPanel : public Panel {
         if (static_cast<double>(s.step) >= std::round(step)) {
           view.cursor_ns = s.begin_ns;
           view.playing = false;
+          view.follow_live = false;
           break;
         }
     }

@@ -1,8 +1,10 @@
-// scalelab-dash: the dashboard. For now it replays a trace written by `scalelab train --trace FILE`
-// (the live launch panel comes later and will fill the same model from the event bus).
+// scalelab-dash: the dashboard. Live: a launch panel starts a run on a background thread and every
+// panel shows it as it trains. Replay: a trace written by `scalelab train --trace FILE`.
 //
-//   scalelab-dash --replay out/ddp.trace.json                   interactive
-//   scalelab-dash --replay out/ddp.trace.json --screenshot ddp.png --size 1600x1000
+//   scalelab-dash                                               launch panel, press Start
+//   scalelab-dash --strategy pipeline --devices 4 --micro-batches 8 --start
+//   scalelab-dash --strategy ddp --steps 40 --screenshot ddp.png     run, then a PNG (headless: xvfb-run -a)
+//   scalelab-dash --replay out/ddp.trace.json                   scrub through a trace
 //   scalelab-dash --replay big.trace.json --bench-frames 300     median frame CPU time
 //   scalelab-dash --replay out/ddp.trace.json --describe         counts, no window
 #include <time.h>
@@ -13,10 +15,12 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "viz/dashboard.h"
+#include "viz/launch_panel.h"
 #include "viz/png_writer.h"
 #include "viz/window_glfw.h"
 
@@ -27,6 +31,11 @@ namespace {
 
 struct Options {
   std::string replay;
+  // Live: what the launch panel starts with (and what --screenshot/--describe run).
+  TrainConfig run;
+  std::string device = "sim";
+  double speed = 1e-4;   // simulated seconds per wall second; 0: as fast as it can
+  bool start = false;
   std::string screenshot;
   std::string size = "1600x1000";
   int bench_frames = 0;
@@ -66,17 +75,64 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
 }
 
+// Runs the launch panel's settings to the end with nothing to watch (for --screenshot, --describe,
+// --list-panels, --bench-frames without --replay), printing progress on stderr.
+void run_to_end(LaunchPanel& launch) {
+  if (!launch.start(/*paused=*/false, /*unpaced=*/true)) throw UsageError("dash", launch.error());
+  LiveRun& run = *launch.run();
+  int64_t shown = -1;
+  while (!run.done()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int64_t total = std::max<int64_t>(run.total_steps(), 1), done = run.steps_done();
+    if (done * 10 / total != shown) {
+      shown = done * 10 / total;
+      std::fprintf(stderr, "run: step %lld/%lld\n", static_cast<long long>(done), static_cast<long long>(total));
+    }
+  }
+  if (run.state() == LiveRun::State::failed) throw Error("dash", "the run failed: " + run.error());
+}
+
+// How wide the launch panel is in a window of width w.
+float launch_width(int w) { return std::clamp(0.24f * static_cast<float>(w), 300.0f, 420.0f); }
+
+// One frame of the whole window: the launch panel on the left when live, the dashboard beside it.
+void frame(Dashboard& dash, LaunchPanel* launch, int width, int height, double dt) {
+  float left = 0;
+  if (launch) {
+    left = launch_width(width);
+    launch->draw(left, static_cast<float>(height));
+    if (LiveRun* run = launch->run()) dash.follow(run->playback_ns());
+  }
+  dash.frame(static_cast<float>(width), static_cast<float>(height), dt, left);
+}
+
 int run(const Options& o) {
-  if (o.replay.empty())
-    throw UsageError("dash", "nothing to show — pass --replay FILE (a trace from scalelab train --trace FILE); "
-                             "the live launch panel is not built yet");
   int width = 0, height = 0;
   parse_size(o.size, width, height);
+  const bool batch = !o.screenshot.empty() || o.bench_frames > 0 || o.list_panels;
+  const bool live = o.replay.empty();
 
-  auto source = std::make_unique<ReplaySource>(o.replay);  // reads the file now: errors before a window
+  std::unique_ptr<DataSource> source;
+  if (!live) source = std::make_unique<ReplaySource>(o.replay);  // reads the file now: errors before a window
   Dashboard dash(std::move(source));
+  std::unique_ptr<LaunchPanel> launch;
+  if (live) {
+    TrainConfig c = o.run;
+    c.device = parse_device_kind(o.device);
+    if (c.device == DeviceKind::sim && c.hw.empty()) c.hw = "a100-nvlink-8";
+    launch = std::make_unique<LaunchPanel>(dash, c, o.speed);
+    if (batch || o.describe) {
+      run_to_end(*launch);
+      dash.update();
+      dash.view().follow_live = false;
+    } else if (o.start && !launch->start()) {
+      throw UsageError("dash", launch->error());
+    }
+  }
   const DashboardModel& model = dash.model();
-  if (o.step >= 0) {
+  if (live && !batch && !o.describe) {
+    // Interactive live: the cursor follows the run; --step and --at are for pictures.
+  } else if (o.step >= 0) {
     const auto& steps = model.steps();
     auto it = std::find_if(steps.begin(), steps.end(), [&](const StepSpan& s) { return s.step == o.step; });
     if (it == steps.end())
@@ -91,13 +147,12 @@ int run(const Options& o) {
   else if (o.view != "step") throw UsageError("dash", "--view " + o.view + ": expected step or run");
 
   if (o.describe) std::cout << describe(model) << std::flush;
-  const bool batch = !o.screenshot.empty() || o.bench_frames > 0 || o.list_panels;
   if (o.describe && !batch) return 0;
 
   WindowOptions wo;
   wo.width = width;
   wo.height = height;
-  wo.title = "scalelab-dash — " + o.replay;
+  wo.title = "scalelab-dash — " + (live ? std::string("live") : o.replay);
   wo.vsync = o.bench_frames <= 0;
   wo.font_px = o.font_px;
   GlfwWindow window(wo);
@@ -108,11 +163,13 @@ int run(const Options& o) {
       const auto now = std::chrono::steady_clock::now();
       const double dt = std::chrono::duration<double>(now - last).count();
       last = now;
-      // Replaying, the cursor moves every frame; paused, a frame is needed only after input
-      // (the timeout keeps hover highlights and the like responsive).
-      if (!dash.view().playing) window.wait_events(0.1);
+      // Replaying or running, the picture changes every frame; otherwise a frame is needed only
+      // after input (the timeout keeps hover highlights and the like responsive).
+      LiveRun* run = launch ? launch->run() : nullptr;
+      const bool moving = dash.view().playing || (run && !run->done()) || (run && run->playback_ns() > dash.view().cursor_ns);
+      if (!moving) window.wait_events(0.1);
       window.begin_frame();
-      dash.frame(static_cast<float>(window.width()), static_cast<float>(window.height()), dt);
+      frame(dash, launch.get(), window.width(), window.height(), dt);
       window.render();
       window.present();
     }
@@ -129,7 +186,7 @@ int run(const Options& o) {
     for (int f = 0; f < frames; ++f) {
       const bool last = f == frames - 1;
       window.begin_frame(mx, my);
-      dash.frame(static_cast<float>(width), static_cast<float>(height), 0.0);
+      frame(dash, launch.get(), width, height, 0.0);
       window.render(/*capture=*/last && !o.screenshot.empty());
       window.present();
     }
@@ -138,8 +195,10 @@ int run(const Options& o) {
       write_png(o.screenshot, img.width, img.height, img.rgb);
       std::cout << "screenshot: " << o.screenshot << " (" << img.width << "x" << img.height << ")\n";
     }
-    if (o.list_panels)
+    if (o.list_panels) {
+      if (launch) std::cout << "panel: " << LaunchPanel::kTitle << "\n";
       for (const std::string& title : dash.shown_windows()) std::cout << "panel: " << title << "\n";
+    }
   }
 
   if (o.bench_frames > 0) {
@@ -153,7 +212,7 @@ int run(const Options& o) {
       const double c0 = thread_cpu_ms();
       const auto w0 = std::chrono::steady_clock::now();
       window.begin_frame(-1, -1);
-      dash.frame(static_cast<float>(width), static_cast<float>(height), 0.0);
+      frame(dash, launch.get(), width, height, 0.0);
       window.render();
       const double c1 = thread_cpu_ms();
       const auto w1 = std::chrono::steady_clock::now();
@@ -185,11 +244,35 @@ int main(int argc, char** argv) {
   app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)");
   app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
   app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
-  app.add_option("--step", o.step, "start at this training step (default: the middle one)");
+  app.add_option("--step", o.step, "pictures: the cursor at this training step (default: the middle one)");
   app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
   app.add_option("--font-size", o.font_px, "font size in pixels")->capture_default_str();
+  // A live run: what the launch panel starts with. Without --replay, --screenshot, --describe,
+  // --list-panels and --bench-frames first run it to the end.
+  TrainConfig& c = o.run;
+  c.devices = 4;
+  c.steps = 200;
+  app.add_flag("--start", o.start, "live: start the run at once (otherwise press Start)");
+  app.add_option("--speed", o.speed, "live, sim: simulated seconds per wall second (0: as fast as it can)")->capture_default_str();
+  app.add_option("--strategy", c.strategy, "live: the strategy (see `scalelab strategies`)")->capture_default_str();
+  app.add_option("--device", o.device, "live: sim | cpu | cuda")->capture_default_str();
+  app.add_option("--hw", c.hw, "live, sim: hardware profile (default a100-nvlink-8)");
+  app.add_option("--devices", c.devices, "live: number of devices")->capture_default_str();
+  app.add_flag("--dry-run", c.dry_run, "live, sim: shapes and times, no numerics");
+  app.add_option("--model", c.model, "live: mlp:IN-HIDDEN...-CLASSES")->capture_default_str();
+  app.add_option("--dataset", c.dataset, "live: fashion-mnist | synthetic")->capture_default_str();
+  app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
+  app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
+  app.add_option("--seed", c.seed, "live: seed for weights and data order")->capture_default_str();
+  app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
+  app.add_option("--schedule", c.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
+  app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
+  app.add_option("--first-bucket-mb", c.first_bucket_mb, "live, ddp: cap of the first bucket in MB")->capture_default_str();
+  app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too");
+  app.add_option("--amp", c.amp, "live: off | fp16 | bf16")->capture_default_str();
+  app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

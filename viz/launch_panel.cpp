@@ -1,0 +1,276 @@
+#include "viz/launch_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "strategies/strategy.h"
+#include "viz/data_source.h"
+#include "viz/format.h"
+
+namespace scalelab::viz {
+
+namespace {
+
+constexpr ImU32 kErrorText = IM_COL32(255, 120, 110, 255);
+constexpr ImU32 kOkText = IM_COL32(130, 220, 150, 255);
+
+const char* const kModelPresets[] = {"mlp:784-256-128-10", "mlp:784-512-256-128-10", "mlp:784-1024-1024-1024-10",
+                                     "mlp:784-4096-4096-4096-4096-10"};
+
+// A combo over a list of strings; returns true when the choice changed.
+bool combo(const char* label, std::string& value, const std::vector<std::string>& options,
+           const std::vector<std::string>& tips = {}) {
+  bool changed = false;
+  if (ImGui::BeginCombo(label, value.c_str())) {
+    for (size_t i = 0; i < options.size(); ++i) {
+      const bool selected = options[i] == value;
+      if (ImGui::Selectable(options[i].c_str(), selected)) {
+        changed = options[i] != value;
+        value = options[i];
+      }
+      if (i < tips.size() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tips[i].c_str());
+      if (selected) ImGui::SetItemDefaultFocus();
+    }
+    ImGui::EndCombo();
+  }
+  return changed;
+}
+
+int profile_device_count(const std::string& hw) {
+  static std::map<std::string, int> counts;
+  auto it = counts.find(hw);
+  if (it != counts.end()) return it->second;
+  int n = 8;
+  try {
+    n = load_profile(hw).device_count();
+  } catch (const std::exception&) {
+    // Unknown profile: Start will say so; the slider keeps a sensible range meanwhile.
+  }
+  return counts[hw] = std::max(1, n);
+}
+
+bool uses_buckets(const std::string& s) { return s == "ddp" || s == "ddp-mp"; }
+
+}  // namespace
+
+LaunchPanel::LaunchPanel(Dashboard& dashboard, TrainConfig initial, double speed)
+    : dash_(dashboard), fields_(std::move(initial)), speed_(speed > 0 ? speed : 1e-4), paced_(speed > 0) {
+  if (fields_.device == DeviceKind::sim && fields_.hw.empty()) fields_.hw = "a100-nvlink-8";
+  if (fields_.steps <= 0) fields_.steps = 200;
+  if (fields_.zero_stage == 0) fields_.zero_stage = 1;
+  std::snprintf(model_text_, sizeof model_text_, "%s", fields_.model.c_str());
+}
+
+TrainConfig LaunchPanel::config() const {
+  TrainConfig c = fields_;
+  const TrainConfig defaults;
+  c.model = model_text_;
+  c.launch = "threads";
+  if (c.device != DeviceKind::sim) {
+    c.hw.clear();
+    c.dry_run = false;
+  }
+  if (!uses_buckets(c.strategy)) {
+    c.bucket_mb = defaults.bucket_mb;
+    c.first_bucket_mb = defaults.first_bucket_mb;
+    c.no_sync = defaults.no_sync;
+  }
+  if (c.strategy != "pipeline") {
+    c.micro_batches = defaults.micro_batches;
+    c.schedule = defaults.schedule;
+  }
+  if (c.strategy != "zero") c.zero_stage = defaults.zero_stage;
+  if (c.strategy == "multiprocessing") c.check_equivalence = false;  // Hogwild is not synchronous
+  if (c.amp != "fp16") c.amp_initial_scale = defaults.amp_initial_scale;
+  return c;
+}
+
+bool LaunchPanel::start(bool paused, bool unpaced) {
+  try {
+    auto next = std::make_unique<LiveRun>(config(), paced_ && !unpaced ? speed_ : 0.0, paused);
+    // The dashboard's source reads the new run's bus; the old run (if any) ends after the swap.
+    dash_.set_source(std::make_unique<BusSource>(next->bus(), next->info()));
+    run_ = std::move(next);
+    error_.clear();
+    return true;
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+}
+
+void LaunchPanel::draw(float width, float height) {
+  ImGui::SetNextWindowPos(ImVec2(6, 6), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(width - 6, height - 12), ImGuiCond_Always);
+  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoMove |
+                                 ImGuiWindowFlags_NoResize;
+  if (ImGui::Begin(kTitle, nullptr, flags)) {
+    const bool running = run_ && !run_->done();
+    draw_settings(running);
+    ImGui::Separator();
+    draw_controls();
+    ImGui::Separator();
+    draw_status();
+  }
+  ImGui::End();
+}
+
+void LaunchPanel::draw_settings(bool locked) {
+  ImGui::PushItemWidth(-ImGui::GetFontSize() * 6.5f);
+  if (locked) ImGui::BeginDisabled();
+
+  std::vector<std::string> names, summaries;
+  for (const StrategyInfo& s : strategy_registry()) {
+    names.push_back(s.name);
+    summaries.push_back(s.summary);
+  }
+  combo("strategy", fields_.strategy, names, summaries);
+  for (const StrategyInfo& s : strategy_registry())
+    if (s.name == fields_.strategy) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("%s", s.summary.c_str());
+      ImGui::PopStyleColor();
+    }
+
+  std::string device = device_kind_name(fields_.device);
+  std::vector<std::string> kinds{"sim", "cpu"};
+  if (cuda_available()) kinds.emplace_back("cuda");
+  if (combo("device", device, kinds)) {
+    fields_.device = parse_device_kind(device);
+    if (fields_.device == DeviceKind::sim && fields_.hw.empty()) fields_.hw = "a100-nvlink-8";
+  }
+  if (fields_.device == DeviceKind::sim) {
+    combo("hardware", fields_.hw, list_profiles());
+    ImGui::Checkbox("dry run (shapes and times only)", &fields_.dry_run);
+  }
+  const int max_devices = fields_.device == DeviceKind::sim ? profile_device_count(fields_.hw) : 8;
+  ImGui::SliderInt("devices", &fields_.devices, 1, std::max(2, max_devices));
+
+  ImGui::InputText("model", model_text_, sizeof model_text_);
+  if (ImGui::BeginCombo("##model presets", "model presets…")) {
+    for (const char* m : kModelPresets)
+      if (ImGui::Selectable(m)) std::snprintf(model_text_, sizeof model_text_, "%s", m);
+    ImGui::EndCombo();
+  }
+  combo("dataset", fields_.dataset, {"fashion-mnist", "synthetic"});
+  int batch = static_cast<int>(fields_.batch), steps = static_cast<int>(fields_.steps);
+  if (ImGui::InputInt("batch", &batch, 16, 128)) fields_.batch = std::max(1, batch);
+  if (ImGui::InputInt("steps", &steps, 10, 100)) fields_.steps = std::max(1, steps);
+
+  // What only some strategies take: shown where it applies.
+  if (fields_.strategy == "pipeline") {
+    ImGui::SliderInt("micro-batches", &fields_.micro_batches, 1, 32);
+    combo("schedule", fields_.schedule, {"gpipe", "1f1b"});
+  }
+  if (uses_buckets(fields_.strategy)) {
+    float mb = static_cast<float>(fields_.bucket_mb);
+    if (ImGui::SliderFloat("bucket MB", &mb, 0.01f, 100.0f, "%.2f", ImGuiSliderFlags_Logarithmic)) fields_.bucket_mb = mb;
+    float first = static_cast<float>(fields_.first_bucket_mb);
+    if (ImGui::SliderFloat("first bucket MB", &first, 0.01f, 100.0f, "%.2f", ImGuiSliderFlags_Logarithmic))
+      fields_.first_bucket_mb = first;
+  }
+  if (fields_.strategy == "zero") {
+    ImGui::SliderInt("ZeRO stage", &fields_.zero_stage, 1, 2);
+    ImGui::TextDisabled(fields_.zero_stage == 1 ? "shards the optimizer state" : "shards optimizer state and gradients");
+  }
+  combo("AMP", fields_.amp, {"off", "fp16", "bf16"});
+  if (fields_.strategy != "multiprocessing") ImGui::Checkbox("compare with single", &fields_.check_equivalence);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("also train one device on the same global batches; the Training panel shows the difference");
+
+  if (locked) ImGui::EndDisabled();
+  ImGui::PopItemWidth();
+}
+
+void LaunchPanel::draw_controls() {
+  const float w = (ImGui::GetContentRegionAvail().x - 3 * ImGui::GetStyle().ItemSpacing.x) / 4;
+  const bool running = run_ && !run_->done();
+  if (!running) {
+    if (ImGui::Button("Start", ImVec2(w, 0))) start();
+  } else if (ImGui::Button("Stop", ImVec2(w, 0))) {
+    run_->stop();
+  }
+  ImGui::SameLine();
+  if (!running) ImGui::BeginDisabled();
+  const bool paused = running && run_->state() == LiveRun::State::paused;
+  if (ImGui::Button(paused ? "Resume" : "Pause", ImVec2(w, 0))) {
+    if (paused) run_->resume();
+    else run_->pause();
+    dash_.view().follow_live = true;
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Step", ImVec2(w, 0))) {
+    run_->step();
+    dash_.view().follow_live = true;
+  }
+  if (!running) ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::Checkbox("follow", &dash_.view().follow_live);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the cursor follows the run; scrubbing lets go");
+
+  // Speed: only a simulated clock can be slowed down to watch; a measured one runs as it runs.
+  const bool sim = (run_ ? run_->config().device : fields_.device) == DeviceKind::sim;
+  if (!sim) ImGui::BeginDisabled();
+  if (ImGui::Checkbox("paced", &paced_) && run_) run_->set_speed(paced_ ? speed_ : 0.0);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("off: as fast as the host computes");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(-1);
+  float log_speed = static_cast<float>(std::log10(speed_));
+  const std::string shown = format_duration(speed_ * 1e9) + " of GPU time per second";
+  if (!paced_) ImGui::BeginDisabled();
+  if (ImGui::SliderFloat("##speed", &log_speed, -7.0f, -1.0f, shown.c_str())) {
+    speed_ = std::pow(10.0, static_cast<double>(log_speed));
+    if (run_) run_->set_speed(speed_);
+  }
+  if (!paced_) ImGui::EndDisabled();
+  const DashboardModel& m = dash_.model();
+  if (sim && paced_ && m.steps().size() > 1) {
+    const double step_ns = static_cast<double>(m.t_end_ns() - m.t_begin_ns()) / static_cast<double>(m.steps().size());
+    char line[128];
+    std::snprintf(line, sizeof line, "a step takes %s simulated: about %.2g steps per second at this speed",
+                  format_duration(step_ns).c_str(), speed_ * 1e9 / step_ns);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", line);
+    ImGui::PopStyleColor();
+  }
+  if (!sim) ImGui::EndDisabled();
+}
+
+void LaunchPanel::draw_status() {
+  if (!error_.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kErrorText);
+    ImGui::TextWrapped("%s", error_.c_str());
+    ImGui::PopStyleColor();
+  }
+  if (!run_) {
+    ImGui::TextWrapped("Pick a strategy and press Start. Every panel shows the run as it trains.");
+    return;
+  }
+  const LiveRun::State state = run_->state();
+  const int64_t done = run_->steps_done(), total = std::max<int64_t>(run_->total_steps(), run_->config().steps);
+  char label[64];
+  std::snprintf(label, sizeof label, "%lld / %lld steps", static_cast<long long>(done), static_cast<long long>(total));
+  ImGui::ProgressBar(total > 0 ? static_cast<float>(done) / static_cast<float>(total) : 0.0f, ImVec2(-1, 0), label);
+  ImGui::Text("%s", LiveRun::state_name(state));
+  if (state == LiveRun::State::failed) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kErrorText);
+    ImGui::TextWrapped("%s", run_->error().c_str());
+    ImGui::PopStyleColor();
+  }
+  if (const auto r = run_->result()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kOkText);
+    if (r->test_accuracy >= 0) ImGui::Text("test accuracy %.4f", r->test_accuracy);
+    ImGui::Text("%s %s: %.0f samples/s", r->simulated ? "simulated" : "measured", format_duration(r->time_s * 1e9).c_str(),
+                r->samples_per_s);
+    ImGui::PopStyleColor();
+  }
+}
+
+}  // namespace scalelab::viz
