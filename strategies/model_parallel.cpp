@@ -64,24 +64,26 @@ class ModelParallel : public Strategy {
 
     // 2. Forward, layer by layer; across a device boundary the activations are copied first (with
     //    --amp each layer computes from a half copy of its weights, and the copies carry half).
+    //    The whole batch is one micro-batch (number 0): model parallel is a pipeline with m = 1,
+    //    and the dashboard's Pipeline panel shows its idle share, (p−1)/p.
     model_.refresh_half_weights();
     Tensor h = x;
     for (int l = 0; l < L; ++l) {
       const std::string fc = "fc" + std::to_string(l + 1);
       h = moved_to(layers[l].device(), h, {"activations to " + fc, Phase::fwd, l}, fc + ".in");
-      h = layers[l].forward(h);
+      h = layers[l].forward(h, /*micro_batch=*/0);
     }
 
     // 3. The loss and its gradient w.r.t. the logits (times the fp16 loss scale), on the last device.
     Tensor dlogits = last.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");
-    double loss = last.softmax_xent({"loss", Phase::fwd}, h, y, dlogits, scaler_.scale());
+    double loss = last.softmax_xent({"loss", Phase::fwd, -1, 0}, h, y, dlogits, scaler_.scale());
 
     // 4. Backward, last layer to first; across a device boundary the gradient is copied back.
     Tensor g = dlogits;
     for (int l = L - 1; l >= 0; --l) {
       const std::string fc = "fc" + std::to_string(l + 1);
       g = moved_to(layers[l].device(), g, {"gradient back to " + fc, Phase::bwd, l}, fc + ".dout");
-      g = layers[l].backward(g, /*need_dx=*/l > 0);
+      g = layers[l].backward(g, /*need_dx=*/l > 0, /*accumulate=*/false, /*micro_batch=*/0);
     }
 
     // 5. Unscale, check for overflow, step or skip: every gradient is unscaled and checked where it

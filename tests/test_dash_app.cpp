@@ -192,6 +192,67 @@ TEST_F(DashApp, EachStrategyShowsItsPanels) {
   }
 }
 
+// Without --replay the dashboard runs the strategy itself (the launch panel's Start), then draws.
+TEST_F(DashApp, EveryStrategyRunLiveShowsItsPanels) {
+  REQUIRE_XVFB();
+  struct Case {
+    std::string strategy;
+    std::vector<std::string> own;  // besides Launch, Run, Timeline, Topology, Memory, Training
+  };
+  const std::vector<Case> cases = {
+      {"single", {}},
+      {"multiprocessing", {}},
+      {"data-parallel", {"Data parallel"}},
+      {"model-parallel", {"Pipeline"}},  // a pipeline of one micro-batch
+      {"ddp", {"Buckets"}},
+      {"ddp-mp", {"Buckets"}},
+      {"pipeline", {"Pipeline"}},
+      {"zero", {"Buckets"}},
+  };
+  const std::vector<std::string> particular = {"Pipeline", "Buckets", "Data parallel"};
+  for (const Case& c : cases) {
+    const std::string png = (dir / ("live-" + c.strategy + ".png")).string();
+    std::string out;
+    ASSERT_EQ(run(headless("--strategy " + c.strategy + " --devices 4 --steps 3 --dataset synthetic"
+                           " --model mlp:784-512-256-128-10 --list-panels --size 1280x800 --screenshot " + png),
+                  out),
+              0)
+        << out;
+    EXPECT_TRUE(fs::exists(png)) << c.strategy;
+    const std::vector<std::string> panels = panels_in(out);
+    std::vector<std::string> expected = {"Launch", "Run", "Timeline", "Topology", "Memory", "Training"};
+    expected.insert(expected.end(), c.own.begin(), c.own.end());
+    for (const std::string& p : expected)
+      EXPECT_NE(std::find(panels.begin(), panels.end(), p), panels.end()) << c.strategy << ": no window " << p << "\n" << out;
+    for (const std::string& p : particular)
+      if (std::find(c.own.begin(), c.own.end(), p) == c.own.end())
+        EXPECT_EQ(std::find(panels.begin(), panels.end(), p), panels.end()) << c.strategy << ": window " << p << " shown\n" << out;
+  }
+}
+
+// A run watched as it trains: the frames are drawn while the training thread runs, paced at
+// 100 µs of simulated time per second (a step here takes about 250 µs simulated), so after 3 s
+// a few steps are done, far from all, and the cursor follows the run.
+TEST_F(DashApp, ALiveRunIsPacedAndFollowed) {
+  REQUIRE_XVFB();
+  const std::string png = (dir / "live-paced.png").string();
+  std::string out;
+  ASSERT_EQ(run(headless("--strategy pipeline --micro-batches 4 --devices 4 --steps 100000 --dataset synthetic"
+                         " --model mlp:784-512-256-128-10 --speed 1e-4 --live-for 3 --size 1280x800 --screenshot " + png),
+                out),
+            0)
+      << out;
+  const size_t at = out.find("live: running, ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const long done = std::stol(out.substr(at + 15));
+  EXPECT_GE(done, 1) << out;
+  EXPECT_LE(done, 20) << "pacing at 1e-4 simulated s per s should allow a handful of steps in 3 s\n" << out;
+  EXPECT_NE(out.find("cursor following in step"), std::string::npos) << out;
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb;
+  EXPECT_TRUE(decode_png(png, w, h, rgb));
+}
+
 TEST_F(DashApp, FrameOver100kEventsTakesAtMost8msMedian) {
   REQUIRE_XVFB();
   // DDP without numerics (--dry-run): 192 events a step, so 530 steps make over 100 000.

@@ -485,8 +485,18 @@ TEST(DashCli, DescribeCountsAKnownTrace) {
 TEST(DashCli, BadInputSaysWhatToDo) {
   TempDir dir;
   std::string out;
-  EXPECT_EQ(run(SCALELAB_DASH_EXE, out), 2) << out;
-  EXPECT_NE(out.find("[dash] nothing to show — pass --replay FILE"), std::string::npos) << out;
+  // No display: the window cannot open, and the message says how to run headless.
+  EXPECT_EQ(run(std::string("env -u DISPLAY -u WAYLAND_DISPLAY ") + SCALELAB_DASH_EXE, out), 1) << out;
+  EXPECT_NE(out.find("[dash] cannot open a window"), std::string::npos) << out;
+  EXPECT_NE(out.find("xvfb-run -a"), std::string::npos) << out;
+  // A live run's settings are checked before anything runs.
+  EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --strategy no-such-strategy --describe", out), 2) << out;
+  EXPECT_NE(out.find("no-such-strategy"), std::string::npos) << out;
+  EXPECT_NE(out.find("ddp"), std::string::npos) << out;  // the known ones are listed
+  EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --strategy ddp --devices 4 --micro-batches 4 --describe", out), 2) << out;
+  EXPECT_NE(out.find("[pipeline] --micro-batches"), std::string::npos) << out;
+  EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --live-for 2", out), 2) << out;
+  EXPECT_NE(out.find("--live-for takes a picture of a run in progress: add --screenshot"), std::string::npos) << out;
 
   const std::string text = (dir.path / "readme.txt").string();
   std::ofstream(text) << "not json";

@@ -11,7 +11,7 @@ bool BusSource::update(DashboardModel& model) {
   // Devices name themselves on the bus as the run makes them, after this source was made.
   bool renamed = false;
   std::vector<std::string> names = bus_.device_names();
-  if (names != info_.device_names) {
+  if (!names.empty() && names != info_.device_names) {
     info_.device_names = std::move(names);
     model.set_info(info_, "live");
     renamed = true;

@@ -73,6 +73,7 @@ TrainConfig LaunchPanel::config() const {
   const TrainConfig defaults;
   c.model = model_text_;
   c.launch = "threads";
+  if (c.strategy == "single") c.devices = 1;
   if (c.device != DeviceKind::sim) {
     c.hw.clear();
     c.dry_run = false;
@@ -92,13 +93,17 @@ TrainConfig LaunchPanel::config() const {
   return c;
 }
 
+void LaunchPanel::start_or_throw(bool paused, bool unpaced) {
+  auto next = std::make_unique<LiveRun>(config(), paced_ && !unpaced ? speed_ : 0.0, paused);
+  // The dashboard's source reads the new run's bus; the old run (if any) ends after the swap.
+  dash_.set_source(std::make_unique<BusSource>(next->bus(), next->info()));
+  run_ = std::move(next);
+  error_.clear();
+}
+
 bool LaunchPanel::start(bool paused, bool unpaced) {
   try {
-    auto next = std::make_unique<LiveRun>(config(), paced_ && !unpaced ? speed_ : 0.0, paused);
-    // The dashboard's source reads the new run's bus; the old run (if any) ends after the swap.
-    dash_.set_source(std::make_unique<BusSource>(next->bus(), next->info()));
-    run_ = std::move(next);
-    error_.clear();
+    start_or_throw(paused, unpaced);
     return true;
   } catch (const std::exception& e) {
     error_ = e.what();
@@ -151,7 +156,14 @@ void LaunchPanel::draw_settings(bool locked) {
     ImGui::Checkbox("dry run (shapes and times only)", &fields_.dry_run);
   }
   const int max_devices = fields_.device == DeviceKind::sim ? profile_device_count(fields_.hw) : 8;
-  ImGui::SliderInt("devices", &fields_.devices, 1, std::max(2, max_devices));
+  if (fields_.strategy == "single") {
+    int one = 1;  // what single means; the other strategies keep the slider's value
+    ImGui::BeginDisabled();
+    ImGui::SliderInt("devices", &one, 1, std::max(2, max_devices));
+    ImGui::EndDisabled();
+  } else {
+    ImGui::SliderInt("devices", &fields_.devices, 1, std::max(2, max_devices));
+  }
 
   ImGui::InputText("model", model_text_, sizeof model_text_);
   if (ImGui::BeginCombo("##model presets", "model presets…")) {

@@ -27,6 +27,9 @@ class LaunchPanel {
   // Starts a run with the panel's settings (what the Start button does). On bad settings it
   // returns false and the panel shows the error; error() says it too.
   bool start(bool paused = false, bool unpaced = false);
+  // The same, throwing what the run's constructor threw (UsageError for bad settings): for the
+  // command line, which exits 2 on those.
+  void start_or_throw(bool paused = false, bool unpaced = false);
   LiveRun* run() { return run_.get(); }
   const std::string& error() const { return error_; }
   // The config Start would run: the fields of the strategy at hand only (a pipeline's

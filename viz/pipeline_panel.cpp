@@ -155,7 +155,9 @@ class PipelinePanel : public Panel {
       return;
     }
     const int p = static_cast<int>(a.stage_devices.size()), m = a.micro_batches;
-    ImGui::Text("%s schedule · p = %d stages · m = %d micro-batches · step %lld", ps->one_f_one_b ? "1F1B" : "GPipe", p, m,
+    ImGui::Text("%s · p = %d stages · m = %d micro-batch%s · step %lld",
+                m == 1 ? "model parallel (a pipeline of one micro-batch)" : ps->one_f_one_b ? "1F1B schedule" : "GPipe schedule",
+                p, m, m == 1 ? "" : "es",
                 static_cast<long long>(model.steps()[static_cast<size_t>(ps->step_index)].step));
     ImGui::Text("bubble share: measured %.1f%% this step, %.1f%% whole run   vs   (p−1)/(m+p−1) = %d/%d = %.1f%%",
                 100 * ps->bubble_fraction, 100 * a.measured, p - 1, m + p - 1, 100 * a.theory);

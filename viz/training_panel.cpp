@@ -1,5 +1,7 @@
-// Training: loss and accuracy over the steps, from the run's metrics, with the cursor's step
-// marked. It answers "did this strategy still learn the same thing?" next to how fast it ran.
+// Training: loss and accuracy over the steps, throughput below them, from the run's metrics, with
+// the cursor's step marked; and a badge saying how close the run is to single-device training (when
+// it was compared: --check-equivalence). It answers "did this strategy still learn the same thing?"
+// next to how fast it ran.
 #include <imgui.h>
 
 #include <algorithm>
@@ -17,6 +19,12 @@ namespace {
 
 constexpr ImU32 kLossColor = IM_COL32(235, 110, 110, 255);
 constexpr ImU32 kAccuracyColor = IM_COL32(110, 210, 140, 255);
+constexpr ImU32 kThroughputColor = IM_COL32(120, 170, 255, 255);
+constexpr ImU32 kBadgeSame = IM_COL32(40, 120, 70, 255);
+constexpr ImU32 kBadgeDiffers = IM_COL32(150, 95, 30, 255);
+constexpr ImU32 kBadgeUnknown = IM_COL32(70, 70, 80, 255);
+// Agreement with single within round-off: what the equivalence tests hold every strategy to.
+constexpr double kEquivalenceTolerance = 1e-5;
 
 using Series = std::vector<std::pair<int64_t, double>>;
 
@@ -39,18 +47,28 @@ class TrainingPanel : public Panel {
       seen_version_ = model.version();
       loss_ = finite(model.metric_series("loss"));
       accuracy_ = finite(model.metric_series("accuracy"));
+      throughput_ = finite(model.metric_series("samples_per_s"));
+      loss_single_ = finite(model.metric_series("loss_single"));
+      weights_diff_ = finite(model.metric_series("max_rel_diff"));
     }
     const int si = model.step_index_at(view.cursor_ns);
     const int64_t cursor_step = si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1;
 
     legend_item(kLossColor, "loss (left axis)");
-    legend_item(kAccuracyColor, "test accuracy (right axis, 0–1)");
-    ImGui::TextDisabled("over training steps");
+    legend_item(kAccuracyColor, "test accuracy (right, 0–1)");
+    if (!throughput_.empty()) legend_item(kThroughputColor, "samples/s (below)");
+    ImGui::NewLine();
+    draw_badge();
     const double* loss_now = value_at(loss_, cursor_step);
+    const double* rate_now = value_at(throughput_, cursor_step);
     const double* acc_last = accuracy_.empty() ? nullptr : &accuracy_.back().second;
     ImGui::Text("step %lld: loss %s", static_cast<long long>(cursor_step), loss_now ? fmt(*loss_now).c_str() : "—");
+    if (rate_now) {
+      ImGui::SameLine(0, 16);
+      ImGui::Text("%s", format_rate(*rate_now, " samples").c_str());
+    }
     if (acc_last) {
-      ImGui::SameLine(0, 20);
+      ImGui::SameLine(0, 16);
       ImGui::Text("test accuracy %.4f (step %lld)", *acc_last, static_cast<long long>(accuracy_.back().first));
     }
 
@@ -59,12 +77,14 @@ class TrainingPanel : public Panel {
     const ImVec2 a = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("training_plot", avail);
     const float left = 52, right = 40, bottom = ImGui::GetFontSize() + 6;
-    const ImVec2 p0(a.x + left, a.y + 6), p1(a.x + avail.x - right, a.y + avail.y - bottom);
+    // Throughput gets a strip below the loss, on the same step axis.
+    const float strip = throughput_.empty() ? 0 : std::round((avail.y - bottom) * 0.3f);
+    const ImVec2 p0(a.x + left, a.y + 6), p1(a.x + avail.x - right, a.y + avail.y - bottom - strip);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddRect(p0, p1, IM_COL32(255, 255, 255, 50));
 
     int64_t s_min = std::numeric_limits<int64_t>::max(), s_max = std::numeric_limits<int64_t>::min();
-    for (const auto* s : {&loss_, &accuracy_})
+    for (const auto* s : {&loss_, &accuracy_, &throughput_})
       for (const auto& [step, v] : *s) {
         s_min = std::min(s_min, step);
         s_max = std::max(s_max, step);
@@ -92,10 +112,26 @@ class TrainingPanel : public Panel {
         dl->AddText(ImVec2(p1.x + 4, y_acc(v) - ImGui::GetFontSize() * 0.5f), kAccuracyColor, t);
       }
     const double ss = std::max(1.0, nice_step(static_cast<double>(s_max - s_min), std::max(2, static_cast<int>((p1.x - p0.x) / 80))));
+    const float axis_y = p1.y + strip;
     for (double s = std::ceil(static_cast<double>(s_min) / ss) * ss; s <= static_cast<double>(s_max); s += ss) {
       char t[24];
       std::snprintf(t, sizeof t, "%.0f", s);
-      dl->AddText(ImVec2(x_of(s) - ImGui::CalcTextSize(t).x * 0.5f, p1.y + 3), kAxisText, t);
+      dl->AddText(ImVec2(x_of(s) - ImGui::CalcTextSize(t).x * 0.5f, axis_y + 3), kAxisText, t);
+    }
+    if (strip > 20) {
+      // Throughput: its own scale from 0, one label at the top.
+      const ImVec2 q0(p0.x, p1.y + 6), q1(p1.x, axis_y);
+      double r_max = 0;
+      for (const auto& [step, v] : throughput_) r_max = std::max(r_max, v);
+      r_max = r_max > 0 ? r_max * 1.1 : 1;
+      auto y_rate = [&](double v) { return q1.y - static_cast<float>(v / r_max) * (q1.y - q0.y); };
+      dl->AddRect(q0, q1, IM_COL32(255, 255, 255, 50));
+      dl->AddText(ImVec2(a.x + 2, q0.y), kThroughputColor, format_rate(r_max / 1.1, "").c_str());
+      dl->AddText(ImVec2(a.x + 2, q1.y - ImGui::GetFontSize()), kThroughputColor, "0");
+      dl->PushClipRect(ImVec2(q0.x - 5, q0.y - 5), ImVec2(q1.x + 5, q1.y + 5), true);
+      draw_series(dl, throughput_, x_of, y_rate, kThroughputColor, cursor_step, q1.x - q0.x);
+      if (cursor_step >= 0) draw_cursor(dl, x_of(static_cast<double>(cursor_step)), q0.y, q1.y);
+      dl->PopClipRect();
     }
 
     // A little beyond the frame, so a point on its edge (the final accuracy) is drawn whole.
@@ -119,8 +155,44 @@ class TrainingPanel : public Panel {
   }
 
  private:
-  Series loss_, accuracy_;
+  Series loss_, accuracy_, throughput_, loss_single_, weights_diff_;
   uint64_t seen_version_ = 0;
+
+  // The badge: the weights' difference to single at the end of the run, or while it runs, how far
+  // the losses have been apart; grey when the run was not compared.
+  void draw_badge() const {
+    char text[160];
+    ImU32 fill = kBadgeUnknown;
+    const char* tip = "Train with --check-equivalence (the launch panel's \"compare with single\") to check this run "
+                      "against one device on the same global batches.";
+    if (!weights_diff_.empty()) {
+      const double d = weights_diff_.back().second;
+      fill = d <= kEquivalenceTolerance ? kBadgeSame : kBadgeDiffers;
+      std::snprintf(text, sizeof text, " %s single · weights after step %lld: max relative difference %.2g ",
+                    d <= kEquivalenceTolerance ? "≡" : "≠", static_cast<long long>(weights_diff_.back().first), d);
+      tip = "Every weight compared with single-device training on the same global batches, after the last step; "
+            "within 1e-5 is the same training up to round-off.";
+    } else if (!loss_single_.empty()) {
+      double worst = 0;
+      for (const auto& [step, ref] : loss_single_)
+        if (const double* l = value_at(loss_, step)) worst = std::max(worst, std::fabs(*l - ref) / std::max(std::fabs(ref), 1e-12));
+      fill = worst <= kEquivalenceTolerance ? kBadgeSame : kBadgeDiffers;
+      std::snprintf(text, sizeof text, " %s single · loss over %zu steps: max relative difference %.2g ",
+                    worst <= kEquivalenceTolerance ? "≡" : "≠", loss_single_.size(), worst);
+      tip = "The loss of each step next to single-device training's on the same global batch; the weights are "
+            "compared when the run ends.";
+    } else {
+      std::snprintf(text, sizeof text, " not compared with single ");
+    }
+    const ImVec2 size = ImGui::CalcTextSize(text);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float pad_y = 2;
+    ImGui::Dummy(ImVec2(size.x, size.y + 2 * pad_y));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddRectFilled(p, ImVec2(p.x + size.x, p.y + size.y + 2 * pad_y), fill, size.y * 0.5f);
+    dl->AddText(ImVec2(p.x, p.y + pad_y), IM_COL32(240, 240, 240, 255), text);
+  }
 
   static std::string fmt(double v) {
     char t[32];

@@ -36,6 +36,7 @@ struct Options {
   std::string device = "sim";
   double speed = 1e-4;   // simulated seconds per wall second; 0: as fast as it can
   bool start = false;
+  double live_for_s = 0;  // --screenshot of a run in progress, after this many wall seconds
   std::string screenshot;
   std::string size = "1600x1000";
   int bench_frames = 0;
@@ -78,7 +79,7 @@ double percentile(std::vector<double> v, double q) {
 // Runs the launch panel's settings to the end with nothing to watch (for --screenshot, --describe,
 // --list-panels, --bench-frames without --replay), printing progress on stderr.
 void run_to_end(LaunchPanel& launch) {
-  if (!launch.start(/*paused=*/false, /*unpaced=*/true)) throw UsageError("dash", launch.error());
+  launch.start_or_throw(/*paused=*/false, /*unpaced=*/true);
   LiveRun& run = *launch.run();
   int64_t shown = -1;
   while (!run.done()) {
@@ -120,17 +121,21 @@ int run(const Options& o) {
     TrainConfig c = o.run;
     c.device = parse_device_kind(o.device);
     if (c.device == DeviceKind::sim && c.hw.empty()) c.hw = "a100-nvlink-8";
+    c.validate();  // options the command line gave that do not fit together (--micro-batches for ddp …)
     launch = std::make_unique<LaunchPanel>(dash, c, o.speed);
-    if (batch || o.describe) {
+    if (o.live_for_s > 0) {
+      if (o.screenshot.empty()) throw UsageError("dash", "--live-for takes a picture of a run in progress: add --screenshot FILE.png");
+      launch->start_or_throw();
+    } else if (batch || o.describe) {
       run_to_end(*launch);
       dash.update();
       dash.view().follow_live = false;
-    } else if (o.start && !launch->start()) {
-      throw UsageError("dash", launch->error());
+    } else if (o.start) {
+      launch->start_or_throw();
     }
   }
   const DashboardModel& model = dash.model();
-  if (live && !batch && !o.describe) {
+  if (live && (o.live_for_s > 0 || (!batch && !o.describe))) {
     // Interactive live: the cursor follows the run; --step and --at are for pictures.
   } else if (o.step >= 0) {
     const auto& steps = model.steps();
@@ -182,18 +187,30 @@ int run(const Options& o) {
     float mx = -1, my = -1;
     if (!o.mouse.empty() && std::sscanf(o.mouse.c_str(), "%f,%f", &mx, &my) != 2)
       throw UsageError("dash", "--mouse " + o.mouse + ": expected X,Y in pixels, e.g. --mouse 600,180");
-    const int frames = 4;
-    for (int f = 0; f < frames; ++f) {
-      const bool last = f == frames - 1;
+    // --live-for: the run goes on while frames are drawn as on a display, for that long.
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    const int min_frames = 4;
+    for (int f = 0;; ++f) {
+      const bool last = f + 1 >= min_frames && elapsed_s() >= o.live_for_s;
       window.begin_frame(mx, my);
-      frame(dash, launch.get(), width, height, 0.0);
+      frame(dash, launch.get(), width, height, 1.0 / 60);
       window.render(/*capture=*/last && !o.screenshot.empty());
       window.present();
+      if (last) break;
+      if (o.live_for_s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(15));
     }
     if (!o.screenshot.empty()) {
       const Image img = window.capture();
       write_png(o.screenshot, img.width, img.height, img.rgb);
       std::cout << "screenshot: " << o.screenshot << " (" << img.width << "x" << img.height << ")\n";
+    }
+    if (o.live_for_s > 0 && launch && launch->run()) {
+      const LiveRun& r = *launch->run();
+      const int si = model.step_index_at(dash.view().cursor_ns);
+      std::cout << "live: " << LiveRun::state_name(r.state()) << ", " << r.steps_done() << " of " << r.total_steps()
+                << " steps done, cursor " << (dash.view().follow_live ? "following" : "still") << " in step "
+                << (si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1) << "\n";
     }
     if (o.list_panels) {
       if (launch) std::cout << "panel: " << LaunchPanel::kTitle << "\n";
@@ -255,6 +272,7 @@ int main(int argc, char** argv) {
   c.devices = 4;
   c.steps = 200;
   app.add_flag("--start", o.start, "live: start the run at once (otherwise press Start)");
+  app.add_option("--live-for", o.live_for_s, "with --screenshot: start the run paced, draw it for this many seconds, then take the picture");
   app.add_option("--speed", o.speed, "live, sim: simulated seconds per wall second (0: as fast as it can)")->capture_default_str();
   app.add_option("--strategy", c.strategy, "live: the strategy (see `scalelab strategies`)")->capture_default_str();
   app.add_option("--device", o.device, "live: sim | cpu | cuda")->capture_default_str();
