@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 OUT    ?= out
 
-.PHONY: all deps configure build demo test dash clean
+.PHONY: all deps configure build demo test dash dash-replay screenshots clean
 
 all: build
 
@@ -26,13 +26,23 @@ demo: build
 	@mkdir -p $(OUT)
 	$(BUILD)/scalelab tour --hw a100-nvlink-8 --devices 4 --steps 300 --out $(OUT)
 
-# The dashboard, replaying a DDP run (written first if out/ has none). Needs a display.
-DASH_TRACE ?= $(OUT)/ddp.trace.json
+# The dashboard, live: the launch panel with DDP on 4 simulated A100s, started at once (change the
+# strategy and press Start again). Needs a display.
+DASH_ARGS ?= --strategy ddp --devices 4 --model mlp:784-512-256-128-10 --bucket-mb 0.25 --first-bucket-mb 0.1 --start
 dash: build
+	$(BUILD)/apps/scalelab-dash/scalelab-dash $(DASH_ARGS)
+
+# The dashboard replaying a trace (a DDP run is written first if $(OUT)/ has none).
+DASH_TRACE ?= $(OUT)/ddp.trace.json
+dash-replay: build
 	@mkdir -p $(OUT)
 	@[ -f $(DASH_TRACE) ] || $(BUILD)/scalelab train --strategy ddp --devices 4 --device sim --hw a100-nvlink-8 \
 	  --model mlp:784-512-256-128-10 --steps 300 --quiet --trace $(DASH_TRACE)
 	$(BUILD)/apps/scalelab-dash/scalelab-dash --replay $(DASH_TRACE)
+
+# The README's dashboard pictures (docs/img), drawn under Xvfb.
+screenshots: build
+	bash scripts/screenshots.sh $(BUILD) docs/img
 
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900

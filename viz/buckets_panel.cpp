@@ -80,6 +80,10 @@ BucketStep analyze_bucket_step(const DashboardModel& model, int step_index, int 
         first_comm = std::min(first_comm, e->t_begin_ns);
         widen(t.all_reduce, e->t_begin_ns, e->t_end_ns);
         comm.emplace_back(e->t_begin_ns, e->t_end_ns);
+        // Named as the lecture names it: all_reduce → "all-reduce"; several kinds joined by " + ".
+        std::string kind = e->kind;
+        std::replace(kind.begin(), kind.end(), '_', '-');
+        if (t.collective.find(kind) == std::string::npos) t.collective += (t.collective.empty() ? "" : " + ") + kind;
       }
     for (const Event* e : list) {
       if (e->lane == Lane::comm) continue;
@@ -131,12 +135,12 @@ class BucketsPanel : public Panel {
     const double overlap = view.focus_device < static_cast<int>(per_device.size())
                                ? per_device[static_cast<size_t>(view.focus_device)].overlap_pct : 0.0;
     ImGui::SameLine();
-    ImGui::TextWrapped("%zu buckets · step %lld · comm hidden under compute on this device: %.1f%% (whole run)",
-                summary_.bucket_ids.size(), si >= 0 ? static_cast<long long>(model.steps()[static_cast<size_t>(si)].step) : -1LL,
+    ImGui::TextWrapped("%zu bucket%s · step %lld · comm hidden under compute on this device: %.1f%% (whole run)",
+                summary_.bucket_ids.size(), summary_.bucket_ids.size() == 1 ? "" : "s", si >= 0 ? static_cast<long long>(model.steps()[static_cast<size_t>(si)].step) : -1LL,
                 overlap);
     legend_item(phase_color(Phase::bwd), "backward");
     legend_item(phase_color(Phase::data), "fill / unpack (copy)");
-    legend_item(phase_color(Phase::comm), "all-reduce");
+    legend_item(phase_color(Phase::comm), "communication");
     legend_item(IM_COL32(245, 145, 50, 60), "backward band: comm here is hidden");
     ImGui::NewLine();
 
@@ -192,7 +196,8 @@ class BucketsPanel : public Panel {
         // else left, so it never covers a segment.
         const double hidden_pct = b.all_reduce_ns > 0 ? 100.0 * static_cast<double>(b.hidden_ns) / static_cast<double>(b.all_reduce_ns) : 0.0;
         char full[96], brief[64];
-        std::snprintf(full, sizeof full, "all-reduce %s, %.0f%% hidden", format_duration(static_cast<double>(b.all_reduce_ns)).c_str(), hidden_pct);
+        std::snprintf(full, sizeof full, "%s %s, %.0f%% hidden", b.collective.c_str(),
+                      format_duration(static_cast<double>(b.all_reduce_ns)).c_str(), hidden_pct);
         std::snprintf(brief, sizeof brief, "%.0f%% hidden", hidden_pct);
         int64_t first = b.all_reduce.first, last = b.all_reduce.second;
         for (const Interval* iv : {&b.fill, &b.unpack})

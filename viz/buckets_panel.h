@@ -3,6 +3,7 @@
 // all-reduce ran, and how much of it hid under the backward pass. Apart from the drawing so tests
 // and --describe can count buckets.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "viz/dashboard_model.h"
@@ -17,6 +18,7 @@ struct BucketTimes {
   Interval unpack{0, 0};         // copies back out after the all-reduce
   int64_t all_reduce_ns = 0;     // union of its communication events
   int64_t hidden_ns = 0;         // of which under compute on the same device
+  std::string collective;        // what its communication was: "all-reduce", or ZeRO's "reduce-scatter" …
 };
 
 struct BucketStep {
