@@ -17,6 +17,7 @@ TEST(LiveRun, NotBuilt) {
 #include "core/error.h"
 #include "viz/dashboard_model.h"
 #include "viz/data_source.h"
+#include "viz/launch_panel.h"
 #include "viz/live_run.h"
 
 using namespace scalelab;
@@ -168,6 +169,42 @@ TEST(LiveRun, AFailureOnTheThreadIsReported) {
   ASSERT_TRUE(wait_until([&] { return run.done(); }));
   EXPECT_EQ(run.state(), LiveRun::State::failed);
   EXPECT_NE(run.error().find("/nonexistent/fashion"), std::string::npos) << run.error();
+}
+
+// What the launch panel's Start does, without drawing it: a second Start while a run is going ends
+// that run and gives the dashboard the new one's bus; bad settings are shown, not thrown.
+TEST(LaunchPanel, StartAgainReplacesTheRunAndBadSettingsAreShown) {
+  Dashboard dash(nullptr);
+  TrainConfig c = small_sim_run("ddp", 100000);
+  c.micro_batches = 4;  // a pipeline option: the panel passes it to pipeline only
+  LaunchPanel launch(dash, c, /*speed=*/0);
+  EXPECT_EQ(launch.config().micro_batches, 1);
+  ASSERT_TRUE(launch.start()) << launch.error();
+  LiveRun* first = launch.run();
+  ASSERT_TRUE(wait_until([&] { return first->steps_done() >= 2; }));
+  ASSERT_TRUE(launch.start()) << launch.error();  // the first run is stopped and joined here
+  LiveRun* second = launch.run();
+  ASSERT_TRUE(wait_until([&] { return second->steps_done() >= 2; }));
+  second->stop();
+  ASSERT_TRUE(wait_until([&] { return second->done(); }));
+  dash.update();
+  EXPECT_TRUE(dash.live());
+  EXPECT_EQ(static_cast<int64_t>(dash.model().steps().size()), second->result()->steps);
+  EXPECT_EQ(dash.model().device_count(), 2);
+
+  TrainConfig bad = small_sim_run("model-parallel", 5);
+  bad.devices = 8;  // more devices than mlp:784-64-10 has layers
+  LaunchPanel refused(dash, bad, 0);
+  EXPECT_TRUE(refused.start());  // the strategy checks this on the run's thread …
+  ASSERT_TRUE(wait_until([&] { return refused.run()->done(); }));
+  EXPECT_EQ(refused.run()->state(), LiveRun::State::failed);
+  EXPECT_NE(refused.run()->error().find("--devices 8"), std::string::npos) << refused.run()->error();
+  bad = small_sim_run("ddp", 5);
+  bad.batch = 0;
+  LaunchPanel invalid(dash, bad, 0);
+  EXPECT_FALSE(invalid.start());  // … the config before any thread starts
+  EXPECT_NE(invalid.error().find("--batch must be"), std::string::npos) << invalid.error();
+  EXPECT_EQ(invalid.run(), nullptr);
 }
 
 #endif  // SCALELAB_HAVE_DASH

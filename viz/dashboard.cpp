@@ -42,6 +42,7 @@ void Dashboard::set_source(std::unique_ptr<DataSource> source) {
   model_.rebuild();
   view_ = ViewState{};
   first_data_ = true;
+  next_live_update_ = {};
   applies_version_ = 0;
 }
 
@@ -112,7 +113,13 @@ void Dashboard::advance_cursor(double dt_s) {
 }
 
 void Dashboard::update() {
-  if (source_ && source_->update(model_) && first_data_ && !model_.steps().empty()) {
+  if (!source_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (live() && t0 < next_live_update_) return;
+  const bool changed = source_->update(model_);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  if (live() && took > std::chrono::milliseconds(2)) next_live_update_ = t0 + 4 * took;
+  if (changed && first_data_ && !model_.steps().empty()) {
     if (!live()) select_step(static_cast<int>(model_.steps().size()) / 2);
     first_data_ = false;
   }

@@ -2,6 +2,7 @@
 // The dashboard: a data source fills the model, the panels draw it, the replay bar moves the
 // cursor. It makes ImGui calls only (between ImGui::NewFrame and ImGui::Render); the window
 // backend is elsewhere, so the same dashboard can be drawn into any ImGui host.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ class Dashboard {
   size_t laid_out_count_ = 0;
   bool first_data_ = true;
   float laid_out_left_ = 0;
+  // A live source's update derives the model again; an unpaced run can emit faster than that is
+  // worth doing, so once an update takes over 2 ms the next waits 3 times as long.
+  std::chrono::steady_clock::time_point next_live_update_{};
 
   void draw_replay_bar(bool relayout, float left, float width, float height);
   void advance_cursor(double dt_s);

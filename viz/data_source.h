@@ -2,7 +2,6 @@
 // Where the dashboard's model gets its data. A replayed trace fills it once; a live run will fill
 // it from the EventBus each frame (a BusSource calling events_since(n) and DashboardModel::append),
 // and the panels, which read only the model, will not know the difference.
-#include <chrono>
 #include <memory>
 #include <string>
 
@@ -48,9 +47,6 @@ class BusSource : public DataSource {
   TraceInfo info_;
   size_t events_ = 0, memory_ = 0, metrics_ = 0;  // how much of the bus the model already holds
   bool started_ = false;
-  // The model is derived again on each update; an unpaced run can emit faster than that is worth
-  // doing, so once a rebuild takes over 2 ms the next waits 3 times as long (a quarter of the time).
-  std::chrono::steady_clock::time_point next_update_{};
 };
 
 // Loads a trace into a fresh model (for --describe, tests, and the replay source).
