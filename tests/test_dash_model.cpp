@@ -495,6 +495,8 @@ TEST(DashCli, BadInputSaysWhatToDo) {
   EXPECT_NE(out.find("ddp"), std::string::npos) << out;  // the known ones are listed
   EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --strategy ddp --devices 4 --micro-batches 4 --describe", out), 2) << out;
   EXPECT_NE(out.find("[pipeline] --micro-batches"), std::string::npos) << out;
+  EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --speed -1 --describe", out), 2) << out;
+  EXPECT_NE(out.find("--speed -1"), std::string::npos) << out;
   EXPECT_EQ(run(std::string(SCALELAB_DASH_EXE) + " --live-for 2", out), 2) << out;
   EXPECT_NE(out.find("--live-for takes a picture of a run in progress: add --screenshot"), std::string::npos) << out;
 

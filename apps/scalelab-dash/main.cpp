@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -122,6 +123,9 @@ int run(const Options& o) {
     c.device = parse_device_kind(o.device);
     if (c.device == DeviceKind::sim && c.hw.empty()) c.hw = "a100-nvlink-8";
     c.validate();  // options the command line gave that do not fit together (--micro-batches for ddp …)
+    if (!(o.speed >= 0) || !std::isfinite(o.speed))
+      throw UsageError("dash", "--speed " + std::to_string(o.speed) +
+                                   ": simulated seconds per wall second must be ≥ 0 (e.g. 1e-4; 0: as fast as it can)");
     launch = std::make_unique<LaunchPanel>(dash, c, o.speed);
     if (o.live_for_s > 0) {
       if (o.screenshot.empty()) throw UsageError("dash", "--live-for takes a picture of a run in progress: add --screenshot FILE.png");
