@@ -66,6 +66,9 @@ LaunchPanel::LaunchPanel(Dashboard& dashboard, TrainConfig initial, double speed
   if (fields_.steps <= 0) fields_.steps = 200;
   if (fields_.zero_stage == 0) fields_.zero_stage = 1;
   std::snprintf(model_text_, sizeof model_text_, "%s", fields_.model.c_str());
+  device_kinds_ = {"sim", "cpu"};
+  if (cuda_available()) device_kinds_.emplace_back("cuda");
+  profiles_ = list_profiles();
 }
 
 TrainConfig LaunchPanel::config() const {
@@ -145,14 +148,12 @@ void LaunchPanel::draw_settings(bool locked) {
     }
 
   std::string device = device_kind_name(fields_.device);
-  std::vector<std::string> kinds{"sim", "cpu"};
-  if (cuda_available()) kinds.emplace_back("cuda");
-  if (combo("device", device, kinds)) {
+  if (combo("device", device, device_kinds_)) {
     fields_.device = parse_device_kind(device);
     if (fields_.device == DeviceKind::sim && fields_.hw.empty()) fields_.hw = "a100-nvlink-8";
   }
   if (fields_.device == DeviceKind::sim) {
-    combo("hardware", fields_.hw, list_profiles());
+    combo("hardware", fields_.hw, profiles_);
     ImGui::Checkbox("dry run (shapes and times only)", &fields_.dry_run);
   }
   const int max_devices = fields_.device == DeviceKind::sim ? profile_device_count(fields_.hw) : 8;

@@ -6,6 +6,7 @@
 // shows the run as it happens.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/run/config.h"
 #include "viz/dashboard.h"
@@ -42,6 +43,8 @@ class LaunchPanel {
   TrainConfig fields_;  // what the widgets edit
   double speed_;
   bool paced_ = true;   // false: as fast as it can
+  // What the machine offers, read once (a directory scan and a CUDA query are not per-frame work).
+  std::vector<std::string> device_kinds_, profiles_;
   std::unique_ptr<LiveRun> run_;
   std::string error_;
   char model_text_[128] = {};
