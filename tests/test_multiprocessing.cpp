@@ -21,10 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/shm/shm_group.h"
+#include "core/comm/shm/shm_segment.h"
 #include "core/data/dataset.h"
+#include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/run/train.h"
+#include "run/train.h"
 #include "strategies/strategy.h"
 
 using namespace scalelab;
@@ -119,10 +120,11 @@ struct Made {
     o.kind = c.device;
     o.count = c.devices;
     o.bus = &bus;
+    if (c.device == DeviceKind::sim) o.profile = load_profile(c.hw);
     devices = make_devices(o);
     std::vector<Device*> list;
     for (auto& d : devices) list.push_back(d.get());
-    StrategyContext ctx{config, list, bus, init_weights(spec, c.seed)};
+    StrategyContext ctx{config, list, bus, init_weights(spec, c.seed), nullptr, o};
     strategy = find_strategy("multiprocessing").make(ctx);
     data = make_synthetic(c.synthetic_train, c.synthetic_test, spec.inputs(), static_cast<int>(spec.outputs()), c.seed);
     loader = std::make_unique<Loader>(data.train, c.batch, c.seed);
@@ -141,32 +143,30 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) { retu
 // ---------------------------------------------------------------------------------------------
 
 TEST(Multiprocessing, BadConfigurationsAreUsageErrors) {
+  // Through train() as the CLI calls it: each is refused (by the registry's entry, the config or
+  // the strategy) before anything is forked.
   auto expect_usage = [](TrainConfig c, const std::string& fragment) {
     EventBus bus;
-    std::vector<std::unique_ptr<Device>> devices = make_devices(DeviceOptions{DeviceKind::cpu, c.devices});
-    std::vector<Device*> list;
-    for (auto& d : devices) list.push_back(d.get());
-    StrategyContext ctx{c, list, bus, init_weights(ModelSpec::parse(c.model), 1)};
     try {
-      find_strategy("multiprocessing").make(ctx);
+      train(c, bus);
       ADD_FAILURE() << "no UsageError for " << fragment;
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
     EXPECT_TRUE(children().empty()) << "a refused configuration must fork nothing";
   };
-  TrainConfig c = small_config("fd_passing");
+  const TrainConfig c = small_config("fd_passing");
   TrainConfig bad = c;
-  bad.check_equivalence = true;
-  expect_usage(bad, "--check-equivalence");
+  bad.check_equivalence = true;  // asynchronous: held to accuracy instead
+  expect_usage(bad, "accuracy");
   bad = c;
-  bad.device = DeviceKind::cuda;
+  bad.device = DeviceKind::cuda;  // CUDA does not survive a fork
   expect_usage(bad, "--device cuda");
   bad = c;
-  bad.amp = "fp16";
+  bad.amp = Amp::fp16;  // the shared weights are fp32
   expect_usage(bad, "--amp");
   bad = c;
-  bad.comm = "mpi";
+  bad.comm = CommBackend::mpi;
   expect_usage(bad, "--comm");
   bad = c;
   bad.batch = 2;
@@ -174,17 +174,6 @@ TEST(Multiprocessing, BadConfigurationsAreUsageErrors) {
   bad = c;
   bad.shm_sharing = "carrier-pigeon";
   expect_usage(bad, "--shm-sharing");
-
-  // Through train() as the CLI calls it: --check-equivalence is refused before anything runs.
-  EventBus bus;
-  c.check_equivalence = true;
-  try {
-    train(c, bus);
-    ADD_FAILURE() << "train() accepted --check-equivalence with multiprocessing";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("[multiprocessing]"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("accuracy"), std::string::npos) << e.what();
-  }
   EXPECT_TRUE(leftovers().empty()) << join(leftovers());
 }
 
@@ -284,6 +273,37 @@ TEST_P(MultiprocessingSharing, WorkersMapTheSegmentByTheChosenStrategy) {
 
 INSTANTIATE_TEST_SUITE_P(BothSharingStrategies, MultiprocessingSharing,
                          ::testing::Values("fd_passing", "named_file"), param_name);
+
+// The deterministic oracle: with one worker, Hogwild is single — the worker steps on the whole
+// batch, rows in the batch's order, with the same loss and optimizer — so the weights agree to
+// the bit, with momentum SGD and with Adam, on cpu and on sim.
+TEST(Multiprocessing, OneWorkerEqualsSingleBitForBit) {
+  for (const char* optimizer : {"sgd", "adam"})
+    for (DeviceKind device : {DeviceKind::cpu, DeviceKind::sim}) {
+      TrainConfig c = small_config("fd_passing", 1);
+      c.model = "mlp:16-24-12-4";
+      c.steps = 30;
+      c.device = device;
+      if (device == DeviceKind::sim) c.hw = "a100-nvlink-8";
+      c.optimizer.kind = optimizer;
+      c.optimizer.momentum = 0.9f;
+      c.optimizer.weight_decay = 1e-4f;
+      TrainConfig s = c;
+      s.strategy = "single";
+      EventBus single_bus, hogwild_bus;
+      const TrainResult single = train(s, single_bus);
+      const TrainResult hogwild = train(c, hogwild_bus);
+      EXPECT_EQ(hogwild.weights_checksum, single.weights_checksum) << optimizer << " on " << device_kind_name(device);
+      EXPECT_DOUBLE_EQ(hogwild.final_loss, single.final_loss) << optimizer << " on " << device_kind_name(device);
+      EXPECT_EQ(hogwild.test_accuracy, single.test_accuracy) << optimizer << " on " << device_kind_name(device);
+      // The oracle can fail: two workers make two updates per batch, and other weights.
+      c.devices = 2;
+      EventBus two_bus;
+      EXPECT_NE(train(c, two_bus).weights_checksum, single.weights_checksum);
+    }
+  EXPECT_TRUE(children().empty()) << "workers left behind";
+  EXPECT_TRUE(leftovers().empty()) << join(leftovers());
+}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -1,16 +1,6 @@
 #include "core/comm/shm/shm_group.h"
 
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <poll.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <emmintrin.h>
 #include <sched.h>
@@ -18,31 +8,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <new>
 #include <vector>
 
 #include "core/comm/reduce_kernels.h"
 #include "core/error.h"
+#include "core/proc/futex.h"
+#include "core/proc/process.h"
 
 namespace scalelab {
-
-const char* shm_sharing_name(ShmSharing sharing) {
-  return sharing == ShmSharing::named_file ? "named_file" : "fd_passing";
-}
-
-ShmSharing parse_shm_sharing(const std::string& name) {
-  if (name == "fd_passing") return ShmSharing::fd_passing;
-  if (name == "named_file") return ShmSharing::named_file;
-  throw UsageError("comm", "--shm-sharing '" + name + "' is unknown — use fd_passing or named_file");
-}
-
-std::string shm_name_prefix() { return "/scalelab-" + std::to_string(::getpid()) + "-"; }
 
 namespace {
 
@@ -205,19 +183,10 @@ struct Segment {
   }
 };
 
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  // Not FUTEX_PRIVATE: the word is shared between processes.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-void futex_wake_all(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
 // Rank r's counters moved: wake whoever sleeps on r.
 void notify(const Segment& seg, int r) {
   seg.epoch(r).fetch_add(1);
-  if (seg.waiters(r).load() != 0) futex_wake_all(&seg.epoch(r));
+  if (seg.waiters(r).load() != 0) shared_futex_wake_all(seg.epoch(r));
 }
 void notify_all(const Segment& seg) {
   for (int r = 0; r < seg.l.n; ++r) notify(seg, r);
@@ -228,16 +197,6 @@ std::string seconds_text(int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(ns) / 1e9);
   return buf;
-}
-
-std::string exit_text(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int s = WTERMSIG(status);
-    const char* what = strsignal(s);
-    return "killed by signal " + std::to_string(s) + (what ? std::string(" (") + what + ")" : std::string());
-  }
-  return "wait status " + std::to_string(status);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -415,9 +374,8 @@ class ShmGroup final : public ProcessGroup {
     try {
       fn();
     } catch (const Error& e) {
-      std::string text = e.what();
-      for (const char* prefix : {"[comm] ", "shm: "})
-        if (text.rfind(prefix, 0) == 0) text = text.substr(std::strlen(prefix));
+      std::string text = e.message();
+      if (text.rfind("shm: ", 0) == 0) text = text.substr(std::strlen("shm: "));
       break_group(text);
       throw;
     }
@@ -450,7 +408,7 @@ class ShmGroup final : public ProcessGroup {
         if (seg_.exit(p).exited.load()) {
           ended.push_back(p);
           how += (how.empty() ? "rank " : "; rank ") + std::to_string(p) + " ended first (" +
-                 exit_text(seg_.exit(p).status) + ")";
+                 wait_status_text(seg_.exit(p).status) + ")";
         } else {
           late.push_back(p);
         }
@@ -511,7 +469,7 @@ class ShmGroup final : public ProcessGroup {
         continue;
       }
       seg_.waiters(q).fetch_add(1);
-      futex_wait(&epoch, seen, std::min<int64_t>(deadline - now, 50'000'000));
+      shared_futex_wait(epoch, seen, std::chrono::nanoseconds(std::min<int64_t>(deadline - now, 50'000'000)));
       seg_.waiters(q).fetch_sub(1);
     }
   }
@@ -886,206 +844,20 @@ class ShmGroup final : public ProcessGroup {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Handing the segment over.
+// Launching the ranks: the segment comes from shm_segment.h, the processes from core/proc.
 
-void send_fd(int sock, int fd) {
-  char byte = 'F';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
-  // A failure means the child is already gone: the wait for the children reports it.
+// Rank r's whole life, in its own process, on its own mapping of the segment.
+int rank_process(const Segment& seg, int r, SharedSegment& mem, const CommOptions& options,
+                 const std::function<void(ProcessGroup&)>& rank_main) {
+  const Header& h = seg.header();
+  if (h.magic != kMagic || h.world != seg.l.n || h.total_bytes != seg.l.total)
+    throw Error("comm", "shm: rank " + std::to_string(r) + ": the shared segment is not this launch's");
+  // The last rank to open the name unlinks it: from now on only the mappings keep it alive.
+  if (mem.sharing() == ShmSharing::named_file && seg.header().opened.fetch_add(1) + 1 == h.world) mem.unlink_name();
+  ShmGroup group(seg, r, options);
+  rank_main(group);
+  return 0;
 }
-
-int receive_fd(int sock, std::chrono::milliseconds timeout, const std::string& who) {
-  pollfd p{sock, POLLIN, 0};
-  int ready;
-  while ((ready = poll(&p, 1, static_cast<int>(timeout.count()))) < 0 && errno == EINTR) {
-  }
-  if (ready == 0)
-    throw Error("comm", "shm: " + who + " waited " + seconds_text(timeout.count() * 1000000) +
-                            " for the segment's file descriptor from the parent — the parent is stuck");
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t got;
-  while ((got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
-  cmsghdr* cm = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
-  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-    throw Error("comm", "shm: " + who + " got no file descriptor over its socket (" +
-                            (got < 0 ? std::string(std::strerror(errno)) : std::string("no SCM_RIGHTS message")) +
-                            ") — the parent died or failed to send it");
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-  return fd;
-}
-
-std::string errno_text(const std::string& call) { return call + ": " + std::strerror(errno); }
-
-std::atomic<int> segment_counter{0};
-
-// Creates a segment of `bytes` by the sharing strategy and returns its descriptor: an anonymous
-// memfd labelled `label` (fd_passing), or the name shm_name_prefix() + tag + <n> (named_file),
-// which `name` receives and the caller unlinks.
-int create_segment(ShmSharing sharing, const char* label, const std::string& tag, int64_t bytes, std::string& name) {
-  int fd = -1;
-  if (sharing == ShmSharing::fd_passing) {
-    fd = memfd_create(label, MFD_CLOEXEC);
-    if (fd < 0) {  // no memfd: a named segment unlinked at once is just as anonymous
-      const std::string fallback = shm_name_prefix() + "fd-" + std::to_string(segment_counter++);
-      fd = shm_open(fallback.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      if (fd >= 0) shm_unlink(fallback.c_str());
-    }
-    if (fd < 0) throw Error("comm", "shm: " + errno_text("memfd_create") + " — try --shm-sharing named_file");
-  } else {
-    const std::string wanted = shm_name_prefix() + tag + std::to_string(segment_counter++);
-    fd = shm_open(wanted.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0)
-      throw Error("comm", "shm: " + errno_text("shm_open " + wanted) +
-                              " — is /dev/shm mounted and writable? or try --shm-sharing fd_passing");
-    name = wanted;
-  }
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const std::string why = errno_text("ftruncate to " + std::to_string(bytes) + " bytes");
-    close(fd);
-    if (!name.empty()) shm_unlink(name.c_str());
-    name.clear();
-    throw Error("comm", "shm: " + why + " — is /dev/shm full?");
-  }
-  return fd;
-}
-
-// A child's descriptor of the segment, by the sharing strategy: received from the parent over
-// its socket (fd_passing), or opened by name (named_file).
-int open_segment_in_child(ShmSharing sharing, int sock, const std::string& name, std::chrono::milliseconds timeout,
-                          const std::string& who) {
-  if (sharing == ShmSharing::fd_passing) {
-    const int fd = receive_fd(sock, timeout, who);
-    close(sock);
-    return fd;
-  }
-  const int fd = shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) throw Error("comm", "shm: " + who + ": " + errno_text("shm_open " + name));
-  return fd;
-}
-
-void write_stderr(const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(2, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    done += static_cast<size_t>(w);
-  }
-}
-
-void flush_all_streams() {
-  std::cout.flush();
-  std::cerr.flush();
-  std::clog.flush();
-  std::fflush(nullptr);
-}
-
-struct ChildArgs {
-  int rank = 0;
-  ShmSharing sharing = ShmSharing::fd_passing;
-  CommOptions options;
-  std::string name;           // named_file
-  int sock = -1;              // fd_passing: the child's end of its socket
-  int inherited_fd = -1;      // the parent's descriptor of the segment, if fork handed it down
-  char* inherited_map = nullptr;
-  int64_t map_bytes = 0;
-  pid_t parent = 0;
-  std::vector<int> other_fds;  // the parent's watch on earlier children: not the child's business
-};
-
-// The whole life of a child; returns its exit status. Never throws, never returns into the
-// caller of launch_procs (the caller _exits with the status).
-int child_main(const ChildArgs& a, const std::function<void(ProcessGroup&)>& rank_main) noexcept {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a dead parent takes its ranks with it
-  if (getppid() != a.parent) return 1;
-  int status = 0;
-  try {
-    // Forget what fork handed down: the segment reaches the child through the sharing strategy.
-    munmap(a.inherited_map, static_cast<size_t>(a.map_bytes));
-    if (a.inherited_fd >= 0) close(a.inherited_fd);
-    for (int fd : a.other_fds)
-      if (fd >= 0) close(fd);
-    const int fd = open_segment_in_child(a.sharing, a.sock, a.name, a.options.timeout, "rank " + std::to_string(a.rank));
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Header))) {
-      close(fd);
-      throw Error("comm", "shm: rank " + std::to_string(a.rank) + ": the shared segment is missing or too small");
-    }
-    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) throw Error("comm", "shm: rank " + std::to_string(a.rank) + ": " + errno_text("mmap"));
-    Segment seg;
-    seg.base = static_cast<char*>(p);
-    const Header& h = seg.header();
-    if (h.magic != kMagic || h.total_bytes != st.st_size)
-      throw Error("comm", "shm: rank " + std::to_string(a.rank) + ": the shared segment is not scalelab's");
-    seg.l = make_layout(h.world, h.slot_bytes, h.p2p_bytes);
-    // The last rank to open the name unlinks it: from now on only the mappings keep it alive.
-    if (a.sharing == ShmSharing::named_file && seg.header().opened.fetch_add(1) + 1 == h.world)
-      shm_unlink(a.name.c_str());
-    {
-      ShmGroup group(seg, a.rank, a.options);
-      rank_main(group);
-    }
-    munmap(p, static_cast<size_t>(st.st_size));
-  } catch (const std::exception& e) {
-    write_stderr("[rank " + std::to_string(a.rank) + "] " + e.what() + "\n");
-    status = 1;
-  } catch (...) {
-    write_stderr("[rank " + std::to_string(a.rank) + "] an exception that is not a std::exception\n");
-    status = 1;
-  }
-  flush_all_streams();
-  return status;
-}
-
-// The parent's resources, released on every path (the children are killed if still there).
-struct Launch {
-  int fd = -1;
-  char* map = nullptr;
-  int64_t bytes = 0;
-  std::string name;  // named_file
-  std::vector<pid_t> pids;
-  std::vector<bool> reaped;
-  std::vector<int> pidfds;
-
-  ~Launch() {
-    for (int pidfd : pidfds)
-      if (pidfd >= 0) close(pidfd);
-    for (size_t i = 0; i < pids.size(); ++i)
-      if (!reaped[i]) {
-        kill(pids[i], SIGKILL);
-        int status;
-        while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
-        }
-      }
-    if (map) munmap(map, static_cast<size_t>(bytes));
-    if (fd >= 0) close(fd);
-    if (!name.empty()) shm_unlink(name.c_str());  // ENOENT when the last rank already did
-  }
-};
 
 }  // namespace
 
@@ -1095,73 +867,21 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
     throw UsageError("comm", "--ranks must be in [1, " + std::to_string(kMaxRanks) + "] for the shm backend, got " +
                                  std::to_string(world_size));
   const Layout layout = make_layout(world_size, slot_bytes_for(world_size), p2p_bytes_for(world_size));
-  Launch st;
-  st.bytes = layout.total;
-  const pid_t parent = getpid();
-
-  st.fd = create_segment(sharing, "scalelab-shm", "", layout.total, st.name);
-  void* p = mmap(nullptr, static_cast<size_t>(layout.total), PROT_READ | PROT_WRITE, MAP_SHARED, st.fd, 0);
-  if (p == MAP_FAILED) throw Error("comm", "shm: " + errno_text("mmap"));
-  st.map = static_cast<char*>(p);
-  Segment seg;
-  seg.base = st.map;
-  seg.l = layout;
+  SharedSegment mem(layout.total, sharing, "scalelab-shm");
+  const Segment seg{mem.data(), layout};
   seg.initialise();
-  if (sharing == ShmSharing::named_file) {
-    close(st.fd);  // the children open it by name
-    st.fd = -1;
-  }
-
-  flush_all_streams();  // or each child would print the parent's buffered output again
-  st.pids.reserve(static_cast<size_t>(world_size));
-  for (int r = 0; r < world_size; ++r) {
-    int sv[2] = {-1, -1};
-    if (sharing == ShmSharing::fd_passing && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      throw Error("comm", "shm: " + errno_text("socketpair"));
-    const pid_t pid = fork();
-    if (pid < 0) {
-      const std::string why = errno_text("fork of rank " + std::to_string(r));
-      if (sv[0] >= 0) close(sv[0]), close(sv[1]);
-      throw Error("comm", "shm: " + why + " — too many processes? lower --ranks");
-    }
-    if (pid == 0) {
-      if (sv[0] >= 0) close(sv[0]);
-      ChildArgs a;
-      a.rank = r;
-      a.sharing = sharing;
-      a.options = options;
-      a.name = st.name;
-      a.sock = sv[1];
-      a.inherited_fd = st.fd;
-      a.inherited_map = st.map;
-      a.map_bytes = st.bytes;
-      a.parent = parent;
-      a.other_fds = st.pidfds;
-      _exit(child_main(a, rank_main));
-    }
-    st.pids.push_back(pid);
-    st.reaped.push_back(false);
-    st.pidfds.push_back(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));  // -1 before Linux 5.3
-    if (sv[0] >= 0) {
-      close(sv[1]);
-      // The torch.multiprocessing file_descriptor strategy: the descriptor itself travels over
-      // the socket (the kernel installs a new one in the child), even though fork would have
-      // handed it down: it is how a process that was not forked from us gets a segment.
-      send_fd(sv[0], st.fd);
-      close(sv[0]);
-    }
-  }
-  if (st.fd >= 0) {  // every child has its own descriptor now (in flight in its socket, if not yet received)
-    close(st.fd);
-    st.fd = -1;
-  }
+  Children children;  // after the segment: killed and reaped on every path before it is unmapped
+  for (int r = 0; r < world_size; ++r)
+    mem.fork_child(children, "rank " + std::to_string(r), options.timeout, [&, r](char* base, int64_t) {
+      return rank_process(Segment{base, layout}, r, mem, options, rank_main);
+    });
 
   // Wait for every child. A child that exits is marked in the segment (and the ranks woken), so
   // a rank waiting for it fails at once naming it; once a rank has failed, the ranks still
   // running get the timeout (and a second) to notice, then are killed.
   struct Outcome {
     int status = 0;
-    int64_t when_ns = 0;
+    int64_t when_ns = -1;  // when it was seen to end
     bool killed_by_us = false;
   };
   std::vector<Outcome> outcome(static_cast<size_t>(world_size));
@@ -1176,21 +896,14 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
   bool killed = false;
   while (alive > 0) {
     for (int r = 0; r < world_size; ++r) {
-      if (st.reaped[static_cast<size_t>(r)]) continue;
-      int status = 0;
-      const pid_t w = waitpid(st.pids[static_cast<size_t>(r)], &status, WNOHANG);
-      if (w == 0 || (w < 0 && errno == EINTR)) continue;
-      if (w < 0) status = 255 << 8;  // reaped elsewhere (SIGCHLD ignored?): count it as a failure
-      st.reaped[static_cast<size_t>(r)] = true;
-      --alive;
       Outcome& o = outcome[static_cast<size_t>(r)];
-      o.status = status;
+      if (o.when_ns >= 0 || !children.ended(r, &o.status)) continue;
+      --alive;
       o.when_ns = now_ns();
-      seg.exit(r).status = status;
+      seg.exit(r).status = o.status;
       seg.exit(r).exited.store(1);
       notify_all(seg);
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && first_failure_ns < 0) {
+      if (!(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0) && first_failure_ns < 0) {
         first_failure_ns = o.when_ns;
         first_failed = r;
       }
@@ -1198,26 +911,13 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
     if (alive == 0) break;
     if (first_failure_ns >= 0 && !killed && now_ns() - first_failure_ns > grace_ns) {
       killed = true;
-      for (int r = 0; r < world_size; ++r)
-        if (!st.reaped[static_cast<size_t>(r)]) {
-          outcome[static_cast<size_t>(r)].killed_by_us = true;
-          kill(st.pids[static_cast<size_t>(r)], SIGKILL);
-        }
+      for (Outcome& o : outcome) o.killed_by_us = o.when_ns < 0;
+      children.kill_running();
     }
-    // Sleep until a child ends (its pidfd becomes readable), or poll every millisecond on a
-    // kernel without pidfds.
-    std::vector<pollfd> watch;
-    for (int r = 0; r < world_size; ++r)
-      if (!st.reaped[static_cast<size_t>(r)] && st.pidfds[static_cast<size_t>(r)] >= 0)
-        watch.push_back({st.pidfds[static_cast<size_t>(r)], POLLIN, 0});
-    if (static_cast<int>(watch.size()) == alive) {
-      int64_t ms = 200;
-      if (first_failure_ns >= 0 && !killed) ms = std::clamp<int64_t>((first_failure_ns + grace_ns - now_ns()) / 1000000 + 1, 1, 200);
-      poll(watch.data(), watch.size(), static_cast<int>(ms));
-    } else {
-      timespec nap{0, 1'000'000};
-      nanosleep(&nap, nullptr);
-    }
+    int64_t ms = 200;
+    if (first_failure_ns >= 0 && !killed)
+      ms = std::clamp<int64_t>((first_failure_ns + grace_ns - now_ns()) / 1000000 + 1, 1, 200);
+    children.wait_any(std::chrono::milliseconds(ms));
   }
 
   std::vector<int> failed;
@@ -1225,7 +925,7 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
     const int s = outcome[static_cast<size_t>(r)].status;
     if (!(WIFEXITED(s) && WEXITSTATUS(s) == 0)) failed.push_back(r);
   }
-  if (failed.empty()) return;  // ~Launch unmaps and unlinks
+  if (failed.empty()) return;  // the segment unmaps (and unlinks) itself
   std::stable_sort(failed.begin(), failed.end(), [&](int a, int b) {
     return outcome[static_cast<size_t>(a)].when_ns < outcome[static_cast<size_t>(b)].when_ns;
   });
@@ -1234,112 +934,13 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
   for (size_t i = 0; i < failed.size(); ++i) {
     const int r = failed[i];
     const Outcome& o = outcome[static_cast<size_t>(r)];
-    text += (i ? ", rank " : "rank ") + std::to_string(r) + " " + exit_text(o.status);
+    text += (i ? ", rank " : "rank ") + std::to_string(r) + " " + wait_status_text(o.status);
     if (o.killed_by_us)
       text += " (by launch_procs: still running " + seconds_text(grace_ns) + " after rank " +
               std::to_string(first_failed) + " failed)";
   }
   text += " — each rank's own error is above on stderr, prefixed [rank i]";
   throw Error("comm", text);
-}
-
-// ---------------------------------------------------------------------------------------------
-// SharedSegment and the small helpers for callers that run their own processes.
-
-std::string wait_status_text(int status) { return exit_text(status); }
-
-void shared_futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  futex_wait(&word, expected, std::max<int64_t>(0, timeout.count()));
-}
-void shared_futex_wake_all(std::atomic<uint32_t>& word) { futex_wake_all(&word); }
-
-SharedSegment::SharedSegment(int64_t bytes, ShmSharing sharing, const std::string& label)
-    : bytes_(bytes), sharing_(sharing), label_(label) {
-  if (bytes < 1) throw Error("comm", "shm: a shared segment needs at least one byte, got " + std::to_string(bytes));
-  // The name repeats no "scalelab-": /dev/shm/scalelab-<pid>-hogwild-0, not …-scalelab-hogwild-0.
-  const std::string tag = (label.rfind("scalelab-", 0) == 0 ? label.substr(9) : label) + "-";
-  fd_ = create_segment(sharing, label.c_str(), tag, bytes, name_);
-  void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-  if (p == MAP_FAILED) {
-    const std::string why = errno_text("mmap of " + std::to_string(bytes) + " bytes");
-    close(fd_);
-    fd_ = -1;
-    unlink_name();
-    throw Error("comm", "shm: " + why);
-  }
-  map_ = static_cast<char*>(p);
-  if (sharing == ShmSharing::named_file) {  // the children open it by name
-    close(fd_);
-    fd_ = -1;
-  }
-}
-
-SharedSegment::~SharedSegment() {
-  if (map_) munmap(map_, static_cast<size_t>(bytes_));
-  if (fd_ >= 0) close(fd_);
-  unlink_name();
-}
-
-void SharedSegment::unlink_name() noexcept {
-  if (name_.empty()) return;
-  shm_unlink(name_.c_str());
-  name_.clear();
-}
-
-pid_t SharedSegment::fork_child(const std::string& child_name, std::chrono::milliseconds timeout,
-                                const std::function<int(char* data, int64_t bytes)>& child_main) {
-  if (sharing_ == ShmSharing::named_file && name_.empty())
-    throw Error("comm", "shm: fork_child(" + child_name + ") after unlink_name(): the segment has no name to open "
-                        "any more — fork every child first");
-  int sv[2] = {-1, -1};
-  if (sharing_ == ShmSharing::fd_passing && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw Error("comm", "shm: " + errno_text("socketpair"));
-  const pid_t parent = getpid();
-  flush_all_streams();  // or the child would print the parent's buffered output again
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const std::string why = errno_text("fork of " + child_name);
-    if (sv[0] >= 0) close(sv[0]), close(sv[1]);
-    throw Error("comm", "shm: " + why + " — too many processes? use fewer");
-  }
-  if (pid == 0) {
-    // The child: 1. die with the parent, take the name; 2. forget the mapping and descriptor fork
-    // handed down; 3. map the segment by the sharing strategy; 4. run; never return.
-    int status = 1;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);  // the parent died before prctl
-    prctl(PR_SET_NAME, child_name.c_str());
-    try {
-      if (sv[0] >= 0) close(sv[0]);
-      munmap(map_, static_cast<size_t>(bytes_));
-      if (fd_ >= 0) close(fd_);
-      const int fd = open_segment_in_child(sharing_, sv[1], name_, timeout, child_name);
-      struct stat st {};
-      if (fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(bytes_)) {
-        close(fd);
-        throw Error("comm", "shm: " + child_name + ": the shared segment is missing or not " +
-                                std::to_string(bytes_) + " bytes");
-      }
-      void* p = mmap(nullptr, static_cast<size_t>(bytes_), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      close(fd);
-      if (p == MAP_FAILED) throw Error("comm", "shm: " + child_name + ": " + errno_text("mmap"));
-      status = child_main(static_cast<char*>(p), bytes_);
-    } catch (const std::exception& e) {
-      write_stderr("[" + child_name + "] " + e.what() + "\n");
-      status = 1;
-    } catch (...) {
-      write_stderr("[" + child_name + "] an exception that is not a std::exception\n");
-      status = 1;
-    }
-    flush_all_streams();
-    _exit(status);
-  }
-  if (sv[0] >= 0) {
-    close(sv[1]);
-    send_fd(sv[0], fd_);  // a failure means the child is gone already: its exit status tells why
-    close(sv[0]);
-  }
-  return pid;
 }
 
 }  // namespace scalelab
