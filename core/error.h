@@ -1,6 +1,8 @@
 #pragma once
 // Errors carry the component in brackets first, then the value and what to do:
 //   [data] /path/train-images-idx3-ubyte.gz: not found — apt-get install dataset-fashion-mnist
+// The two parts are kept apart too, so code that passes an error on (a broken process group
+// naming the earlier failure) takes the message without re-parsing what().
 #include <stdexcept>
 #include <string>
 
@@ -10,7 +12,14 @@ namespace scalelab {
 class Error : public std::runtime_error {
  public:
   Error(const std::string& component, const std::string& message)
-      : std::runtime_error("[" + component + "] " + message) {}
+      : std::runtime_error("[" + component + "] " + message), component_(component), message_(message) {}
+
+  const std::string& component() const { return component_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string component_;
+  std::string message_;
 };
 
 // A bad option or an invalid configuration: the CLI exits 2 for these.

@@ -85,7 +85,8 @@ class DataParallel : public Strategy {
     for (int i = 1; i < n; ++i) {
       Device& dev = *devices_[i];
       xs[i] = dev.empty({rows, batch.features}, DType::f32, MemoryCategory::activations, "scatter.x");
-      dev.copy({"scatter batch.x", Phase::data}, x.rows_slice(i * rows, rows), xs[i]);
+      dev.copy({.name = "scatter batch.x", .phase = Phase::data, .role = Role::scatter}, x.rows_slice(i * rows, rows),
+               xs[i]);
     }
 
     // 2. The weights are replicated: every device copies each parameter from device 0.
@@ -93,8 +94,9 @@ class DataParallel : public Strategy {
     for (int i = 1; i < n; ++i) {
       const std::vector<Parameter*> replica = replicas_[i]->parameters();
       for (size_t j = 0; j < master.size(); ++j)
-        devices_[i]->copy({"replicate " + master[j]->name, Phase::comm, master[j]->layer}, master[j]->value,
-                          replica[j]->value);
+        devices_[i]->copy({.name = "replicate " + master[j]->name, .phase = Phase::comm, .layer = master[j]->layer,
+                           .role = Role::replicate},
+                          master[j]->value, replica[j]->value);
     }
 
     // 3. Each replica runs forward on its slice, layer by layer, on its own device (with --amp:
@@ -113,7 +115,9 @@ class DataParallel : public Strategy {
     const int64_t classes = outputs[0].cols();
     const DType act = outputs[0].dtype();  // f32, or the --amp dtype
     Tensor logits = dev0.empty({batch.size, classes}, act, MemoryCategory::activations, "gather.logits");
-    for (int i = 0; i < n; ++i) dev0.copy({"gather logits", Phase::comm}, outputs[i], logits.rows_slice(i * rows, rows));
+    for (int i = 0; i < n; ++i)
+      dev0.copy({.name = "gather logits", .phase = Phase::comm, .role = Role::gather}, outputs[i],
+                logits.rows_slice(i * rows, rows));
     Tensor dlogits = dev0.empty({batch.size, classes}, act, MemoryCategory::activations, "dlogits");
     double loss = dev0.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scaler_.scale());
 
@@ -123,7 +127,8 @@ class DataParallel : public Strategy {
     for (int i = 1; i < n; ++i) {
       Device& dev = *devices_[i];
       doutputs[i] = dev.empty({rows, classes}, act, MemoryCategory::activations, "scatter.dlogits");
-      dev.copy({"scatter dlogits", Phase::comm}, dlogits.rows_slice(i * rows, rows), doutputs[i]);
+      dev.copy({.name = "scatter dlogits", .phase = Phase::comm, .role = Role::scatter},
+               dlogits.rows_slice(i * rows, rows), doutputs[i]);
     }
 
     // 6. Each replica runs backward, last layer to first, on its own device: each writes the
@@ -141,9 +146,10 @@ class DataParallel : public Strategy {
       for (size_t j = 0; j < master.size(); ++j) {
         Tensor buffer = dev0.empty(master[j]->grad.shape(), DType::f32, MemoryCategory::comm_buffers,
                                    master[j]->name + ".grad from " + devices_[i]->name());
-        dev0.copy({"reduce " + master[j]->name + ".grad", Phase::comm, master[j]->layer}, replica[j]->grad, buffer);
-        dev0.axpy({"reduce " + master[j]->name + ".grad", Phase::comm, master[j]->layer}, 1.0f, buffer,
-                  master[j]->grad);
+        const OpTag reduce{.name = "reduce " + master[j]->name + ".grad", .phase = Phase::comm,
+                           .layer = master[j]->layer, .role = Role::reduce};
+        dev0.copy(reduce, replica[j]->grad, buffer);
+        dev0.axpy(reduce, 1.0f, buffer, master[j]->grad);
       }
     }
 

@@ -32,7 +32,7 @@ class Ddp : public Strategy {
 
   double train_step(const HostBatch& batch, int64_t step) override {
     const NoSyncWindow window = no_sync_window(config_.no_sync, step);
-    return replicas_.run([&](DdpReplica& r) { return step_of_one_rank(r, batch, step, window); });
+    return replicas_.run([&](DdpReplica& r) { return rank_step(r, batch, step, window); });
   }
 
   HostWeights weights() override { return replicas_.weights(); }
@@ -41,7 +41,7 @@ class Ddp : public Strategy {
   AmpReport amp_report() const override { return replicas_.amp_report(); }
 
  private:
-  static double step_of_one_rank(DdpReplica& r, const HostBatch& batch, int64_t step, const NoSyncWindow& window) {
+  static double rank_step(DdpReplica& r, const HostBatch& batch, int64_t step, const NoSyncWindow& window) {
     Device& device = *r.devices.front();
     device.set_step(step);
     // 1. This rank's shard of the global batch, as DistributedSampler hands it out: rows r, r+N,

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "strategies/ddp_buckets.h"
+#include "strategies/distributed_sampler.h"
 
 namespace scalelab {
 
@@ -31,17 +32,17 @@ GradientReducer::GradientReducer(std::vector<Parameter*> params, ProcessGroup& g
       bucket_params_.push_back(std::move(bucket));
     }
   }
-  // 3. One flat buffer per bucket, allocated once and reused every step, as PyTorch does.
-  bucket_of_.assign(static_cast<size_t>(n), -1);
+  // 3. One flat buffer per bucket, allocated once and reused every step, as PyTorch does; and
+  //    each parameter's locator, so that backward's mark_ready finds its bucket at once.
   ready_.assign(static_cast<size_t>(n), false);
   for (size_t k = 0; k < bucket_params_.size(); ++k) {
     Bucket b;
     b.params = bucket_params_[k];
     int64_t elems = 0;
     for (int i : b.params) {
+      locators_[params_[i]] = {i, static_cast<int>(k), static_cast<int>(b.offsets.size())};
       b.offsets.push_back(elems);
       elems += params_[i]->grad.numel();
-      bucket_of_[static_cast<size_t>(i)] = static_cast<int>(k);
     }
     Device& device = *params_[b.params.front()]->grad.device();
     b.flat = device.zeros({elems}, DType::f32, MemoryCategory::comm_buffers, "bucket " + std::to_string(k));
@@ -50,15 +51,19 @@ GradientReducer::GradientReducer(std::vector<Parameter*> params, ProcessGroup& g
   }
 }
 
+const GradientReducer::Locator& GradientReducer::locate(const Parameter& p) const {
+  const auto it = locators_.find(&p);
+  if (it == locators_.end()) throw Error("ddp", p.name + " is not one of the reducer's parameters");
+  return it->second;
+}
+
 void GradientReducer::mark_ready(const Parameter& p) {
-  const auto it = std::find(params_.begin(), params_.end(), &p);
-  if (it == params_.end()) throw Error("ddp", p.name + " is not one of the reducer's parameters");
-  const size_t i = static_cast<size_t>(it - params_.begin());
-  if (ready_[i])
+  const Locator& at = locate(p);
+  if (ready_[static_cast<size_t>(at.param)])
     throw Error("ddp", "the gradient of " + p.name + " was marked ready twice in one backward — call finish() "
                        "before the next backward");
-  ready_[i] = true;
-  --buckets_[static_cast<size_t>(bucket_of_[i])].pending;
+  ready_[static_cast<size_t>(at.param)] = true;
+  --buckets_[static_cast<size_t>(at.bucket)].pending;
   // Launch in bucket order only: every rank must issue the same all-reduces in the same order.
   while (next_launch_ < static_cast<int>(buckets_.size()) && buckets_[static_cast<size_t>(next_launch_)].pending == 0)
     launch(next_launch_++);
@@ -77,9 +82,7 @@ void GradientReducer::launch(int k) {
   // 2. All-reduce it on the communication thread (a CUDA stream in PyTorch); backward goes on.
   //    The average: each rank's gradient is the mean over its B/N rows, so their mean is the
   //    mean over the whole global batch — what `single` computes.
-  group_.set_tag(name, k);
-  b.work = group_.all_reduce_async(b.flat, ReduceOp::avg);
-  group_.set_tag("");
+  b.work = group_.all_reduce_async(b.flat, ReduceOp::avg, {.name = name, .bucket = k});
 }
 
 void GradientReducer::finish() {
@@ -151,11 +154,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     // 2. DDP's constructor broadcasts rank 0's parameters, so every replica starts equal. This is
     //    the only broadcast of weights: afterwards every rank applies the same averaged gradients
     //    with its own optimizer, and the replicas stay equal by construction.
-    for (Parameter* p : r->model->parameters()) {
-      r->group->set_tag("broadcast " + p->name);
-      r->group->broadcast(p->value, 0);
-    }
-    r->group->set_tag("");
+    for (Parameter* p : r->model->parameters()) r->group->broadcast(p->value, 0, {.name = "broadcast " + p->name});
     r->optimizer = std::make_unique<Optimizer>(config.optimizer, r->model->parameters());
     r->reducer = std::make_unique<GradientReducer>(r->model->parameters(), *r->group, mb_to_bytes(config.bucket_mb),
                                                    mb_to_bytes(config.first_bucket_mb));
@@ -172,13 +171,13 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
   });
 }
 
-double DdpReplicas::run(const std::function<double(DdpReplica&)>& step_of_one_rank) {
+double DdpReplicas::run(const std::function<double(DdpReplica&)>& rank_step) {
   const int world = ranks_.world_size();
   const bool every_rank_here = static_cast<int>(ranks_.local_ranks().size()) == world;
   std::vector<double> losses(static_cast<size_t>(world), 0.0);
   ranks_.run([&](int rank) {
     DdpReplica& r = *replicas_[static_cast<size_t>(rank)];
-    double loss = step_of_one_rank(r);
+    double loss = rank_step(r);
     if (!every_rank_here) {
       // Ranks in other processes: average the loss with a one-float all-reduce.
       Device& device = *r.devices.front();
@@ -186,9 +185,7 @@ double DdpReplicas::run(const std::function<double(DdpReplica&)>& step_of_one_ra
       float value = static_cast<float>(loss);
       r.loss_buffer.set_ready_ns(std::max(r.loss_buffer.ready_ns(), device.clock().now_ns()));
       device.upload({"loss", Phase::data}, r.loss_buffer, &value);
-      r.group->set_tag("loss");
-      r.group->all_reduce(r.loss_buffer, ReduceOp::avg);
-      r.group->set_tag("");
+      r.group->all_reduce(r.loss_buffer, ReduceOp::avg, {.name = "loss"});
       device.download({"loss", Phase::data}, &value, r.loss_buffer);
       loss = value;
     }
@@ -237,14 +234,7 @@ void check_ddp_config(const StrategyContext& ctx, const std::string& strategy) {
   const TrainConfig& c = ctx.config;
   if (!ctx.ranks)
     throw Error(strategy, "no ranks were set up — " + strategy + " must be registered with devices_per_rank ≥ 1");
-  const int world = ctx.ranks->world_size();
-  if (c.batch % world != 0) {
-    const int64_t up = (c.batch / world + 1) * world;
-    throw UsageError(strategy, "--batch " + std::to_string(c.batch) + " cannot be shared evenly by " +
-                                   std::to_string(world) + " ranks (each takes batch / ranks rows, as "
-                                   "DistributedSampler does) — use a multiple of " + std::to_string(world) +
-                                   ", e.g. --batch " + std::to_string(up));
-  }
+  check_batch_shares(c.batch, ctx.ranks->world_size(), strategy);
   if (c.steps > 0 && c.steps < c.no_sync)
     throw UsageError(strategy, "--no-sync " + std::to_string(c.no_sync) + " steps the optimizer once every " +
                                    std::to_string(c.no_sync) + " batches, but --steps is " + std::to_string(c.steps) +

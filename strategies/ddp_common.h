@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/comm/process_group.h"
@@ -33,7 +34,18 @@ class GradientReducer {
   // The parameter indices (model order) of each bucket, in launch order.
   const std::vector<std::vector<int>>& buckets() const { return bucket_params_; }
 
+  // Where a parameter's gradient goes (c10d: VariableLocator): its bucket, and its place in that
+  // bucket's list (buckets()[bucket][position] is the parameter's index).
+  struct Locator {
+    int param = -1;     // index in model order
+    int bucket = -1;
+    int position = -1;
+  };
+  // Throws Error("ddp", …) for a parameter the reducer was not given.
+  const Locator& locate(const Parameter& p) const;
+
   // Backward has written p's gradient. Launches every bucket that is now complete (in order).
+  // O(1): the locator is looked up, not searched for, as c10d's autograd hook finds its variable.
   void mark_ready(const Parameter& p);
   // Before the optimizer step: waits for every bucket's all-reduce and copies the averaged
   // gradients back into the parameters' .grad. Ready for the next backward afterwards.
@@ -53,8 +65,8 @@ class GradientReducer {
   ProcessGroup& group_;
   std::vector<std::vector<int>> bucket_params_;
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;  // per parameter
-  std::vector<bool> ready_;     // per parameter, in this backward
+  std::unordered_map<const Parameter*, Locator> locators_;  // computed once, with the buckets
+  std::vector<bool> ready_;  // per parameter, in this backward
   int next_launch_ = 0;
 };
 
@@ -93,11 +105,11 @@ class DdpReplicas {
   // Builds every local replica and broadcasts rank 0's weights to all (DDP's constructor).
   DdpReplicas(StrategyContext& ctx, const std::string& strategy, const PlaceLayers& place_layers);
 
-  // Runs `step_of_one_rank` on every local rank at once and returns the global mean loss (each
+  // Runs `rank_step` on every local rank at once and returns the global mean loss (each
   // rank's loss is the mean over its equal share of the batch: the mean of those is the batch's).
   // With every rank in this process (--launch threads) the losses are averaged on the host; with
   // procs or mpi, by a one-float all-reduce tagged "loss" at the end of the step.
-  double run(const std::function<double(DdpReplica&)>& step_of_one_rank);
+  double run(const std::function<double(DdpReplica&)>& rank_step);
 
   // The replicas are equal after every step: any local one tells the weights.
   HostWeights weights();

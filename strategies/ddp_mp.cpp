@@ -30,7 +30,7 @@ class DdpMp : public Strategy {
 
   double train_step(const HostBatch& batch, int64_t step) override {
     const NoSyncWindow window = no_sync_window(config_.no_sync, step);
-    return replicas_.run([&](DdpReplica& r) { return step_of_one_rank(r, batch, step, window); });
+    return replicas_.run([&](DdpReplica& r) { return rank_step(r, batch, step, window); });
   }
 
   HostWeights weights() override { return replicas_.weights(); }
@@ -39,7 +39,7 @@ class DdpMp : public Strategy {
   AmpReport amp_report() const override { return replicas_.amp_report(); }
 
  private:
-  static double step_of_one_rank(DdpReplica& r, const HostBatch& batch, int64_t step, const NoSyncWindow& window) {
+  static double rank_step(DdpReplica& r, const HostBatch& batch, int64_t step, const NoSyncWindow& window) {
     Device& first = *r.devices.at(0);
     Device& second = *r.devices.at(1);
     first.set_step(step);

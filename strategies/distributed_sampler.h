@@ -20,15 +20,28 @@
 
 namespace scalelab {
 
+// Throws UsageError(strategy, …) when `ranks` cannot share a batch of `batch` rows evenly (each
+// takes batch / ranks rows). The strategies check it before training.
+inline void check_batch_shares(int64_t batch, int ranks, const std::string& strategy) {
+  if (ranks >= 1 && batch % ranks == 0) return;
+  const int64_t up = ranks >= 1 ? (batch / ranks + 1) * ranks : batch;
+  throw UsageError(strategy, "--batch " + std::to_string(batch) + " cannot be shared evenly by " +
+                                 std::to_string(ranks) + " ranks (each takes batch / ranks rows, as DistributedSampler "
+                                 "does) — use a multiple of the number of ranks (" + std::to_string(ranks) +
+                                 "), e.g. --batch " + std::to_string(up));
+}
+
 // Row j of rank `rank`'s shard is row j·world + rank of the global batch.
 inline int64_t shard_row(int64_t j, int rank, int world) { return j * world + rank; }
 
-// Copies rank `rank`'s shard of `global` (batch.size / world rows) into `shard`.
+// Copies rank `rank`'s shard of `global` (batch.size / world rows) into `shard`. The strategies
+// refuse a --batch the ranks cannot share before training (check_batch_shares, a UsageError), so
+// one that reaches here is a bug, not a bad option: an internal Error.
 inline void take_shard(const HostBatch& global, int rank, int world, HostBatch& shard) {
   if (world < 1 || rank < 0 || rank >= world || global.size % world != 0)
-    throw UsageError("sampler", "a batch of " + std::to_string(global.size) + " rows cannot be shared evenly by " +
-                                    std::to_string(world) + " ranks (rank " + std::to_string(rank) +
-                                    ") — use a --batch that is a multiple of the number of ranks");
+    throw Error("sampler", "internal: a batch of " + std::to_string(global.size) + " rows cannot be shared evenly by " +
+                               std::to_string(world) + " ranks (rank " + std::to_string(rank) +
+                               ") — the strategy should have refused this --batch before training; please report it");
   const int64_t rows = global.size / world, f = global.features;
   shard.size = rows;
   shard.features = f;

@@ -133,12 +133,12 @@ class Pipeline : public Strategy {
 
   double train_step(const HostBatch& batch, int64_t step) override {
     std::vector<double> losses(stages_.size());
-    ranks_.run([&](int rank) { losses[local_index(rank)] = stage_step(stage(rank), batch, step); });
+    ranks_.run([&](int rank) { losses[local_index(rank)] = rank_step(stage(rank), batch, step); });
     return losses.front();  // the same on every rank
   }
 
-  // Stage s, one training step.
-  double stage_step(Stage& st, const HostBatch& batch, int64_t step) {
+  // One training step of one rank: stage s.
+  double rank_step(Stage& st, const HostBatch& batch, int64_t step) {
     Device& dev = *st.device;
     ProcessGroup& pg = *st.group;
     const int p = ranks_.world_size(), s = st.rank, m = config_.micro_batches;
@@ -156,7 +156,7 @@ class Pipeline : public Strategy {
     // 2. Run the schedule. A micro-batch's input is received when its forward needs it, or
     //    earlier (see the backward below); the last stage's loss gradients wait for their backward.
     const std::vector<Task> tasks =
-        config_.schedule == "1f1b" ? one_f_one_b_schedule(p, s, m) : gpipe_schedule(m);
+        config_.schedule == Schedule::one_f_one_b ? one_f_one_b_schedule(p, s, m) : gpipe_schedule(m);
     for (Linear& layer : st.layers) layer.refresh_half_weights();  // --amp: this step's half weights
     std::vector<Tensor> inputs(static_cast<size_t>(m)), dlogits(static_cast<size_t>(m));
     double loss_sum = 0;
@@ -184,8 +184,7 @@ class Pipeline : public Strategy {
           loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * rows, rows), dlogits[i],
                                        st.scaler.scale() / static_cast<float>(m));
         } else {
-          pg.set_tag("activations " + mb, -1, i);
-          pg.send(h, s + 1);
+          pg.send(h, s + 1, {.name = "activations " + mb, .micro_batch = i});
         }
       } else {
         // B i. The gradient of micro-batch i's output: from the loss, or from the stage after.
@@ -196,8 +195,7 @@ class Pipeline : public Strategy {
         } else {
           g = dev.empty({rows, spec_.sizes[st.last]}, activation_dtype(), MemoryCategory::activations,
                         "gradient " + mb);
-          pg.set_tag("gradient " + mb, -1, i);
-          pg.recv(g, s + 1);
+          pg.recv(g, s + 1, {.name = "gradient " + mb, .micro_batch = i});
         }
         // Backward through this stage's layers, last to first. The first backward of the step
         // writes the weight gradients, the others add to them.
@@ -215,8 +213,7 @@ class Pipeline : public Strategy {
             const int next = tasks[k + 1].micro_batch;
             inputs[next] = receive_activations(st, next, rows);
           }
-          pg.set_tag("gradient " + mb, -1, i);
-          pg.send(g, s - 1);
+          pg.send(g, s - 1, {.name = "gradient " + mb, .micro_batch = i});
         }
       }
     }
@@ -232,8 +229,7 @@ class Pipeline : public Strategy {
     Tensor loss = dev.empty({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
     float value = static_cast<float>(loss_sum / m);
     if (last) dev.upload({"loss", Phase::data}, loss, &value);
-    pg.set_tag("loss");
-    pg.broadcast(loss, p - 1);
+    pg.broadcast(loss, p - 1, {.name = "loss"});
     value = std::numeric_limits<float>::quiet_NaN();  // stays NaN in a dry run: no numerics
     dev.download({"loss", Phase::data}, &value, loss);
     return value;
@@ -318,18 +314,16 @@ class Pipeline : public Strategy {
   DType activation_dtype() const { return config_.amp_dtype(); }
 
   Tensor receive_activations(Stage& st, int micro_batch, int64_t rows) {
-    Tensor h = st.device->empty({rows, spec_.sizes[st.first]}, activation_dtype(), MemoryCategory::activations,
-                                "activations mb " + std::to_string(micro_batch));
-    st.group->set_tag("activations mb " + std::to_string(micro_batch), -1, micro_batch);
-    st.group->recv(h, st.rank - 1);
+    const std::string name = "activations mb " + std::to_string(micro_batch);
+    Tensor h = st.device->empty({rows, spec_.sizes[st.first]}, activation_dtype(), MemoryCategory::activations, name);
+    st.group->recv(h, st.rank - 1, {.name = name, .micro_batch = micro_batch});
     return h;
   }
 
   // `own` on the owner's rank; a copy of it everywhere else.
   Tensor from_owner(Stage& st, int owner, const Tensor& own, const std::vector<int64_t>& shape, const std::string& name) {
     Tensor t = st.rank == owner ? own : st.device->empty(shape, DType::f32, MemoryCategory::comm_buffers, name);
-    st.group->set_tag("broadcast " + name);
-    st.group->broadcast(t, owner);
+    st.group->broadcast(t, owner, {.name = "broadcast " + name});
     return t;
   }
 

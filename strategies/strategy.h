@@ -1,7 +1,7 @@
 #pragma once
 // A strategy is one way of spreading training over devices. Each lives in its own file here and
 // reads like the lecture it accompanies. All of them take the same global batch and must produce
-// the same weights as `single` (the equivalence contract in ../shared/DESIGN.md).
+// the same weights as `single` (the equivalence contract in docs/DESIGN.md).
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +12,7 @@
 #include "core/nn/loss_scaler.h"
 #include "core/nn/mlp.h"
 #include "core/run/config.h"
+#include "core/run/training_state.h"
 #include "core/trace/events.h"
 
 namespace scalelab {
@@ -24,18 +25,9 @@ struct StrategyContext {
   EventBus& bus;
   HostWeights initial_weights;  // the same for every strategy: drawn from the seed
   RankSet* ranks = nullptr;     // strategies with ranks (devices_per_rank > 0); null otherwise
-};
-
-// Everything a checkpoint holds besides the step: weights and optimizer state, on the host, in
-// the model's parameter order (fc1.weight, fc1.bias, fc2.weight, …), whatever the strategy
-// sharded or split — so a run can resume under another strategy or number of devices.
-struct TrainingState {
-  HostWeights weights;
-  int64_t optimizer_steps = 0;
-  // Per parameter, its state tensors: none (plain sgd), one (sgd momentum) or two (adam m, v).
-  std::vector<std::vector<std::vector<float>>> optimizer;
-  double loss_scale = 0;       // fp16 dynamic loss scaler (0: none)
-  int64_t scaler_good_steps = 0;
+  // How this run's devices were made (kind, profile, dry run, clock epoch): a strategy that starts
+  // processes of its own (multiprocessing) makes their devices with it.
+  DeviceOptions device_options;
 };
 
 class Strategy {
@@ -63,17 +55,62 @@ class Optimizer;
 TrainingState whole_model_state(Mlp& model, Optimizer& optimizer, const LossScaler& scaler);
 void load_whole_model_state(Mlp& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& state);
 
+// The options only some strategies take (the rest — model, data, optimizer, amp on synchronous
+// strategies, checkpoints — apply to every one). Given to a strategy that does not take it, an
+// option would be silently ignored, so validation refuses it instead.
+enum class StrategyOption : uint8_t {
+  no_sync,        // --no-sync K: gradient accumulation
+  buckets,        // --bucket-mb, --first-bucket-mb
+  micro_batches,  // --micro-batches
+  schedule,       // --schedule
+  zero_stage,     // --zero-stage
+  amp,            // --amp, --amp-initial-scale
+  comm,           // --comm, --comm-algo, --comm-timeout: the process group's backend
+};
+const char* strategy_option_flags(StrategyOption option);  // "--bucket-mb / --first-bucket-mb"
+
+// How many devices a strategy can spread over: at least `min`, at most `max` (0: no limit), a
+// multiple of `multiple_of`. (Limits that depend on the model or the batch — no more pipeline
+// stages than layers — are checked by the strategy when it is made.)
+struct DeviceCountRule {
+  int min = 1;
+  int max = 0;
+  int multiple_of = 1;
+};
+
+// Everything the rest of scalelab knows about a strategy: config validation, the launch panel,
+// the tour and `scalelab strategies` all read this, and nothing else names strategies.
 struct StrategyInfo {
   std::string name;
   std::string summary;  // one line for `scalelab strategies`
   std::function<std::unique_ptr<Strategy>(StrategyContext&)> make;
-  // 0: one controller drives every device (single, data-parallel, model-parallel); k ≥ 1: ranks,
-  // each with k devices (ddp, pipeline, zero: 1; ddp-mp: 2), launched as threads, procs or mpi.
+  // 0: one controller drives every device (single, data-parallel, model-parallel, multiprocessing);
+  // k ≥ 1: ranks, each with k devices (ddp, pipeline, zero: 1; ddp-mp: 2).
   int devices_per_rank = 0;
+  // Synchronous strategies compute single's training on the same global batch and are held to its
+  // weights (--check-equivalence); the others (Hogwild) are held to test accuracy.
+  bool synchronous = true;
+  std::vector<StrategyOption> options;  // the strategy-specific options it takes
+  std::vector<Launch> launches = {Launch::threads};
+  std::vector<DeviceKind> device_kinds = {DeviceKind::cpu, DeviceKind::sim, DeviceKind::cuda};
+  DeviceCountRule device_count;
+  // What the tour (and the launch panel, when this strategy is picked) sets besides the shared
+  // settings: a pipeline needs micro-batches to show one, zero a stage.
+  std::function<void(TrainConfig&)> showcase;
+
+  bool takes(StrategyOption option) const;
+  bool supports(Launch launch) const;
+  bool supports(DeviceKind kind) const;
+  // Throws UsageError naming the option that does not fit this strategy and what to do instead.
+  void validate(const TrainConfig& config) const;
 };
 
 const std::vector<StrategyInfo>& strategy_registry();
+// The strategy every synchronous one is held to (--check-equivalence trains it alongside).
+inline constexpr const char* kReferenceStrategy = "single";
 // Throws UsageError listing the known strategies.
 const StrategyInfo& find_strategy(const std::string& name);
+// The lines `scalelab strategies` prints: each strategy, what it shows, and what it takes.
+std::string describe_strategies();
 
 }  // namespace scalelab

@@ -62,7 +62,7 @@ class Zero : public Strategy {
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
-    ranks_.run([&](int rank) { local(rank).loss = step_rank(local(rank), batch, step); });
+    ranks_.run([&](int rank) { local(rank).loss = rank_step(local(rank), batch, step); });
     return local_ranks_.front()->loss;  // the same on every rank: the all-reduced mean
   }
 
@@ -80,8 +80,7 @@ class Zero : public Strategy {
       std::vector<std::vector<float>> mine(shards.size(), std::vector<float>(static_cast<size_t>(padded_)));
       for (size_t j = 0; j < shards.size(); ++j) {
         Tensor full = R.device.empty({padded_}, DType::f32, MemoryCategory::workspace, "zero.state_gather");
-        R.group.set_tag("zero.state");
-        R.group.all_gather(shards[j], full);
+        R.group.all_gather(shards[j], full, {.name = "zero.state"});
         R.device.download({"zero.state", Phase::data}, mine[j].data(), full);
       }
       if (&R == local_ranks_.front().get()) whole = std::move(mine);
@@ -173,7 +172,7 @@ class Zero : public Strategy {
       model.upload(ctx.initial_weights);
       // 2. Gradients. Stage 1: one flat buffer like the weights, all-reduced whole, kept whole.
       //    Stage 2: only this rank's shard is kept; backward writes into a buffer that lives for
-      //    the reduce-scatter alone (see step_rank).
+      //    the reduce-scatter alone (see rank_step).
       if (z.stage_ == 1) {
         flat_grads = device.zeros({z.padded_}, DType::f32, MemoryCategory::grads, "zero.flat_grads");
         seat_grads(flat_grads);
@@ -229,7 +228,7 @@ class Zero : public Strategy {
   }
 
   // One step on one rank. Every rank issues the same collectives in the same order.
-  double step_rank(RankState& R, const HostBatch& batch, int64_t step) {
+  double rank_step(RankState& R, const HostBatch& batch, int64_t step) {
     Device& d = R.device;
     d.set_step(step);
     // 1. This rank's rows of the global batch (r, r+N, …: strategies/distributed_sampler.h) go to
@@ -260,11 +259,11 @@ class Zero : public Strategy {
     R.model.backward(dlogits);
 
     // 4. Average the gradients over the ranks: one flat bucket (bucket 0), after backward.
-    R.group.set_tag("zero.grads", 0);
+    const CommTag grads{.name = "zero.grads", .bucket = 0};
     if (stage_ == 1) {
-      R.group.all_reduce(R.flat_grads, ReduceOp::avg);  // every rank: the whole averaged gradient
+      R.group.all_reduce(R.flat_grads, ReduceOp::avg, grads);  // every rank: the whole averaged gradient
     } else {
-      R.group.reduce_scatter(bucket, R.shard.grad, ReduceOp::avg);  // rank r: shard r's average only
+      R.group.reduce_scatter(bucket, R.shard.grad, ReduceOp::avg, grads);  // rank r: shard r's average only
       for (Parameter* p : R.model.parameters()) p->grad = Tensor();  // the bucket is freed here
       bucket = Tensor();
     }
@@ -280,15 +279,13 @@ class Zero : public Strategy {
     //    In place: this rank's shard already sits at its place in the flat buffer. (After a
     //    skipped step the shards are unchanged; the all-gather still runs, so that every rank
     //    issues the same collectives whatever happened.)
-    R.group.set_tag("zero.params");
-    R.group.all_gather(R.shard.value, R.flat_params);
+    R.group.all_gather(R.shard.value, R.flat_params, {.name = "zero.params"});
 
     // 7. The loss of the whole batch: the average of the ranks' means over equal shares of it.
     //    (A dry run computes nothing: the download leaves the NaN.)
     float mine = static_cast<float>(loss), mean = std::numeric_limits<float>::quiet_NaN();
     d.upload({"loss", Phase::data}, R.loss_mean, &mine);
-    R.group.set_tag("zero.loss");
-    R.group.all_reduce(R.loss_mean, ReduceOp::avg);
+    R.group.all_reduce(R.loss_mean, ReduceOp::avg, {.name = "zero.loss"});
     d.download({"loss", Phase::data}, &mean, R.loss_mean);
     return mean;
   }
@@ -305,6 +302,7 @@ class Zero : public Strategy {
 
 std::unique_ptr<Strategy> make_zero(StrategyContext& ctx) {
   if (!ctx.ranks) throw Error("zero", "zero runs one rank per device, but no ranks were started");
+  check_batch_shares(ctx.config.batch, ctx.ranks->world_size(), "zero");
   return std::make_unique<Zero>(ctx);
 }
 

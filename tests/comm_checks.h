@@ -195,4 +195,45 @@ class CollectiveChecker {
   std::vector<std::string> failures_;
 };
 
+// Point-to-point flow ids agree across ranks though no rank tells another: every rank sends
+// `messages` tensors to the next (round the ring, as send_recv_ring), then the ranks all-gather the
+// flow ids their sends and recvs were traced with, and each send's must be its recv's. `bus` is
+// where `dev` records. Returns what went wrong on this rank (nothing to check on one rank).
+inline std::vector<std::string> check_flow_ids(ProcessGroup& pg, Device& dev, const EventBus& bus, int messages = 3) {
+  const int n = pg.size(), r = pg.rank();
+  if (n == 1) return {};
+  const int next = (r + 1) % n, prev = (r - 1 + n) % n;
+  const size_t first = bus.event_count();
+  Tensor t = dev.zeros({16}, DType::f32, MemoryCategory::comm_buffers, "flow check");
+  for (int k = 0; k < messages; ++k) {
+    if (r % 2 == 0) pg.send(t, next);
+    pg.recv(t, prev);
+    if (r % 2 == 1) pg.send(t, next);
+  }
+  // This rank's ids: its sends, then its recvs (small integers here, exact in f32).
+  const size_t m = static_cast<size_t>(messages);
+  std::vector<float> ids(2 * m, -1.0f);
+  size_t sends = 0, recvs = 0;
+  for (const Event& e : bus.events_since(first)) {
+    if (e.flow_id < 0) continue;
+    if (e.role == Role::send && sends < m) ids[sends++] = static_cast<float>(e.flow_id);
+    if (e.role == Role::recv && recvs < m) ids[m + recvs++] = static_cast<float>(e.flow_id);
+  }
+  Tensor all = dev.zeros({static_cast<int64_t>(2 * m) * n}, DType::f32, MemoryCategory::comm_buffers, "flow ids");
+  pg.all_gather(make_tensor(dev, ids, DType::f32), all);
+  const std::vector<float> got = read_tensor(dev, all);
+  std::vector<std::string> failures;
+  if (sends != m || recvs != m)
+    failures.push_back("rank " + std::to_string(r) + ": " + std::to_string(sends) + " sends and " +
+                       std::to_string(recvs) + " recvs carry a flow id, expected " + std::to_string(m) + " of each");
+  for (size_t k = 0; k < m; ++k) {
+    const float sent = got[static_cast<size_t>(r) * 2 * m + k], received = got[static_cast<size_t>(next) * 2 * m + m + k];
+    if (sent != received)
+      failures.push_back("message " + std::to_string(k) + " from rank " + std::to_string(r) + " to " +
+                         std::to_string(next) + ": the send's flow id " + std::to_string(sent) +
+                         " differs from the recv's " + std::to_string(received));
+  }
+  return failures;
+}
+
 }  // namespace scalelab::comm_test

@@ -25,7 +25,7 @@
 #include "core/nn/mlp.h"
 #include "core/rng.h"
 #include "core/run/checkpoint.h"
-#include "core/run/train.h"
+#include "run/train.h"
 
 using namespace scalelab;
 namespace fs = std::filesystem;
@@ -378,7 +378,7 @@ struct AmpCase {
   int devices;
   DeviceKind kind;
   int zero_stage = 0;
-  std::string schedule = "gpipe";
+  Schedule schedule = Schedule::gpipe;
   int micro_batches = 1;
 };
 
@@ -386,7 +386,7 @@ std::string amp_case_name(const testing::TestParamInfo<AmpCase>& info) {
   const AmpCase& c = info.param;
   std::string s = c.strategy + "_" + std::to_string(c.devices) + "_" + device_kind_name(c.kind);
   if (c.strategy == "zero") s += "_stage" + std::to_string(c.zero_stage);
-  if (c.strategy == "pipeline") s += "_" + c.schedule + "_m" + std::to_string(c.micro_batches);
+  if (c.strategy == "pipeline") s += std::string("_") + schedule_name(c.schedule) + "_m" + std::to_string(c.micro_batches);
   std::replace(s.begin(), s.end(), '-', '_');
   return s;
 }
@@ -404,7 +404,7 @@ TEST_P(AmpEquivalence, HalfRunsStayCloseToFp32) {
   double diff[2] = {0, 0};
   int i = 0;
   for (const char* amp : {"fp16", "bf16"}) {
-    c.amp = amp;
+    c.amp = parse_amp(amp);
     const RunOutcome half = run(c);
     ASSERT_EQ(half.result.losses.size(), 5u);
     for (double l : half.result.losses) EXPECT_TRUE(std::isfinite(l)) << amp;
@@ -426,8 +426,8 @@ std::vector<AmpCase> amp_cases() {
     cases.push_back({"single", 1, kind});
     cases.push_back({"data-parallel", 2, kind});
     cases.push_back({"model-parallel", 2, kind});
-    cases.push_back({"pipeline", 2, kind, 0, "gpipe", 2});
-    cases.push_back({"pipeline", 2, kind, 0, "1f1b", 4});
+    cases.push_back({"pipeline", 2, kind, 0, Schedule::gpipe, 2});
+    cases.push_back({"pipeline", 2, kind, 0, Schedule::one_f_one_b, 4});
     cases.push_back({"ddp", 2, kind});
     cases.push_back({"ddp-mp", 2, kind});  // one rank over 2 devices
     cases.push_back({"ddp-mp", 4, kind});  // two ranks of 2
@@ -444,7 +444,7 @@ TEST(Amp, LayersComputeInHalfAndCastTheirWeightsEachStep) {
   // events "cast" with (4 + 2) bytes per weight and bias — and fc1's forward GEMM reads and writes
   // 2-byte elements: x [64 × 784], W [64 × 784], y [64 × 64].
   TrainConfig c = small_config("ddp", 2, DeviceKind::sim);
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   c.steps = 2;
   const RunOutcome out = run(c);
   const int64_t P = ModelSpec::parse(c.model).parameter_count();
@@ -466,7 +466,7 @@ TEST(Amp, LayersComputeInHalfAndCastTheirWeightsEachStep) {
 
 TEST(AmpOverflow, SingleSkipsTheStepAndHalvesTheScale) {
   TrainConfig c = small_config("single", 1, DeviceKind::cpu);
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   c.amp_initial_scale = std::ldexp(1.0, 40);
   c.steps = 1;
   const RunOutcome out = run(c);
@@ -496,7 +496,7 @@ TEST(AmpOverflow, SingleSkipsTheStepAndHalvesTheScale) {
 
 TEST(AmpOverflow, DdpRanksSkipTogether) {
   TrainConfig c = small_config("ddp", 2, DeviceKind::sim);
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   c.amp_initial_scale = std::ldexp(1.0, 40);
   c.steps = 1;
   const RunOutcome out = run(c);
@@ -539,7 +539,7 @@ TEST(AmpOverflow, PipelineAndZeroStagesSkipTogether) {
   for (const char* strategy : {"pipeline", "zero"}) {
     TrainConfig c = small_config(strategy, 2, DeviceKind::cpu);
     if (std::string(strategy) == "zero") c.zero_stage = 2;
-    c.amp = "fp16";
+    c.amp = Amp::fp16;
     c.amp_initial_scale = std::ldexp(1.0, 40);
     c.steps = 1;
     const RunOutcome out = run(c);
@@ -559,7 +559,7 @@ TEST(AmpCheckpoint, ResumesTheScalerExactly) {
   for (const char* strategy : {"single", "ddp"}) {
     SCOPED_TRACE(strategy);
     TrainConfig c = small_config(strategy, std::string(strategy) == "ddp" ? 2 : 1, DeviceKind::cpu);
-    c.amp = "fp16";
+    c.amp = Amp::fp16;
     c.amp_initial_scale = std::ldexp(1.0, 26);  // a few overflows first, then steps
     c.steps = 14;
     const RunOutcome whole = run(c);
@@ -609,7 +609,7 @@ TEST(AmpMemory, ActivationPeakIsAboutHalfInClosedForm) {
     c.synthetic_test = 16;
     c.batch = B;
     c.steps = 2;
-    c.amp = amp;
+    c.amp = parse_amp(amp);
     EventBus bus;
     TrainResult r = train(c, bus);
     return r.per_device.at(0).peak_bytes[static_cast<int>(MemoryCategory::activations)];
@@ -636,7 +636,7 @@ TEST(AmpMemory, HalfWeightsAreWorkspaceAndParamsStayF32) {
   const int64_t P = spec.parameter_count();
   EventBus a, b;
   const TrainResult fp32 = train(c, a);
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   const TrainResult fp16 = train(c, b);
   const auto& p32 = fp32.per_device.at(0).peak_bytes;
   const auto& p16 = fp16.per_device.at(0).peak_bytes;
@@ -666,7 +666,7 @@ TEST(AmpSim, HalfGemmUsesTheF16Peak) {
     c.synthetic_test = 16;
     c.batch = B;
     c.steps = 1;
-    c.amp = amp;
+    c.amp = parse_amp(amp);
     EventBus bus;
     train(c, bus);
     const Event* gemm = nullptr;
@@ -674,7 +674,7 @@ TEST(AmpSim, HalfGemmUsesTheF16Peak) {
       if (e.step == 0 && e.kind == "gemm" && e.name == "fc2.fwd") gemm = &e;
     ASSERT_NE(gemm, nullptr) << amp;
     // fc2.fwd: [B × H] · [H × H]ᵀ → [B × H]: 2·B·H·H flop; A, B and C read or written once.
-    const DType d = TrainConfig{.amp = amp}.amp_dtype();
+    const DType d = TrainConfig{.amp = parse_amp(amp)}.amp_dtype();
     const double peak = d == DType::f16 ? p.peak_flops_f16 : d == DType::bf16 ? p.peak_flops_bf16 : p.peak_flops_f32;
     const double flops = 2.0 * B * H * H;
     const double bytes = static_cast<double>(dtype_size(d)) * (B * H + H * H + B * H);
@@ -697,7 +697,7 @@ TEST(AmpReport, JsonCarriesDtypeScaleAndSkippedSteps) {
   EventBus a;
   TrainResult off = train(c, a);
   EXPECT_TRUE(to_json(off)["amp"].is_null());
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   c.amp_initial_scale = std::ldexp(1.0, 40);
   EventBus b;
   TrainResult r = train(c, b);
@@ -726,20 +726,24 @@ TEST(AmpReport, BadOptionsAreUsageErrors) {
     return "no error";
   };
   TrainConfig c = small_config("single", 1, DeviceKind::cpu);
-  c.amp = "fp8";
-  EXPECT_NE(usage(c).find("--amp 'fp8' is unknown"), std::string::npos);
-  c.amp = "bf16";
+  EXPECT_THROW(parse_amp("fp8"), UsageError);
+  try {
+    parse_amp("fp8");
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--amp 'fp8' is unknown — use off, fp16 or bf16"), std::string::npos) << e.what();
+  }
+  c.amp = Amp::bf16;
   c.amp_initial_scale = 1024;
   std::string e = usage(c);
   EXPECT_NE(e.find("[amp] --amp-initial-scale"), std::string::npos) << e;
   EXPECT_NE(e.find("add --amp fp16"), std::string::npos) << e;
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   c.amp_initial_scale = 0;
   EXPECT_NE(usage(c).find("--amp-initial-scale must be a positive"), std::string::npos);
   // Hogwild still refuses mixed precision.
   c = small_config("multiprocessing", 2, DeviceKind::cpu);
-  c.amp = "fp16";
+  c.amp = Amp::fp16;
   e = usage(c);
-  EXPECT_NE(e.find("[multiprocessing] --amp fp16"), std::string::npos) << e;
+  EXPECT_NE(e.find("[amp] --amp fp16 does not apply to --strategy multiprocessing (it would be ignored)"), std::string::npos) << e;
 }
 

@@ -239,8 +239,7 @@ TEST(Shm, StepsAreEventsWithTheirBytes) {
     auto devices = make_devices(o);
     const int64_t m = 1 << 20;  // 4 MiB: several pieces
     Tensor t = devices[0]->zeros({m}, DType::f32, MemoryCategory::grads, "g");
-    pg.set_tag("bucket 0", 0);
-    pg.all_reduce(t);
+    pg.all_reduce(t, ReduceOp::sum, {.name = "bucket 0", .bucket = 0});
     int64_t steps = 0, bytes = 0;
     for (const Event& e : bus.events()) {
       if (e.kind != "all_reduce") continue;
@@ -252,6 +251,19 @@ TEST(Shm, StepsAreEventsWithTheirBytes) {
     // Per rank: copy-in of S/2, reduce of S/2 (one peer's half), copy-out of S.
     if (steps < 3 * 4) throw std::runtime_error("only " + std::to_string(steps) + " step events");
     if (bytes != m * 4 * 2) throw std::runtime_error("the steps move " + std::to_string(bytes) + " bytes, expected " + std::to_string(m * 4 * 2));
+  }));
+}
+
+// A send and its recv carry the same flow id in each process's own trace, with no word between
+// the processes: each counts the messages of its (sender, receiver) pair.
+TEST(Shm, ASendAndItsRecvShareAFlowIdAcrossProcesses) {
+  EXPECT_NO_THROW(launch_procs(3, ShmSharing::fd_passing, {}, [](ProcessGroup& pg) {
+    EventBus bus;
+    DeviceOptions o;
+    o.bus = &bus;
+    auto devices = make_devices(o);
+    const std::vector<std::string> failures = comm_test::check_flow_ids(pg, *devices[0], bus);
+    if (!failures.empty()) throw std::runtime_error(failures.front());
   }));
 }
 

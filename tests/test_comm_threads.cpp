@@ -3,6 +3,8 @@
 // rank that never came.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <thread>
 
 #include "comm_checks.h"
@@ -107,8 +109,7 @@ TEST(Threads, RingStepsAreEventsWithPeerAndBytes) {
   auto devices = cpu_devices(n, &bus);
   run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     Tensor t = comm_test::make_tensor(dev, std::vector<float>(m, 1.0f), DType::f32);
-    pg.set_tag("bucket 0", 0);
-    pg.all_reduce(t);
+    pg.all_reduce(t, ReduceOp::sum, {.name = "bucket 0", .bucket = 0});
     (void)r;
   });
   int steps = 0;
@@ -124,6 +125,124 @@ TEST(Threads, RingStepsAreEventsWithPeerAndBytes) {
   }
   EXPECT_EQ(steps, n * 2 * (n - 1));                   // 2(n−1) ring steps on every rank
   EXPECT_EQ(bytes, n * 2 * (n - 1) * (m / n) * 4);     // each step moves one chunk of m/n floats
+}
+
+// A tag passed with a call tags that call alone: the barrier after a tagged collective carries
+// none of its name, bucket or micro-batch. An asynchronous call keeps the tag it was queued with,
+// whatever the caller issues while it waits in the queue.
+TEST(Threads, ATagTagsItsCallAloneAndAnAsyncCallKeepsItsOwn) {
+  const int n = 3;
+  EventBus bus;
+  auto groups = make_threads_groups(n);
+  auto devices = cpu_devices(n, &bus);
+  run_ranks(groups, devices, [&](int, ProcessGroup& pg, Device& dev) {
+    pg.set_device(&dev);
+    Tensor t = comm_test::make_tensor(dev, std::vector<float>(300, 1.0f), DType::f32);
+    pg.all_reduce(t, ReduceOp::sum, {.name = "grads", .bucket = 3, .micro_batch = 1});
+    pg.barrier();
+    auto work = pg.all_reduce_async(t, ReduceOp::sum, {.name = "bucket 0", .bucket = 0});
+    pg.broadcast(t, 0);  // issued while the tagged all-reduce may still be queued
+    work->wait();
+  });
+  int barriers = 0, broadcasts = 0, tagged = 0, bucket0 = 0;
+  for (const Event& e : bus.events()) {
+    if (e.lane != Lane::comm) continue;
+    switch (e.role) {
+      case Role::barrier:
+      case Role::broadcast:
+        ++(e.role == Role::barrier ? barriers : broadcasts);
+        EXPECT_EQ(e.name.rfind(e.kind, 0), 0u) << e.name << ": an untagged call is named after its collective";
+        EXPECT_EQ(e.bucket, -1) << e.name;
+        EXPECT_EQ(e.micro_batch, -1) << e.name;
+        break;
+      case Role::all_reduce:
+        if (e.bucket == 3) {
+          ++tagged;
+          EXPECT_EQ(e.micro_batch, 1);
+          EXPECT_EQ(e.name.rfind("grads", 0), 0u) << e.name;
+        } else {
+          ++bucket0;
+          EXPECT_EQ(e.bucket, 0) << e.name;
+          EXPECT_EQ(e.micro_batch, -1) << e.name;
+          EXPECT_EQ(e.name.rfind("bucket 0", 0), 0u) << e.name;
+        }
+        break;
+      default: ADD_FAILURE() << "unexpected role " << role_name(e.role) << " of " << e.name;
+    }
+  }
+  EXPECT_EQ(barriers, n);
+  EXPECT_GE(broadcasts, n);
+  EXPECT_GE(tagged, n);
+  EXPECT_GE(bucket0, n);
+}
+
+namespace {
+
+// The comm events that carry a flow id, of a run in which rank r sends `messages` tensors (sized
+// by r) to rank r+1 (mod n), then all ranks all-reduce: device by device, in emission order.
+std::vector<Event> ring_of_sends(int n, int messages) {
+  EventBus bus;
+  auto groups = make_threads_groups(n);
+  auto devices = cpu_devices(n, &bus);
+  const auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    Tensor out = comm_test::make_tensor(dev, std::vector<float>(10 + r, 1.0f), DType::f32);
+    Tensor in = dev.zeros({10 + (r + n - 1) % n}, DType::f32, MemoryCategory::comm_buffers, "in");
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    for (int k = 0; k < messages; ++k) {
+      // Rank 0 sends first, the others receive first: sends wait for their receiver.
+      if (r == 0) pg.send(out, next);
+      pg.recv(in, prev);
+      if (r != 0) pg.send(out, next);
+    }
+    Tensor same = dev.zeros({8}, DType::f32, MemoryCategory::comm_buffers, "same");
+    pg.all_reduce(same);
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  std::vector<Event> comm;
+  for (const Event& e : bus.events())
+    if (e.lane == Lane::comm && e.flow_id >= 0) comm.push_back(e);
+  std::stable_sort(comm.begin(), comm.end(), [](const Event& a, const Event& b) { return a.device < b.device; });
+  return comm;
+}
+
+}  // namespace
+
+// A send and its matching recv carry the same flow id — the trace's arrow between them — though
+// neither rank asked the other: each pair (sender, receiver) counts its messages. Ids are the same
+// from run to run, and collectives' ids (the same on every rank) never collide with them.
+TEST(Threads, ASendAndItsRecvShareAFlowIdDeterministically) {
+  const int n = 3, messages = 2;
+  const std::vector<Event> events = ring_of_sends(n, messages);
+  std::map<int64_t, std::vector<const Event*>> flows;
+  for (const Event& e : events) flows[e.flow_id].push_back(&e);
+  int p2p = 0, collectives = 0;
+  for (const auto& [id, members] : flows) {
+    if (members.front()->role == Role::all_reduce) {
+      ++collectives;
+      EXPECT_EQ(members.size(), static_cast<size_t>(n)) << "every rank's first step of the all-reduce";
+      for (const Event* e : members) EXPECT_EQ(e->role, Role::all_reduce);
+      continue;
+    }
+    ++p2p;
+    ASSERT_EQ(members.size(), 2u) << "flow " << id;
+    const Event* send = members[0]->role == Role::send ? members[0] : members[1];
+    const Event* recv = members[0]->role == Role::send ? members[1] : members[0];
+    EXPECT_EQ(send->role, Role::send);
+    EXPECT_EQ(recv->role, Role::recv);
+    EXPECT_EQ(send->peer, recv->device);
+    EXPECT_EQ(recv->peer, send->device);
+    EXPECT_EQ(recv->device, (send->device + 1) % n);
+  }
+  EXPECT_EQ(p2p, n * messages);
+  EXPECT_EQ(collectives, 1);
+  // Deterministic: a second run numbers every event alike.
+  const std::vector<Event> again = ring_of_sends(n, messages);
+  ASSERT_EQ(again.size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(again[i].device, events[i].device);
+    EXPECT_EQ(again[i].role, events[i].role);
+    EXPECT_EQ(again[i].flow_id, events[i].flow_id);
+  }
 }
 
 // On sim, the collective starts when the last rank arrives and lasts what the α-β model says.

@@ -26,12 +26,14 @@ TEST(Dash, NotBuilt) {
 #include <sstream>
 #include <string>
 
+#include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
 #include "viz/buckets_panel.h"
 #include "viz/dashboard.h"
 #include "viz/dashboard_model.h"
+#include "viz/data_parallel_panel.h"
 #include "viz/data_source.h"
 #include "viz/pipeline_panel.h"
 #include "viz/png_writer.h"
@@ -62,11 +64,17 @@ Event ev(int device, Lane lane, const char* kind, Phase phase, int64_t b, int64_
 // gaps are 1 + 3 + 3 + 2 = 9 per step (stage 0 has only the middle one; stage 3's forwards run
 // straight into its backwards).
 constexpr int kP = 4, kM = 4, kSteps = 2;
+
+// Device d of a run on `profile`, described as a sim device describes itself on the bus.
+DeviceDescription sim_device(int d, const HardwareProfile& profile) {
+  return {"sim:" + std::to_string(d) + " (" + profile.name + ")", "sim:" + std::to_string(d), profile_to_json(profile)};
+}
 constexpr int64_t kSlot = 1000, kStepSlots = 14;
 
 TraceContents gpipe_trace() {
   TraceContents t;
-  for (int d = 0; d < kP; ++d) t.info.device_names.push_back("sim:" + std::to_string(d) + " (a100-nvlink-8)");
+  const HardwareProfile a100 = load_profile("a100-nvlink-8");
+  for (int d = 0; d < kP; ++d) t.info.devices.push_back(sim_device(d, a100));
   t.info.title = "hand-built GPipe";
   t.info.simulated = true;
   for (int step = 0; step < kSteps; ++step) {
@@ -92,7 +100,8 @@ TraceContents gpipe_trace() {
 // all-reduce [1, 2.5) is wholly under backward, bucket 1's [2, 3.5) two thirds, bucket 2's [3, 4.5) not at all.
 TraceContents ddp_trace() {
   TraceContents t;
-  t.info.device_names = {"sim:0 (a100-nvlink-8)", "sim:1 (a100-nvlink-8)"};
+  const HardwareProfile a100 = load_profile("a100-nvlink-8");
+  t.info.devices = {sim_device(0, a100), sim_device(1, a100)};
   t.info.simulated = true;
   for (int d = 0; d < 2; ++d) {
     for (int l = 2; l >= 0; --l) {
@@ -111,22 +120,26 @@ TraceContents ddp_trace() {
       ar.bytes = 1000;
       ar.peer = 1 - d;
       ar.step = 0;
+      ar.role = Role::all_reduce;
       t.events.push_back(fill);
       t.events.push_back(ar);
     }
     Event h2d = ev(d, Lane::copy, "copy_h2d", Phase::data, 0, 500);
     h2d.bytes = 777;
     h2d.step = 0;
+    h2d.role = Role::upload;
     t.events.push_back(h2d);
   }
   // A send and its recv: the link carries the bytes once.
   Event send = ev(0, Lane::comm, "send", Phase::comm, 5000, 5100);
   send.peer = 1;
   send.bytes = 64;
+  send.role = Role::send;
   Event recv = send;
   recv.device = 1;
   recv.peer = 0;
   recv.kind = "recv";
+  recv.role = Role::recv;
   t.events.push_back(send);
   t.events.push_back(recv);
   return t;
@@ -268,14 +281,65 @@ TEST(DashModel, MemoryAtATimeIsTheLastSampleBeforeIt) {
   EXPECT_EQ(m.memory_at(0, 300)[static_cast<int>(MemoryCategory::activations)], 0);
   EXPECT_EQ(m.memory_at(1, 1000)[static_cast<int>(MemoryCategory::grads)], 7);
   EXPECT_EQ(m.memory_at(7, 1000)[0], 0);  // a device that is not there holds nothing
-  // Capacity comes from the profile named in the device names.
+  // Capacity comes from the profile the trace carries.
   EXPECT_GT(m.devices()[0].capacity_bytes, int64_t{1} << 30);
+}
+
+// A device's profile comes with the trace as data: a profile shipped nowhere (a JSON file on
+// another machine) still gives capacity and links, and nothing is read from the device's name.
+TEST(DashModel, DevicesComeWithTheirProfileAsData) {
+  HardwareProfile p = load_profile("a100-nvlink-8");
+  p.name = "made-up-gpu";
+  p.mem_capacity_bytes = 123456789;
+  TraceContents t = gpipe_trace();
+  t.info.devices = {{"rank zero", "r0", profile_to_json(p)}, {"sim:1 (a100-nvlink-8)", "sim:1", ""}};
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.device_count(), kP);
+  EXPECT_EQ(m.devices()[0].label, "r0");
+  EXPECT_EQ(m.devices()[0].capacity_bytes, 123456789);
+  ASSERT_TRUE(m.profile());
+  EXPECT_EQ(m.profile()->name, "made-up-gpu");
+  EXPECT_EQ(m.devices()[1].capacity_bytes, 0) << "no profile in the trace: capacity unknown, whatever the name says";
+  EXPECT_EQ(m.devices()[3].name, "device 3");  // not described at all
+}
+
+// DataParallel's phases are found by the events' roles: a copy named like a scatter but without
+// the role is none of them, and a scatter is one whatever it is called.
+TEST(DashDataParallel, PhasesComeFromRolesNotNames) {
+  TraceContents t;
+  t.info.devices = {{"cpu:0", "cpu:0", ""}, {"cpu:1", "cpu:1", ""}};
+  auto copy = [&](int to, Role role, const char* name, int64_t b, int64_t bytes) {
+    Event e = ev(to, Lane::copy, "copy_p2p", Phase::comm, b, b + 100);
+    e.name = name;
+    e.peer = 0;
+    e.step = 0;
+    e.bytes = bytes;
+    e.role = role;
+    t.events.push_back(e);
+  };
+  copy(1, Role::scatter, "rows for device 1", 0, 400);
+  copy(1, Role::replicate, "fc1.weight", 100, 1000);
+  copy(1, Role::replicate, "fc1.bias", 200, 10);
+  copy(0, Role::gather, "gather logits", 300, 80);
+  copy(1, Role::none, "scatter but not really", 400, 5);
+  copy(0, Role::reduce, "fc1.weight.grad", 500, 1000);
+  const DashboardModel m = model_of(t);
+  ASSERT_TRUE(has_data_parallel(m));
+  EXPECT_EQ(count_dp_copies(m), 5u);
+  const DpStep s = analyze_dp_step(m, 0);
+  std::vector<std::string> labels;
+  for (const DpPhase& p : s.phases) labels.push_back(p.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"rows for device 1", "replicate model", "gather logits", "reduce grads"}));
+  EXPECT_EQ(s.phases[1].bytes, 1010);
+  ASSERT_EQ(s.phases[1].transfers.size(), 1u);
+  EXPECT_EQ(s.phases[1].transfers[0].from, 0);
+  EXPECT_EQ(s.phases[1].transfers[0].to, 1);
 }
 
 TEST(DashTimeline, CullingVisitsOnlyVisibleEventsAndMergesSubPixelOnes) {
   // 100 000 back-to-back 10 ns events on one row.
   TraceContents t;
-  t.info.device_names = {"cpu:0"};
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
   for (int i = 0; i < 100000; ++i) {
     Event e = ev(0, Lane::compute, "op", i % 3 == 0 ? Phase::fwd : Phase::bwd, i * 10, i * 10 + 10);
     t.events.push_back(e);
@@ -313,7 +377,7 @@ TEST(DashTimeline, CullingVisitsOnlyVisibleEventsAndMergesSubPixelOnes) {
 TEST(DashTimeline, OverlappingEventsAreFoundByTheirEnd) {
   // A long event first, short ones after it: a view late in the long one must still draw it.
   TraceContents t;
-  t.info.device_names = {"cpu:0"};
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
   t.events.push_back(ev(0, Lane::comm, "long", Phase::comm, 0, 10000));
   for (int i = 1; i < 100; ++i) t.events.push_back(ev(0, Lane::comm, "short", Phase::comm, i * 10, i * 10 + 5));
   const DashboardModel m = model_of(t);

@@ -12,7 +12,7 @@
 #include "core/comm/threads/threads_group.h"
 #include "core/data/dataset.h"
 #include "core/error.h"
-#include "core/run/train.h"
+#include "run/train.h"
 #include "strategies/ddp_buckets.h"
 #include "strategies/ddp_common.h"
 #include "strategies/distributed_sampler.h"
@@ -90,6 +90,54 @@ TEST(DdpBuckets, TheReducerNeverMixesDevices) {
   }
 }
 
+// mark_ready finds a parameter's bucket through a locator computed once with the buckets (c10d's
+// VariableLocator), not by searching the parameters; in backward's order every bucket is launched,
+// and its all-reduce carries its bucket id. A parameter the reducer was not given, or one marked
+// twice in a backward, is an error naming it.
+TEST(DdpBuckets, MarkReadyFindsEachParameterThroughItsLocator) {
+  EventBus bus;
+  DeviceOptions o;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  const HostWeights w = init_weights(ModelSpec::parse("mlp:32-24-16-12-8"), 1);
+  Mlp model(*devices[0], w);
+  auto groups = make_threads_groups(1);
+  groups[0]->set_device(devices[0].get());
+  GradientReducer reducer(model.parameters(), *groups[0], 2000, 600);
+  const std::vector<Parameter*> params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const GradientReducer::Locator& at = reducer.locate(*params[i]);
+    EXPECT_EQ(at.param, static_cast<int>(i));
+    EXPECT_EQ(reducer.buckets().at(static_cast<size_t>(at.bucket)).at(static_cast<size_t>(at.position)),
+              static_cast<int>(i))
+        << params[i]->name;
+  }
+  for (int round = 0; round < 2; ++round) {  // the locators serve every backward
+    for (auto p = params.rbegin(); p != params.rend(); ++p) reducer.mark_ready(**p);
+    reducer.finish();
+  }
+  std::map<int, int> all_reduces;  // bucket → all-reduce events
+  for (const Event& e : bus.events())
+    if (e.role == Role::all_reduce) ++all_reduces[e.bucket];
+  ASSERT_EQ(all_reduces.size(), reducer.buckets().size());
+  for (const auto& [bucket, count] : all_reduces) EXPECT_EQ(count, 2) << "bucket " << bucket;
+
+  Mlp other(*devices[0], w);
+  try {
+    reducer.mark_ready(other.layers()[0].weight);
+    FAIL() << "a parameter of another model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("fc1.weight is not one of the reducer's parameters"), std::string::npos) << e.what();
+  }
+  reducer.mark_ready(model.layers()[3].bias);
+  try {
+    reducer.mark_ready(model.layers()[3].bias);
+    FAIL() << "marking a gradient twice in one backward was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("fc4.bias was marked ready twice"), std::string::npos) << e.what();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // DistributedSampler.
 
@@ -127,10 +175,22 @@ TEST(DistributedSampler, ShardsPartitionTheGlobalBatchAndReshuffleEachEpoch) {
       }
     }
   }
+  // The strategies refuse a --batch the ranks cannot share (a UsageError, exit 2) before training:
+  // a batch that reaches take_shard unshareable is a bug, an internal Error (exit 1).
   HostBatch global, shard;
   loader.fill(0, global);
-  EXPECT_THROW(take_shard(global, 0, 3, shard), UsageError);  // 32 rows cannot go to 3 ranks
-  EXPECT_THROW(take_shard(global, 4, 4, shard), UsageError);
+  auto refused = [&](int rank, int ranks) {
+    try {
+      take_shard(global, rank, ranks, shard);
+    } catch (const UsageError& e) {
+      return std::string("a usage error: ") + e.what();
+    } catch (const Error& e) {
+      return e.component();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused(0, 3), "sampler");  // 32 rows cannot go to 3 ranks
+  EXPECT_EQ(refused(4, 4), "sampler");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,7 +312,7 @@ TEST(Ddp, ProcsLaunchTrainsTheSameAsThreads) {
     SCOPED_TRACE(strategy);
     TrainConfig c = small_config(strategy, 2, DeviceKind::cpu, "sgd");
     const TrainResult threads = run(c);
-    c.launch = "procs";
+    c.launch = Launch::procs;
     const TrainResult procs = run(c);
     EXPECT_EQ(procs.weights_checksum, threads.weights_checksum);
     EXPECT_EQ(procs.max_rel_diff, threads.max_rel_diff);
@@ -261,7 +321,7 @@ TEST(Ddp, ProcsLaunchTrainsTheSameAsThreads) {
       EXPECT_NEAR(procs.losses[i], threads.losses[i], 1e-6 * threads.losses[i]);
   }
   TrainConfig c = small_config("ddp", 4, DeviceKind::cpu, "adam");
-  c.launch = "procs";
+  c.launch = Launch::procs;
   const TrainResult procs4 = run(c);
   EXPECT_GE(procs4.max_rel_diff, 0.0);
   EXPECT_LE(procs4.max_rel_diff, 1e-5);

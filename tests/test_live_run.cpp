@@ -70,7 +70,7 @@ TEST(LiveRun, RunsToTheEndAndTheBusFillsTheModel) {
   EXPECT_EQ(model.steps().size(), 6u);
   ASSERT_EQ(model.device_count(), 2);
   EXPECT_EQ(model.devices()[1].name, "sim:1 (a100-nvlink-8)");
-  EXPECT_GT(model.devices()[1].capacity_bytes, 0);  // found through the profile in the name
+  EXPECT_GT(model.devices()[1].capacity_bytes, 0);  // from the profile the device put on the bus
   EXPECT_EQ(model.metric_series("loss").size(), 6u);
   EXPECT_EQ(model.metric_series("samples_per_s").size(), 6u);
   EXPECT_FALSE(source.update(model));  // nothing new
@@ -148,7 +148,7 @@ TEST(LiveRun, PacedThePlaybackClockRunsAtTheChosenSpeed) {
 
 TEST(LiveRun, BadSettingsAreNamedBeforeAThreadStarts) {
   TrainConfig c = small_sim_run("ddp", 5);
-  c.launch = "procs";
+  c.launch = Launch::procs;
   try {
     LiveRun run(c, 0);
     FAIL() << "a procs launch was accepted";

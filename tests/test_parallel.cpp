@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/run/train.h"
+#include "run/train.h"
 #include "core/trace/metrics.h"
 
 using namespace scalelab;
@@ -94,7 +94,7 @@ class Equivalence : public testing::TestWithParam<EquivalenceCase> {};
 TEST_P(Equivalence, SameWeightsAsSingleAfterFiveSteps) {
   const EquivalenceCase& p = GetParam();
   TrainConfig c = small_config(p.strategy, p.devices, p.kind, p.optimizer);
-  c.schedule = p.schedule;
+  c.schedule = parse_schedule(p.schedule);
   c.micro_batches = p.micro_batches;
   EventBus bus;
   TrainResult r = train(c, bus);
@@ -128,11 +128,11 @@ TEST(Pipeline, ProcsLaunchGivesTheSameWeightsAsThreads) {
   // rank 0 (stage 0, which holds none of the later layers) reports the whole model.
   for (const char* schedule : {"gpipe", "1f1b"}) {
     TrainConfig c = small_config("pipeline", 4, DeviceKind::cpu, "sgd");
-    c.schedule = schedule;
+    c.schedule = parse_schedule(schedule);
     c.micro_batches = 4;
     EventBus a, b;
     TrainResult threads = train(c, a);
-    c.launch = "procs";
+    c.launch = Launch::procs;
     TrainResult procs = train(c, b);
     ASSERT_EQ(threads.weights_checksum.size(), 16u);
     EXPECT_EQ(threads.weights_checksum, procs.weights_checksum) << schedule;
@@ -144,7 +144,7 @@ TEST(Pipeline, ProcsLaunchGivesTheSameWeightsAsThreads) {
 TEST(Pipeline, EventsCarryTheirMicroBatch) {
   TrainConfig c = small_config("pipeline", 2, DeviceKind::sim, "sgd");
   c.micro_batches = 4;
-  c.schedule = "1f1b";
+  c.schedule = Schedule::one_f_one_b;
   c.check_equivalence = false;
   c.steps = 1;
   EventBus bus;
@@ -232,7 +232,7 @@ PipelineRun run_equal_stages(const std::string& schedule, int micro_batches) {
   c.synthetic_test = 16;
   c.batch = 1024;
   c.steps = 6;
-  c.schedule = schedule;
+  c.schedule = parse_schedule(schedule);
   c.micro_batches = micro_batches;
   EventBus bus;
   TrainResult r = train(c, bus);
@@ -333,8 +333,7 @@ TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
   EXPECT_NE(usage_error(c).find("--micro-batches must be"), std::string::npos);
 
   c.micro_batches = 2;
-  c.schedule = "interleaved";
-  EXPECT_NE(usage_error(c).find("--schedule"), std::string::npos);
+  EXPECT_THROW(parse_schedule("interleaved"), UsageError);
 
   c = small_config("model-parallel", 5, DeviceKind::cpu, "sgd");
   e = usage_error(c);
@@ -348,6 +347,6 @@ TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
   EXPECT_NE(e.find("--devices 3"), std::string::npos) << e;
 
   c = small_config("data-parallel", 2, DeviceKind::cpu, "sgd");
-  c.launch = "procs";  // one controller: no ranks to launch
+  c.launch = Launch::procs;  // one controller: no ranks to launch
   EXPECT_NE(usage_error(c).find("--launch procs"), std::string::npos);
 }

@@ -14,6 +14,8 @@
 #include <thread>
 #include <tuple>
 
+#include "core/device/device.h"
+#include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/events.h"
@@ -61,11 +63,13 @@ struct TraceFixture : ::testing::Test {
     ar0.bucket = 0;
     ar0.step = 3;
     ar0.flow_id = 7;
+    ar0.role = Role::all_reduce;
     Event ar1 = ev(1, Lane::comm, "all_reduce", "bucket 0", Phase::comm, 2'500'011, 5'000'000);
     ar1.bytes = 1 << 20;
     ar1.bucket = 0;
     ar1.step = 3;
     ar1.flow_id = 7;
+    ar1.role = Role::all_reduce;
     ar1.peer = 0;
     Event late = ev(1, Lane::compute, "sgd", "fc1.weight.step", Phase::optim, 5'100'000, 5'200'000);
     late.flow_id = 7;  // a third event of the same flow: a second "f"
@@ -74,6 +78,7 @@ struct TraceFixture : ::testing::Test {
     lone.peer = 0;
     lone.bytes = 256;
     lone.flow_id = 9;  // alone in its flow: no arrow
+    lone.role = Role::replicate;
     Event host = ev(0, Lane::host, "wait", "barrier", Phase::eval, 7, 8);
     // Out of time order on purpose: the flow starts at the earliest event, not the first listed.
     events = {late, ar1, fwd, lone, ar0, host};
@@ -83,7 +88,8 @@ struct TraceFixture : ::testing::Test {
               {1, 2'000'000, MemoryCategory::comm_buffers, 1 << 20},
               {0, 3'000'001, MemoryCategory::activations, 0}};
     metrics = {{0, "loss", 2.302585092994046}, {3, "loss", 0.1234567890123}, {3, "accuracy", 0.875}};
-    info.device_names = {"sim:0 (tiny)", "sim:1 (tiny)"};
+    const std::string tiny = profile_to_json(load_profile(std::string(SCALELAB_TEST_DATA) + "/tiny.json"));
+    info.devices = {{"sim:0 (tiny)", "sim:0", tiny}, {"sim:1 (tiny)", "sim:1", tiny}};
     info.title = "scalelab train --strategy ddp \"quoted\"";
     info.simulated = true;
   }
@@ -116,7 +122,15 @@ TEST_F(TraceFixture, TopLevelHoldsEventsUnitInfoAndMetrics) {
   const json& other = t.at("otherData");
   EXPECT_EQ(other.at("title"), info.title);
   EXPECT_EQ(other.at("simulated"), true);
-  EXPECT_EQ(other.at("device_names"), json(info.device_names));
+  const json& devices = other.at("devices");
+  ASSERT_EQ(devices.size(), 2u);
+  for (size_t d = 0; d < 2; ++d) {
+    EXPECT_EQ(devices[d].at("name"), info.devices[d].name);
+    EXPECT_EQ(devices[d].at("label"), info.devices[d].label);
+    // The profile is data in the file (an object a reader can look into), not a string.
+    EXPECT_EQ(devices[d].at("profile").at("name"), "tiny");
+    EXPECT_TRUE(devices[d].at("profile").at("device").at("mem_capacity_bytes").is_number());
+  }
   const json& m = t.at("scalelab_metrics");
   ASSERT_EQ(m.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
@@ -150,6 +164,7 @@ TEST_F(TraceFixture, EveryEventIsACompleteSliceWithItsFields) {
     EXPECT_EQ(a.at("layer"), e.layer) << name;
     EXPECT_EQ(a.at("peer"), e.peer) << name;
     EXPECT_EQ(a.at("flow_id"), e.flow_id) << name;
+    EXPECT_EQ(a.at("role"), role_name(e.role)) << name;
   }
   // The unnamed copy is shown under its kind.
   EXPECT_TRUE(std::any_of(xs.begin(), xs.end(), [](const json& x) { return x.at("name") == "copy_p2p"; }));
@@ -228,7 +243,7 @@ TEST_F(TraceFixture, ReadsBackExactlyWhatWasWritten) {
   TraceContents c = read_chrome_trace(path);
   EXPECT_EQ(c.info.title, info.title);
   EXPECT_EQ(c.info.simulated, true);
-  EXPECT_EQ(c.info.device_names, info.device_names);
+  EXPECT_EQ(c.info.devices, info.devices);
 
   auto key = [](const Event& e) { return std::make_tuple(e.device, static_cast<int>(e.lane), e.t_begin_ns, e.kind); };
   auto sorted = [&](std::vector<Event> v) {
@@ -257,6 +272,7 @@ TEST_F(TraceFixture, ReadsBackExactlyWhatWasWritten) {
     EXPECT_EQ(a.layer, b.layer);
     EXPECT_EQ(a.peer, b.peer);
     EXPECT_EQ(a.flow_id, b.flow_id);
+    EXPECT_EQ(a.role, b.role);
   }
   auto mkey = [](const MemorySample& m) { return std::make_tuple(m.device, m.t_ns, static_cast<int>(m.category), m.bytes); };
   std::vector<std::tuple<int, int64_t, int, int64_t>> mw, mg;
@@ -271,6 +287,106 @@ TEST_F(TraceFixture, ReadsBackExactlyWhatWasWritten) {
     EXPECT_EQ(c.metrics[i].name, metrics[i].name);
     EXPECT_EQ(c.metrics[i].value, metrics[i].value);
   }
+}
+
+// A send's arrow starts at the send, even where its recv began first (a recv waits for its send).
+TEST_F(TraceFixture, ASendStartsItsArrowEvenWhenItsRecvBeganFirst) {
+  Event send = ev(0, Lane::comm, "send", "activations mb 0", Phase::comm, 2'000, 3'000);
+  send.role = Role::send;
+  send.peer = 1;
+  send.flow_id = 11;
+  Event recv = ev(1, Lane::comm, "recv", "activations mb 0", Phase::comm, 1'000, 3'000);
+  recv.role = Role::recv;
+  recv.peer = 0;
+  recv.flow_id = 11;
+  events = {recv, send};
+  json t = written();
+  auto ss = with_ph(t, "s");
+  auto fs_ = with_ph(t, "f");
+  ASSERT_EQ(ss.size(), 1u);
+  ASSERT_EQ(fs_.size(), 1u);
+  EXPECT_EQ(ss[0].at("id"), 11);
+  EXPECT_EQ(ss[0].at("pid"), 0);  // the sender
+  EXPECT_EQ(fs_[0].at("id"), 11);
+  EXPECT_EQ(fs_[0].at("pid"), 1);  // the receiver
+}
+
+// Every role survives the trace by name; a name this build does not know reads as none.
+TEST_F(TraceFixture, EveryRoleReadsBack) {
+  events.clear();
+  for (int r = 0; r < kRoleCount; ++r) {
+    Event e = ev(0, Lane::comm, "op", "role " + std::to_string(r), Phase::comm, r * 10, r * 10 + 5);
+    e.role = static_cast<Role>(r);
+    events.push_back(e);
+  }
+  const std::string path = (dir / "trace.json").string();
+  write_chrome_trace(path, events, {}, {}, info);
+  const TraceContents c = read_chrome_trace(path);
+  ASSERT_EQ(c.events.size(), events.size());
+  std::set<std::string> names;
+  for (const Event& e : c.events) {
+    EXPECT_EQ(e.name, "role " + std::to_string(static_cast<int>(e.role)));
+    names.insert(role_name(e.role));
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kRoleCount)) << "two roles share a name";
+  EXPECT_EQ(parse_role("a role from the future"), Role::none);
+}
+
+// A trace written before devices carried their profiles reads back as devices with names only.
+TEST_F(TraceFixture, AnOlderTraceNamesItsDevicesWithoutProfiles) {
+  const std::string path = (dir / "trace.json").string();
+  json old = written();
+  old["otherData"].erase("devices");
+  old["otherData"]["device_names"] = {"sim:0 (tiny)", "sim:1 (tiny)"};
+  std::ofstream(path) << old.dump();
+  const TraceContents c = read_chrome_trace(path);
+  ASSERT_EQ(c.info.devices.size(), 2u);
+  EXPECT_EQ(c.info.devices[1].name, "sim:1 (tiny)");
+  EXPECT_EQ(c.info.devices[1].profile, "");
+}
+
+// A device made on sim describes itself on the bus with its hardware profile as data, and the
+// profile's JSON reads back to the same figures (every shipped profile).
+TEST(DeviceDescription, SimDevicesCarryTheirProfileAndItReadsBack) {
+  for (const std::string& name : list_profiles()) {
+    SCOPED_TRACE(name);
+    const HardwareProfile p = load_profile(name);
+    const HardwareProfile q = parse_profile(profile_to_json(p), "round trip");
+    EXPECT_EQ(q.name, p.name);
+    EXPECT_EQ(q.description, p.description);
+    EXPECT_EQ(q.device_model, p.device_model);
+    EXPECT_EQ(q.nodes, p.nodes);
+    EXPECT_EQ(q.devices_per_node, p.devices_per_node);
+    EXPECT_EQ(q.peak_flops_f32, p.peak_flops_f32);
+    EXPECT_EQ(q.peak_flops_f16, p.peak_flops_f16);
+    EXPECT_EQ(q.peak_flops_bf16, p.peak_flops_bf16);
+    EXPECT_EQ(q.gemm_efficiency, p.gemm_efficiency);
+    EXPECT_EQ(q.mem_bandwidth_Bps, p.mem_bandwidth_Bps);
+    EXPECT_EQ(q.mem_capacity_bytes, p.mem_capacity_bytes);
+    EXPECT_EQ(q.launch_overhead_s, p.launch_overhead_s);
+    for (auto [a, b] : {std::pair(&q.host_link, &p.host_link), std::pair(&q.intra_node, &p.intra_node),
+                        std::pair(&q.inter_node, &p.inter_node)}) {
+      EXPECT_EQ(a->kind, b->kind);
+      EXPECT_EQ(a->bandwidth_Bps, b->bandwidth_Bps);
+      EXPECT_EQ(a->latency_s, b->latency_s);
+    }
+  }
+  EventBus bus;
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.count = 2;
+  o.profile = load_profile(std::string(SCALELAB_TEST_DATA) + "/tiny.json");
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  const std::vector<DeviceDescription> described = bus.devices();
+  ASSERT_EQ(described.size(), 2u);
+  EXPECT_EQ(described[1].name, devices[1]->name());
+  EXPECT_EQ(described[1].label, "sim:1");
+  EXPECT_EQ(parse_profile(described[1].profile, "bus").mem_capacity_bytes, o.profile.mem_capacity_bytes);
+  DeviceOptions cpu;
+  cpu.bus = &bus;
+  auto host = make_devices(cpu);
+  EXPECT_EQ(bus.devices()[0].profile, "") << "a cpu device has no hardware profile";
 }
 
 // An event with no name is shown under its kind, but reading the trace back must still give the

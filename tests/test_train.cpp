@@ -11,7 +11,7 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/nn/mlp.h"
-#include "core/run/train.h"
+#include "run/train.h"
 
 using namespace scalelab;
 using nlohmann::json;

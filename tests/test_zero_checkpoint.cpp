@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "core/nn/mlp.h"
 #include "core/run/checkpoint.h"
-#include "core/run/train.h"
+#include "run/train.h"
 #include "strategies/registry.h"
 
 using namespace scalelab;
@@ -242,8 +242,8 @@ TEST(Zero, ZeroStageWithAnotherStrategyIsAUsageError) {
   for (const char* strategy : {"ddp", "single"}) {
     TrainConfig c = small_config(strategy, 1);
     c.zero_stage = 1;
-    const std::string m = message_of<UsageError>([&] { c.validate(); });
-    EXPECT_NE(m.find("[zero] --zero-stage 1"), std::string::npos) << m;
+    const std::string m = message_of<UsageError>([&] { check_config(c); });
+    EXPECT_NE(m.find("[zero] --zero-stage 1 does not apply to --strategy " + std::string(strategy)), std::string::npos) << m;
     EXPECT_NE(m.find("--strategy zero"), std::string::npos) << m;
   }
 }
@@ -384,7 +384,7 @@ TEST(Checkpoint, ZeroAsForkedProcessesRankZeroWritesTheOthersWait) {
   TempDir dir;
   TrainConfig c = small_config("zero", 2, "adam");
   c.zero_stage = 2;
-  c.launch = "procs";
+  c.launch = Launch::procs;
   c.steps = 10;
   const TrainResult straight = run(c);
   TrainConfig six = c;
@@ -537,7 +537,7 @@ TEST(Checkpoint, OptionsThatCannotContinueExactlyAreUsageErrors) {
   c = small_config("zero", 2);
   c.no_sync = 2;
   c.steps = 4;
-  EXPECT_NE(message_of<UsageError>([&] { run(c); }).find("--no-sync 2 is DDP's gradient accumulation; zero does not accumulate"), std::string::npos);
+  EXPECT_NE(message_of<UsageError>([&] { run(c); }).find("[ddp] --no-sync 2 does not apply to --strategy zero (it would be ignored) — use --strategy single | ddp | ddp-mp"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -80,10 +80,10 @@ BucketStep analyze_bucket_step(const DashboardModel& model, int step_index, int 
         first_comm = std::min(first_comm, e->t_begin_ns);
         widen(t.all_reduce, e->t_begin_ns, e->t_end_ns);
         comm.emplace_back(e->t_begin_ns, e->t_end_ns);
-        // Named as the lecture names it: all_reduce → "all-reduce"; several kinds joined by " + ".
-        std::string kind = e->kind;
-        std::replace(kind.begin(), kind.end(), '_', '-');
-        if (t.collective.find(kind) == std::string::npos) t.collective += (t.collective.empty() ? "" : " + ") + kind;
+        // Named as the lecture names it: all_reduce → "all-reduce"; several joined by " + ".
+        std::string role = role_name(e->role);
+        std::replace(role.begin(), role.end(), '_', '-');
+        if (t.collective.find(role) == std::string::npos) t.collective += (t.collective.empty() ? "" : " + ") + role;
       }
     for (const Event* e : list) {
       if (e->lane == Lane::comm) continue;

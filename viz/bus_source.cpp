@@ -8,11 +8,11 @@ bool BusSource::update(DashboardModel& model) {
     model.set_info(info_, "live");
     started_ = true;
   }
-  // Devices name themselves on the bus as the run makes them, after this source was made.
+  // Devices describe themselves on the bus as the run makes them, after this source was made.
   bool renamed = false;
-  std::vector<std::string> names = bus_.device_names();
-  if (!names.empty() && names != info_.device_names) {
-    info_.device_names = std::move(names);
+  std::vector<DeviceDescription> devices = bus_.devices();
+  if (!devices.empty() && devices != info_.devices) {
+    info_.devices = std::move(devices);
     model.set_info(info_, "live");
     renamed = true;
   }

@@ -4,6 +4,8 @@
 #include <climits>
 #include <map>
 
+#include "core/error.h"
+
 namespace scalelab::viz {
 
 size_t TimelineRow::first_ending_after(int64_t t0) const {
@@ -31,23 +33,12 @@ void DashboardModel::append(std::vector<Event> events, std::vector<MemorySample>
   metrics_.insert(metrics_.end(), std::make_move_iterator(metrics.begin()), std::make_move_iterator(metrics.end()));
 }
 
-namespace {
-
-// "sim:0 (a100-nvlink-8)" → "a100-nvlink-8": sim devices carry their hardware profile's name.
-std::string profile_in_name(const std::string& name) {
-  const size_t open = name.rfind('('), close = name.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) return {};
-  return name.substr(open + 1, close - open - 1);
-}
-
-}  // namespace
-
 void DashboardModel::rebuild() {
   // Memory in time order; equal stamps keep emission order, as compute_metrics reads them.
   std::stable_sort(memory_.begin(), memory_.end(),
                    [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; });
 
-  int n_devices = static_cast<int>(info_.device_names.size());
+  int n_devices = static_cast<int>(info_.devices.size());
   for (const Event& e : events_) n_devices = std::max(n_devices, e.device + 1);
   for (const MemorySample& m : memory_) n_devices = std::max(n_devices, m.device + 1);
 
@@ -56,31 +47,32 @@ void DashboardModel::rebuild() {
   t_begin_ns_ = run_metrics_.t_begin_ns;
   t_end_ns_ = std::max(run_metrics_.t_end_ns, t_begin_ns_ + 1);
 
-  // Devices, and their capacity from the hardware profile their name carries (sim only).
+  // Devices, and their capacity from the hardware profile the trace (or the bus) carries (sim only).
   devices_.assign(static_cast<size_t>(n_devices), DeviceInfo{});
   profile_.reset();
-  std::map<std::string, std::optional<HardwareProfile>> loaded;
+  std::map<std::string, std::optional<HardwareProfile>> parsed;  // by JSON text: a profile is parsed once
   for (int d = 0; d < n_devices; ++d) {
     DeviceInfo& info = devices_[static_cast<size_t>(d)];
-    info.name = d < static_cast<int>(info_.device_names.size()) ? info_.device_names[static_cast<size_t>(d)]
-                                                                 : "device " + std::to_string(d);
-    info.profile = profile_in_name(info.name);
-    if (info.profile.empty()) continue;
-    auto it = loaded.find(info.profile);
-    if (it == loaded.end()) {
+    const DeviceDescription described =
+        d < static_cast<int>(info_.devices.size()) ? info_.devices[static_cast<size_t>(d)] : DeviceDescription{};
+    info.name = described.name.empty() ? "device " + std::to_string(d) : described.name;
+    info.label = described.label.empty() ? info.name : described.label;
+    if (described.profile.empty()) continue;
+    auto it = parsed.find(described.profile);
+    if (it == parsed.end()) {
       std::optional<HardwareProfile> p;
       try {
-        p = load_profile(info.profile);
-      } catch (const std::exception&) {
-        // A profile that is not shipped here (a JSON file on another machine): capacity unknown,
-        // and the memory panel says so rather than failing the replay.
+        p = parse_profile(described.profile, info.name + "'s profile");
+      } catch (const Error&) {
+        // A profile this build cannot read (a later format): capacity unknown, and the memory
+        // panel says so rather than failing the replay.
       }
-      it = loaded.emplace(info.profile, std::move(p)).first;
+      it = parsed.emplace(described.profile, std::move(p)).first;
     }
-    if (it->second) {
-      info.capacity_bytes = it->second->mem_capacity_bytes;
-      if (!profile_) profile_ = it->second;
-    }
+    info.profile = it->second;
+    if (!info.profile) continue;
+    info.capacity_bytes = info.profile->mem_capacity_bytes;
+    if (!profile_) profile_ = info.profile;
   }
 
   // Timeline rows: one per (device, lane) that has events, devices in order, lanes in enum order.

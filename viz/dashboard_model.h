@@ -49,8 +49,9 @@ struct StepSpan {
 
 struct DeviceInfo {
   std::string name;              // as the trace names it: "sim:0 (a100-nvlink-8)"
-  std::string profile;           // the hardware profile in the name, if any
-  int64_t capacity_bytes = 0;    // 0 when unknown (cpu, or a profile that is not shipped)
+  std::string label;             // short, for row labels: "sim:0"
+  std::optional<HardwareProfile> profile;  // sim: the hardware profile the trace carries
+  int64_t capacity_bytes = 0;    // 0 when unknown (cpu, or a trace without profiles)
 };
 
 using Interval = std::pair<int64_t, int64_t>;
@@ -75,6 +76,7 @@ class DashboardModel {
   const std::vector<StepSpan>& steps() const { return steps_; }  // in order of begin time
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
+  // The first device's hardware profile, if any (every device of a sim run has the same).
   const std::optional<HardwareProfile>& profile() const { return profile_; }
   int64_t t_begin_ns() const { return t_begin_ns_; }
   int64_t t_end_ns() const { return t_end_ns_; }

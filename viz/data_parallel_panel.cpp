@@ -18,24 +18,31 @@
 
 namespace scalelab::viz {
 
-std::string dp_verb(const Event& e) {
-  if (e.lane != Lane::copy || e.peer < 0) return {};
-  const std::string word = e.name.substr(0, e.name.find(' '));
-  if (word == "scatter" || word == "replicate" || word == "gather" || word == "reduce") return word;
-  return {};
+bool is_dp_copy(const Event& e) {
+  if (e.lane != Lane::copy || e.peer < 0) return false;
+  return e.role == Role::scatter || e.role == Role::replicate || e.role == Role::gather || e.role == Role::reduce;
 }
 
 bool has_data_parallel(const DashboardModel& model) {
-  for (const Event& e : model.events())
-    if (!dp_verb(e).empty()) return true;
-  return false;
+  return std::any_of(model.events().begin(), model.events().end(), is_dp_copy);
 }
 
 size_t count_dp_copies(const DashboardModel& model) {
-  size_t n = 0;
-  for (const Event& e : model.events()) n += !dp_verb(e).empty();
-  return n;
+  return static_cast<size_t>(std::count_if(model.events().begin(), model.events().end(), is_dp_copy));
 }
+
+namespace {
+
+// What a phase is called. Replicas and reductions go parameter by parameter: one phase is "the
+// model" / "the grads". A scatter or gather is named for what it moves ("scatter batch.x",
+// "gather logits", "scatter dlogits"), which tells the phases apart.
+std::string dp_phase_label(const Event& e) {
+  if (e.role == Role::replicate) return "replicate model";
+  if (e.role == Role::reduce) return "reduce grads";
+  return e.name;
+}
+
+}  // namespace
 
 DpStep analyze_dp_step(const DashboardModel& model, int step_index) {
   DpStep s;
@@ -45,11 +52,8 @@ DpStep analyze_dp_step(const DashboardModel& model, int step_index) {
   std::string current;
   for (uint32_t idx : model.steps()[static_cast<size_t>(step_index)].events) {
     const Event& e = model.events()[idx];
-    const std::string verb = dp_verb(e);
-    if (verb.empty()) continue;
-    // Replicas and reductions go parameter by parameter; one phase is "the model" / "the grads".
-    // Scatters and gathers name what they move (batch.x, logits, dlogits), which tells phases apart.
-    std::string label = verb + (verb == "replicate" ? " model" : verb == "reduce" ? " grads" : e.name.substr(verb.size()));
+    if (!is_dp_copy(e)) continue;
+    std::string label = dp_phase_label(e);
     if (s.phases.empty() || label != current) {
       s.phases.push_back(DpPhase{label, {e.t_begin_ns, e.t_end_ns}, 0, {}});
       pair_index.clear();

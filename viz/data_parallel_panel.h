@@ -28,8 +28,8 @@ struct DpStep {
   std::vector<DpPhase> phases;    // in time order
 };
 
-// The verb of a DataParallel copy ("scatter", "replicate", "gather", "reduce"), or "" if the event is none.
-std::string dp_verb(const Event& e);
+// True for a DataParallel copy between devices: its role is scatter, replicate, gather or reduce.
+bool is_dp_copy(const Event& e);
 bool has_data_parallel(const DashboardModel& model);
 size_t count_dp_copies(const DashboardModel& model);
 DpStep analyze_dp_step(const DashboardModel& model, int step_index);

@@ -56,8 +56,6 @@ int profile_device_count(const std::string& hw) {
   return counts[hw] = std::max(1, n);
 }
 
-bool uses_buckets(const std::string& s) { return s == "ddp" || s == "ddp-mp"; }
-
 }  // namespace
 
 LaunchPanel::LaunchPanel(Dashboard& dashboard, TrainConfig initial, double speed)
@@ -74,25 +72,28 @@ LaunchPanel::LaunchPanel(Dashboard& dashboard, TrainConfig initial, double speed
 TrainConfig LaunchPanel::config() const {
   TrainConfig c = fields_;
   const TrainConfig defaults;
+  const StrategyInfo& info = find_strategy(c.strategy);
   c.model = model_text_;
-  c.launch = "threads";
-  if (c.strategy == "single") c.devices = 1;
+  c.launch = Launch::threads;
+  if (info.device_count.min == info.device_count.max) c.devices = info.device_count.min;
   if (c.device != DeviceKind::sim) {
     c.hw.clear();
     c.dry_run = false;
   }
-  if (!uses_buckets(c.strategy)) {
+  // The fields of the options this strategy does not take go back to their defaults (the panel
+  // keeps what was typed, for when such a strategy is picked again).
+  using O = StrategyOption;
+  if (!info.takes(O::buckets)) {
     c.bucket_mb = defaults.bucket_mb;
     c.first_bucket_mb = defaults.first_bucket_mb;
-    c.no_sync = defaults.no_sync;
   }
-  if (c.strategy != "pipeline") {
-    c.micro_batches = defaults.micro_batches;
-    c.schedule = defaults.schedule;
-  }
-  if (c.strategy != "zero") c.zero_stage = defaults.zero_stage;
-  if (c.strategy == "multiprocessing") c.check_equivalence = false;  // Hogwild is not synchronous
-  if (c.amp != "fp16") c.amp_initial_scale = defaults.amp_initial_scale;
+  if (!info.takes(O::no_sync)) c.no_sync = defaults.no_sync;
+  if (!info.takes(O::micro_batches)) c.micro_batches = defaults.micro_batches;
+  if (!info.takes(O::schedule)) c.schedule = defaults.schedule;
+  if (!info.takes(O::zero_stage)) c.zero_stage = defaults.zero_stage;
+  if (!info.takes(O::amp)) c.amp = defaults.amp;
+  if (!info.synchronous) c.check_equivalence = false;
+  if (c.amp != Amp::fp16) c.amp_initial_scale = defaults.amp_initial_scale;
   return c;
 }
 
@@ -140,12 +141,11 @@ void LaunchPanel::draw_settings(bool locked) {
     summaries.push_back(s.summary);
   }
   combo("strategy", fields_.strategy, names, summaries);
-  for (const StrategyInfo& s : strategy_registry())
-    if (s.name == fields_.strategy) {
-      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      ImGui::TextWrapped("%s", s.summary.c_str());
-      ImGui::PopStyleColor();
-    }
+  const StrategyInfo& info = find_strategy(fields_.strategy);
+  using O = StrategyOption;
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("%s", info.summary.c_str());
+  ImGui::PopStyleColor();
 
   std::string device = device_kind_name(fields_.device);
   if (combo("device", device, device_kinds_)) {
@@ -157,13 +157,19 @@ void LaunchPanel::draw_settings(bool locked) {
     ImGui::Checkbox("dry run (shapes and times only)", &fields_.dry_run);
   }
   const int max_devices = fields_.device == DeviceKind::sim ? profile_device_count(fields_.hw) : 8;
-  if (fields_.strategy == "single") {
-    int one = 1;  // what single means; the other strategies keep the slider's value
+  const DeviceCountRule& rule = info.device_count;
+  if (rule.min == rule.max) {
+    int fixed = rule.min;  // what the strategy means (single: one); the others keep the slider's value
     ImGui::BeginDisabled();
-    ImGui::SliderInt("devices", &one, 1, std::max(2, max_devices));
+    ImGui::SliderInt("devices", &fixed, 1, std::max(2, max_devices));
     ImGui::EndDisabled();
   } else {
-    ImGui::SliderInt("devices", &fields_.devices, 1, std::max(2, max_devices));
+    const int top = std::max(rule.min + 1, rule.max > 0 ? std::min(rule.max, max_devices) : max_devices);
+    ImGui::SliderInt("devices", &fields_.devices, rule.min, top);
+    if (fields_.devices % rule.multiple_of != 0) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("(a multiple of %d)", rule.multiple_of);
+    }
   }
 
   ImGui::InputText("model", model_text_, sizeof model_text_);
@@ -178,23 +184,32 @@ void LaunchPanel::draw_settings(bool locked) {
   if (ImGui::InputInt("steps", &steps, 10, 100)) fields_.steps = std::max(1, steps);
 
   // What only some strategies take: shown where it applies.
-  if (fields_.strategy == "pipeline") {
-    ImGui::SliderInt("micro-batches", &fields_.micro_batches, 1, 32);
-    combo("schedule", fields_.schedule, {"gpipe", "1f1b"});
+  if (info.takes(O::micro_batches)) ImGui::SliderInt("micro-batches", &fields_.micro_batches, 1, 32);
+  if (info.takes(O::schedule)) {
+    std::string schedule = schedule_name(fields_.schedule);
+    if (combo("schedule", schedule, {schedule_name(Schedule::gpipe), schedule_name(Schedule::one_f_one_b)}))
+      fields_.schedule = parse_schedule(schedule);
   }
-  if (uses_buckets(fields_.strategy)) {
+  if (info.takes(O::no_sync)) {
+    ImGui::SliderInt("no_sync K", &fields_.no_sync, 1, 8);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("accumulate gradients over K batches, all-reduce (step) every K-th");
+  }
+  if (info.takes(O::buckets)) {
     float mb = static_cast<float>(fields_.bucket_mb);
     if (ImGui::SliderFloat("bucket MB", &mb, 0.01f, 100.0f, "%.2f", ImGuiSliderFlags_Logarithmic)) fields_.bucket_mb = mb;
     float first = static_cast<float>(fields_.first_bucket_mb);
     if (ImGui::SliderFloat("first bucket MB", &first, 0.01f, 100.0f, "%.2f", ImGuiSliderFlags_Logarithmic))
       fields_.first_bucket_mb = first;
   }
-  if (fields_.strategy == "zero") {
+  if (info.takes(O::zero_stage)) {
     ImGui::SliderInt("ZeRO stage", &fields_.zero_stage, 1, 2);
     ImGui::TextDisabled(fields_.zero_stage == 1 ? "shards the optimizer state" : "shards optimizer state and gradients");
   }
-  combo("AMP", fields_.amp, {"off", "fp16", "bf16"});
-  if (fields_.strategy != "multiprocessing") ImGui::Checkbox("compare with single", &fields_.check_equivalence);
+  if (info.takes(O::amp)) {
+    std::string amp = amp_name(fields_.amp);
+    if (combo("AMP", amp, {amp_name(Amp::off), amp_name(Amp::fp16), amp_name(Amp::bf16)})) fields_.amp = parse_amp(amp);
+  }
+  if (info.synchronous) ImGui::Checkbox("compare with single", &fields_.check_equivalence);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("also train one device on the same global batches; the Training panel shows the difference");
 

@@ -9,8 +9,8 @@
 namespace scalelab::viz {
 
 LiveRun::LiveRun(TrainConfig config, double speed, bool start_paused) : config_(std::move(config)) {
-  if (config_.launch != "threads")
-    throw UsageError("dash", "--launch " + config_.launch +
+  if (config_.launch != Launch::threads)
+    throw UsageError("dash", "--launch " + std::string(launch_name(config_.launch)) +
                                  ": the dashboard runs every rank as a thread of its own process (--launch threads); "
                                  "to watch a procs or mpirun launch, replay its trace (--trace, then --replay)");
   if (!(speed >= 0) || !std::isfinite(speed))
@@ -179,7 +179,7 @@ int64_t LiveRun::playback_ns() const {
 
 TraceInfo LiveRun::info() const {
   TraceInfo ti;
-  ti.device_names = bus_.device_names();
+  ti.devices = bus_.devices();
   ti.title = "live: --strategy " + config_.strategy + " --device " + device_kind_name(config_.device) +
              (config_.device == DeviceKind::sim ? " --hw " + config_.hw : "") + " --devices " +
              std::to_string(config_.devices) + " --model " + config_.model;

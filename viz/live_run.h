@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "core/run/train.h"
+#include "run/train.h"
 #include "core/trace/chrome_trace.h"
 
 namespace scalelab::viz {

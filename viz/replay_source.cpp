@@ -21,7 +21,7 @@ TraceContents read_scalelab_trace(const std::string& path) {
   }
   // Any Chrome trace parses; ours carry the device names and at least one op. Without them the
   // panels would be empty and the user would not know why.
-  if (t.info.device_names.empty() && t.events.empty())
+  if (t.info.devices.empty() && t.events.empty())
     throw Error("dash", path + ": not a scalelab trace (no devices, no events) — " + kHowToWrite);
   if (t.events.empty())
     throw Error("dash", path + ": the trace holds no events (the run did no work?) — " + kHowToWrite);

@@ -67,12 +67,6 @@ size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float wi
 
 namespace {
 
-// "sim:0 (a100-nvlink-8)" → "sim:0": the row labels have little room.
-std::string short_device_name(const std::string& name) {
-  const size_t p = name.find(" (");
-  return p == std::string::npos ? name : name.substr(0, p);
-}
-
 class TimelinePanel : public Panel {
  public:
   const char* title() const override { return "Timeline"; }
@@ -118,7 +112,7 @@ class TimelinePanel : public Panel {
 
       // Group label: the device and its idle share from the metrics pass.
       dl->AddLine(ImVec2(origin.x, gy0), ImVec2(plot_x0 + plot_w, gy0), IM_COL32(255, 255, 255, 50));
-      const std::string dev_label = device < model.device_count() ? short_device_name(model.devices()[static_cast<size_t>(device)].name)
+      const std::string dev_label = device < model.device_count() ? model.devices()[static_cast<size_t>(device)].label
                                                                   : "device " + std::to_string(device);
       dl->AddText(ImVec2(origin.x + 4, gy0 + 2), IM_COL32(235, 235, 240, 255), dev_label.c_str());
       if (device < static_cast<int>(model.run_metrics().per_device.size()) && gy1 - gy0 > 2 * ImGui::GetFontSize()) {
@@ -321,6 +315,7 @@ class TimelinePanel : public Panel {
         if (e.layer >= 0) line("layer", std::to_string(e.layer));
         if (e.bucket >= 0) line("bucket", std::to_string(e.bucket));
         if (e.peer >= 0) line("peer", "device " + std::to_string(e.peer));
+        if (e.role != Role::none) line("role", role_name(e.role));
         ImGui::EndTable();
       }
     }

@@ -30,12 +30,12 @@ bool LinkTraffic::active_at(int64_t t) const {
 
 bool link_of(const Event& e, int& a, int& b) {
   if (e.bytes <= 0 || e.device < 0) return false;
-  if (e.kind == "copy_h2d" || e.kind == "copy_d2h") {
+  if (e.role == Role::upload || e.role == Role::download) {
     a = kHost;
     b = e.device;
     return true;
   }
-  if (e.peer < 0 || e.peer == e.device || e.kind == "recv") return false;
+  if (e.peer < 0 || e.peer == e.device || e.role == Role::recv) return false;
   if (e.lane != Lane::comm && e.lane != Lane::copy) return false;
   a = std::min(e.device, e.peer);
   b = std::max(e.device, e.peer);
@@ -103,7 +103,7 @@ class TopologyPanel : public Panel {
                   format_rate(p->intra_node.bandwidth_Bps, "B").c_str(), p->host_link.kind.c_str(),
                   format_rate(p->host_link.bandwidth_Bps, "B").c_str());
     } else {
-      ImGui::TextUnformatted("links as used by the run (no hardware profile in the device names)");
+      ImGui::TextUnformatted("links as used by the run (the trace carries no hardware profile)");
     }
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "run/train.h"
+#include "strategies/strategy.h"
 #include "viz/dashboard.h"
 #include "viz/launch_panel.h"
 #include "viz/png_writer.h"
@@ -34,6 +36,7 @@ struct Options {
   std::string replay;
   // Live: what the launch panel starts with (and what --screenshot/--describe run).
   TrainConfig run;
+  ChoiceWords choice;  // --schedule, --amp as given, parsed into run
   std::string device = "sim";
   double speed = 1e-4;   // simulated seconds per wall second; 0: as fast as it can
   bool start = false;
@@ -121,8 +124,13 @@ int run(const Options& o) {
   if (live) {
     TrainConfig c = o.run;
     c.device = parse_device_kind(o.device);
+    o.choice.apply(c);
+    // The launch panel's devices (default 4) go to the strategies that spread; one whose count is
+    // fixed (single: 1) takes its own, as the panel shows it.
+    const DeviceCountRule& rule = find_strategy(c.strategy).device_count;
+    if (rule.min == rule.max) c.devices = rule.min;
     if (c.device == DeviceKind::sim && c.hw.empty()) c.hw = "a100-nvlink-8";
-    c.validate();  // options the command line gave that do not fit together (--micro-batches for ddp …)
+    check_config(c);  // options the command line gave that do not fit together (--micro-batches for ddp …)
     if (!(o.speed >= 0) || !std::isfinite(o.speed))
       throw UsageError("dash", "--speed " + std::to_string(o.speed) +
                                    ": simulated seconds per wall second must be ≥ 0 (e.g. 1e-4; 0: as fast as it can)");
@@ -273,6 +281,7 @@ int main(int argc, char** argv) {
   // A live run: what the launch panel starts with. Without --replay, --screenshot, --describe,
   // --list-panels and --bench-frames first run it to the end.
   TrainConfig& c = o.run;
+  ChoiceWords& choice = o.choice;
   c.devices = 4;
   c.steps = 200;
   app.add_flag("--start", o.start, "live: start the run at once (otherwise press Start)");
@@ -289,11 +298,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "live: seed for weights and data order")->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
-  app.add_option("--schedule", c.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
+  app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
   app.add_option("--first-bucket-mb", c.first_bucket_mb, "live, ddp: cap of the first bucket in MB")->capture_default_str();
   app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too");
-  app.add_option("--amp", c.amp, "live: off | fp16 | bf16")->capture_default_str();
+  app.add_option("--amp", choice.amp, "live: off | fp16 | bf16")->capture_default_str();
   app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
   try {
     app.parse(argc, argv);

@@ -10,7 +10,7 @@
 #include "core/data/dataset.h"
 #include "core/kernels/cpu_kernels.h"
 #include "core/nn/optimizer.h"
-#include "core/run/train.h"
+#include "run/train.h"
 #include "core/rng.h"
 #include "strategies/strategy.h"
 

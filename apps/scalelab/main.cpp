@@ -11,7 +11,7 @@
 #include "apps/scalelab/bench.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/run/train.h"
+#include "run/train.h"
 #include "strategies/strategy.h"
 
 using namespace scalelab;
@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   TrainConfig c;
+  ChoiceWords choice;  // --launch, --comm, --schedule, --amp as given; parsed into c after the command line
   std::string device_name = "cpu";
   bool quiet = false;
   auto* train_cmd = app.add_subcommand("train", "train a model with a strategy and print a summary");
@@ -90,9 +91,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--json", c.json_path, "write the summary as JSON");
   train_cmd->add_flag("--quiet", quiet, "no progress bar");
   train_cmd->add_flag("--check-equivalence", c.check_equivalence, "also train single on the same batches and compare weights");
-  train_cmd->add_option("--launch", c.launch, "threads | procs | mpi: how ranks start (ddp, ddp-mp, pipeline, zero)")
+  train_cmd->add_option("--launch", choice.launch, "threads | procs | mpi: how ranks start (ddp, ddp-mp, pipeline, zero)")
       ->capture_default_str();
-  train_cmd->add_option("--comm", c.comm, "threads | shm | mpi | nccl (default: the launch's own)");
+  train_cmd->add_option("--comm", choice.comm, "threads | shm | mpi | nccl (default: the launch's own)");
   train_cmd->add_option("--comm-timeout", c.comm_timeout_ms, "ms a rank waits for the others before failing")
       ->capture_default_str();
   train_cmd->add_option("--comm-algo", c.comm_algo, "ring | direct: how the host backends all-reduce")->capture_default_str();
@@ -102,9 +103,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--no-sync", c.no_sync, "ddp: all-reduce every K-th backward, accumulate in between")
       ->capture_default_str();
   train_cmd->add_option("--micro-batches", c.micro_batches, "pipeline: chunks per batch")->capture_default_str();
-  train_cmd->add_option("--schedule", c.schedule, "pipeline: gpipe | 1f1b")->capture_default_str();
+  train_cmd->add_option("--schedule", choice.schedule, "pipeline: gpipe | 1f1b")->capture_default_str();
   train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too");
-  train_cmd->add_option("--amp", c.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
+  train_cmd->add_option("--amp", choice.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
       ->capture_default_str();
   train_cmd->add_option("--amp-initial-scale", c.amp_initial_scale, "fp16: the dynamic loss scaler's first scale")
       ->capture_default_str();
@@ -172,11 +173,12 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) {
       c.device = parse_device_kind(device_name);
+      choice.apply(c);
       if (!*lr_opt && c.optimizer.kind == "adam") c.optimizer.lr = 1e-3f;
       EventBus bus;
       // Under mpirun every rank runs this; rank 0 speaks for all.
       const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
-      const bool speaker = !mpi_rank || std::string(mpi_rank) == "0" || c.launch != "mpi";
+      const bool speaker = !mpi_rank || std::string(mpi_rank) == "0" || c.launch != Launch::mpi;
       ProgressPrinter printer(quiet || !speaker);
       TrainResult r = train(c, bus, [&](const Progress& p) { printer(p); });
       if (!speaker) return 0;
@@ -196,7 +198,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*strategies_cmd) {
-      for (const auto& s : strategy_registry()) std::printf("%-16s %s\n", s.name.c_str(), s.summary.c_str());
+      std::fputs(describe_strategies().c_str(), stdout);
       return 0;
     }
   } catch (const UsageError& e) {

@@ -34,8 +34,6 @@ bool Work::is_completed() {
 
 namespace {
 thread_local const ProcessGroup* current_worker_group = nullptr;
-// The tag an asynchronous call was queued with, while the worker runs it.
-thread_local const void* current_async_tag = nullptr;
 
 std::string describe(const Tensor& t) { return t.defined() ? t.shape_string() : "an undefined tensor"; }
 }  // namespace
@@ -45,6 +43,8 @@ ProcessGroup::ProcessGroup(int rank, int size, CommOptions options)
   if (size < 1) throw UsageError("comm", "the world size must be ≥ 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size)
     throw UsageError("comm", "rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
+  sent_to_.assign(static_cast<size_t>(size), 0);
+  received_from_.assign(static_cast<size_t>(size), 0);
 }
 
 ProcessGroup::~ProcessGroup() { stop_worker(); }
@@ -110,30 +110,18 @@ void ProcessGroup::drain_queue() {
   queue_cv_.wait(lock, [&] { return queue_.empty(); });
 }
 
-std::shared_ptr<Work> ProcessGroup::queue_tagged(std::function<void()> call) {
-  return run_async([tag = tag_, call = std::move(call)] {
-    current_async_tag = &tag;
-    try {
-      call();
-    } catch (...) {
-      current_async_tag = nullptr;
-      throw;
-    }
-    current_async_tag = nullptr;
-  });
+// The tag is captured by value: it tags the call when it runs, whatever the caller does meanwhile.
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op, CommTag tag) {
+  return run_async([this, t, op, tag = std::move(tag)] { all_reduce(t, t, op, tag); });
 }
-
-std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
-  return queue_tagged([this, t, op] { all_reduce(t, t, op); });
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op, CommTag tag) {
+  return run_async([this, in, out, op, tag = std::move(tag)] { reduce_scatter(in, out, op, tag); });
 }
-std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) {
-  return queue_tagged([this, in, out, op] { reduce_scatter(in, out, op); });
+std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& in, const Tensor& out, CommTag tag) {
+  return run_async([this, in, out, tag = std::move(tag)] { all_gather(in, out, tag); });
 }
-std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& in, const Tensor& out) {
-  return queue_tagged([this, in, out] { all_gather(in, out); });
-}
-std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& t, int root) {
-  return queue_tagged([this, t, root] { broadcast(t, root); });
+std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& t, int root, CommTag tag) {
+  return run_async([this, t, root, tag = std::move(tag)] { broadcast(t, root, tag); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -159,24 +147,24 @@ void check_reducible(const Tensor& t, Collective c) {
 
 }  // namespace
 
-void ProcessGroup::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+void ProcessGroup::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, const CommTag& tag) {
   check_defined(in, Collective::all_reduce, "input");
   check_defined(out, Collective::all_reduce, "output");
   check_same_dtype(in, out, Collective::all_reduce);
   check_reducible(in, Collective::all_reduce);
   if (in.numel() != out.numel())
     throw Error("comm", "all_reduce: input " + describe(in) + " and output " + describe(out) + " differ in size");
-  collective({Collective::all_reduce, op, &in, &out}, in.nbytes());
+  collective({Collective::all_reduce, op, &in, &out}, in.nbytes(), tag);
 }
 
-void ProcessGroup::broadcast(const Tensor& t, int root) {
+void ProcessGroup::broadcast(const Tensor& t, int root, const CommTag& tag) {
   check_defined(t, Collective::broadcast, "tensor");
   if (root < 0 || root >= size_)
     throw Error("comm", "broadcast: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
-  collective({Collective::broadcast, ReduceOp::sum, &t, &t, root}, t.nbytes());
+  collective({Collective::broadcast, ReduceOp::sum, &t, &t, root}, t.nbytes(), tag);
 }
 
-void ProcessGroup::reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op) {
+void ProcessGroup::reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, const CommTag& tag) {
   check_defined(in, Collective::reduce, "input");
   if (root < 0 || root >= size_)
     throw Error("comm", "reduce: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
@@ -187,20 +175,20 @@ void ProcessGroup::reduce(const Tensor& in, const Tensor& out, int root, ReduceO
     if (in.numel() != out.numel())
       throw Error("comm", "reduce: input " + describe(in) + " and output " + describe(out) + " differ in size");
   }
-  collective({Collective::reduce, op, &in, rank_ == root ? &out : nullptr, root}, in.nbytes());
+  collective({Collective::reduce, op, &in, rank_ == root ? &out : nullptr, root}, in.nbytes(), tag);
 }
 
-void ProcessGroup::all_gather(const Tensor& in, const Tensor& out) {
+void ProcessGroup::all_gather(const Tensor& in, const Tensor& out, const CommTag& tag) {
   check_defined(in, Collective::all_gather, "input");
   check_defined(out, Collective::all_gather, "output");
   check_same_dtype(in, out, Collective::all_gather);
   if (out.numel() != in.numel() * size_)
     throw Error("comm", "all_gather: the output must hold world size × input = " + std::to_string(size_) + " × " +
                             std::to_string(in.numel()) + " elements, got " + describe(out));
-  collective({Collective::all_gather, ReduceOp::sum, &in, &out}, out.nbytes());
+  collective({Collective::all_gather, ReduceOp::sum, &in, &out}, out.nbytes(), tag);
 }
 
-void ProcessGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+void ProcessGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, const CommTag& tag) {
   check_defined(in, Collective::reduce_scatter, "input");
   check_defined(out, Collective::reduce_scatter, "output");
   check_same_dtype(in, out, Collective::reduce_scatter);
@@ -208,10 +196,10 @@ void ProcessGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp 
   if (in.numel() != out.numel() * size_)
     throw Error("comm", "reduce_scatter: the input must hold world size × output = " + std::to_string(size_) +
                             " × " + std::to_string(out.numel()) + " elements, got " + describe(in));
-  collective({Collective::reduce_scatter, op, &in, &out}, in.nbytes());
+  collective({Collective::reduce_scatter, op, &in, &out}, in.nbytes(), tag);
 }
 
-void ProcessGroup::scatter(const Tensor& in, const Tensor& out, int root) {
+void ProcessGroup::scatter(const Tensor& in, const Tensor& out, int root, const CommTag& tag) {
   check_defined(out, Collective::scatter, "output");
   if (root < 0 || root >= size_)
     throw Error("comm", "scatter: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
@@ -222,10 +210,11 @@ void ProcessGroup::scatter(const Tensor& in, const Tensor& out, int root) {
       throw Error("comm", "scatter: the root's input must hold world size × output = " + std::to_string(size_) +
                               " × " + std::to_string(out.numel()) + " elements, got " + describe(in));
   }
-  collective({Collective::scatter, ReduceOp::sum, rank_ == root ? &in : nullptr, &out, root}, out.nbytes() * size_);
+  collective({Collective::scatter, ReduceOp::sum, rank_ == root ? &in : nullptr, &out, root}, out.nbytes() * size_,
+             tag);
 }
 
-void ProcessGroup::gather(const Tensor& in, const Tensor& out, int root) {
+void ProcessGroup::gather(const Tensor& in, const Tensor& out, int root, const CommTag& tag) {
   check_defined(in, Collective::gather, "input");
   if (root < 0 || root >= size_)
     throw Error("comm", "gather: root " + std::to_string(root) + " is outside [0, " + std::to_string(size_) + ")");
@@ -236,26 +225,29 @@ void ProcessGroup::gather(const Tensor& in, const Tensor& out, int root) {
       throw Error("comm", "gather: the root's output must hold world size × input = " + std::to_string(size_) +
                               " × " + std::to_string(in.numel()) + " elements, got " + describe(out));
   }
-  collective({Collective::gather, ReduceOp::sum, &in, rank_ == root ? &out : nullptr, root}, in.nbytes() * size_);
+  collective({Collective::gather, ReduceOp::sum, &in, rank_ == root ? &out : nullptr, root}, in.nbytes() * size_,
+             tag);
 }
 
-void ProcessGroup::send(const Tensor& t, int peer) {
+void ProcessGroup::send(const Tensor& t, int peer, const CommTag& tag) {
   check_defined(t, Collective::send, "tensor");
   if (peer < 0 || peer >= size_ || peer == rank_)
     throw Error("comm", "send: peer " + std::to_string(peer) + " must be another rank in [0, " +
                             std::to_string(size_) + ")");
-  collective({Collective::send, ReduceOp::sum, &t, nullptr, peer}, t.nbytes());
+  collective({Collective::send, ReduceOp::sum, &t, nullptr, peer}, t.nbytes(), tag);
 }
 
-void ProcessGroup::recv(const Tensor& t, int peer) {
+void ProcessGroup::recv(const Tensor& t, int peer, const CommTag& tag) {
   check_defined(t, Collective::recv, "tensor");
   if (peer < 0 || peer >= size_ || peer == rank_)
     throw Error("comm", "recv: peer " + std::to_string(peer) + " must be another rank in [0, " +
                             std::to_string(size_) + ")");
-  collective({Collective::recv, ReduceOp::sum, nullptr, &t, peer}, t.nbytes());
+  collective({Collective::recv, ReduceOp::sum, nullptr, &t, peer}, t.nbytes(), tag);
 }
 
-void ProcessGroup::barrier() { collective({Collective::barrier}, 0); }
+void ProcessGroup::barrier(const CommTag& tag) {
+  collective({Collective::barrier}, 0, tag);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Timing and events: the same for every backend and every kind of device.
@@ -266,6 +258,22 @@ namespace {
 // most this many per call, each the merge of neighbouring steps (bytes summed, the peer kept when
 // they share it).
 constexpr size_t kMaxChunkEvents = 32;
+
+Role role_of(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return Role::all_reduce;
+    case Collective::broadcast: return Role::broadcast;
+    case Collective::reduce: return Role::reduce;
+    case Collective::all_gather: return Role::all_gather;
+    case Collective::reduce_scatter: return Role::reduce_scatter;
+    case Collective::scatter: return Role::scatter;
+    case Collective::gather: return Role::gather;
+    case Collective::send: return Role::send;
+    case Collective::recv: return Role::recv;
+    case Collective::barrier: return Role::barrier;
+  }
+  return Role::none;
+}
 
 }  // namespace
 
@@ -287,7 +295,19 @@ void ProcessGroup::merge_chunks(std::vector<Chunk>& chunks) {
   chunks = std::move(merged);
 }
 
-void ProcessGroup::collective(Call call, int64_t payload) {
+int64_t ProcessGroup::next_flow_id(const Call& call) {
+  // Even ids for collectives, odd ones for point-to-point: the two never collide. A send from s to
+  // d and the recv on d from s both count the pair (s, d)'s messages, so they agree on the id.
+  if (call.op == Collective::send || call.op == Collective::recv) {
+    const bool sending = call.op == Collective::send;
+    const int64_t src = sending ? rank_ : call.root, dst = sending ? call.root : rank_;
+    const int64_t seq = (sending ? sent_to_ : received_from_)[static_cast<size_t>(call.root)]++;
+    return 2 * ((seq * size_ + src) * size_ + dst) + 1;
+  }
+  return 2 * collectives_issued_++;
+}
+
+void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
   drain_queue();
   Device* dev = device_;
   for (const Tensor* t : {call.in, call.out})
@@ -295,7 +315,7 @@ void ProcessGroup::collective(Call call, int64_t payload) {
   const bool point_to_point = call.op == Collective::send || call.op == Collective::recv;
   std::vector<Chunk> chunks;
   call.chunks = &chunks;
-  const int64_t seq = next_flow_++;
+  const int64_t flow_id = next_flow_id(call);
 
   auto* sim = dev ? dynamic_cast<SimClock*>(&dev->clock()) : nullptr;
   int64_t begin_ns = 0, end_ns = 0;
@@ -335,7 +355,6 @@ void ProcessGroup::collective(Call call, int64_t payload) {
   if (!dev) return;
   merge_chunks(chunks);
 
-  const Tag& tag = current_async_tag ? *static_cast<const Tag*>(current_async_tag) : tag_;
   Event e;
   e.lane = Lane::comm;
   e.kind = collective_name(call.op);
@@ -343,7 +362,8 @@ void ProcessGroup::collective(Call call, int64_t payload) {
   e.phase = Phase::comm;
   e.bucket = tag.bucket;
   e.micro_batch = tag.micro_batch;
-  e.flow_id = point_to_point ? -1 : seq;
+  e.flow_id = flow_id;
+  e.role = role_of(call.op);
   if (chunks.empty()) {
     // One event; its bytes are what this rank sends, as nccl-tests counts bus bandwidth.
     e.t_begin_ns = begin_ns;
@@ -359,7 +379,7 @@ void ProcessGroup::collective(Call call, int64_t payload) {
       c.t_end_ns = chunks[i].end_ns;
       c.bytes = chunks[i].bytes;
       c.peer = chunks[i].peer;
-      if (i > 0) c.flow_id = -1;  // one arrow per collective between the ranks, from its first step
+      if (i > 0) c.flow_id = -1;  // one arrow per call between the ranks, from its first step
       dev->record(c);
     }
   }

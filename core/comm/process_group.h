@@ -48,6 +48,16 @@ struct CommOptions {
   CommAlgorithm algorithm = CommAlgorithm::ring;
 };
 
+// What a call's events are tagged with in the trace: the name a strategy gives it (empty: the
+// collective's own), DDP's bucket, a pipeline's micro-batch. It is passed with the call and tags
+// that call alone; an asynchronous call keeps the tag it was queued with.
+//   pg.send(h, next, {.name = "activations mb 3", .micro_batch = 3});
+struct CommTag {
+  std::string name;
+  int bucket = -1;
+  int micro_batch = -1;
+};
+
 class ProcessGroup {
  public:
   ProcessGroup(int rank, int size, CommOptions options);
@@ -65,34 +75,33 @@ class ProcessGroup {
   // Blocking collectives on tensors of this rank's device. `in` and `out` may be the same tensor
   // (in place). Shapes: all_gather out = size × in; reduce_scatter in = size × out; scatter's in
   // (root only) = size × out; gather's out (root only) = size × in; reduce's out is written on root.
-  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce(t, t, op); }
-  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
-  void broadcast(const Tensor& t, int root);
-  void reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op = ReduceOp::sum);
-  void all_gather(const Tensor& in, const Tensor& out);
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
-  void scatter(const Tensor& in, const Tensor& out, int root);
-  void gather(const Tensor& in, const Tensor& out, int root);
-  void send(const Tensor& t, int peer);
-  void recv(const Tensor& t, int peer);
-  void barrier();
+  // A send and its recv carry the same flow id in the trace: the arrow between them.
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum, const CommTag& tag = {}) { all_reduce(t, t, op, tag); }
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, const CommTag& tag = {});
+  void broadcast(const Tensor& t, int root, const CommTag& tag = {});
+  void reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op = ReduceOp::sum, const CommTag& tag = {});
+  void all_gather(const Tensor& in, const Tensor& out, const CommTag& tag = {});
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, const CommTag& tag = {});
+  void scatter(const Tensor& in, const Tensor& out, int root, const CommTag& tag = {});
+  void gather(const Tensor& in, const Tensor& out, int root, const CommTag& tag = {});
+  void send(const Tensor& t, int peer, const CommTag& tag = {});
+  void recv(const Tensor& t, int peer, const CommTag& tag = {});
+  void barrier(const CommTag& tag = {});
+
+  // Host bytes from every rank to `root`, outside any device, clock or trace: how each rank's
+  // records reach rank 0 at the end of a run. On root: every rank's bytes, by rank (its own
+  // included); elsewhere: empty. (Host memory: the nccl backend cannot carry it.)
+  std::vector<std::vector<uint8_t>> gather_bytes(const std::vector<uint8_t>& mine, int root);
 
   // Asynchronous: queued on this rank's communication thread and run in call order (as a CUDA
   // stream does), so every rank issues them in the same order. The caller keeps the tensors alive
   // until wait() returns.
-  std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum);
-  std::shared_ptr<Work> reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
-  std::shared_ptr<Work> all_gather_async(const Tensor& in, const Tensor& out);
-  std::shared_ptr<Work> broadcast_async(const Tensor& t, int root);
+  std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum, CommTag tag = {});
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum,
+                                             CommTag tag = {});
+  std::shared_ptr<Work> all_gather_async(const Tensor& in, const Tensor& out, CommTag tag = {});
+  std::shared_ptr<Work> broadcast_async(const Tensor& t, int root, CommTag tag = {});
   std::shared_ptr<Work> run_async(std::function<void()> call);
-
-  // Tags the events of the next collectives (the bucket of DDP, the name a strategy gives them).
-  // An asynchronous call keeps the tag it was queued with.
-  void set_tag(std::string name, int bucket = -1, int micro_batch = -1) {
-    tag_.name = std::move(name);
-    tag_.bucket = bucket;
-    tag_.micro_batch = micro_batch;
-  }
 
  protected:
   // One data-moving step of a collective, reported by a backend so the dashboard can draw it.
@@ -122,7 +131,8 @@ class ProcessGroup {
   void stop_worker() noexcept;
 
  private:
-  void collective(Call call, int64_t payload_bytes);
+  void collective(Call call, int64_t payload_bytes, const CommTag& tag);
+  int64_t next_flow_id(const Call& call);
   static void merge_chunks(std::vector<Chunk>& chunks);
   void worker_loop();
   void drain_queue();  // blocking calls wait for queued asynchronous ones: one order per rank
@@ -130,15 +140,11 @@ class ProcessGroup {
   class Device* device_ = nullptr;
   int rank_, size_;
   CommOptions options_;
-  struct Tag {
-    std::string name;
-    int bucket = -1;
-    int micro_batch = -1;
-  };
-  std::shared_ptr<Work> queue_tagged(std::function<void()> call);
 
-  Tag tag_;
-  int64_t next_flow_ = 0;
+  // Flow ids, the same on every rank without talking: collectives count in call order (every rank
+  // issues the same ones), point-to-point calls per (sender, receiver) pair.
+  int64_t collectives_issued_ = 0;
+  std::vector<int64_t> sent_to_, received_from_;  // by peer
 
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;

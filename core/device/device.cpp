@@ -25,7 +25,7 @@ DeviceKind parse_device_kind(const std::string& name) {
 }
 
 Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Executor> executor,
-               std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus)
+               std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus, const HardwareProfile* profile)
     : index_(index),
       kind_(kind),
       name_(std::move(name)),
@@ -34,7 +34,8 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
       bus_(bus) {
   if (bus_) {
-    bus_->name_device(index_, name_);
+    bus_->describe_device(index_, {name_, std::string(device_kind_name(kind_)) + ":" + std::to_string(index_),
+                                   profile ? profile_to_json(*profile) : ""});
     ledger_->set_listener([this](MemoryCategory category, int64_t live) {
       bus_->emit(MemorySample{index_, clock_->now_ns(), category, live});
     });
@@ -88,6 +89,15 @@ void Device::check_same_dtype(const Tensor& a, const Tensor& b, const char* op, 
                            " — one dtype per op: cast one of them (Device::cast)");
 }
 
+namespace {
+
+OpTag with_role(OpTag tag, Role role) {
+  tag.role = role;
+  return tag;
+}
+
+}  // namespace
+
 template <typename Work>
 Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpCost& cost,
                     std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
@@ -118,6 +128,7 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     e.bucket = tag.bucket;
     e.layer = tag.layer;
     e.peer = peer;
+    e.role = tag.role;
     bus_->emit(std::move(e));
   }
   return when;
@@ -262,14 +273,16 @@ void Device::upload(const OpTag& tag, const Tensor& dst, const void* src) {
   OpCost cost{OpClass::copy_host, 0, static_cast<double>(dst.nbytes()), dst.dtype()};
   // The host issues the copy only once it has what it waited for from this device.
   dst.set_ready_ns(std::max(dst.ready_ns(), host_ready_ns_->load()));
-  run_op(tag, "copy_h2d", Lane::copy, cost, {}, {&dst}, [&] { executor_->copy_from_host(dst, src, dst.nbytes()); });
+  run_op(with_role(tag, Role::upload), "copy_h2d", Lane::copy, cost, {}, {&dst},
+         [&] { executor_->copy_from_host(dst, src, dst.nbytes()); });
 }
 
 void Device::download(const OpTag& tag, void* dst, const Tensor& src) {
   check_here(src, "download", "source");
   OpCost cost{OpClass::copy_host, 0, static_cast<double>(src.nbytes()), src.dtype()};
   const Interval when =
-      run_op(tag, "copy_d2h", Lane::copy, cost, {&src}, {}, [&] { executor_->copy_to_host(dst, src, src.nbytes()); });
+      run_op(with_role(tag, Role::download), "copy_d2h", Lane::copy, cost, {&src}, {},
+             [&] { executor_->copy_to_host(dst, src, src.nbytes()); });
   host_waits_until(when.end_ns);
 }
 
@@ -328,7 +341,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
         else exec = std::make_unique<CpuExecutor>();
         devices.push_back(std::make_unique<Device>(i, DeviceKind::sim, "sim:" + std::to_string(i) + " (" + p.name + ")",
                                                    std::move(exec), std::make_unique<SimClock>(model),
-                                                   p.mem_capacity_bytes, o.bus));
+                                                   p.mem_capacity_bytes, o.bus, &p));
       }
       break;
     }

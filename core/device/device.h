@@ -28,12 +28,16 @@ struct OpTag {
   int layer = -1;
   int micro_batch = -1;
   int bucket = -1;
+  Role role = Role::none;  // what the op does in the lesson (DataParallel's scatter …); uploads and
+                           // downloads get theirs by themselves
 };
 
 class Device {
  public:
+  // A sim device passes its hardware profile: it describes itself on the bus with it.
   Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Executor> executor,
-         std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus);
+         std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus,
+         const HardwareProfile* profile = nullptr);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -43,9 +43,7 @@ bool LossScaler::unscale_and_check(const std::vector<Parameter*>& params) {
     // stages and ZeRO stage 2's shards each hold other gradients, and would not.
     float flag = found ? 1.0f : 0.0f;
     flag_device_->upload({"amp.found_inf", Phase::optim}, found_inf_, &flag);
-    group_->set_tag("amp.found_inf");
-    group_->all_reduce(found_inf_, ReduceOp::max);
-    group_->set_tag("");
+    group_->all_reduce(found_inf_, ReduceOp::max, {.name = "amp.found_inf"});
     flag_device_->download({"amp.found_inf", Phase::optim}, &flag, found_inf_);
     found = flag != 0.0f;  // a dry run moves no data: the local flag, false, stays
   }

@@ -55,10 +55,12 @@ std::vector<Tensor> Optimizer::state() {
   return s;
 }
 
-int Optimizer::state_tensors_per_parameter() const {
-  if (config_.kind == "adam") return 2;
-  return config_.momentum != 0.0f ? 1 : 0;
+int optimizer_state_tensors(const OptimizerConfig& o) {
+  if (o.kind == "adam") return 2;
+  return o.momentum != 0.0f ? 1 : 0;
 }
+
+int Optimizer::state_tensors_per_parameter() const { return optimizer_state_tensors(config_); }
 
 std::vector<std::vector<std::vector<float>>> Optimizer::download_state() {
   const int k = state_tensors_per_parameter();

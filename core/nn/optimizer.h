@@ -18,6 +18,9 @@ struct OptimizerConfig {
   void validate() const;  // throws UsageError naming the option
 };
 
+// How many state tensors each parameter keeps: 0 (sgd), 1 (sgd with momentum), 2 (adam).
+int optimizer_state_tensors(const OptimizerConfig& optimizer);
+
 class Optimizer {
  public:
   Optimizer(const OptimizerConfig& config, std::vector<Parameter*> params);

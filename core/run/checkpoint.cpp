@@ -113,7 +113,7 @@ CheckpointHeader checkpoint_header(const TrainConfig& c, int64_t train_count, in
   h.train_count = train_count;
   h.batch = c.batch;
   h.seed = c.seed;
-  h.amp = c.amp;
+  h.amp = amp_name(c.amp);
   h.step = step;
   h.strategy = c.strategy;
   h.devices = c.devices;

@@ -16,12 +16,12 @@
 //   size − 4   CRC-32 of bytes [0, size − 4) u32
 //
 // Nothing in it depends on the strategy that wrote it: the weights and the optimizer state are
-// whole, in the model's parameter order (strategies/strategy.h, TrainingState).
+// whole, in the model's parameter order (core/run/training_state.h).
 #include <cstdint>
 #include <string>
 
 #include "core/run/config.h"
-#include "strategies/strategy.h"
+#include "core/run/training_state.h"
 
 namespace scalelab {
 

@@ -4,9 +4,48 @@
 
 namespace scalelab {
 
+namespace {
+
+// One table per choice: its words, in enum order, and the option that takes them.
+template <typename E, size_t N>
+E parse_choice(const std::string& name, const char* const (&names)[N], const char* option) {
+  std::string known;
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i] && names[i][0] != '\0') return static_cast<E>(i);
+    if (names[i][0] == '\0') continue;
+    known += std::string(known.empty() ? "" : (i + 1 == N ? " or " : ", ")) + names[i];
+  }
+  throw UsageError("train", std::string(option) + " '" + name + "' is unknown — use " + known);
+}
+
+constexpr const char* kLaunchNames[] = {"threads", "procs", "mpi"};
+constexpr const char* kCommNames[] = {"", "threads", "shm", "mpi", "nccl"};
+constexpr const char* kScheduleNames[] = {"gpipe", "1f1b"};
+constexpr const char* kAmpNames[] = {"off", "fp16", "bf16"};
+
+}  // namespace
+
+const char* launch_name(Launch l) { return kLaunchNames[static_cast<size_t>(l)]; }
+const char* comm_backend_name(CommBackend c) { return kCommNames[static_cast<size_t>(c)]; }
+const char* schedule_name(Schedule s) { return kScheduleNames[static_cast<size_t>(s)]; }
+const char* amp_name(Amp a) { return kAmpNames[static_cast<size_t>(a)]; }
+Launch parse_launch(const std::string& name) { return parse_choice<Launch>(name, kLaunchNames, "--launch"); }
+CommBackend parse_comm_backend(const std::string& name) {
+  return name.empty() ? CommBackend::automatic : parse_choice<CommBackend>(name, kCommNames, "--comm");
+}
+Schedule parse_schedule(const std::string& name) { return parse_choice<Schedule>(name, kScheduleNames, "--schedule"); }
+Amp parse_amp(const std::string& name) { return parse_choice<Amp>(name, kAmpNames, "--amp"); }
+
+void ChoiceWords::apply(TrainConfig& c) const {
+  c.launch = parse_launch(launch);
+  c.comm = parse_comm_backend(comm);
+  c.schedule = parse_schedule(schedule);
+  c.amp = parse_amp(amp);
+}
+
 DType TrainConfig::amp_dtype() const {
-  if (amp == "fp16") return DType::f16;
-  if (amp == "bf16") return DType::bf16;
+  if (amp == Amp::fp16) return DType::f16;
+  if (amp == Amp::bf16) return DType::bf16;
   return DType::f32;
 }
 
@@ -24,10 +63,6 @@ void TrainConfig::validate() const {
   if (dry_run && device != DeviceKind::sim)
     throw UsageError("train", "--dry-run runs no numerics, so it needs --device sim");
   optimizer.validate();
-  if (launch != "threads" && launch != "procs" && launch != "mpi")
-    throw UsageError("train", "--launch '" + launch + "' is unknown — use threads, procs or mpi");
-  if (!comm.empty() && comm != "threads" && comm != "shm" && comm != "mpi" && comm != "nccl")
-    throw UsageError("train", "--comm '" + comm + "' is unknown — use threads, shm, mpi or nccl");
   if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
   if (comm_algo != "ring" && comm_algo != "direct")
     throw UsageError("train", "--comm-algo '" + comm_algo + "' is unknown — use ring or direct");
@@ -37,27 +72,13 @@ void TrainConfig::validate() const {
     throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be > 0");
   if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");
   if (micro_batches < 1) throw UsageError("pipeline", "--micro-batches must be ≥ 1");
-  if (schedule != "gpipe" && schedule != "1f1b")
-    throw UsageError("pipeline", "--schedule '" + schedule + "' is unknown — use gpipe or 1f1b");
   if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
-  // Options that belong to one family of strategies: elsewhere they would be silently ignored.
-  if (no_sync > 1 && strategy != "single" && strategy != "ddp" && strategy != "ddp-mp")
-    throw UsageError("ddp", "--no-sync " + std::to_string(no_sync) + " is DDP's gradient accumulation; " + strategy +
-                                " does not accumulate — use --strategy ddp (or ddp-mp, single), or drop --no-sync");
-  if ((micro_batches > 1 || schedule != "gpipe") && strategy != "pipeline")
-    throw UsageError("pipeline", "--micro-batches and --schedule shape a pipeline; " + strategy +
-                                     " has none — use --strategy pipeline, or drop them");
-  if (zero_stage != 0 && strategy != "zero")
-    throw UsageError("zero", "--zero-stage " + std::to_string(zero_stage) + " shards the optimizer of --strategy zero; " +
-                                 strategy + " keeps a whole optimizer on every rank — add --strategy zero, or drop --zero-stage");
-  if (amp != "off" && amp != "fp16" && amp != "bf16")
-    throw UsageError("amp", "--amp '" + amp + "' is unknown — use off, fp16 or bf16");
   if (!(amp_initial_scale > 0) || !(amp_initial_scale <= 3.0e38))
     throw UsageError("amp", "--amp-initial-scale must be a positive float, got " + std::to_string(amp_initial_scale) +
                                 " — use a power of two such as 65536");
-  if (amp_initial_scale != 65536 && amp != "fp16")
-    throw UsageError("amp", "--amp-initial-scale sets the fp16 loss scaler's first scale; --amp " + amp +
-                                " has no loss scaler — add --amp fp16, or drop --amp-initial-scale");
+  if (amp_initial_scale != 65536 && amp != Amp::fp16)
+    throw UsageError("amp", "--amp-initial-scale sets the fp16 loss scaler's first scale; --amp " +
+                                std::string(amp_name(amp)) + " has no loss scaler — add --amp fp16, or drop --amp-initial-scale");
   if (checkpoint_every < 0) throw UsageError("checkpoint", "--checkpoint-every must be ≥ 0");
   if (checkpoint_every > 0 && checkpoint_path.empty())
     throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");

@@ -8,6 +8,34 @@
 
 namespace scalelab {
 
+// The choices a run is given as words on the command line, parsed once (parse_* throw a
+// UsageError naming the option and the words it takes) and kept typed from then on.
+enum class Launch : uint8_t { threads, procs, mpi };          // how ranks start
+enum class CommBackend : uint8_t { automatic, threads, shm, mpi, nccl };  // automatic: the launch's own
+enum class Schedule : uint8_t { gpipe, one_f_one_b };         // pipeline: all forward then all backward; 1F1B
+enum class Amp : uint8_t { off, fp16, bf16 };                 // mixed precision
+
+const char* launch_name(Launch launch);
+const char* comm_backend_name(CommBackend comm);  // "" for automatic
+const char* schedule_name(Schedule schedule);     // gpipe | 1f1b
+const char* amp_name(Amp amp);
+Launch parse_launch(const std::string& name);
+CommBackend parse_comm_backend(const std::string& name);
+Schedule parse_schedule(const std::string& name);
+Amp parse_amp(const std::string& name);
+
+struct TrainConfig;
+
+// The typed choices as a command line gives them, in words; apply() parses each once (a
+// UsageError names the option) and stores it typed.
+struct ChoiceWords {
+  std::string launch = "threads";
+  std::string comm;  // empty: the launch's own
+  std::string schedule = "gpipe";
+  std::string amp = "off";
+  void apply(TrainConfig& config) const;
+};
+
 struct TrainConfig {
   std::string strategy = "single";
   DeviceKind device = DeviceKind::cpu;
@@ -29,8 +57,8 @@ struct TrainConfig {
 
   // How ranks are started and how they talk (strategies with ranks: ddp, ddp-mp, pipeline, zero,
   // multiprocessing).
-  std::string launch = "threads";  // threads | procs | mpi
-  std::string comm;                // threads | shm | mpi | nccl; empty: the launch's natural one
+  Launch launch = Launch::threads;
+  CommBackend comm = CommBackend::automatic;
   int64_t comm_timeout_ms = 60000;
   std::string comm_algo = "ring";  // ring | direct (host backends' all-reduce)
   std::string shm_sharing = "fd_passing";  // fd_passing | named_file (procs, multiprocessing)
@@ -40,9 +68,9 @@ struct TrainConfig {
   double first_bucket_mb = 1;   // ddp: the first bucket is small, so communication starts early
   int no_sync = 1;              // ddp: all-reduce every K-th backward; accumulate in between
   int micro_batches = 1;        // pipeline: chunks of the batch
-  std::string schedule = "gpipe";  // pipeline: gpipe | 1f1b
+  Schedule schedule = Schedule::gpipe;  // pipeline
   int zero_stage = 0;           // 1: shard optimizer state; 2: gradients too (strategy zero)
-  std::string amp = "off";      // off | fp16 | bf16: mixed precision (see core/nn/loss_scaler.h)
+  Amp amp = Amp::off;           // mixed precision (see core/nn/loss_scaler.h)
   double amp_initial_scale = 65536;  // fp16: the loss scaler's first scale (GradScaler's 2^16)
   std::string checkpoint_path;  // written every checkpoint_every steps (and at the end)
   int64_t checkpoint_every = 0;
@@ -52,7 +80,9 @@ struct TrainConfig {
   // The dtype the layers compute in: f32 (--amp off), f16 or bf16.
   DType amp_dtype() const;
 
-  // Throws UsageError naming the option and the fix.
+  // The checks that hold for every strategy; throws UsageError naming the option and the fix.
+  // (What a strategy takes — its options, launches, devices — is checked against its registry
+  // entry: StrategyInfo::validate in strategies/strategy.h.)
   void validate() const;
 };
 

@@ -24,6 +24,15 @@ int64_t to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)
 
 const char* kMemoryPrefix = "memory ";
 
+// A device's hardware profile goes into the trace as an object (readable in the file), not a string.
+json profile_object(const DeviceDescription& d) {
+  if (d.profile.empty()) return nullptr;
+  json p = json::parse(d.profile, nullptr, /*allow_exceptions=*/false);
+  if (p.is_discarded()) throw Error("trace", d.name + ": its hardware profile is not valid JSON — describe it with "
+                                                      "profile_to_json()");
+  return p;
+}
+
 }  // namespace
 
 void write_chrome_trace(const std::string& path, const std::vector<Event>& events,
@@ -31,12 +40,18 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
                         const TraceInfo& info) {
   json trace_events = json::array();
 
-  // Names first: a process per device, a thread per lane it used.
+  // Names first: a process per device, a thread per lane it used. The devices' descriptions (with
+  // their hardware profiles) go in otherData for our reader.
+  const std::vector<DeviceDescription>& devices = info.devices;
   std::set<std::pair<int, int>> lanes_used;
   for (const Event& e : events) lanes_used.insert({e.device, static_cast<int>(e.lane)});
-  for (size_t d = 0; d < info.device_names.size(); ++d) {
+  json device_rows = json::array();
+  for (size_t d = 0; d < devices.size(); ++d) {
+    device_rows.push_back({{"name", devices[d].name},
+                           {"label", devices[d].label},
+                           {"profile", profile_object(devices[d])}});
     trace_events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", d}, {"tid", 0},
-                            {"args", {{"name", info.device_names[d]}}}});
+                            {"args", {{"name", devices[d].name}}}});
     trace_events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d}, {"tid", 0},
                             {"args", {{"sort_index", d}}}});
   }
@@ -44,7 +59,8 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     trace_events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", device}, {"tid", lane},
                             {"args", {{"name", lane_name(static_cast<Lane>(lane))}}}});
 
-  // Flows: the first event of each flow id (by begin time) starts it, every later one ends a leg.
+  // Flows: a send starts its flow (its recv may begin first: it waits); otherwise the first event
+  // of the flow id by begin time starts it. Every later one ends a leg.
   std::map<int64_t, std::vector<const Event*>> flows;
   for (const Event& e : events) {
     trace_events.push_back({{"ph", "X"},
@@ -64,13 +80,15 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
                               {"bucket", e.bucket},
                               {"layer", e.layer},
                               {"peer", e.peer},
-                              {"flow_id", e.flow_id}}}});
+                              {"flow_id", e.flow_id},
+                              {"role", role_name(e.role)}}}});
     if (e.flow_id >= 0) flows[e.flow_id].push_back(&e);
   }
   for (auto& [id, members] : flows) {
     if (members.size() < 2) continue;
-    std::stable_sort(members.begin(), members.end(),
-                     [](const Event* a, const Event* b) { return a->t_begin_ns < b->t_begin_ns; });
+    std::stable_sort(members.begin(), members.end(), [](const Event* a, const Event* b) {
+      return std::pair(a->role != Role::send, a->t_begin_ns) < std::pair(b->role != Role::send, b->t_begin_ns);
+    });
     for (size_t i = 0; i < members.size(); ++i) {
       const Event& e = *members[i];
       json f{{"ph", i == 0 ? "s" : "f"}, {"name", "flow"}, {"cat", "flow"}, {"id", id},
@@ -92,7 +110,7 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
 
   json trace{{"traceEvents", std::move(trace_events)},
              {"displayTimeUnit", "ns"},
-             {"otherData", {{"title", info.title}, {"simulated", info.simulated}, {"device_names", info.device_names}}},
+             {"otherData", {{"title", info.title}, {"simulated", info.simulated}, {"devices", std::move(device_rows)}}},
              {"scalelab_metrics", std::move(metric_rows)}};
   write_file_atomically(path, trace.dump(), "trace");
 }
@@ -117,7 +135,13 @@ TraceContents read_chrome_trace(const std::string& path) {
       const json& o = j["otherData"];
       t.info.title = o.value("title", std::string());
       t.info.simulated = o.value("simulated", false);
-      if (o.contains("device_names")) t.info.device_names = o["device_names"].get<std::vector<std::string>>();
+      if (o.contains("devices"))
+        for (const json& d : o["devices"])
+          t.info.devices.push_back({d.value("name", std::string()), d.value("label", std::string()),
+                                    d.contains("profile") && d["profile"].is_object() ? d["profile"].dump() : ""});
+      else if (o.contains("device_names"))  // written before devices carried their profiles
+        for (const std::string& name : o["device_names"].get<std::vector<std::string>>())
+          t.info.devices.push_back({name, name, ""});
     }
     for (const json& te : j["traceEvents"]) {
       const std::string ph = te.value("ph", std::string());
@@ -142,6 +166,7 @@ TraceContents read_chrome_trace(const std::string& path) {
         e.layer = a.value("layer", -1);
         e.peer = a.value("peer", -1);
         e.flow_id = a.value("flow_id", int64_t{-1});
+        e.role = parse_role(a.value("role", std::string("none")));
         t.events.push_back(std::move(e));
       } else if (ph == "C") {
         const std::string name = te.value("name", std::string());

@@ -1,8 +1,9 @@
 #pragma once
 // Writes events as a Chrome trace (JSON that Perfetto and chrome://tracing open): pid = device,
 // tid = lane, "X" slices for ops, "C" counters for memory by category, "s"/"f" flows for events
-// that share a flow_id (send → recv, bucket → all-reduce). The file is written to a temporary
-// name and renamed, so a trace is never left half-written.
+// that share a flow_id (a send → its recv, one rank's part of a collective → the others'). The
+// devices (names, hardware profiles) go in the metadata. The file is written to a temporary name
+// and renamed, so a trace is never left half-written.
 #include <string>
 #include <vector>
 
@@ -11,7 +12,7 @@
 namespace scalelab {
 
 struct TraceInfo {
-  std::vector<std::string> device_names;  // index = device
+  std::vector<DeviceDescription> devices;  // index = device: EventBus::devices()
   std::string title;                      // e.g. "scalelab train --strategy single ..."
   bool simulated = false;                 // times are modelled, not measured
 };

@@ -38,6 +38,32 @@ const char* memory_category_name(MemoryCategory category) {
   return "?";
 }
 
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::none: return "none";
+    case Role::scatter: return "scatter";
+    case Role::replicate: return "replicate";
+    case Role::gather: return "gather";
+    case Role::reduce: return "reduce";
+    case Role::all_reduce: return "all_reduce";
+    case Role::broadcast: return "broadcast";
+    case Role::all_gather: return "all_gather";
+    case Role::reduce_scatter: return "reduce_scatter";
+    case Role::send: return "send";
+    case Role::recv: return "recv";
+    case Role::barrier: return "barrier";
+    case Role::upload: return "upload";
+    case Role::download: return "download";
+  }
+  return "?";
+}
+
+Role parse_role(const std::string& name) {
+  for (int r = 0; r < kRoleCount; ++r)
+    if (name == role_name(static_cast<Role>(r))) return static_cast<Role>(r);
+  return Role::none;
+}
+
 void EventBus::emit(Event e) {
   std::lock_guard<std::mutex> lock(mutex_);
   latest_end_ns_ = std::max(latest_end_ns_, e.t_end_ns);
@@ -78,20 +104,20 @@ int64_t EventBus::latest_end_ns() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return latest_end_ns_;
 }
-void EventBus::name_device(int index, const std::string& name) {
+void EventBus::describe_device(int index, DeviceDescription description) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (index < 0) return;
-  if (static_cast<size_t>(index) >= device_names_.size()) device_names_.resize(static_cast<size_t>(index) + 1);
-  device_names_[static_cast<size_t>(index)] = name;
+  if (static_cast<size_t>(index) >= devices_.size()) devices_.resize(static_cast<size_t>(index) + 1);
+  devices_[static_cast<size_t>(index)] = std::move(description);
 }
-std::vector<std::string> EventBus::device_names() const {
+std::vector<DeviceDescription> EventBus::devices() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return device_names_;
+  return devices_;
 }
 void EventBus::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   latest_end_ns_ = 0;
-  device_names_.clear();
+  devices_.clear();
   events_.clear();
   memory_.clear();
   metrics_.clear();

@@ -19,6 +19,21 @@ const char* lane_name(Lane lane);
 const char* phase_name(Phase phase);
 const char* memory_category_name(MemoryCategory category);
 
+// What an event does in the lesson, set where the event is made: DataParallel's controller copies
+// (scatter, replicate, gather, reduce), a collective or point-to-point call (the process group
+// sets its own), a copy between host and device. The dashboard finds what it draws by role, never
+// by parsing names. Where a copy and a collective do the same thing (a scatter) they share a role.
+enum class Role : uint8_t {
+  none,
+  scatter, replicate, gather, reduce,
+  all_reduce, broadcast, all_gather, reduce_scatter, send, recv, barrier,
+  upload, download,
+};
+constexpr int kRoleCount = static_cast<int>(Role::download) + 1;
+const char* role_name(Role role);
+// The role named by role_name; Role::none for a name it does not know (a trace from a later build).
+Role parse_role(const std::string& name);
+
 struct Event {
   int device = 0;
   Lane lane = Lane::compute;
@@ -34,7 +49,8 @@ struct Event {
   int bucket = -1;
   int layer = -1;
   int peer = -1;
-  int64_t flow_id = -1;  // links a send to its recv, a bucket to its all-reduce
+  int64_t flow_id = -1;  // links a send to its recv, the ranks' events of one collective
+  Role role = Role::none;
 };
 
 struct MemorySample {
@@ -48,6 +64,15 @@ struct Metric {
   int64_t step = 0;
   std::string name;  // loss, accuracy, samples_per_s ...
   double value = 0;
+};
+
+// Who a device is, as the bus, the trace and the dashboard know it: its name and, on sim, its
+// hardware profile as data (so a reader needs neither the profile file nor the name's format).
+struct DeviceDescription {
+  std::string name;     // as errors and the summary name it: "sim:0 (a100-nvlink-8)", "cuda:1"
+  std::string label;    // short, for row labels: "sim:0"
+  std::string profile;  // sim: the hardware profile as JSON, in the profile files' format; "" otherwise
+  bool operator==(const DeviceDescription&) const = default;
 };
 
 // Thread-safe store of everything emitted. Readers take copies of what arrived since an index,
@@ -68,10 +93,10 @@ class EventBus {
   // The latest end time of any event emitted so far (0 before the first): how far the run's clock
   // has got. The dashboard paces a live run by it; train() times each step with it.
   int64_t latest_end_ns() const;
-  // Devices say who they are when they are made ("sim:0 (a100-nvlink-8)"), so a reader of a live
-  // run can name them (and find their hardware profile) as a trace file does.
-  void name_device(int index, const std::string& name);
-  std::vector<std::string> device_names() const;  // index = device; "" for one never named
+  // Devices say who they are when they are made, so a reader of a live run knows them (name and
+  // hardware profile) as a reader of a trace file does.
+  void describe_device(int index, DeviceDescription description);
+  std::vector<DeviceDescription> devices() const;  // index = device; empty for one never described
   void clear();
 
  private:
@@ -80,7 +105,7 @@ class EventBus {
   std::vector<MemorySample> memory_;
   std::vector<Metric> metrics_;
   int64_t latest_end_ns_ = 0;
-  std::vector<std::string> device_names_;
+  std::vector<DeviceDescription> devices_;
 };
 
 }  // namespace scalelab

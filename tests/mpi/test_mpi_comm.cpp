@@ -1,6 +1,7 @@
 // The mpi backend under mpirun (one rank per process): every collective against its closed form,
-// also cut into pieces as tensors beyond MPI's int counts are; async calls; and a rank that skips
-// an all_reduce, which every other rank must hear about by name within the timeout.
+// also cut into pieces as tensors beyond MPI's int counts are; async calls; point-to-point flow ids
+// that agree across processes; and a rank that skips an all_reduce, which every other rank must
+// hear about by name within the timeout.
 //
 // Not GoogleTest: under mpirun every rank runs this program, so each rank collects what went
 // wrong, rank 0 gathers it all and prints it, and every rank exits 1 if anything failed anywhere.
@@ -153,6 +154,15 @@ int main() {
     ::unsetenv("SCALELAB_MPI_MAX_COUNT");
     pieces->set_device(&dev);
     f = closed_form(*pieces, dev, "in pieces of 5", 4099);
+    failures.insert(failures.end(), f.begin(), f.end());
+
+    // A send and its recv carry the same flow id, though the ranks are processes that never
+    // tell each other: a device that records its events checks it.
+    EventBus bus;
+    DeviceOptions traced;
+    traced.bus = &bus;
+    auto traced_devices = make_devices(traced);
+    f = comm_test::check_flow_ids(*pg, *traced_devices[0], bus);
     failures.insert(failures.end(), f.begin(), f.end());
 
     f = skipped_rank(dev);

@@ -459,7 +459,7 @@ class MpiGroup final : public ProcessGroup {
     try {
       fn();
     } catch (const Error& e) {
-      if (broken_.empty()) broken_ = e.what();
+      if (broken_.empty()) broken_ = e.message();
       throw;
     }
   }
@@ -546,11 +546,9 @@ class MpiGroup final : public ProcessGroup {
 
   void throw_if_broken(const std::string& what) const {
     if (broken_.empty()) return;
-    const size_t tag_end = broken_.find("] ");
-    const std::string earlier = tag_end == std::string::npos ? broken_ : broken_.substr(tag_end + 2);
     throw Error("comm", "mpi: rank " + std::to_string(rank()) + " cannot run " + what +
                             ": an earlier call on this group failed, so the ranks no longer agree on what comes next "
-                            "— end the run (the earlier error: " + earlier + ")");
+                            "— end the run (the earlier error: " + broken_ + ")");
   }
 
   // A copy of `bytes` at `src`, owned by p: the input of a call whose output overlaps it.
@@ -782,7 +780,7 @@ class MpiGroup final : public ProcessGroup {
   Runtime& rt_;
   Arrivals arrivals_;
   int64_t seq_ = 0;     // collectives this rank has begun on the group
-  std::string broken_;  // once a call failed, every later call fails at once
+  std::string broken_;  // once a call failed, every later call fails at once (its message)
 };
 
 }  // namespace

@@ -281,7 +281,7 @@ class NcclGroup final : public ProcessGroup {
     try {
       fn();
     } catch (const Error& e) {
-      if (!comm_ && broken_.empty()) broken_ = e.what();
+      if (!comm_ && broken_.empty()) broken_ = e.message();
       throw;
     }
   }

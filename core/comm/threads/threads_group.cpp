@@ -40,7 +40,7 @@ class World {
       for (int r = 0; r < size_; ++r)
         if (passed_[static_cast<size_t>(r)] < passed_[static_cast<size_t>(rank)])
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      broken_ = "[comm] threads: rank " + std::to_string(rank) + " waited " + seconds(options_.timeout) + " in " +
+      broken_ = "threads: rank " + std::to_string(rank) + " waited " + seconds(options_.timeout) + " in " +
                 what + " for rank(s) " + missing +
                 ", which never arrived — a rank died or skipped the collective; every rank must issue the same "
                 "collectives in the same order (raise --comm-timeout if the ranks are merely slow)";
@@ -100,7 +100,7 @@ class World {
   template <typename Pred>
   void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, int me, int peer, const std::string& what) {
     if (!cv_.wait_for(lock, options_.timeout, [&] { return pred() || !broken_.empty(); })) {
-      broken_ = "[comm] threads: rank " + std::to_string(me) + " waited " + seconds(options_.timeout) + " in " +
+      broken_ = "threads: rank " + std::to_string(me) + " waited " + seconds(options_.timeout) + " in " +
                 what + " for rank " + std::to_string(peer) +
                 ", which never arrived — it died or never posted the matching send / recv";
       cv_.notify_all();
@@ -108,7 +108,7 @@ class World {
     throw_if_broken();
   }
   void throw_if_broken() const {
-    if (!broken_.empty()) throw Error("comm", broken_.substr(std::string("[comm] ").size()));
+    if (!broken_.empty()) throw Error("comm", broken_);
   }
   static std::string seconds(std::chrono::milliseconds ms) {
     char buf[32];

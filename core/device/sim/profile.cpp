@@ -89,6 +89,30 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   return p;
 }
 
+std::string profile_to_json(const HardwareProfile& p) {
+  auto link = [](const LinkSpec& l) {
+    return json{{"kind", l.kind}, {"bandwidth_Bps", l.bandwidth_Bps}, {"latency_s", l.latency_s}};
+  };
+  json peak{{"f32", p.peak_flops_f32}};
+  if (p.peak_flops_f16 > 0) peak["f16"] = p.peak_flops_f16;
+  if (p.peak_flops_bf16 > 0) peak["bf16"] = p.peak_flops_bf16;
+  json links{{"host", link(p.host_link)}, {"intra_node", link(p.intra_node)}};
+  if (p.nodes > 1) links["inter_node"] = link(p.inter_node);
+  const json j{{"name", p.name},
+               {"description", p.description},
+               {"nodes", p.nodes},
+               {"devices_per_node", p.devices_per_node},
+               {"device",
+                {{"model", p.device_model},
+                 {"peak_flops", peak},
+                 {"gemm_efficiency", p.gemm_efficiency},
+                 {"mem_bandwidth_Bps", p.mem_bandwidth_Bps},
+                 {"mem_capacity_bytes", p.mem_capacity_bytes},
+                 {"launch_overhead_s", p.launch_overhead_s}}},
+               {"links", links}};
+  return j.dump();
+}
+
 std::string profiles_dir() {
   if (const char* env = std::getenv("SCALELAB_PROFILES")) return env;
   return std::string(SCALELAB_SOURCE_DIR) + "/profiles";

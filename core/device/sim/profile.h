@@ -39,6 +39,9 @@ struct HardwareProfile {
 
 // Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.
 HardwareProfile parse_profile(const std::string& json_text, const std::string& origin);
+// The profile in the profile files' format (without their "sources"): parse_profile reads it back
+// to the same figures. A trace carries its devices' profiles this way.
+std::string profile_to_json(const HardwareProfile& profile);
 // `name_or_path` is a file path, or the name of a file in the profiles directory (without .json).
 HardwareProfile load_profile(const std::string& name_or_path);
 // Names of the shipped profiles.

@@ -59,11 +59,18 @@ using ProgressFn = std::function<void(const Progress&)>;
 // (evaluation, checkpoint, trace and summary included). It is checked on the controller between
 // steps, where no collective is in flight, so it is honoured with --launch threads only (a forked
 // or mpirun rank cannot see it).
+//
+// With --launch procs or mpi every rank sends what it recorded to rank 0, so the summary, the
+// trace and (procs) the caller's bus hold every device of the run.
 TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress = {},
                   const std::atomic<bool>* stop = nullptr);
 
+// What train() checks before it starts: the options that hold for every strategy, then those of
+// the strategy at hand (its registry entry). Throws UsageError naming the option and the fix.
+void check_config(const TrainConfig& config);
+
 nlohmann::json to_json(const TrainResult& result);
-// The summary back from to_json's output (a --launch procs rank reports through it).
+// The summary back from to_json's output (rank 0 of a --launch procs run reports through it).
 TrainResult from_json(const nlohmann::json& j, const TrainConfig& config);
 std::string format_summary(const TrainResult& result);
 

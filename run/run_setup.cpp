@@ -1,0 +1,133 @@
+// 1. Run set-up and 2. the equivalence probe (run/run_parts.h).
+#include <filesystem>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/comm/backends.h"
+#include "core/comm/threads/threads_group.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "run/run_parts.h"
+
+namespace scalelab {
+
+namespace {
+
+DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
+  if (c.dataset == "synthetic")
+    return make_synthetic(c.synthetic_train, c.synthetic_test, spec.inputs(), static_cast<int>(spec.outputs()), c.seed);
+  DataSplit d = load_fashion_mnist(c.data_dir.empty() ? default_fashion_mnist_dir() : c.data_dir);
+  if (spec.inputs() != d.train.features || spec.outputs() != d.train.classes)
+    throw UsageError("model", "--model " + spec.text + " has " + std::to_string(spec.inputs()) + " inputs and " +
+                                  std::to_string(spec.outputs()) + " outputs, but " + d.train.name + " has " +
+                                  std::to_string(d.train.features) + " features and " +
+                                  std::to_string(d.train.classes) + " classes — use mlp:" +
+                                  std::to_string(d.train.features) + "-...-" + std::to_string(d.train.classes));
+  return d;
+}
+
+// The process groups of a threads launch: every rank in this process.
+std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, int ranks) {
+  CommBackend comm = c.comm;
+  if (comm == CommBackend::automatic) comm = c.device == DeviceKind::cuda ? CommBackend::nccl : CommBackend::threads;
+  if (comm == CommBackend::threads) return make_threads_groups(ranks, comm_options(c));
+  if (comm == CommBackend::nccl) {
+    NcclBootstrap boot;
+    boot.unique_id_file =
+        (std::filesystem::temp_directory_path() / ("scalelab-nccl-id-" + std::to_string(::getpid()))).string();
+    std::vector<std::unique_ptr<ProcessGroup>> groups(static_cast<size_t>(ranks));
+    std::vector<std::string> errors(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;  // ncclCommInitRank blocks until every rank has called it
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          groups[r] = make_nccl_group(r, ranks, r, boot, comm_options(c));
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    std::error_code ec;
+    std::filesystem::remove(boot.unique_id_file, ec);
+    for (const auto& e : errors)
+      if (!e.empty()) throw Error("train", e);
+    return groups;
+  }
+  throw UsageError("train", "--comm " + std::string(comm_backend_name(comm)) +
+                                " with --launch threads: the ranks are threads of this process — use --comm threads "
+                                "(or nccl on GPUs), or --launch procs for shm, --launch mpi for mpi");
+}
+
+}  // namespace
+
+CommOptions comm_options(const TrainConfig& c) {
+  CommOptions o;
+  o.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
+  o.algorithm = parse_comm_algorithm(c.comm_algo);
+  return o;
+}
+
+RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group)
+    : config(c),
+      bus(b),
+      info(find_strategy(c.strategy)),
+      spec(ModelSpec::parse(c.model)),
+      local_group(group),
+      leader(!group || group->rank() == 0) {
+  const int per_rank = info.devices_per_rank;
+  device_options.kind = c.device;
+  device_options.count = c.devices;
+  device_options.dry_run = c.dry_run;
+  device_options.bus = &bus;
+  if (c.device == DeviceKind::sim) device_options.profile = load_profile(c.hw);
+  if (group) {
+    if (group->size() * per_rank != c.devices)
+      throw UsageError("train", "--devices " + std::to_string(c.devices) + " but " + std::to_string(group->size()) +
+                                    " ranks were started, with " + std::to_string(per_rank) + " device(s) each — start " +
+                                    std::to_string(c.devices / per_rank) + " ranks (mpirun -np)");
+    device_options.count = per_rank;
+    device_options.first_index = group->rank() * per_rank;
+  }
+  devices = make_devices(device_options);
+  for (auto& d : devices) device_list.push_back(d.get());
+
+  data = load_data(c, spec);
+  loader = std::make_unique<Loader>(data.train, c.batch, c.seed);
+  per_epoch = loader->batches_per_epoch();
+  total = c.steps > 0 ? c.steps : c.epochs * per_epoch;
+  epochs = (total + per_epoch - 1) / per_epoch;
+
+  if (per_rank > 0) {
+    if (group) ranks = std::make_unique<RankSet>(device_list, *group);
+    else ranks = std::make_unique<RankSet>(device_list, local_groups(c, c.devices / per_rank));
+  }
+  StrategyContext ctx{c, device_list, bus, init_weights(spec, c.seed), ranks.get(), device_options};
+  strategy = info.make(ctx);
+}
+
+void RunSetup::leave_step() const {
+  for (auto& d : devices) d->set_step(-1);
+}
+
+EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config) {
+  config_.strategy = kReferenceStrategy;
+  config_.devices = 1;
+  DeviceOptions o = run.device_options;
+  o.count = 1;
+  o.first_index = 0;
+  o.bus = &bus_;
+  devices_ = make_devices(o);
+  StrategyContext ctx{config_, {devices_[0].get()}, bus_, init_weights(run.spec, config_.seed), nullptr, o};
+  reference_ = find_strategy(kReferenceStrategy).make(ctx);
+}
+
+void EquivalenceProbe::step(const HostBatch& batch, int64_t step, EventBus& bus) {
+  bus.emit(Metric{step, "loss_single", reference_->train_step(batch, step)});
+}
+
+double EquivalenceProbe::max_rel_diff(const HostWeights& weights) {
+  return max_relative_difference(weights, reference_->weights());
+}
+
+}  // namespace scalelab

@@ -1,0 +1,282 @@
+// 5.–8. The end of a run: conclude, gather every rank's records, summarise, write the outputs
+// (run/run_parts.h); and the summary as JSON and as text (run/train.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/trace/chrome_trace.h"
+#include "run/run_parts.h"
+
+namespace scalelab {
+
+TrainResult conclude(const RunSetup& run, const LoopResult& loop, EquivalenceProbe* probe) {
+  const TrainConfig& c = run.config;
+  TrainResult r;
+  r.config = c;
+  r.hw_name = c.device == DeviceKind::sim ? run.device_options.profile.name : "";
+  r.simulated = c.device == DeviceKind::sim;
+  r.stopped = loop.last_step < run.total;
+  r.steps = loop.last_step - loop.first_step;  // a resumed (or stopped) run reports the steps it ran
+  r.samples = r.steps * c.batch;
+  r.losses = loop.losses;
+  const size_t tail = std::min<size_t>(100, r.losses.size());
+  double sum = 0;
+  for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) sum += r.losses[i];
+  r.final_loss = tail ? sum / static_cast<double>(tail) : 0;
+
+  const AmpReport amp = run.strategy->amp_report();
+  r.loss_scale = amp.loss_scale;
+  r.skipped_steps = amp.skipped_steps;
+
+  run.leave_step();
+  const HostWeights final_weights = run.strategy->weights();
+  if (probe) {
+    r.max_rel_diff = probe->max_rel_diff(final_weights);
+    run.bus.emit(Metric{loop.last_step - 1, "max_rel_diff", r.max_rel_diff});
+  }
+  if (run.computes()) {
+    const Dataset& test = run.data.test;
+    r.test_accuracy = evaluate_accuracy(final_weights, test.images.data(), test.labels.data(), test.count);
+    r.weights_checksum = weights_checksum(final_weights);
+    if (r.stopped && loop.last_step > loop.first_step)
+      run.bus.emit(Metric{loop.last_step - 1, "accuracy", r.test_accuracy});
+  }
+  return r;
+}
+
+namespace {
+
+Records own_records(const RunSetup& run) {
+  Records mine;
+  mine.events = run.bus.events();
+  mine.memory = run.bus.memory();
+  mine.metrics = run.bus.metrics();
+  const std::vector<DeviceDescription> described = run.bus.devices();
+  for (const auto& d : run.devices) {
+    DeviceRecord rec;
+    rec.index = d->index();
+    rec.description = static_cast<size_t>(d->index()) < described.size() ? described[static_cast<size_t>(d->index())]
+                                                                         : DeviceDescription{d->name(), d->name(), ""};
+    rec.capacity = d->memory().capacity();
+    for (int k = 0; k < kMemoryCategoryCount; ++k) rec.peak[k] = d->memory().peak(static_cast<MemoryCategory>(k));
+    rec.peak_total = d->memory().peak_total();
+    mine.devices.push_back(std::move(rec));
+  }
+  return mine;
+}
+
+}  // namespace
+
+Records gather_records(const RunSetup& run) {
+  Records all = own_records(run);
+  if (!run.local_group) return all;  // --launch threads: every rank recorded on this bus
+  std::vector<std::vector<uint8_t>> from = run.local_group->gather_bytes(encode_records(all), 0);
+  if (!run.leader) return all;
+  for (size_t r = 1; r < from.size(); ++r) {
+    Records theirs = decode_records(from[r].data(), from[r].size());
+    // Events and memory are of the rank's own devices, under their global indices; its metrics
+    // (the same losses) are rank 0's already.
+    all.events.insert(all.events.end(), std::make_move_iterator(theirs.events.begin()),
+                      std::make_move_iterator(theirs.events.end()));
+    all.memory.insert(all.memory.end(), theirs.memory.begin(), theirs.memory.end());
+    all.devices.insert(all.devices.end(), std::make_move_iterator(theirs.devices.begin()),
+                       std::make_move_iterator(theirs.devices.end()));
+  }
+  std::stable_sort(all.events.begin(), all.events.end(),
+                   [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
+  std::stable_sort(all.memory.begin(), all.memory.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; });
+  std::sort(all.devices.begin(), all.devices.end(),
+            [](const DeviceRecord& a, const DeviceRecord& b) { return a.index < b.index; });
+  return all;
+}
+
+void summarize(const LoopResult& loop, const Records& records, TrainResult& r) {
+  int device_count = 0;
+  for (const DeviceRecord& d : records.devices) device_count = std::max(device_count, d.index + 1);
+  r.metrics = compute_metrics(records.events, records.memory, device_count);
+  if (r.simulated) {
+    // From the first op of the first step to the end of the last op of the last step: setting up
+    // (the initial weight upload) and the final download for evaluation are not training.
+    int64_t begin = INT64_MAX, end = 0;
+    for (const Event& e : records.events)
+      if (e.step >= 0) {
+        begin = std::min(begin, e.t_begin_ns);
+        end = std::max(end, e.t_end_ns);
+      }
+    r.time_s = end > begin ? static_cast<double>(end - begin) * 1e-9 : 0;
+  } else {
+    r.time_s = loop.wall_s;
+  }
+  r.samples_per_s = r.time_s > 0 ? static_cast<double>(r.samples) / r.time_s : 0;
+  r.per_device.clear();
+  for (const DeviceRecord& d : records.devices) {
+    DeviceSummary s;
+    s.name = d.description.name;
+    const DeviceMetrics& m = r.metrics.per_device[static_cast<size_t>(d.index)];
+    s.busy_pct = m.busy_pct;
+    s.comm_pct = m.comm_pct;
+    s.idle_pct = m.idle_pct;
+    s.peak_bytes = d.peak;
+    s.peak_total = d.peak_total;
+    s.capacity = d.capacity;
+    r.per_device.push_back(s);
+  }
+}
+
+void write_outputs(const RunSetup& run, const TrainResult& r, const Records& records) {
+  const TrainConfig& c = run.config;
+  if (!run.leader) return;  // rank 0 reports for everyone
+  if (!c.trace_path.empty()) {
+    TraceInfo ti;
+    for (const DeviceRecord& d : records.devices) {
+      if (ti.devices.size() <= static_cast<size_t>(d.index)) ti.devices.resize(static_cast<size_t>(d.index) + 1);
+      ti.devices[static_cast<size_t>(d.index)] = d.description;
+    }
+    ti.title = "scalelab train --strategy " + c.strategy + " --device " + device_kind_name(c.device) +
+               (r.hw_name.empty() ? "" : " --hw " + r.hw_name) + " --model " + c.model;
+    ti.simulated = r.simulated;
+    // The metrics are rank 0's, read now: conclude() emitted the run's last ones after the
+    // records were taken on the other ranks.
+    write_chrome_trace(c.trace_path, records.events, records.memory, run.bus.metrics(), ti);
+  }
+  if (!c.json_path.empty()) write_file_atomically(c.json_path, to_json(r).dump(2) + "\n", "train");
+}
+
+nlohmann::json to_json(const TrainResult& r) {
+  using nlohmann::json;
+  json j;
+  j["strategy"] = r.config.strategy;
+  j["device"] = device_kind_name(r.config.device);
+  j["hw"] = r.hw_name.empty() ? json(nullptr) : json(r.hw_name);
+  j["devices"] = r.config.devices;
+  j["model"] = r.config.model;
+  j["dataset"] = r.config.dataset;
+  j["batch"] = r.config.batch;
+  j["optimizer"] = r.config.optimizer.kind;
+  j["seed"] = r.config.seed;
+  j["steps"] = r.steps;
+  j["final_loss"] = std::isfinite(r.final_loss) ? json(r.final_loss) : json(nullptr);
+  j["test_accuracy"] = r.test_accuracy >= 0 ? json(r.test_accuracy) : json(nullptr);
+  j["time_s"] = r.time_s;
+  j["time_kind"] = r.simulated ? "simulated" : "measured";
+  j["samples_per_s"] = r.samples_per_s;
+  j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
+  j["launch"] = launch_name(r.config.launch);
+  j["stopped"] = r.stopped;
+  j["equivalence"] = r.max_rel_diff >= 0 ? json{{"max_rel_diff", r.max_rel_diff}} : json(nullptr);
+  j["amp"] = r.config.amp == Amp::off ? json(nullptr)
+                                      : json{{"dtype", amp_name(r.config.amp)},
+                                             {"loss_scale", r.loss_scale},
+                                             {"skipped_steps", r.skipped_steps}};
+  j["bubble_fraction"] = r.metrics.bubble_fraction;
+  j["overlap_pct"] = r.metrics.overlap_pct;
+  j["bytes_moved"] = r.metrics.bytes_moved;
+  json per = json::array();
+  for (const DeviceSummary& s : r.per_device) {
+    json peak;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) peak[memory_category_name(static_cast<MemoryCategory>(c))] = s.peak_bytes[c];
+    peak["total"] = s.peak_total;
+    per.push_back({{"device", s.name},
+                   {"busy_pct", s.busy_pct},
+                   {"comm_pct", s.comm_pct},
+                   {"idle_pct", s.idle_pct},
+                   {"capacity_bytes", s.capacity},
+                   {"peak_bytes", peak}});
+  }
+  j["per_device"] = per;
+  return j;
+}
+
+TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
+  TrainResult r;
+  r.config = config;
+  r.hw_name = j["hw"].is_string() ? j["hw"].get<std::string>() : "";
+  r.steps = j.value("steps", int64_t{0});
+  r.samples = r.steps * config.batch;
+  r.final_loss = j["final_loss"].is_number() ? j["final_loss"].get<double>() : std::nan("");
+  r.test_accuracy = j["test_accuracy"].is_number() ? j["test_accuracy"].get<double>() : -1;
+  r.time_s = j.value("time_s", 0.0);
+  r.simulated = j.value("time_kind", std::string()) == "simulated";
+  r.samples_per_s = j.value("samples_per_s", 0.0);
+  r.weights_checksum = j["weights_checksum"].is_string() ? j["weights_checksum"].get<std::string>() : "";
+  r.stopped = j.value("stopped", false);
+  if (j["equivalence"].is_object()) r.max_rel_diff = j["equivalence"].value("max_rel_diff", -1.0);
+  if (j.contains("amp") && j["amp"].is_object()) {
+    r.loss_scale = j["amp"].value("loss_scale", 1.0);
+    r.skipped_steps = j["amp"].value("skipped_steps", int64_t{0});
+  }
+  r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
+  r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
+  r.metrics.bytes_moved = j.value("bytes_moved", int64_t{0});
+  if (j.contains("losses")) r.losses = j["losses"].get<std::vector<double>>();
+  for (const auto& d : j["per_device"]) {
+    DeviceSummary s;
+    s.name = d.value("device", std::string());
+    s.busy_pct = d.value("busy_pct", 0.0);
+    s.comm_pct = d.value("comm_pct", 0.0);
+    s.idle_pct = d.value("idle_pct", 0.0);
+    s.capacity = d.value("capacity_bytes", int64_t{0});
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+      s.peak_bytes[c] = d["peak_bytes"].value(memory_category_name(static_cast<MemoryCategory>(c)), int64_t{0});
+    s.peak_total = d["peak_bytes"].value("total", int64_t{0});
+    r.per_device.push_back(s);
+  }
+  return r;
+}
+
+std::string format_summary(const TrainResult& r) {
+  char buf[512];
+  std::string s;
+  std::snprintf(buf, sizeof buf, "strategy %s on %d × %s%s, model %s, %s\n", r.config.strategy.c_str(), r.config.devices,
+                device_kind_name(r.config.device), r.hw_name.empty() ? "" : (" (" + r.hw_name + ")").c_str(),
+                r.config.model.c_str(), r.config.dataset.c_str());
+  s += buf;
+  if (std::isfinite(r.final_loss)) {
+    std::snprintf(buf, sizeof buf, "  final loss      %.4f (mean of the last %zu steps)\n", r.final_loss,
+                  std::min<size_t>(100, r.losses.size()));
+    s += buf;
+  } else {
+    s += "  final loss      — (dry run: no numerics)\n";
+  }
+  if (r.test_accuracy >= 0) {
+    std::snprintf(buf, sizeof buf, "  test accuracy   %.4f\n", r.test_accuracy);
+    s += buf;
+  }
+  std::snprintf(buf, sizeof buf, "  time            %.3f s %s for %lld steps (%.3f ms/step)\n", r.time_s,
+                r.simulated ? "simulated" : "measured", static_cast<long long>(r.steps),
+                r.steps ? 1e3 * r.time_s / static_cast<double>(r.steps) : 0.0);
+  s += buf;
+  std::snprintf(buf, sizeof buf, "  throughput      %.0f samples/s\n", r.samples_per_s);
+  s += buf;
+  if (!r.weights_checksum.empty()) s += "  weights         checksum " + r.weights_checksum + "\n";
+  if (r.max_rel_diff >= 0) {
+    std::snprintf(buf, sizeof buf, "  equivalence     max relative weight difference to single %.3g\n", r.max_rel_diff);
+    s += buf;
+  }
+  if (r.config.amp == Amp::fp16) {
+    std::snprintf(buf, sizeof buf,
+                  "  mixed precision fp16, f32 master weights; loss scale %g, %lld of %lld steps skipped (overflow)\n",
+                  r.loss_scale, static_cast<long long>(r.skipped_steps), static_cast<long long>(r.steps));
+    s += buf;
+  } else if (r.config.amp == Amp::bf16) {
+    s += "  mixed precision bf16, f32 master weights; no loss scaling\n";
+  }
+  if (r.config.devices > 1) {
+    std::snprintf(buf, sizeof buf, "  overlap         %.1f%% of communication hidden under compute; bubbles %.1f%%\n",
+                  r.metrics.overlap_pct, 100 * r.metrics.bubble_fraction);
+    s += buf;
+  }
+  s += "  per device      busy%  comm%  idle%   peak memory: params grads optimizer activations comm_buffers workspace = total\n";
+  for (const DeviceSummary& d : r.per_device) {
+    std::snprintf(buf, sizeof buf, "    %-22s %5.1f  %5.1f  %5.1f   ", d.name.c_str(), d.busy_pct, d.comm_pct, d.idle_pct);
+    s += buf;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) s += format_bytes(d.peak_bytes[c]) + (c + 1 < kMemoryCategoryCount ? " | " : "");
+    s += " = " + format_bytes(d.peak_total) + "\n";
+  }
+  return s;
+}
+
+}  // namespace scalelab

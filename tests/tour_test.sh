@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The tour (`make demo`) in small: every registered strategy gets a row and a trace, and a tour in
+# which a strategy fails exits non-zero (a demo that breaks must not look green).
+#   bash tour_test.sh <path to scalelab>
+set -u
+SCALELAB=${1:?usage: tour_test.sh <scalelab binary>}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/scalelab-tour-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+pass() { echo "PASS: $1"; }
+fail() {
+  echo "FAIL: $1"
+  failures=$((failures + 1))
+}
+
+common=(tour --hw a100-nvlink-8 --devices 2 --dataset synthetic --model mlp:784-64-32-10 --batch 64 --steps 6)
+out=$("$SCALELAB" "${common[@]}" --out "$WORK/ok" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && pass "a small tour exits 0" || fail "a small tour exited $rc: $(printf '%s' "$out" | tail -n 5)"
+strategies=$("$SCALELAB" strategies | awk '/^[a-z]/ {print $1}')
+[ -n "$strategies" ] || fail "scalelab strategies lists nothing"
+for s in $strategies; do
+  if printf '%s\n' "$out" | grep -qE "^$s +[0-9]+ +[0-9.]+ " && [ -s "$WORK/ok/$s.trace.json" ] && [ -s "$WORK/ok/$s.json" ]; then
+    pass "the tour has a row, a trace and a summary for $s"
+  else
+    fail "the tour lacks $s (row, $s.trace.json or $s.json): $(printf '%s' "$out" | grep -E "^$s" | head -1)"
+  fi
+done
+# Synchronous strategies show their difference to single; it is within the contract.
+if printf '%s\n' "$out" | awk '$1 == "ddp" && $11 != "—" && $11 + 0 <= 1e-5 {found = 1} END {exit !found}'; then
+  pass "ddp's max_rel_diff after 5 steps is ≤ 1e-5"
+else
+  fail "ddp's max_rel_diff column: $(printf '%s' "$out" | grep -E '^ddp ')"
+fi
+
+# One layer cannot be split over 2 devices: model-parallel and pipeline fail, and so does the tour.
+out=$("$SCALELAB" tour --hw a100-nvlink-8 --devices 2 --dataset synthetic --model mlp:784-10 --batch 64 --steps 2 \
+  --out "$WORK/bad" 2>&1)
+rc=$?
+if [ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "model-parallel *failed" && printf '%s' "$out" | grep -q "strategies failed"; then
+  pass "a tour with a failing strategy exits $rc and says which"
+else
+  fail "a tour with a failing strategy exited $rc: $(printf '%s' "$out" | tail -n 4)"
+fi
+
+echo "tour_test: $failures failure(s)"
+[ "$failures" -eq 0 ]
