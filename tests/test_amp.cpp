@@ -26,6 +26,7 @@
 #include "core/rng.h"
 #include "core/run/checkpoint.h"
 #include "run/train.h"
+#include "support/small_config.h"
 
 using namespace scalelab;
 namespace fs = std::filesystem;
@@ -106,19 +107,13 @@ RunOutcome run(TrainConfig c) {
 }
 
 // Small enough to be quick, 4 layers for the pipelines: test_parallel's model and data.
+// Fashion-MNIST-sized inputs, so half-precision GEMMs are of a realistic shape.
 TrainConfig small_config(const std::string& strategy, int devices, DeviceKind kind) {
-  TrainConfig c;
-  c.strategy = strategy;
-  c.devices = devices;
-  c.device = kind;
-  if (kind == DeviceKind::sim) c.hw = "a100-nvlink-8";
+  TrainConfig c = test::small_config(strategy, devices, kind);
   c.model = "mlp:784-64-64-32-10";
-  c.dataset = "synthetic";
   c.synthetic_train = 1024;
   c.synthetic_test = 256;
   c.batch = 128;
-  c.steps = 5;
-  if (strategy == "zero") c.zero_stage = 1;
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include "core/data/dataset.h"
 #include "core/error.h"
 #include "run/train.h"
+#include "support/small_config.h"
 #include "strategies/ddp_buckets.h"
 #include "strategies/ddp_common.h"
 #include "strategies/distributed_sampler.h"
@@ -202,24 +203,10 @@ namespace {
 constexpr double kSmallCapMb = 2000.0 / (1 << 20);
 constexpr double kSmallFirstCapMb = 600.0 / (1 << 20);
 
+// The shared small run on `ranks` ranks (ddp-mp: two devices each), with small buckets so the
+// model's gradients fill several; compared with single step by step.
 TrainConfig small_config(const std::string& strategy, int ranks, DeviceKind device, const std::string& optimizer) {
-  TrainConfig c;
-  c.strategy = strategy;
-  c.devices = ranks * (strategy == "ddp-mp" ? 2 : 1);
-  c.device = device;
-  if (device == DeviceKind::sim) c.hw = "a100-nvlink-8";
-  c.model = "mlp:32-24-16-12-8";
-  // 32 features, 8 classes (from the model); the default 8192 training samples. Round-off only
-  // stays round-off where no gradient sits at a kink: with 512 samples instead, one fc1.weight
-  // gradient cancels to 1.8e-9, below Adam's eps (1e-8), where Adam's first update
-  // lr·g/(|g| + eps) turns the gradient's 0.7 % round-off (a different summation order) into a
-  // 9e-6 weight difference — 4e-5 relative, for any data-parallel strategy, not a DDP bug.
-  c.dataset = "synthetic";
-  c.synthetic_test = 128;
-  c.batch = 32;
-  c.steps = 5;
-  c.optimizer.kind = optimizer;
-  if (optimizer == "adam") c.optimizer.lr = 0.01f;
+  TrainConfig c = test::small_config(strategy, ranks * (strategy == "ddp-mp" ? 2 : 1), device, optimizer);
   c.bucket_mb = kSmallCapMb;
   c.first_bucket_mb = kSmallFirstCapMb;
   c.check_equivalence = true;

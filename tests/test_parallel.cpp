@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "run/train.h"
+#include "support/small_config.h"
 #include "core/trace/metrics.h"
 
 using namespace scalelab;
@@ -20,20 +21,9 @@ using namespace scalelab;
 namespace {
 
 // Small enough to be quick, deep enough for 4 stages (4 layers).
+// The shared small run, compared with single step by step.
 TrainConfig small_config(const std::string& strategy, int devices, DeviceKind kind, const std::string& optimizer) {
-  TrainConfig c;
-  c.strategy = strategy;
-  c.devices = devices;
-  c.device = kind;
-  if (kind == DeviceKind::sim) c.hw = "a100-nvlink-8";
-  // The model and data of the ddp and zero tests: every equivalence test trains the same thing.
-  c.model = "mlp:32-24-16-12-8";
-  c.dataset = "synthetic";
-  c.synthetic_test = 128;
-  c.batch = 32;
-  c.steps = 5;
-  c.optimizer.kind = optimizer;
-  if (optimizer == "adam") c.optimizer.lr = 0.01f;
+  TrainConfig c = test::small_config(strategy, devices, kind, optimizer);
   c.check_equivalence = true;
   return c;
 }

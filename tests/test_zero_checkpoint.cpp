@@ -29,6 +29,7 @@
 #include "core/nn/mlp.h"
 #include "core/run/checkpoint.h"
 #include "run/train.h"
+#include "support/small_config.h"
 #include "strategies/registry.h"
 
 using namespace scalelab;
@@ -41,21 +42,14 @@ namespace {
 // and the run to 10 crosses into the next epoch.
 constexpr int64_t kParams = 277;
 
+// A smaller run still (checkpoint files stay tiny), on cpu.
 TrainConfig small_config(const std::string& strategy, int devices, const std::string& optimizer = "sgd") {
-  TrainConfig c;
-  c.strategy = strategy;
-  c.devices = devices;
-  c.device = DeviceKind::cpu;
+  TrainConfig c = test::small_config(strategy, devices, DeviceKind::cpu, optimizer);
   c.model = "mlp:16-13-4";
-  c.dataset = "synthetic";
   c.synthetic_train = 256;
   c.synthetic_test = 64;
-  c.batch = 32;
-  c.steps = 5;
   c.seed = 11;
-  c.optimizer.kind = optimizer;
   if (optimizer == "adam") c.optimizer.lr = 1e-3f;
-  if (strategy == "zero") c.zero_stage = 1;
   return c;
 }
 
