@@ -23,7 +23,10 @@ CommOptions comm_options(const TrainConfig& config);
 // 1. Set-up: this process's devices, the data, the ranks and the strategy. With --launch threads
 //    this process is every rank (local_group null); with procs or mpi it is one rank.
 struct RunSetup {
-  RunSetup(const TrainConfig& config, EventBus& bus, ProcessGroup* local_group);
+  // `epoch`: when the devices' measured clocks start (a procs launch gives every rank the parent's,
+  // so their events share one time axis); unset: now.
+  RunSetup(const TrainConfig& config, EventBus& bus, ProcessGroup* local_group,
+           std::optional<WallClock::time_point> epoch = std::nullopt);
 
   const TrainConfig& config;
   EventBus& bus;

@@ -68,7 +68,7 @@ CommOptions comm_options(const TrainConfig& c) {
   return o;
 }
 
-RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group)
+RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::optional<WallClock::time_point> epoch)
     : config(c),
       bus(b),
       info(find_strategy(c.strategy)),
@@ -80,6 +80,7 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group)
   device_options.count = c.devices;
   device_options.dry_run = c.dry_run;
   device_options.bus = &bus;
+  device_options.epoch = epoch;
   if (c.device == DeviceKind::sim) device_options.profile = load_profile(c.hw);
   if (group) {
     if (group->size() * per_rank != c.devices)

@@ -70,8 +70,9 @@ namespace {
 // One process's share of a run: every rank (threads launch, local_group null) or one rank (procs
 // and mpi launches). `records` receives the whole run's records on rank 0 (its own elsewhere).
 TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, ProcessGroup* local_group,
-                        const std::atomic<bool>* stop, Records* records = nullptr) {
-  RunSetup run(config, bus, local_group);
+                        const std::atomic<bool>* stop, Records* records = nullptr,
+                        std::optional<WallClock::time_point> epoch = std::nullopt) {
+  RunSetup run(config, bus, local_group, epoch);
   std::unique_ptr<EquivalenceProbe> probe;
   if (config.check_equivalence && run.leader) probe = std::make_unique<EquivalenceProbe>(run);
   Checkpointer checkpointer(run);
@@ -185,11 +186,12 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     }
     // Each rank is a forked process; rank 0 gathers everyone's records and reports to this one.
     ProcsReport report;
+    const WallClock::time_point epoch = std::chrono::steady_clock::now();  // one time axis for every rank's clock
     launch_procs(ranks, parse_shm_sharing(config.shm_sharing), comm_options(config), [&](ProcessGroup& group) {
       EventBus rank_bus;
       Records records;
       TrainResult r = train_ranks(config, rank_bus, group.rank() == 0 ? progress : ProgressFn{}, &group, nullptr,
-                                  &records);
+                                  &records, epoch);
       if (group.rank() == 0) report.write(r, records);
     });
     return report.read(config, bus);

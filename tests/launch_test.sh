@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The same training launched three ways — ranks as threads, as forked processes (shm), as mpirun
 # processes (Open MPI) — gives the same result: each within fp32 round-off of single
-# (--check-equivalence), and the same loss curve as the threads launch. (Bit-identical weights are
+# (--check-equivalence), and the same loss curve as the threads launch; and every launch reports
+# every rank: the summary lists all 4 devices and the trace holds the ops of all 4. (Bit-identical weights are
 # not promised: each backend adds the ranks' gradients in its own order, and mpirun pins a rank to
 # one core, which changes OpenBLAS's blocking.)
 #   bash launch_test.sh <scalelab> <mpirun>
@@ -13,6 +14,19 @@ trap 'rm -rf "$WORK"' EXIT
 failures=0
 pass() { echo "PASS: $1"; }
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+
+# every_rank SUMMARY TRACE: the summary lists devices 0-3 and the trace has ops on each of them.
+every_rank() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+summary, trace = (json.load(open(p)) for p in sys.argv[1:3])
+events = trace["traceEvents"] if isinstance(trace, dict) else trace
+names = [d["device"] for d in summary["per_device"]]
+pids = sorted({e["pid"] for e in events if e.get("ph") == "X"})
+print("  summary devices %s, trace pids %s" % (names, pids))
+sys.exit(0 if len(names) == 4 and len(set(names)) == 4 and pids == [0, 1, 2, 3] else 1)
+PY
+}
 
 # close A B: the two JSON summaries agree: final loss within 1e-5 relative, max_rel_diff ≤ 1e-5 in both.
 close() {
@@ -35,17 +49,21 @@ for strategy in ddp zero pipeline; do
   "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --json "$WORK/$strategy.threads.json" >/dev/null 2>"$WORK/err" \
     || { fail "$strategy --launch threads: $(tail -n 3 "$WORK/err")"; continue; }
   if "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch procs \
-       --json "$WORK/$strategy.procs.json" >/dev/null 2>"$WORK/err"; then
+       --json "$WORK/$strategy.procs.json" --trace "$WORK/$strategy.procs.trace.json" >/dev/null 2>"$WORK/err"; then
     close "$WORK/$strategy.procs.json" "$WORK/$strategy.threads.json" && pass "$strategy: --launch procs = threads" \
       || fail "$strategy: --launch procs differs from threads"
+    every_rank "$WORK/$strategy.procs.json" "$WORK/$strategy.procs.trace.json" && pass "$strategy: --launch procs reports every rank" \
+      || fail "$strategy: --launch procs's summary or trace lacks ranks"
   else
     fail "$strategy --launch procs: $(tail -n 3 "$WORK/err")"
   fi
   if OMPI_MCA_btl_vader_single_copy_mechanism=none "$MPIRUN" --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 \
        -np 4 "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch mpi --comm mpi \
-       --json "$WORK/$strategy.mpi.json" >/dev/null 2>"$WORK/err"; then
+       --json "$WORK/$strategy.mpi.json" --trace "$WORK/$strategy.mpi.trace.json" >/dev/null 2>"$WORK/err"; then
     close "$WORK/$strategy.mpi.json" "$WORK/$strategy.threads.json" && pass "$strategy: --launch mpi = threads" \
       || fail "$strategy: --launch mpi differs from threads"
+    every_rank "$WORK/$strategy.mpi.json" "$WORK/$strategy.mpi.trace.json" && pass "$strategy: --launch mpi reports every rank" \
+      || fail "$strategy: --launch mpi's summary or trace lacks ranks"
   else
     fail "$strategy --launch mpi: $(tail -n 3 "$WORK/err")"
   fi
