@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "core/nn/mlp.h"
 #include "core/run/checkpoint.h"
+#include "core/run/training_state.h"
 #include "run/train.h"
 #include "support/small_config.h"
 #include "strategies/registry.h"
@@ -482,6 +483,30 @@ TEST(Checkpoint, AFileThatIsNoCheckpointSaysSo) {
   const std::string missing = message_of<Error>([&] { load_checkpoint(dir.file("nope.ckpt")); });
   EXPECT_NE(missing.find("cannot open"), std::string::npos) << missing;
   EXPECT_NE(missing.find("--resume"), std::string::npos) << missing;
+}
+
+TEST(Checkpoint, AStateThatDoesNotFitTheModelIsRefusedOnceWithTheFix) {
+  // validate_resume is the one check every strategy relies on before it takes a state apart.
+  const ModelSpec model = ModelSpec::parse("mlp:16-13-4");
+  OptimizerConfig momentum;  // sgd with momentum: one state tensor per parameter
+  TrainingState s;
+  s.weights = init_weights(model, 1);
+  for (int layer = 0; layer < model.layer_count(); ++layer) {
+    s.optimizer.push_back({std::vector<float>(s.weights.weight[layer].size())});
+    s.optimizer.push_back({std::vector<float>(s.weights.bias[layer].size())});
+  }
+  EXPECT_NO_THROW(validate_resume(s, model, momentum, "a.ckpt"));
+  std::string m = message_of<UsageError>([&] { validate_resume(s, ModelSpec::parse("mlp:16-12-4"), momentum, "a.ckpt"); });
+  EXPECT_NE(m.find("[checkpoint] a.ckpt: the weights are for mlp:16-13-4, this run trains mlp:16-12-4 — resume with the same --model"),
+            std::string::npos) << m;
+  OptimizerConfig adam;
+  adam.kind = "adam";
+  m = message_of<UsageError>([&] { validate_resume(s, model, adam, "a.ckpt"); });
+  EXPECT_NE(m.find("fc1.weight has 1 optimizer state tensors, adam keeps 2 — resume with the same --optimizer"),
+            std::string::npos) << m;
+  s.optimizer[3][0].pop_back();
+  m = message_of<UsageError>([&] { validate_resume(s, model, momentum, "a.ckpt"); });
+  EXPECT_NE(m.find("the optimizer state of fc2.bias has 3 values, expected 4"), std::string::npos) << m;
 }
 
 TEST(Checkpoint, ResumingWithOtherOptionsNamesTheOptionAndTheFix) {

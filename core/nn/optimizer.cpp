@@ -77,21 +77,22 @@ std::vector<std::vector<std::vector<float>>> Optimizer::download_state() {
 }
 
 void Optimizer::upload_state(const std::vector<std::vector<std::vector<float>>>& state) {
+  // A state from a checkpoint was checked against the model and optimizer when it was loaded
+  // (validate_resume); a mismatch here is a caller's bug, not a user's mistake.
   const int k = state_tensors_per_parameter();
+  auto fits = [&](size_t i, size_t j, int64_t numel) {
+    return state[i].size() == static_cast<size_t>(k) && static_cast<int64_t>(state[i][j].size()) == numel;
+  };
   if (state.size() != params_.size())
-    throw Error("optim", "the saved optimizer state has " + std::to_string(state.size()) + " parameters, the model " +
-                             std::to_string(params_.size()) + " — resume with the same --model");
+    throw Error("optim", "internal: a state of " + std::to_string(state.size()) + " parameters for an optimizer of " +
+                             std::to_string(params_.size()) + " — validate_resume should have refused it; please report it");
   std::vector<Tensor> flat = this->state();
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (static_cast<int>(state[i].size()) != k)
-      throw Error("optim", "the saved optimizer state has " + std::to_string(state[i].size()) + " tensors for " +
-                               params_[i]->name + ", " + config_.kind + " keeps " + std::to_string(k) +
-                               " — resume with the same --optimizer and --momentum");
     for (int j = 0; j < k; ++j) {
       const Tensor& t = flat[i * static_cast<size_t>(k) + static_cast<size_t>(j)];
-      if (static_cast<int64_t>(state[i][j].size()) != t.numel())
-        throw Error("optim", "the saved state of " + params_[i]->name + " has " + std::to_string(state[i][j].size()) +
-                                 " values, expected " + std::to_string(t.numel()));
+      if (!fits(i, static_cast<size_t>(j), t.numel()))
+        throw Error("optim", "internal: the state given for " + params_[i]->name + " does not fit it — "
+                             "validate_resume should have refused it; please report it");
       t.device()->upload({params_[i]->name + ".state", Phase::data, params_[i]->layer}, t, state[i][j].data());
     }
   }
