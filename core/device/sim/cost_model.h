@@ -1,5 +1,5 @@
 #pragma once
-// Prices an op on a hardware profile (see ../shared/DESIGN.md, "The cost model"):
+// Prices an op on a hardware profile (see docs/DESIGN.md, "The cost model"):
 //   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch
 //   element-wise bytes / mem_bw + launch
 //   copy         α + bytes / B over the link it crosses
