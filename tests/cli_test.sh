@@ -9,15 +9,7 @@ DATA=${2:?usage: cli_test.sh <scalelab binary> <tests/data>}
 [ -x "$SCALELAB" ] || { echo "FAIL: $SCALELAB is not an executable"; exit 1; }
 [ -f "$DATA/tiny.json" ] || { echo "FAIL: $DATA/tiny.json is missing"; exit 1; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/scalelab-cli-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-
-pass() { echo "PASS: $1"; }
-fail() {
-  echo "FAIL: $1"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/support/checks.sh" cli-test
 
 # expect NAME CODE FRAGMENT -- ARGS...: runs scalelab ARGS, wants exit CODE ("nonzero" for any
 # failure) and FRAGMENT (may be empty) somewhere in stdout + stderr.
@@ -185,9 +177,4 @@ expect "--micro-batches without pipeline exits 2" 2 "--strategy pipeline" -- tra
 expect "--check-equivalence with Hogwild exits 2" 2 "" -- train --dataset synthetic --steps 1 --strategy multiprocessing --devices 2 --check-equivalence
 
 echo
-if [ "$failures" -ne 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all checks passed"
-exit 0
+finish

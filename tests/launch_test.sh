@@ -9,11 +9,7 @@
 set -u
 SCALELAB=${1:?usage: launch_test.sh <scalelab> <mpirun>}
 MPIRUN=${2:?usage: launch_test.sh <scalelab> <mpirun>}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/scalelab-launch-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/support/checks.sh" launch-test
 
 # every_rank SUMMARY TRACE: the summary lists devices 0-3 and the trace has ops on each of them.
 every_rank() {
@@ -70,6 +66,4 @@ for strategy in ddp zero pipeline; do
 done
 
 echo
-[ "$failures" -eq 0 ] && { echo "all launches agree"; exit 0; }
-echo "$failures check(s) failed"
-exit 1
+finish

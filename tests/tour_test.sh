@@ -4,14 +4,7 @@
 #   bash tour_test.sh <path to scalelab>
 set -u
 SCALELAB=${1:?usage: tour_test.sh <scalelab binary>}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/scalelab-tour-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-pass() { echo "PASS: $1"; }
-fail() {
-  echo "FAIL: $1"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/support/checks.sh" tour-test
 
 common=(tour --hw a100-nvlink-8 --devices 2 --dataset synthetic --model mlp:784-64-32-10 --batch 64 --steps 6)
 out=$("$SCALELAB" "${common[@]}" --out "$WORK/ok" 2>&1)
@@ -43,5 +36,4 @@ else
   fail "a tour with a failing strategy exited $rc: $(printf '%s' "$out" | tail -n 4)"
 fi
 
-echo "tour_test: $failures failure(s)"
-[ "$failures" -eq 0 ]
+finish
