@@ -11,6 +11,16 @@ namespace scalelab {
 namespace {
 using O = StrategyOption;
 const std::vector<Launch> kRankLaunches = {Launch::threads, Launch::procs, Launch::mpi};
+
+StrategyInfo entry(std::string name, std::string summary, std::function<std::unique_ptr<Strategy>(StrategyContext&)> make,
+                   int devices_per_rank = 0) {
+  StrategyInfo s;
+  s.name = std::move(name);
+  s.summary = std::move(summary);
+  s.make = std::move(make);
+  s.devices_per_rank = devices_per_rank;
+  return s;
+}
 }  // namespace
 
 // In the order the tour shows them: the reference, the single-controller strategies, the ranks,
@@ -18,40 +28,40 @@ const std::vector<Launch> kRankLaunches = {Launch::threads, Launch::procs, Launc
 const std::vector<StrategyInfo>& strategy_registry() {
   static const std::vector<StrategyInfo> registry = [] {
     std::vector<StrategyInfo> r;
-    StrategyInfo single{"single", "the whole model on one device: the reference every strategy is checked against",
-                        make_single};
+    StrategyInfo single = entry("single", "the whole model on one device: the reference every strategy is checked against",
+                        make_single);
     single.options = {O::no_sync, O::amp};
     single.device_count = {1, 1, 1};
     r.push_back(single);
 
-    StrategyInfo dp{"data-parallel",
+    StrategyInfo dp = entry("data-parallel",
                     "DataParallel: one controller scatters the batch, replicates the model, gathers outputs and sums "
                     "gradients on device 0",
-                    make_data_parallel};
+                    make_data_parallel);
     dp.options = {O::amp};
     r.push_back(dp);
 
-    StrategyInfo mp{"model-parallel",
+    StrategyInfo mp = entry("model-parallel",
                     "layers split over devices, activations copied between them; the waiting devices stand idle",
-                    make_model_parallel};
+                    make_model_parallel);
     mp.options = {O::amp};
     r.push_back(mp);
 
-    StrategyInfo ddp{"ddp", "DistributedDataParallel: a replica per rank, bucketed gradient all-reduce overlapping backward",
-                     make_ddp, 1};
+    StrategyInfo ddp = entry("ddp", "DistributedDataParallel: a replica per rank, bucketed gradient all-reduce overlapping backward",
+                     make_ddp, 1);
     ddp.options = {O::no_sync, O::buckets, O::amp, O::comm};
     ddp.launches = kRankLaunches;
     r.push_back(ddp);
 
-    StrategyInfo ddp_mp{"ddp-mp", "DDP whose replicas each span two devices (model parallel inside, DDP across)",
-                        make_ddp_mp, 2};
+    StrategyInfo ddp_mp = entry("ddp-mp", "DDP whose replicas each span two devices (model parallel inside, DDP across)",
+                        make_ddp_mp, 2);
     ddp_mp.options = {O::no_sync, O::buckets, O::amp, O::comm};
     ddp_mp.launches = kRankLaunches;
     ddp_mp.device_count = {2, 0, 2};
     r.push_back(ddp_mp);
 
-    StrategyInfo pipeline{"pipeline", "stages on ranks, micro-batches flowing through them; GPipe or 1F1B schedule",
-                          make_pipeline, 1};
+    StrategyInfo pipeline = entry("pipeline", "stages on ranks, micro-batches flowing through them; GPipe or 1F1B schedule",
+                          make_pipeline, 1);
     pipeline.options = {O::micro_batches, O::schedule, O::amp, O::comm};
     pipeline.launches = kRankLaunches;
     pipeline.showcase = [](TrainConfig& c) {
@@ -60,18 +70,18 @@ const std::vector<StrategyInfo>& strategy_registry() {
     };
     r.push_back(pipeline);
 
-    StrategyInfo zero{"zero",
+    StrategyInfo zero = entry("zero",
                       "ZeroRedundancyOptimizer: data parallel with the optimizer state (stage 2: gradients too) sharded "
                       "over ranks",
-                      make_zero, 1};
+                      make_zero, 1);
     zero.options = {O::zero_stage, O::amp, O::comm};
     zero.launches = kRankLaunches;
     zero.showcase = [](TrainConfig& c) { c.zero_stage = 1; };
     r.push_back(zero);
 
-    StrategyInfo hogwild{"multiprocessing",
+    StrategyInfo hogwild = entry("multiprocessing",
                          "Hogwild: N processes, the parameters in shared memory, lock-free asynchronous updates",
-                         make_multiprocessing};
+                         make_multiprocessing);
     hogwild.synchronous = false;
     // Forked workers share host memory, and CUDA does not survive a fork: cpu, or sim to model GPUs.
     hogwild.device_kinds = {DeviceKind::cpu, DeviceKind::sim};

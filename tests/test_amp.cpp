@@ -669,7 +669,7 @@ TEST(AmpSim, HalfGemmUsesTheF16Peak) {
       if (e.step == 0 && e.kind == "gemm" && e.name == "fc2.fwd") gemm = &e;
     ASSERT_NE(gemm, nullptr) << amp;
     // fc2.fwd: [B × H] · [H × H]ᵀ → [B × H]: 2·B·H·H flop; A, B and C read or written once.
-    const DType d = TrainConfig{.amp = parse_amp(amp)}.amp_dtype();
+    const DType d = c.amp_dtype();
     const double peak = d == DType::f16 ? p.peak_flops_f16 : d == DType::bf16 ? p.peak_flops_bf16 : p.peak_flops_f32;
     const double flops = 2.0 * B * H * H;
     const double bytes = static_cast<double>(dtype_size(d)) * (B * H + H * H + B * H);

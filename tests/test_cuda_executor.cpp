@@ -38,11 +38,6 @@ uint32_t bits_of(float f) {
   return u;
 }
 
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 DeviceOptions options(DeviceKind kind, int count = 1) {
   DeviceOptions o;

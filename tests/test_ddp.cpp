@@ -168,7 +168,9 @@ TEST(DistributedSampler, ShardsPartitionTheGlobalBatchAndReshuffleEachEpoch) {
             mine.insert(index);
           }
           if (step == 1 && epoch == 0) first_epoch[r] = mine;
-          if (step == 1 && epoch == 1 && world < 8) EXPECT_NE(first_epoch[r], mine) << "rank " << r << " of " << world;
+          if (step == 1 && epoch == 1 && world < 8) {
+            EXPECT_NE(first_epoch[r], mine) << "rank " << r << " of " << world;
+          }
         }
         // Disjoint shards whose union is exactly the global batch.
         std::multiset<int64_t> expected(loader.order().begin() + step * B, loader.order().begin() + (step + 1) * B);

@@ -59,8 +59,8 @@ int bench_compute(const BenchComputeOptions& o) {
   DeviceOptions dopt;
   dopt.bus = &bus;
   auto devices = make_devices(dopt);
-  StrategyContext ctx{config, {devices[0].get()}, bus, init_weights(spec, 1)};
-  auto strategy = find_strategy("single").make(ctx);
+  StrategyContext ctx{config, {devices[0].get()}, bus, init_weights(spec, 1), nullptr, dopt};
+  auto strategy = find_strategy(kReferenceStrategy).make(ctx);
   DataSplit data = make_synthetic(o.batch * 4, 16, spec.inputs(), static_cast<int>(spec.outputs()), 1);
   Loader loader(data.train, o.batch, 1);
   loader.set_epoch(0);

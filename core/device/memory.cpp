@@ -24,7 +24,8 @@ std::string MemoryLedger::breakdown_locked() const {
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     if (!s.empty()) s += ", ";
     s += memory_category_name(static_cast<MemoryCategory>(c));
-    s += " " + format_bytes(live_[c]);
+    s += ' ';
+    s += format_bytes(live_[c]);
   }
   return s;
 }
