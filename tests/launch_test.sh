@@ -5,10 +5,12 @@
 # every rank: the summary lists all 4 devices and the trace holds the ops of all 4. (Bit-identical weights are
 # not promised: each backend adds the ranks' gradients in its own order, and mpirun pins a rank to
 # one core, which changes OpenBLAS's blocking.)
-#   bash launch_test.sh <scalelab> <mpirun>
+# With the dashboard built, its replay of a procs and an mpirun trace shows every device too.
+#   bash launch_test.sh <scalelab> <mpirun> [<scalelab-dash>]
 set -u
 SCALELAB=${1:?usage: launch_test.sh <scalelab> <mpirun>}
 MPIRUN=${2:?usage: launch_test.sh <scalelab> <mpirun>}
+DASH=${3:-}
 . "$(dirname "$0")/support/checks.sh" launch-test
 
 # every_rank SUMMARY TRACE: the summary lists devices 0-3 and the trace has ops on each of them.
@@ -66,4 +68,16 @@ for strategy in ddp zero pipeline; do
 done
 
 echo
+# The dashboard replays a procs or mpirun pipeline whole: 4 devices, 4 stages (no window needed).
+if [ -n "$DASH" ]; then
+  for launch in procs mpi; do
+    d=$("$DASH" --replay "$WORK/pipeline.$launch.trace.json" --describe 2>&1)
+    if printf '%s\n' "$d" | grep -qx "devices: 4" && printf '%s\n' "$d" | grep -qx "pipeline_stages: 4"; then
+      pass "the dashboard replays the --launch $launch pipeline with every device and stage"
+    else
+      fail "the dashboard's replay of the --launch $launch pipeline: $(printf '%s' "$d" | grep -E 'devices|stages|dash' | tr '\n' ' ')"
+    fi
+  done
+fi
+
 finish
