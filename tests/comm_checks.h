@@ -4,6 +4,7 @@
 // result is known exactly — the sum over n ranks is n(n+1)/2 + n·(i mod 7), the max n + (i mod 7).
 // Each rank calls check_all_collectives with its own group and device; it returns what went
 // wrong on that rank (empty when all is well).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,13 @@ inline Tensor make_tensor(Device& dev, const std::vector<float>& values, DType d
   kernels::cast(values.data(), 0, raw.data(), dtype_code(dtype), static_cast<int64_t>(values.size()));
   dev.upload({"test"}, t, raw.data());
   return t;
+}
+
+// One cpu device that records its events on `bus`.
+inline std::unique_ptr<Device> traced_cpu_device(EventBus& bus) {
+  DeviceOptions o;
+  o.bus = &bus;
+  return std::move(make_devices(o).front());
 }
 
 inline std::vector<float> read_tensor(Device& dev, const Tensor& t) {

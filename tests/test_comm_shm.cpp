@@ -234,11 +234,9 @@ TEST(Shm, LargeAllReduceIsExactAndItsBandwidthIsPrinted) {
 TEST(Shm, StepsAreEventsWithTheirBytes) {
   EXPECT_NO_THROW(launch_procs(2, ShmSharing::fd_passing, {}, [](ProcessGroup& pg) {
     EventBus bus;
-    DeviceOptions o;
-    o.bus = &bus;
-    auto devices = make_devices(o);
+    auto device = comm_test::traced_cpu_device(bus);
     const int64_t m = 1 << 20;  // 4 MiB: several pieces
-    Tensor t = devices[0]->zeros({m}, DType::f32, MemoryCategory::grads, "g");
+    Tensor t = device->zeros({m}, DType::f32, MemoryCategory::grads, "g");
     pg.all_reduce(t, ReduceOp::sum, {.name = "bucket 0", .bucket = 0});
     int64_t steps = 0, bytes = 0;
     for (const Event& e : bus.events()) {
@@ -259,10 +257,8 @@ TEST(Shm, StepsAreEventsWithTheirBytes) {
 TEST(Shm, ASendAndItsRecvShareAFlowIdAcrossProcesses) {
   EXPECT_NO_THROW(launch_procs(3, ShmSharing::fd_passing, {}, [](ProcessGroup& pg) {
     EventBus bus;
-    DeviceOptions o;
-    o.bus = &bus;
-    auto devices = make_devices(o);
-    const std::vector<std::string> failures = comm_test::check_flow_ids(pg, *devices[0], bus);
+    auto device = comm_test::traced_cpu_device(bus);
+    const std::vector<std::string> failures = comm_test::check_flow_ids(pg, *device, bus);
     if (!failures.empty()) throw std::runtime_error(failures.front());
   }));
 }

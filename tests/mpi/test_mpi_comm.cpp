@@ -159,10 +159,8 @@ int main() {
     // A send and its recv carry the same flow id, though the ranks are processes that never
     // tell each other: a device that records its events checks it.
     EventBus bus;
-    DeviceOptions traced;
-    traced.bus = &bus;
-    auto traced_devices = make_devices(traced);
-    f = comm_test::check_flow_ids(*pg, *traced_devices[0], bus);
+    auto traced = comm_test::traced_cpu_device(bus);
+    f = comm_test::check_flow_ids(*pg, *traced, bus);
     failures.insert(failures.end(), f.begin(), f.end());
 
     f = skipped_rank(dev);
