@@ -9,7 +9,7 @@
 namespace scalelab {
 namespace {
 
-constexpr uint64_t kMagic = 0x3145524957534c53ULL;  // "SLSWIRE1"
+constexpr uint64_t kMagic = 0x3245524957534c53ULL;  // "SLSWIRE2": events carry their role
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian, as is every host we run on");
 
