@@ -26,6 +26,7 @@
 #include "core/rng.h"
 #include "core/run/checkpoint.h"
 #include "run/train.h"
+#include "support/errors.h"
 #include "support/small_config.h"
 
 using namespace scalelab;
@@ -711,14 +712,9 @@ TEST(AmpReport, JsonCarriesDtypeScaleAndSkippedSteps) {
 }
 
 TEST(AmpReport, BadOptionsAreUsageErrors) {
-  auto usage = [](TrainConfig c) -> std::string {
+  auto usage = [](TrainConfig c) {
     EventBus bus;
-    try {
-      train(c, bus);
-    } catch (const UsageError& e) {
-      return e.what();
-    }
-    return "no error";
+    return test::message_of([&] { train(c, bus); });
   };
   TrainConfig c = small_config("single", 1, DeviceKind::cpu);
   EXPECT_THROW(parse_amp("fp8"), UsageError);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "run/train.h"
 #include "support/small_config.h"
+#include "support/errors.h"
 #include "strategies/ddp_buckets.h"
 #include "strategies/ddp_common.h"
 #include "strategies/distributed_sampler.h"
@@ -432,14 +433,7 @@ TEST(DdpSim, NoSyncStepsDoNotCommunicateGradients) {
 namespace {
 
 std::string usage_error_of(const TrainConfig& c) {
-  try {
-    run(c);
-  } catch (const UsageError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a UsageError: ") + e.what();
-  }
-  return "no error";
+  return test::message_of([&] { run(c); });
 }
 
 }  // namespace

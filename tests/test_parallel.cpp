@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "run/train.h"
+#include "support/errors.h"
 #include "support/small_config.h"
 #include "core/trace/metrics.h"
 
@@ -290,14 +291,7 @@ namespace {
 std::string usage_error(TrainConfig c) {
   EventBus bus;
   c.check_equivalence = false;
-  try {
-    train(c, bus);
-  } catch (const UsageError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a UsageError: ") + e.what();
-  }
-  return "no error";
+  return test::message_of([&] { train(c, bus); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
+#include "support/errors.h"
 #include "support/small_config.h"
 
 using namespace scalelab;
@@ -15,12 +16,7 @@ using namespace scalelab;
 namespace {
 
 std::string usage_error(const TrainConfig& c) {
-  try {
-    check_config(c);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::message_of([&] { check_config(c); });
 }
 
 TEST(Registry, NamesAreUniqueAndTheReferenceIsRegistered) {

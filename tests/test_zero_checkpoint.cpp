@@ -31,6 +31,7 @@
 #include "core/run/training_state.h"
 #include "run/train.h"
 #include "support/small_config.h"
+#include "support/errors.h"
 #include "strategies/registry.h"
 
 using namespace scalelab;
@@ -96,15 +97,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 // The message of what `f` throws as E ("" if it throws nothing).
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Interrupted {};
 
@@ -229,7 +221,7 @@ TEST(Zero, WithoutAStageIsStageOne) {
 TEST(Zero, ABatchTheRanksCannotShareIsAUsageError) {
   TrainConfig c = small_config("zero", 4);
   c.batch = 30;
-  const std::string m = message_of<UsageError>([&] { run(c); });
+  const std::string m = test::message_of<UsageError>([&] { run(c); });
   EXPECT_NE(m.find("multiple of the number of ranks"), std::string::npos) << m;
 }
 
@@ -237,7 +229,7 @@ TEST(Zero, ZeroStageWithAnotherStrategyIsAUsageError) {
   for (const char* strategy : {"ddp", "single"}) {
     TrainConfig c = small_config(strategy, 1);
     c.zero_stage = 1;
-    const std::string m = message_of<UsageError>([&] { check_config(c); });
+    const std::string m = test::message_of<UsageError>([&] { check_config(c); });
     EXPECT_NE(m.find("[zero] --zero-stage 1 does not apply to --strategy " + std::string(strategy)), std::string::npos) << m;
     EXPECT_NE(m.find("--strategy zero"), std::string::npos) << m;
   }
@@ -443,19 +435,19 @@ TEST(Checkpoint, ATruncatedFileSaysItIsIncomplete) {
   const std::string cut = dir.file("cut.ckpt");
   for (size_t keep : {bytes.size() - 1, bytes.size() / 2, size_t{100}}) {
     write_bytes(cut, bytes.substr(0, keep));
-    const std::string m = message_of<Error>([&] { load_checkpoint(cut); });
+    const std::string m = test::message_of<Error>([&] { load_checkpoint(cut); });
     EXPECT_NE(m.find("[checkpoint] " + cut + ": truncated (" + std::to_string(keep) + " of " +
                      std::to_string(bytes.size()) + " bytes) — the file is incomplete; use an earlier checkpoint"),
               std::string::npos)
         << m;
   }
   write_bytes(cut, bytes.substr(0, 10));
-  EXPECT_NE(message_of<Error>([&] { load_checkpoint(cut); }).find("truncated (10 bytes"), std::string::npos);
+  EXPECT_NE(test::message_of<Error>([&] { load_checkpoint(cut); }).find("truncated (10 bytes"), std::string::npos);
   // Through the trainer: --resume of it fails the run (exit 1), with the same words.
   TrainConfig c = small_config("single", 1, "adam");
   c.resume_path = cut;
   write_bytes(cut, bytes.substr(0, bytes.size() / 2));
-  EXPECT_NE(message_of<Error>([&] { run(c); }).find("truncated"), std::string::npos);
+  EXPECT_NE(test::message_of<Error>([&] { run(c); }).find("truncated"), std::string::npos);
 }
 
 TEST(Checkpoint, OneFlippedByteAnywhereIsACorruptFile) {
@@ -468,7 +460,7 @@ TEST(Checkpoint, OneFlippedByteAnywhereIsACorruptFile) {
     std::string flipped = bytes;
     flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
     write_bytes(bad, flipped);
-    const std::string m = message_of<Error>([&] { load_checkpoint(bad); });
+    const std::string m = test::message_of<Error>([&] { load_checkpoint(bad); });
     EXPECT_NE(m.find("[checkpoint] " + bad + ": checksum mismatch — the file is corrupt; use an earlier checkpoint"),
               std::string::npos)
         << "byte " << at << ": " << m;
@@ -478,9 +470,9 @@ TEST(Checkpoint, OneFlippedByteAnywhereIsACorruptFile) {
 TEST(Checkpoint, AFileThatIsNoCheckpointSaysSo) {
   TempDir dir;
   write_bytes(dir.file("x.json"), "{\"strategy\": \"single\", \"steps\": 10, \"padding\": \"..........\"}");
-  const std::string m = message_of<Error>([&] { load_checkpoint(dir.file("x.json")); });
+  const std::string m = test::message_of<Error>([&] { load_checkpoint(dir.file("x.json")); });
   EXPECT_NE(m.find("not a scalelab checkpoint"), std::string::npos) << m;
-  const std::string missing = message_of<Error>([&] { load_checkpoint(dir.file("nope.ckpt")); });
+  const std::string missing = test::message_of<Error>([&] { load_checkpoint(dir.file("nope.ckpt")); });
   EXPECT_NE(missing.find("cannot open"), std::string::npos) << missing;
   EXPECT_NE(missing.find("--resume"), std::string::npos) << missing;
 }
@@ -496,16 +488,16 @@ TEST(Checkpoint, AStateThatDoesNotFitTheModelIsRefusedOnceWithTheFix) {
     s.optimizer.push_back({std::vector<float>(s.weights.bias[layer].size())});
   }
   EXPECT_NO_THROW(validate_resume(s, model, momentum, "a.ckpt"));
-  std::string m = message_of<UsageError>([&] { validate_resume(s, ModelSpec::parse("mlp:16-12-4"), momentum, "a.ckpt"); });
+  std::string m = test::message_of<UsageError>([&] { validate_resume(s, ModelSpec::parse("mlp:16-12-4"), momentum, "a.ckpt"); });
   EXPECT_NE(m.find("[checkpoint] a.ckpt: the weights are for mlp:16-13-4, this run trains mlp:16-12-4 — resume with the same --model"),
             std::string::npos) << m;
   OptimizerConfig adam;
   adam.kind = "adam";
-  m = message_of<UsageError>([&] { validate_resume(s, model, adam, "a.ckpt"); });
+  m = test::message_of<UsageError>([&] { validate_resume(s, model, adam, "a.ckpt"); });
   EXPECT_NE(m.find("fc1.weight has 1 optimizer state tensors, adam keeps 2 — resume with the same --optimizer"),
             std::string::npos) << m;
   s.optimizer[3][0].pop_back();
-  m = message_of<UsageError>([&] { validate_resume(s, model, momentum, "a.ckpt"); });
+  m = test::message_of<UsageError>([&] { validate_resume(s, model, momentum, "a.ckpt"); });
   EXPECT_NE(m.find("the optimizer state of fc2.bias has 3 values, expected 4"), std::string::npos) << m;
 }
 
@@ -516,7 +508,7 @@ TEST(Checkpoint, ResumingWithOtherOptionsNamesTheOptionAndTheFix) {
     TrainConfig c = small_config("single", 1, "adam");
     c.resume_path = good;
     change(c);
-    return message_of<UsageError>([&] { run(c); });
+    return test::message_of<UsageError>([&] { run(c); });
   };
   std::string m = resume_with([](TrainConfig& c) { c.model = "mlp:16-12-4"; });
   EXPECT_NE(m.find("[checkpoint] " + good + ": was written for --model mlp:16-13-4, this run has mlp:16-12-4"),
@@ -542,21 +534,21 @@ TEST(Checkpoint, OptionsThatCannotContinueExactlyAreUsageErrors) {
   c.hw = "a100-nvlink-8";
   c.dry_run = true;
   c.checkpoint_path = dir.file("dry.ckpt");
-  EXPECT_NE(message_of<UsageError>([&] { run(c); }).find("--dry-run computes no weights"), std::string::npos);
+  EXPECT_NE(test::message_of<UsageError>([&] { run(c); }).find("--dry-run computes no weights"), std::string::npos);
   // --no-sync K: the gradients accumulated inside a window are not in a checkpoint.
   c = small_config("single", 1);
   c.no_sync = 2;
   c.steps = 6;
   c.checkpoint_path = dir.file("nosync.ckpt");
   c.checkpoint_every = 3;
-  EXPECT_NE(message_of<UsageError>([&] { run(c); }).find("multiples of 2"), std::string::npos);
+  EXPECT_NE(test::message_of<UsageError>([&] { run(c); }).find("multiples of 2"), std::string::npos);
   c.checkpoint_every = 2;
   EXPECT_NO_THROW(run(c));
   // zero steps every batch: --no-sync is not for it.
   c = small_config("zero", 2);
   c.no_sync = 2;
   c.steps = 4;
-  EXPECT_NE(message_of<UsageError>([&] { run(c); }).find("[ddp] --no-sync 2 does not apply to --strategy zero (it would be ignored) — use --strategy single | ddp | ddp-mp"), std::string::npos);
+  EXPECT_NE(test::message_of<UsageError>([&] { run(c); }).find("[ddp] --no-sync 2 does not apply to --strategy zero (it would be ignored) — use --strategy single | ddp | ddp-mp"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,6 +610,6 @@ TEST(Checkpoint, AProcessKilledWhileSavingLeavesThePreviousCheckpointWhole) {
   // 3. What the killed process left is only its temporary file, which nothing reads unless asked
   //    to — and which, asked, says it is incomplete rather than passing for a checkpoint.
   ASSERT_TRUE(fs::exists(temp));
-  const std::string m = message_of<Error>([&] { load_checkpoint(temp); });
+  const std::string m = test::message_of<Error>([&] { load_checkpoint(temp); });
   EXPECT_NE(m.find("truncated"), std::string::npos) << m;
 }
