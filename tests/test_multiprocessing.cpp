@@ -2,7 +2,8 @@
 // on Fashion-MNIST, 4 worker processes reach single's test accuracy (− 0.02) after one epoch, by
 // either sharing strategy. The workers really map the segment by the chosen strategy; a worker
 // that is killed or hangs is named, never hangs the parent, and leaves no process and nothing in
-// /dev/shm behind; bad configurations are UsageErrors; the state round-trips.
+// /dev/shm behind; bad configurations are UsageErrors; the state round-trips; and core/proc's
+// layout and boxes do what the strategy relies on.
 //
 // GoogleTest and fork: the strategy forks its workers from this (single-threaded) process, and a
 // worker never returns into GoogleTest — it _exits.
@@ -25,8 +26,11 @@
 #include "core/data/dataset.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/proc/box.h"
+#include "core/proc/layout.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
+#include "support/small_config.h"
 
 using namespace scalelab;
 
@@ -89,16 +93,13 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-TrainConfig small_config(const std::string& sharing, int workers = 4) {
-  TrainConfig c;
-  c.strategy = "multiprocessing";
-  c.device = DeviceKind::cpu;
-  c.devices = workers;
+// The shared small run, on a model of 2 layers (the trace test counts its ops) and 512 samples.
+TrainConfig hogwild_config(const std::string& sharing, int workers = 4, DeviceKind kind = DeviceKind::cpu,
+                           const std::string& optimizer = "sgd") {
+  TrainConfig c = test::small_config("multiprocessing", workers, kind, optimizer);
   c.model = "mlp:16-12-4";
-  c.dataset = "synthetic";
   c.synthetic_train = 512;
   c.synthetic_test = 256;
-  c.batch = 32;
   c.steps = 20;
   c.shm_sharing = sharing;
   return c;
@@ -155,7 +156,7 @@ TEST(Multiprocessing, BadConfigurationsAreUsageErrors) {
     }
     EXPECT_TRUE(children().empty()) << "a refused configuration must fork nothing";
   };
-  const TrainConfig c = small_config("fd_passing");
+  const TrainConfig c = hogwild_config("fd_passing");
   TrainConfig bad = c;
   bad.check_equivalence = true;  // asynchronous: held to accuracy instead
   expect_usage(bad, "accuracy");
@@ -224,7 +225,7 @@ TEST_P(MultiprocessingSharing, FourWorkersReachSinglesAccuracyOnFashionMnist) {
 TEST_P(MultiprocessingSharing, WorkersMapTheSegmentByTheChosenStrategy) {
   const std::string sharing = GetParam();
   {
-    Made m(small_config(sharing, 3));
+    Made m(hogwild_config(sharing, 3));
     const std::vector<Child> kids = children();
     ASSERT_EQ(kids.size(), 3u);
     for (const Child& k : kids) {
@@ -280,12 +281,9 @@ INSTANTIATE_TEST_SUITE_P(BothSharingStrategies, MultiprocessingSharing,
 TEST(Multiprocessing, OneWorkerEqualsSingleBitForBit) {
   for (const char* optimizer : {"sgd", "adam"})
     for (DeviceKind device : {DeviceKind::cpu, DeviceKind::sim}) {
-      TrainConfig c = small_config("fd_passing", 1);
+      TrainConfig c = hogwild_config("fd_passing", 1, device, optimizer);
       c.model = "mlp:16-24-12-4";
       c.steps = 30;
-      c.device = device;
-      if (device == DeviceKind::sim) c.hw = "a100-nvlink-8";
-      c.optimizer.kind = optimizer;
       c.optimizer.momentum = 0.9f;
       c.optimizer.weight_decay = 1e-4f;
       TrainConfig s = c;
@@ -310,7 +308,7 @@ TEST(Multiprocessing, OneWorkerEqualsSingleBitForBit) {
 TEST(Multiprocessing, AKilledWorkerIsNamedAndEverythingIsCleanedUp) {
   const auto t0 = std::chrono::steady_clock::now();
   {
-    Made m(small_config("named_file"));
+    Made m(hogwild_config("named_file"));
     m.step(0);
     m.step(1);
     const pid_t victim = worker_pid(2);
@@ -339,7 +337,7 @@ TEST(Multiprocessing, AKilledWorkerIsNamedAndEverythingIsCleanedUp) {
 }
 
 TEST(Multiprocessing, AHungWorkerTimesOutNamedAndIsKilled) {
-  TrainConfig c = small_config("fd_passing");
+  TrainConfig c = hogwild_config("fd_passing");
   c.comm_timeout_ms = 300;
   const auto t0 = std::chrono::steady_clock::now();
   {
@@ -368,7 +366,7 @@ TEST(Multiprocessing, AHungWorkerTimesOutNamedAndIsKilled) {
 // state(): the shared weights, and the mean of the workers' momentum buffers; load_state() hands
 // it to every worker of a fresh run, which then saves the very same state.
 TEST(Multiprocessing, StateRoundTripsThroughAFreshRun) {
-  TrainConfig c = small_config("fd_passing", 3);
+  TrainConfig c = hogwild_config("fd_passing", 3);
   c.optimizer.momentum = 0.9f;
   TrainingState saved;
   {
@@ -409,9 +407,7 @@ TEST(Multiprocessing, StateRoundTripsThroughAFreshRun) {
 // On sim, the time is modelled: each worker's device runs its ops from the end of the parent's
 // dispatch, and the summary shows every device busy.
 TEST(Multiprocessing, SimulatedRunHasEveryDeviceBusy) {
-  TrainConfig c = small_config("named_file");
-  c.device = DeviceKind::sim;
-  c.hw = "a100-nvlink-8";
+  const TrainConfig c = hogwild_config("named_file", 4, DeviceKind::sim);
   EventBus bus;
   const TrainResult r = train(c, bus);
   EXPECT_TRUE(r.simulated);
@@ -424,4 +420,35 @@ TEST(Multiprocessing, SimulatedRunHasEveryDeviceBusy) {
   EXPECT_GT(r.test_accuracy, 0.5);
   EXPECT_TRUE(children().empty());
   EXPECT_TRUE(leftovers().empty()) << join(leftovers());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// core/proc's pieces the strategy is built on: the layout aligns what it places; buffers go
+// through a box and back unchanged; a message too big for its box is an error naming the box; the
+// mean of the workers' buffers is element-wise, and refuses buffers of different shapes.
+TEST(ProcPlumbing, LayoutAlignsAndBuffersGoThroughABox) {
+  SegmentLayout layout(100);
+  EXPECT_EQ(layout.place(10), 128);
+  const Areas each = layout.place_each(3, 5000);
+  EXPECT_EQ(each.offset, 4096);
+  EXPECT_EQ(each.stride, 8192);
+  EXPECT_EQ(layout.bytes(), 4096 + 3 * 8192);
+
+  const FloatBuffers one = {{{1, 2, 3}, {4, 5, 6}}, {{7}, {8}}}, two = {{{3, 2, 1}, {0, 1, 2}}, {{1}, {0}}};
+  const int64_t bytes = buffers_bytes({3, 1}, 2);
+  std::vector<char> area(static_cast<size_t>(ByteBox::bytes_for(bytes)));
+  const ByteBox box(area.data(), ByteBox::bytes_for(bytes), "the test's box");
+  send_buffers(box, one);
+  EXPECT_EQ(box.size(), static_cast<size_t>(bytes));
+  EXPECT_EQ(receive_buffers(box), one);
+  try {
+    send_buffers(ByteBox(area.data(), ByteBox::bytes_for(bytes - 1), "the small box"), one);
+    ADD_FAILURE() << "a message larger than its box was put in it";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the small box holds " + std::to_string(bytes - 1)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(mean_buffers({one, two}), (FloatBuffers{{{2, 2, 2}, {2, 3, 4}}, {{4}, {4}}}));
+  EXPECT_THROW(mean_buffers({one, {{{1}}}}), Error);
 }

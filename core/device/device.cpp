@@ -29,13 +29,14 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
     : index_(index),
       kind_(kind),
       name_(std::move(name)),
+      description_{name_, std::string(device_kind_name(kind_)) + ":" + std::to_string(index_),
+                   profile ? profile_to_json(*profile) : ""},
       executor_(std::move(executor)),
       clock_(std::move(clock)),
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
       bus_(bus) {
   if (bus_) {
-    bus_->describe_device(index_, {name_, std::string(device_kind_name(kind_)) + ":" + std::to_string(index_),
-                                   profile ? profile_to_json(*profile) : ""});
+    bus_->describe_device(index_, description_);
     ledger_->set_listener([this](MemoryCategory category, int64_t live) {
       bus_->emit(MemorySample{index_, clock_->now_ns(), category, live});
     });
@@ -312,6 +313,14 @@ void Device::record(Event e) {
   e.device = index_;
   if (e.step < 0) e.step = step_;
   if (bus_) bus_->emit(std::move(e));
+}
+
+DeviceRecord device_record(const Device& device) {
+  const MemoryLedger& m = device.memory();
+  DeviceRecord r{.index = device.index(), .description = device.description(), .capacity = m.capacity(),
+                 .peak = {}, .peak_total = m.peak_total()};
+  for (int c = 0; c < kMemoryCategoryCount; ++c) r.peak[c] = m.peak(static_cast<MemoryCategory>(c));
+  return r;
 }
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {

@@ -14,6 +14,7 @@
 #include "core/device/sim/profile.h"
 #include "core/tensor.h"
 #include "core/trace/events.h"
+#include "core/trace/wire.h"
 
 namespace scalelab {
 
@@ -48,6 +49,9 @@ class Device {
   Executor& executor() { return *executor_; }
   Clock& clock() { return *clock_; }
   MemoryLedger& memory() { return *ledger_; }
+  const MemoryLedger& memory() const { return *ledger_; }
+  // Who it is, as it described itself on its bus: name, "<kind>:<index>", its profile if sim.
+  const DeviceDescription& description() const { return description_; }
   EventBus* bus() const { return bus_; }
   bool computes() const { return executor_->computes(); }
   // Stamped on every event this device emits from now on.
@@ -103,6 +107,7 @@ class Device {
   int index_;
   DeviceKind kind_;
   std::string name_;
+  DeviceDescription description_;
   std::shared_ptr<Executor> executor_;  // shared with the storages it allocated: they may outlive the device
   std::unique_ptr<Clock> clock_;
   std::shared_ptr<MemoryLedger> ledger_;
@@ -130,6 +135,10 @@ struct DeviceOptions {
 };
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& options);
+
+// The device's ledger as the wire codec ships it (core/trace/wire.h): index, description,
+// capacity and peaks — what the summary's memory columns show for it.
+DeviceRecord device_record(const Device& device);
 
 // Provided by core/device/cuda (or its stub when CUDA is absent).
 bool cuda_available();

@@ -46,6 +46,7 @@ class Commander {
   // After a failure the workers are not to be used again: throws naming the first failure.
   void check_usable(const std::string& what) const;
   bool broken() const { return !broken_.empty(); }
+  int workers() const { return n_; }
   // Issues `stop` to every worker unless one failed, then reaps them all (killing any that do not
   // end within the timeout, 2 s at most). Never throws.
   void stop_all(int32_t stop) noexcept;
