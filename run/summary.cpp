@@ -53,17 +53,7 @@ Records own_records(const RunSetup& run) {
   mine.events = run.bus.events();
   mine.memory = run.bus.memory();
   mine.metrics = run.bus.metrics();
-  const std::vector<DeviceDescription> described = run.bus.devices();
-  for (const auto& d : run.devices) {
-    DeviceRecord rec;
-    rec.index = d->index();
-    rec.description = static_cast<size_t>(d->index()) < described.size() ? described[static_cast<size_t>(d->index())]
-                                                                         : DeviceDescription{d->name(), d->name(), ""};
-    rec.capacity = d->memory().capacity();
-    for (int k = 0; k < kMemoryCategoryCount; ++k) rec.peak[k] = d->memory().peak(static_cast<MemoryCategory>(k));
-    rec.peak_total = d->memory().peak_total();
-    mine.devices.push_back(std::move(rec));
-  }
+  for (const auto& d : run.devices) mine.devices.push_back(device_record(*d));
   return mine;
 }
 

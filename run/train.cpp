@@ -187,7 +187,7 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
     // Each rank is a forked process; rank 0 gathers everyone's records and reports to this one.
     ProcsReport report;
     const WallClock::time_point epoch = std::chrono::steady_clock::now();  // one time axis for every rank's clock
-    launch_procs(ranks, parse_shm_sharing(config.shm_sharing), comm_options(config), [&](ProcessGroup& group) {
+    launch_procs(ranks, config.shm_sharing, comm_options(config), [&](ProcessGroup& group) {
       EventBus rank_bus;
       Records records;
       TrainResult r = train_ranks(config, rank_bus, group.rank() == 0 ? progress : ProgressFn{}, &group, nullptr,

@@ -181,7 +181,7 @@ class Hogwild : public Strategy {
   explicit Hogwild(StrategyContext& ctx)
       : n_(static_cast<int>(ctx.devices.size())),
         p_(ctx),
-        mem_(p_.layout.bytes(), parse_shm_sharing(ctx.config.shm_sharing), "scalelab-hogwild"),
+        mem_(p_.layout.bytes(), ctx.config.shm_sharing, "scalelab-hogwild"),
         seg_{mem_.data(), &p_},
         commands_(mem_.data(), n_, workers_, {"multiprocessing", std::chrono::milliseconds(ctx.config.comm_timeout_ms)}) {
     // 1. The parameters go into shared memory (torch: model.share_memory()).

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--comm-timeout", c.comm_timeout_ms, "ms a rank waits for the others before failing")
       ->capture_default_str();
   train_cmd->add_option("--comm-algo", c.comm_algo, "ring | direct: how the host backends all-reduce")->capture_default_str();
-  train_cmd->add_option("--shm-sharing", c.shm_sharing, "fd_passing | named_file: how processes share memory (--launch procs, --strategy multiprocessing)")->capture_default_str();
+  train_cmd->add_option("--shm-sharing", choice.shm_sharing, "fd_passing | named_file: how processes share memory (--launch procs, --strategy multiprocessing)")->capture_default_str();
   train_cmd->add_option("--bucket-mb", c.bucket_mb, "ddp: gradient bucket cap in MB")->capture_default_str();
   train_cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "ddp: cap of the first bucket in MB")->capture_default_str();
   train_cmd->add_option("--no-sync", c.no_sync, "ddp: all-reduce every K-th backward, accumulate in between")

@@ -41,6 +41,7 @@ void ChoiceWords::apply(TrainConfig& c) const {
   c.comm = parse_comm_backend(comm);
   c.schedule = parse_schedule(schedule);
   c.amp = parse_amp(amp);
+  c.shm_sharing = parse_shm_sharing(shm_sharing);
 }
 
 DType TrainConfig::amp_dtype() const {
@@ -66,8 +67,6 @@ void TrainConfig::validate() const {
   if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
   if (comm_algo != "ring" && comm_algo != "direct")
     throw UsageError("train", "--comm-algo '" + comm_algo + "' is unknown — use ring or direct");
-  if (shm_sharing != "fd_passing" && shm_sharing != "named_file")
-    throw UsageError("train", "--shm-sharing '" + shm_sharing + "' is unknown — use fd_passing or named_file");
   if (!(bucket_mb > 0) || !(first_bucket_mb > 0))
     throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be > 0");
   if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/comm/shm/shm_segment.h"
 #include "core/device/device.h"
 #include "core/nn/optimizer.h"
 
@@ -33,6 +34,7 @@ struct ChoiceWords {
   std::string comm;  // empty: the launch's own
   std::string schedule = "gpipe";
   std::string amp = "off";
+  std::string shm_sharing = "fd_passing";
   void apply(TrainConfig& config) const;
 };
 
@@ -61,7 +63,7 @@ struct TrainConfig {
   CommBackend comm = CommBackend::automatic;
   int64_t comm_timeout_ms = 60000;
   std::string comm_algo = "ring";  // ring | direct (host backends' all-reduce)
-  std::string shm_sharing = "fd_passing";  // fd_passing | named_file (procs, multiprocessing)
+  ShmSharing shm_sharing = ShmSharing::fd_passing;  // how processes share memory (procs, multiprocessing)
 
   // Strategy options.
   double bucket_mb = 25;        // ddp: gradient bucket cap
