@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 OUT    ?= out
 
-.PHONY: all deps configure build demo test dash dash-replay screenshots clean
+.PHONY: all deps configure build demo test dash dash-replay screenshots lab-release clean
 
 all: build
 
@@ -43,6 +43,11 @@ dash-replay: build
 # The README's dashboard pictures (docs/img), drawn under Xvfb.
 screenshots: build
 	bash scripts/screenshots.sh $(BUILD) docs/img
+
+# The students' hand-out of the labs: READMEs, stubs, harnesses and public checks — no solutions,
+# no mutants, no hidden checks (labs/README.md).
+lab-release: build
+	$(BUILD)/scalelab grade --release dist/scalelab-labs.tar.gz
 
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --no-tests=error --output-on-failure --timeout 900

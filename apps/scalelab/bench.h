@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <vector>
 
 namespace scalelab {
 
@@ -50,5 +51,23 @@ int run_tour(const TourOptions& options);
 // The training step's GFLOP/s on the cpu device next to OpenBLAS sgemm on the same GEMM shapes,
 // measured in the same run. Returns the process exit code.
 int bench_compute(const BenchComputeOptions& options);
+
+struct GradeCliOptions {
+  std::string lab;           // a folder of labs/, e.g. 01-collectives
+  std::string submission;    // a folder (or one file) with the student's files; default: the lab's stubs
+  std::string results_path;  // Gradescope's results.json
+  std::string junit_path;    // JUnit XML
+  bool json = false;         // results.json on stdout instead of the table
+  bool details = false;      // the table shows what passed checks measured too
+  std::vector<std::string> only;  // --check NAME: run these checks alone
+  std::string labs_dir;      // default: labs/ beside the sources, or $SCALELAB_LABS
+  std::string toolchain;     // default: grade-toolchain.txt beside this executable
+  std::string release_path;  // --release OUT.tar.gz: the student hand-out instead of grading
+  double timeout_s = 0;      // > 0: every check's time limit instead of the rubric's
+  bool keep_scratch = false;
+};
+
+// The lab grader (labs/grader): builds a submission into a lab's harness and runs its rubric.
+int run_grade(const GradeCliOptions& options);
 
 }  // namespace scalelab

@@ -156,6 +156,25 @@ int main(int argc, char** argv) {
   tour_cmd->add_option("--seed", tour.seed)->capture_default_str();
   tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
 
+  GradeCliOptions grade_opts;
+  auto* grade_cmd = app.add_subcommand("grade", "build a lab submission and run its checks (labs/): a table, "
+                                                "Gradescope's results.json, JUnit XML");
+  grade_cmd->add_option("lab", grade_opts.lab, "the lab, e.g. 01-collectives (none: list the labs)");
+  grade_cmd->add_option("--submission", grade_opts.submission, "folder (or one file) with the student's files "
+                                                               "(default: the lab's own stubs)");
+  grade_cmd->add_option("--results", grade_opts.results_path, "write Gradescope's results.json here");
+  grade_cmd->add_option("--junit", grade_opts.junit_path, "write JUnit XML here");
+  grade_cmd->add_flag("--json", grade_opts.json, "print results.json instead of the table");
+  grade_cmd->add_flag("--details", grade_opts.details, "the table shows what the passed checks measured too");
+  grade_cmd->add_option("--check", grade_opts.only, "run only this check (repeatable)");
+  grade_cmd->add_option("--labs-dir", grade_opts.labs_dir, "where the labs are (default: labs/ beside the sources)");
+  grade_cmd->add_option("--toolchain", grade_opts.toolchain, "grade-toolchain.txt of a build (default: beside this scalelab)");
+  grade_cmd->add_option("--release", grade_opts.release_path, "write the student hand-out (stubs, READMEs, public checks) "
+                                                              "to this .tar.gz instead of grading");
+  grade_cmd->add_option("--timeout", grade_opts.timeout_s, "seconds: every check's time limit instead of the rubric's")
+      ->check(CLI::PositiveNumber);
+  grade_cmd->add_flag("--keep", grade_opts.keep_scratch, "keep the scratch build folder (its path is printed)");
+
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
 
@@ -190,6 +209,7 @@ int main(int argc, char** argv) {
     if (*compute_cmd) return bench_compute(bc);
     if (*comm_cmd) return bench_comm(bm);
     if (*tour_cmd) return run_tour(tour);
+    if (*grade_cmd) return run_grade(grade_opts);
     if (*profiles_cmd) {
       for (const auto& name : list_profiles()) {
         HardwareProfile p = load_profile(name);

@@ -1,0 +1,37 @@
+// mutant: a line, not a ring: the last rank never sends to rank 0, which waits for it until the
+//   group times out
+// caught-by: exact_sums
+// The reference solution with ring_all_reduce replaced by the version below (the macro renames the
+// reference's own).
+#include "lab.h"
+#define ring_all_reduce reference_ring_all_reduce
+#include "labs/01-collectives/solution/ring.cpp"
+#undef ring_all_reduce
+
+namespace lab01 {
+
+void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
+  const int n = pg.size(), r = pg.rank();
+  if (n == 1) return;
+  const int64_t count = data.numel();
+  const int right = mod(r + 1, n), left = mod(r - 1, n);
+  Tensor incoming = scratch_like(data, chunk(count, n, n - 1).count);  // the last chunk is the largest
+  // Reduce-scatter: in step s rank r passes on chunk r − s (its own at s = 0, then the partial sum
+  // it just made) and adds the partial sum of chunk r − s − 1 from its left into its own. After
+  // n − 1 steps rank r holds the sum over every rank of chunk r + 1.
+  for (int s = 0; s < n - 1; ++s) {
+    const Range out = chunk(count, n, mod(r - s, n)), in = chunk(count, n, mod(r - s - 1, n));
+    Tensor received = incoming.view(0, {in.count});
+    if (r + 1 < n) ring_exchange(pg, slice(data, out), right, received, left);
+    else pg.recv(received, left);  // the last rank has no one to its right
+    add_into(slice(data, in), received);
+  }
+  // All-gather: in step s rank r passes on the finished chunk r + 1 − s and receives the finished
+  // chunk r − s straight into place.
+  for (int s = 0; s < n - 1; ++s) {
+    const Range out = chunk(count, n, mod(r + 1 - s, n)), in = chunk(count, n, mod(r - s, n));
+    ring_exchange(pg, slice(data, out), right, slice(data, in), left);
+  }
+}
+
+}  // namespace lab01

@@ -1,0 +1,961 @@
+#include "labs/grader/grader.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/device/device.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "core/io/atomic_file.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace scalelab::grade {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("grade", path + ": cannot be read");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// 64-bit FNV-1a: the key of a cached harness object (stable across runs and machines).
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string exe_dir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : self.parent_path().string();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: each in its own process group, limited, killed as a group.
+
+struct Limits {
+  bool apply = false;      // the compiler runs unlimited; a check does not
+  double cpu_s = 0;        // RLIMIT_CPU (SIGXCPU, then SIGKILL)
+  int64_t memory_mb = 0;   // RLIMIT_AS; 0: none (sanitizer builds)
+  int64_t file_mb = 64;    // RLIMIT_FSIZE
+  int64_t procs = 0;       // RLIMIT_NPROC (counts the user's threads too); 0: none
+  bool drop_to_nobody = false;
+};
+
+struct Job {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // empty: inherit
+  std::string cwd;
+  double timeout_s = 0;
+  Limits limits;
+};
+
+struct JobResult {
+  int wait_status = 0;
+  bool timed_out = false;
+  std::string output;
+  int64_t dropped_bytes = 0;
+  double seconds = 0;
+};
+
+constexpr size_t kMaxOutput = 32 * 1024;
+
+// Kills every process of group `pgid` and reaps those that are our children (the direct child,
+// and any grandchild re-parented to us as the sub-reaper), for up to a second.
+void kill_group(pid_t pgid) noexcept {
+  for (int i = 0; i < 100; ++i) {
+    const bool alive = ::killpg(pgid, SIGKILL) == 0;
+    while (::waitpid(-pgid, nullptr, WNOHANG) > 0) {
+    }
+    if (!alive) return;
+    ::usleep(10000);
+  }
+}
+
+struct Running {
+  pid_t pid = -1;
+  int fd = -1;
+  bool ended = false;
+  Clock::time_point start;
+  JobResult result;
+};
+
+// Everything the child needs, made before fork: after fork it only calls async-signal-safe
+// functions.
+struct Prepared {
+  std::vector<std::string> argv_s, env_s;
+  std::vector<char*> argv, env;
+  bool inherit_env = false;
+};
+
+[[noreturn]] void child_fail(const char* what) noexcept {
+  const char* why = std::strerror(errno);
+  (void)!::write(2, "[grade] ", 8);
+  (void)!::write(2, what, std::strlen(what));
+  (void)!::write(2, ": ", 2);
+  (void)!::write(2, why, std::strlen(why));
+  (void)!::write(2, "\n", 1);
+  ::_exit(127);
+}
+
+void set_limit(int resource, rlim_t soft, rlim_t hard) noexcept {
+  rlimit r{soft, hard};
+  ::setrlimit(resource, &r);
+}
+
+Running start_job(const Job& job, Prepared& prep) {
+  prep.argv_s = job.argv;
+  for (auto& a : prep.argv_s) prep.argv.push_back(a.data());
+  prep.argv.push_back(nullptr);
+  prep.inherit_env = job.env.empty();
+  prep.env_s = job.env;
+  for (auto& e : prep.env_s) prep.env.push_back(e.data());
+  prep.env.push_back(nullptr);
+  uid_t nobody_uid = 65534;
+  gid_t nobody_gid = 65534;
+  if (const passwd* pw = ::getpwnam("nobody")) {
+    nobody_uid = pw->pw_uid;
+    nobody_gid = pw->pw_gid;
+  }
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("grade", std::string("cannot make a pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error("grade", std::string("cannot fork: ") + std::strerror(errno) + " — too many processes?");
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the grader gone, the check goes too
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    if (!job.cwd.empty() && ::chdir(job.cwd.c_str()) != 0) child_fail("chdir");
+    const Limits& l = job.limits;
+    if (l.apply) {
+      const rlim_t cpu = static_cast<rlim_t>(std::ceil(l.cpu_s));
+      set_limit(RLIMIT_CPU, cpu, cpu + 2);
+      if (l.memory_mb > 0) set_limit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20, static_cast<rlim_t>(l.memory_mb) << 20);
+      set_limit(RLIMIT_FSIZE, static_cast<rlim_t>(l.file_mb) << 20, static_cast<rlim_t>(l.file_mb) << 20);
+      set_limit(RLIMIT_CORE, 0, 0);
+      if (l.drop_to_nobody) {
+        // root is exempt from RLIMIT_NPROC: a fork bomb is only bounded under another user.
+        if (::setgroups(0, nullptr) != 0) child_fail("setgroups");
+        if (::setgid(nobody_gid) != 0) child_fail("setgid nobody");
+        if (::setuid(nobody_uid) != 0) child_fail("setuid nobody");
+      }
+      if (l.procs > 0) set_limit(RLIMIT_NPROC, static_cast<rlim_t>(l.procs), static_cast<rlim_t>(l.procs));
+    }
+    if (prep.inherit_env) ::execv(prep.argv[0], prep.argv.data());
+    else ::execve(prep.argv[0], prep.argv.data(), prep.env.data());
+    child_fail(prep.argv[0]);
+  }
+  ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before we kill it
+  ::close(fds[1]);
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  Running r;
+  r.pid = pid;
+  r.fd = fds[0];
+  r.start = Clock::now();
+  return r;
+}
+
+void drain(Running& r) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(r.fd, buf, sizeof buf);
+    if (n > 0) {
+      const size_t keep = std::min(static_cast<size_t>(n), kMaxOutput - std::min(kMaxOutput, r.result.output.size()));
+      r.result.output.append(buf, keep);
+      r.result.dropped_bytes += n - static_cast<ssize_t>(keep);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {  // every writer gone
+      ::close(r.fd);
+      r.fd = -1;
+    }
+    return;
+  }
+}
+
+// Runs the jobs side by side; each ends on its own, or is killed (with its whole group) at its
+// timeout. Never leaves a process behind.
+std::vector<JobResult> run_jobs(const std::vector<Job>& jobs) {
+  std::vector<Prepared> prep(jobs.size());
+  std::vector<Running> run;
+  try {
+    for (size_t i = 0; i < jobs.size(); ++i) run.push_back(start_job(jobs[i], prep[i]));
+  } catch (...) {
+    for (Running& r : run) {
+      kill_group(r.pid);
+      ::waitpid(r.pid, nullptr, 0);
+      if (r.fd >= 0) ::close(r.fd);
+    }
+    throw;
+  }
+  size_t left = run.size();
+  while (left > 0) {
+    std::vector<pollfd> pfds;
+    for (Running& r : run)
+      if (r.fd >= 0 && !r.ended) pfds.push_back({r.fd, POLLIN, 0});
+    ::poll(pfds.data(), pfds.size(), 20);
+    for (size_t i = 0; i < run.size(); ++i) {
+      Running& r = run[i];
+      if (r.ended) continue;
+      if (r.fd >= 0) drain(r);
+      int status = 0;
+      const pid_t done = ::waitpid(r.pid, &status, WNOHANG);
+      const bool late = jobs[i].timeout_s > 0 && since(r.start) > jobs[i].timeout_s;
+      if (done == r.pid || late) {
+        if (done != r.pid) {
+          r.result.timed_out = true;
+          ::killpg(r.pid, SIGKILL);
+          ::waitpid(r.pid, &status, 0);
+        }
+        r.result.wait_status = status;
+        r.result.seconds = since(r.start);
+        kill_group(r.pid);  // what the child left running (a forked helper, a fork bomb)
+        if (r.fd >= 0) {
+          drain(r);
+          if (r.fd >= 0) ::close(r.fd);
+          r.fd = -1;
+        }
+        r.ended = true;
+        --left;
+      }
+    }
+  }
+  std::vector<JobResult> out;
+  for (Running& r : run) out.push_back(std::move(r.result));
+  return out;
+}
+
+// Tasks (processes and threads) of this user now: RLIMIT_NPROC counts them all, so a check's
+// limit is this plus its own allowance (for a grader not running as root).
+int64_t tasks_of_user(uid_t uid) {
+  int64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(e.path() / "status");
+    std::string line;
+    bool mine = false;
+    int64_t threads = 1;
+    while (std::getline(in, line)) {
+      if (line.rfind("Uid:", 0) == 0) mine = std::stoul(line.substr(4)) == uid;
+      if (line.rfind("Threads:", 0) == 0) threads = std::stoll(line.substr(8));
+    }
+    if (mine) n += threads;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Labs and rubrics
+
+Visibility parse_visibility(const std::string& v, const std::string& where) {
+  if (v == "visible") return Visibility::visible;
+  if (v == "hidden") return Visibility::hidden;
+  if (v == "after_due_date") return Visibility::after_due_date;
+  throw Error("grade", where + ": visibility '" + v + "' is unknown — use visible, hidden or after_due_date");
+}
+
+std::vector<std::string> strings(const json& j, const std::string& where) {
+  if (!j.is_array()) throw Error("grade", where + " must be a list of strings");
+  std::vector<std::string> out;
+  for (const json& s : j) {
+    if (!s.is_string()) throw Error("grade", where + " must be a list of strings, got " + s.dump());
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::passed: return "passed";
+    case Status::failed: return "failed";
+    case Status::timeout: return "timeout";
+    case Status::crashed: return "crashed";
+    case Status::blocked: return "blocked";
+  }
+  return "?";
+}
+
+const char* visibility_name(Visibility v) {
+  switch (v) {
+    case Visibility::visible: return "visible";
+    case Visibility::hidden: return "hidden";
+    case Visibility::after_due_date: return "after_due_date";
+  }
+  return "?";
+}
+
+bool Report::all_passed() const {
+  return std::all_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == Status::passed; });
+}
+
+std::string default_labs_dir() {
+  if (const char* env = std::getenv("SCALELAB_LABS"); env && *env) return env;
+  return std::string(SCALELAB_SOURCE_DIR) + "/labs";
+}
+
+std::vector<std::string> list_labs(const std::string& labs_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(labs_dir, ec))
+    if (e.is_directory() && fs::exists(e.path() / "checks.json")) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Lab load_lab(const std::string& labs_dir, const std::string& name) {
+  const std::vector<std::string> labs = list_labs(labs_dir);
+  if (std::find(labs.begin(), labs.end(), name) == labs.end()) {
+    std::string list;
+    for (const auto& l : labs) list += "\n  " + l;
+    throw UsageError("grade", "no lab named '" + name + "' in " + labs_dir + " — the labs are:" +
+                                  (list.empty() ? std::string(" (none: is --labs-dir right?)") : list));
+  }
+  Lab lab;
+  lab.name = name;
+  lab.dir = fs::absolute(fs::path(labs_dir) / name).lexically_normal().string();  // compilers run elsewhere
+  const std::string file = lab.dir + "/checks.json";
+  json j;
+  try {
+    j = json::parse(read_text(file));
+  } catch (const json::exception& e) {
+    throw Error("grade", file + ": not valid JSON (" + e.what() + ") — fix the rubric");
+  }
+  try {
+    lab.title = j.value("title", name);
+    lab.harness = j.value("harness", std::string("harness.cpp"));
+    lab.student_files = strings(j.at("student_files"), file + ": student_files");
+    if (lab.student_files.empty()) throw Error("grade", file + ": student_files is empty — name the files a student writes");
+    const json defaults = j.value("defaults", json::object());
+    std::set<std::string> names{"builds"};
+    for (const json& c : j.at("checks")) {
+      CheckSpec s;
+      s.name = c.at("name").get<std::string>();
+      const std::string where = file + ": check '" + s.name + "'";
+      if (!names.insert(s.name).second) throw Error("grade", where + " appears twice (or is named builds, which the grader adds)");
+      auto field = [&](const char* key) -> json {
+        if (c.contains(key)) return c[key];
+        if (defaults.contains(key)) return defaults[key];
+        return json();
+      };
+      s.description = c.value("description", std::string());
+      s.points = c.at("points").get<double>();
+      if (!field("visibility").is_null()) s.visibility = parse_visibility(field("visibility").get<std::string>(), where);
+      if (!field("timeout_s").is_null()) s.timeout_s = field("timeout_s").get<double>();
+      if (!field("memory_mb").is_null()) s.memory_mb = field("memory_mb").get<int64_t>();
+      if (!field("needs").is_null()) s.needs = strings(field("needs"), where + ": needs");
+      s.args = c.contains("args") ? strings(c["args"], where + ": args") : std::vector<std::string>{s.name};
+      if (s.points < 0 || s.timeout_s <= 0 || s.memory_mb < 0)
+        throw Error("grade", where + ": points, timeout_s and memory_mb must be ≥ 0 (timeout_s > 0)");
+      for (const auto& need : s.needs)
+        if (need != "gpu" && need != "mpi") throw Error("grade", where + ": needs '" + need + "' is unknown — use gpu or mpi");
+      lab.checks.push_back(std::move(s));
+    }
+  } catch (const json::exception& e) {
+    throw Error("grade", file + ": " + e.what() + " — every check needs name and points (see labs/README.md)");
+  }
+  if (!fs::exists(fs::path(lab.dir) / lab.harness)) throw Error("grade", lab.dir + "/" + lab.harness + ": missing — the lab needs its harness");
+  return lab;
+}
+
+Toolchain load_toolchain(const std::string& path) {
+  std::vector<std::string> candidates;
+  if (!path.empty()) candidates.push_back(path);
+  else {
+    if (const std::string d = exe_dir(); !d.empty()) candidates.push_back(d + "/grade-toolchain.txt");
+    candidates.push_back(SCALELAB_GRADE_TOOLCHAIN);
+  }
+  for (const std::string& p : candidates) {
+    if (!fs::exists(p)) continue;
+    Toolchain t;
+    t.path = p;
+    std::istringstream in(read_text(p));
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t eq = line.find('=');
+      if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+      const std::string key = line.substr(0, eq), value = trim(line.substr(eq + 1));
+      if (value.empty()) continue;
+      if (key == "cxx") t.cxx = value;
+      else if (key == "flag") t.compile_flags.push_back(value);
+      else if (key == "include") t.include_dirs.push_back(value);
+      else if (key == "define") t.definitions.push_back(value);
+      else if (key == "link_flag") t.link_flags.push_back(value);
+      else if (key == "link") t.link_items.push_back(value);
+    }
+    for (const auto& f : t.compile_flags)
+      if (f.find("-fsanitize") != std::string::npos) t.sanitized = true;
+    if (t.cxx.empty()) throw Error("grade", p + ": names no compiler (cxx=) — reconfigure the build (cmake --preset …)");
+    if (::access(t.cxx.c_str(), X_OK) != 0)
+      throw UsageError("grade", "the compiler " + t.cxx + " the libraries were built with is missing — install it "
+                                "(apt-get install g++) or reconfigure the build with the compiler you have");
+    for (const auto& l : t.link_items)
+      if (l[0] == '/' && !fs::exists(l))
+        throw UsageError("grade", l + ": missing — build the libraries first (cmake --build --preset …, or make build)");
+    return t;
+  }
+  throw UsageError("grade", "no grade-toolchain.txt beside this scalelab (looked in " + candidates.front() +
+                                ") — build scalelab with CMake (make build), which writes it");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building a submission
+
+namespace {
+
+struct Scratch {
+  std::string dir;
+  bool keep = false;
+  ~Scratch() {
+    if (dir.empty() || keep) return;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+std::vector<std::string> compile_command(const Toolchain& t, const Lab& lab, const std::string& source,
+                                         const std::string& object) {
+  std::vector<std::string> cmd{t.cxx};
+  for (const auto& f : t.compile_flags) cmd.push_back(f);
+  for (const auto& d : t.definitions) cmd.push_back("-D" + d);
+  cmd.push_back("-I" + lab.dir);
+  for (const auto& i : t.include_dirs) cmd.push_back("-I" + i);
+  cmd.push_back("-fdiagnostics-color=never");
+  cmd.push_back("-c");
+  cmd.push_back(source);
+  cmd.push_back("-o");
+  cmd.push_back(object);
+  return cmd;
+}
+
+// The first errors of a compiler's output: what a student needs, not pages of template notes.
+std::string first_errors(const std::string& output, size_t max_lines = 30) {
+  std::istringstream in(output);
+  std::string line, out;
+  size_t n = 0, total = 0;
+  while (std::getline(in, line)) {
+    ++total;
+    if (n < max_lines) {
+      out += line + "\n";
+      ++n;
+    }
+  }
+  if (total > n) out += "… (" + std::to_string(total - n) + " more lines)\n";
+  return out;
+}
+
+// Where each student file of the submission is: a folder's file of that name (or the one file
+// of that name below it), or the file given itself for a one-file lab.
+std::map<std::string, std::string> find_student_files(const Lab& lab, const std::string& submission,
+                                                      std::string& missing) {
+  std::map<std::string, std::string> found;
+  const fs::path sub(submission);
+  if (fs::is_regular_file(sub)) {
+    if (lab.student_files.size() != 1)
+      throw UsageError("grade", "--submission " + submission + " is one file, but lab " + lab.name + " has " +
+                                    std::to_string(lab.student_files.size()) + " student files — pass their folder");
+    found[lab.student_files[0]] = sub.string();
+    return found;
+  }
+  if (!fs::is_directory(sub)) throw UsageError("grade", "--submission " + submission + ": no such file or folder");
+  for (const std::string& f : lab.student_files) {
+    if (fs::is_regular_file(sub / f)) {
+      found[f] = (sub / f).string();
+      continue;
+    }
+    std::vector<std::string> hits;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(sub, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it->is_regular_file() && it->path().filename() == fs::path(f).filename()) hits.push_back(it->path().string());
+    }
+    if (hits.size() == 1) found[f] = hits[0];
+    else missing += (missing.empty() ? "" : ", ") + f + (hits.empty() ? " (not found)" : " (found " + std::to_string(hits.size()) + " times)");
+  }
+  return found;
+}
+
+bool have_need(const std::string& need, const Toolchain& t, std::string& why) {
+  if (need == "gpu") {
+    if (cuda_available() && cuda_device_count() > 0) return true;
+    why = "needs a CUDA GPU: " + std::string(cuda_available() ? "none found" : "this scalelab was built without CUDA") +
+          " — grade on a GPU machine (make test PRESET=cuda)";
+    return false;
+  }
+  if (need == "mpi") {
+    const bool built = std::any_of(t.definitions.begin(), t.definitions.end(),
+                                   [](const std::string& d) { return d.rfind("SCALELAB_HAVE_MPI", 0) == 0; });
+    bool mpirun = false;
+    std::istringstream path(std::getenv("PATH") ? std::getenv("PATH") : "");
+    std::string dir;
+    while (std::getline(path, dir, ':'))
+      if (!dir.empty() && ::access((dir + "/mpirun").c_str(), X_OK) == 0) mpirun = true;
+    if (built && mpirun) return true;
+    why = "needs MPI: " + std::string(built ? "mpirun is not on PATH" : "this scalelab was built without MPI") +
+          " — apt-get install libopenmpi-dev openmpi-bin and rebuild";
+    return false;
+  }
+  why = "needs '" + need + "', which the grader does not know";
+  return false;
+}
+
+CheckResult run_check(const CheckSpec& spec, const std::string& harness, const std::string& workdir,
+                      const std::string& profiles, const Toolchain& t) {
+  CheckResult r;
+  r.spec = spec;
+  Job job;
+  job.argv.push_back(harness);
+  for (const auto& a : spec.args) job.argv.push_back(a);
+  job.cwd = workdir;
+  job.timeout_s = spec.timeout_s;
+  job.limits.apply = true;
+  job.limits.cpu_s = 2 * spec.timeout_s + 1;  // every core busy: CPU time runs ahead of the wall clock
+  job.limits.memory_mb = t.sanitized ? 0 : spec.memory_mb;
+  const bool root = ::geteuid() == 0;
+  job.limits.drop_to_nobody = root;
+  constexpr int64_t kTaskAllowance = 256;  // threads and processes a check may have at once
+  job.limits.procs = root ? kTaskAllowance : tasks_of_user(::getuid()) + kTaskAllowance;
+  job.env = {"PATH=/usr/bin:/bin", "HOME=" + workdir, "TMPDIR=" + workdir, "LANG=C.UTF-8", "OPENBLAS_NUM_THREADS=1",
+             "OMP_NUM_THREADS=1"};
+  if (!profiles.empty()) job.env.push_back("SCALELAB_PROFILES=" + profiles);
+  else if (const char* v = std::getenv("SCALELAB_PROFILES")) job.env.push_back(std::string("SCALELAB_PROFILES=") + v);
+  if (const char* v = std::getenv("UBSAN_OPTIONS")) job.env.push_back(std::string("UBSAN_OPTIONS=") + v);
+  if (t.sanitized) {
+    // ASan reserves terabytes of address space, so RLIMIT_AS cannot bound it; its allocator can.
+    std::string asan = "allocator_may_return_null=1:detect_leaks=0:max_allocation_size_mb=" + std::to_string(spec.memory_mb);
+    if (const char* v = std::getenv("ASAN_OPTIONS")) asan = std::string(v) + ":" + asan;
+    job.env.push_back("ASAN_OPTIONS=" + asan);
+  }
+  JobResult j = run_jobs({job}).front();
+  r.seconds = j.seconds;
+  std::string out = j.output;
+  if (j.dropped_bytes > 0) out += "\n… (" + std::to_string(j.dropped_bytes) + " more bytes of output cut)\n";
+  const int st = j.wait_status;
+  char buf[256];
+  if (j.timed_out) {
+    r.status = Status::timeout;
+    std::snprintf(buf, sizeof buf, "no result within %g s (wall clock): stopped, with every process it started — an "
+                  "endless loop, or ranks waiting on each other for ever?", spec.timeout_s);
+    r.output = buf + std::string(out.empty() ? "" : "\noutput so far:\n" + out);
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+    r.status = Status::passed;
+    r.output = out;
+  } else if (WIFEXITED(st)) {
+    r.status = Status::failed;
+    r.output = out.empty() ? "the harness exited with status " + std::to_string(WEXITSTATUS(st)) + " and said nothing" : out;
+    if (WEXITSTATUS(st) == 127 && out.find("[grade]") != std::string::npos)
+      throw Error("grade", "cannot start the harness for check " + spec.name + ": " + trim(out));
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
+    r.status = Status::timeout;
+    std::snprintf(buf, sizeof buf, "used its %g s of CPU time (SIGXCPU) — an endless loop?", job.limits.cpu_s);
+    r.output = buf + std::string(out.empty() ? "" : "\noutput so far:\n" + out);
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ) {
+    r.status = Status::failed;
+    r.output = "wrote a file larger than the limit of " + std::to_string(job.limits.file_mb) + " MiB (SIGXFSZ)\n" + out;
+  } else if (WIFSIGNALED(st)) {
+    r.status = Status::crashed;
+    const char* name = strsignal(WTERMSIG(st));
+    r.output = "crashed: signal " + std::to_string(WTERMSIG(st)) + " (" + (name ? name : "?") + ")" +
+               (WTERMSIG(st) == SIGSEGV ? " — a bad pointer or index, or a stack overflow" : "") +
+               (WTERMSIG(st) == SIGABRT ? " — an uncaught exception, an assert, or a sanitizer's report" : "") +
+               (out.empty() ? "" : "\noutput so far:\n" + out);
+  } else {
+    r.status = Status::failed;
+    r.output = "ended with wait status " + std::to_string(st) + "\n" + out;
+  }
+  r.score = r.status == Status::passed ? spec.points : 0;
+  return r;
+}
+
+}  // namespace
+
+Report grade(const Options& o) {
+  const auto t0 = Clock::now();
+  const std::string labs_dir = o.labs_dir.empty() ? default_labs_dir() : o.labs_dir;
+  const Lab lab = load_lab(labs_dir, o.lab);
+  const Toolchain tc = load_toolchain(o.toolchain);
+  for (const auto& name : o.only)
+    if (std::none_of(lab.checks.begin(), lab.checks.end(), [&](const CheckSpec& c) { return c.name == name; }))
+      throw UsageError("grade", "--check " + name + ": lab " + lab.name + " has no such check — see its checks.json");
+
+  Report report;
+  report.lab = lab.name;
+  const std::string submission = o.submission.empty() ? lab.dir : o.submission;
+  report.submission = submission;
+  std::string missing;
+  const auto files = find_student_files(lab, submission, missing);
+
+  // Orphans (a check's forked helpers whose parent died) come to us, so kill_group reaps them.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  Scratch scratch;
+  scratch.keep = o.keep_scratch;
+  {
+    std::string tmpl = (fs::temp_directory_path() / "scalelab-grade-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw Error("grade", "cannot make a scratch folder in " + fs::temp_directory_path().string() + ": " + std::strerror(errno));
+    scratch.dir = tmpl;
+    ::chmod(scratch.dir.c_str(), 0755);  // checks run as nobody when the grader is root
+    fs::create_directories(scratch.dir + "/src");
+  }
+  if (o.keep_scratch) std::fprintf(stderr, "[grade] scratch folder kept: %s\n", scratch.dir.c_str());
+
+  // The harness object depends on the lab's instructor files and the toolchain only: compiled once,
+  // kept by content in the cache, shared by every submission.
+  std::string key_text = read_text(tc.path) + read_text(lab.dir + "/" + lab.harness);
+  std::error_code ec;
+  for (const auto& dir : {fs::path(lab.dir), fs::path(labs_dir) / "common"})
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".h") key_text += e.path().string() + read_text(e.path().string());
+  for (const auto& l : tc.link_items)  // rebuilt libraries: their headers may have changed too
+    if (l[0] == '/' && fs::exists(l))
+      key_text += l + std::to_string(fs::last_write_time(l).time_since_epoch().count());
+  const std::string cache_dir = o.cache_dir.empty() ? (fs::path(tc.path).parent_path() / "grade-cache").string() : o.cache_dir;
+  fs::create_directories(cache_dir, ec);
+  const std::string cached = cache_dir + "/" + lab.name + "-" + hex(fnv1a(key_text)) + ".o";
+  const bool harness_cached = fs::exists(cached);
+  const std::string harness_obj = ec ? scratch.dir + "/harness.o" : cached;
+
+  CheckResult builds;
+  builds.spec.name = "builds";
+  builds.spec.description = "the submission compiles and links with the lab's harness";
+  builds.spec.points = 0;
+  const auto tb = Clock::now();
+  if (!missing.empty()) {
+    builds.status = Status::failed;
+    builds.output = "the submission " + submission + " lacks " + missing + " — hand in " +
+                    [&] { std::string s; for (const auto& f : lab.student_files) s += (s.empty() ? "" : ", ") + f; return s; }();
+  } else {
+    std::vector<Job> jobs;
+    std::vector<std::string> objects;
+    const std::string tmp_obj = scratch.dir + "/harness.o";
+    if (!harness_cached) {
+      Job j;
+      j.argv = compile_command(tc, lab, lab.dir + "/" + lab.harness, tmp_obj);
+      j.cwd = scratch.dir;
+      j.timeout_s = 600;
+      jobs.push_back(j);
+    }
+    for (const auto& f : lab.student_files) {
+      const std::string base = fs::path(f).filename().string();
+      fs::copy_file(files.at(f), scratch.dir + "/src/" + base, fs::copy_options::overwrite_existing);
+      if (fs::path(base).extension() == ".h") continue;
+      Job j;
+      j.argv = compile_command(tc, lab, base, "../" + base + ".o");
+      j.cwd = scratch.dir + "/src";
+      j.timeout_s = 300;
+      jobs.push_back(j);
+      objects.push_back(scratch.dir + "/" + base + ".o");
+    }
+    const auto results = run_jobs(jobs);
+    std::string errors;
+    size_t k = 0;
+    if (!harness_cached) {
+      const JobResult& h = results[k++];
+      if (h.timed_out || !WIFEXITED(h.wait_status) || WEXITSTATUS(h.wait_status) != 0) {
+        // The student's files may be to blame (a header they changed is not used), but a harness
+        // that does not compile with the lab's own files is the lab's bug: the grader cannot run.
+        if (h.output.find("No such file") != std::string::npos && h.output.find(tc.cxx) != std::string::npos)
+          throw UsageError("grade", "cannot run the compiler " + tc.cxx + " — install it (apt-get install g++)");
+        throw Error("grade", "the harness of lab " + lab.name + " does not compile — the lab is broken, not the "
+                             "submission:\n" + first_errors(h.output));
+      }
+      // Into the cache atomically: two graders at once never see half an object.
+      const std::string part = harness_obj + ".tmp-" + std::to_string(::getpid());
+      fs::copy_file(tmp_obj, part, fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(part, harness_obj, ec);
+      if (ec) fs::remove(part, ec);
+    }
+    for (; k < results.size(); ++k) {
+      const JobResult& s = results[k];
+      if (s.timed_out) errors += "the compiler took longer than 300 s\n";
+      else if (!WIFEXITED(s.wait_status) || WEXITSTATUS(s.wait_status) != 0) errors += s.output;
+    }
+    if (errors.empty()) {
+      Job link;
+      link.argv = {tc.cxx};
+      for (const auto& f : tc.link_flags) link.argv.push_back(f);
+      link.argv.push_back(fs::exists(harness_obj) ? harness_obj : tmp_obj);
+      for (const auto& obj : objects) link.argv.push_back(obj);
+      link.argv.push_back("-o");
+      link.argv.push_back(scratch.dir + "/harness");
+      for (const auto& l : tc.link_items) link.argv.push_back(l);
+      link.cwd = scratch.dir;
+      link.timeout_s = 300;
+      const JobResult l = run_jobs({link}).front();
+      if (l.timed_out || !WIFEXITED(l.wait_status) || WEXITSTATUS(l.wait_status) != 0) errors = l.output;
+    }
+    if (errors.empty()) {
+      builds.status = Status::passed;
+      builds.output = harness_cached ? "compiled (the harness from the cache)" : "compiled";
+    } else {
+      builds.status = Status::failed;
+      builds.output = "the submission does not compile — the compiler's first errors:\n" + first_errors(errors);
+    }
+  }
+  builds.seconds = since(tb);
+  builds.score = 0;
+  report.build_seconds = builds.seconds;
+  report.checks.push_back(builds);
+  if (o.verbose) std::fprintf(stderr, "[grade] %-24s %s (%.1f s)\n", "builds", status_name(builds.status), builds.seconds);
+
+  const std::string workdir = scratch.dir + "/work";
+  fs::create_directories(workdir);
+  std::string profiles;  // the hardware profiles where user nobody can read them
+  if (::geteuid() == 0) {
+    // A source tree under a private home (/root) is out of nobody's reach: the checks read a copy.
+    profiles = scratch.dir + "/profiles";
+    fs::create_directories(profiles);
+    ::chmod(profiles.c_str(), 0755);
+    for (const auto& e : fs::directory_iterator(profiles_dir(), ec))
+      if (e.path().extension() == ".json") {
+        fs::copy_file(e.path(), profiles + "/" + e.path().filename().string(), fs::copy_options::overwrite_existing, ec);
+        ::chmod((profiles + "/" + e.path().filename().string()).c_str(), 0644);
+      }
+    if (const passwd* pw = ::getpwnam("nobody")) (void)!::chown(workdir.c_str(), pw->pw_uid, pw->pw_gid);
+    else (void)!::chown(workdir.c_str(), 65534, 65534);
+  }
+  for (const CheckSpec& spec : lab.checks) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), spec.name) == o.only.end()) continue;
+    CheckResult r;
+    r.spec = spec;
+    std::string why;
+    if (builds.status != Status::passed) {
+      r.status = Status::blocked;
+      r.output = "blocked: the submission did not build (see the check `builds`)";
+    } else if (std::any_of(spec.needs.begin(), spec.needs.end(), [&](const std::string& n) { return !have_need(n, tc, why); })) {
+      r.status = Status::blocked;
+      r.output = "blocked: " + why;
+    } else {
+      CheckSpec limited = spec;
+      if (o.timeout_s > 0) limited.timeout_s = o.timeout_s;
+      r = run_check(limited, scratch.dir + "/harness", workdir, profiles, tc);
+      r.spec.timeout_s = spec.timeout_s;
+    }
+    if (o.verbose) std::fprintf(stderr, "[grade] %-24s %s (%.1f s)\n", spec.name.c_str(), status_name(r.status), r.seconds);
+    report.checks.push_back(std::move(r));
+  }
+  for (const CheckResult& c : report.checks) {
+    report.score += c.score;
+    report.max_score += c.spec.points;
+  }
+  report.seconds = since(t0);
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+
+std::string results_json(const Report& r) {
+  json tests = json::array();
+  for (const CheckResult& c : r.checks) {
+    std::string output = c.output;
+    if (c.status != Status::passed && c.status != Status::failed)
+      output = "[" + std::string(status_name(c.status)) + "] " + output;
+    if (!c.spec.description.empty()) output = c.spec.description + "\n" + output;
+    tests.push_back({{"name", c.spec.name},
+                     {"score", c.score},
+                     {"max_score", c.spec.points},
+                     {"status", c.status == Status::passed ? "passed" : "failed"},
+                     {"output", output},
+                     {"visibility", visibility_name(c.spec.visibility)},
+                     {"extra_data", {{"result", status_name(c.status)}, {"seconds", c.seconds}}}});
+  }
+  char summary[256];
+  std::snprintf(summary, sizeof summary, "lab %s: %g / %g", r.lab.c_str(), r.score, r.max_score);
+  json j{{"score", r.score},
+         {"execution_time", r.seconds},
+         {"output", summary},
+         {"visibility", "visible"},
+         {"stdout_visibility", "hidden"},
+         {"tests", tests}};
+  return j.dump(2) + "\n";
+}
+
+namespace {
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 allows no control characters but tab, newline and carriage return.
+        if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') out += '?';
+        else out += static_cast<char>(ch);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string junit_xml(const Report& r) {
+  int failures = 0, skipped = 0;
+  for (const CheckResult& c : r.checks) {
+    if (c.status == Status::blocked) ++skipped;
+    else if (c.status != Status::passed) ++failures;
+  }
+  std::ostringstream x;
+  char t[64];
+  std::snprintf(t, sizeof t, "%.3f", r.seconds);
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"" << xml_escape(r.lab)
+    << "\" tests=\"" << r.checks.size() << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"" << skipped
+    << "\" time=\"" << t << "\">\n";
+  for (const CheckResult& c : r.checks) {
+    std::snprintf(t, sizeof t, "%.3f", c.seconds);
+    x << "    <testcase classname=\"" << xml_escape(r.lab) << "\" name=\"" << xml_escape(c.spec.name) << "\" time=\"" << t
+      << "\">";
+    if (c.status == Status::blocked) {
+      x << "\n      <skipped message=\"" << xml_escape(c.output.substr(0, c.output.find('\n'))) << "\"/>\n    ";
+    } else if (c.status != Status::passed) {
+      x << "\n      <failure type=\"" << status_name(c.status) << "\" message=\""
+        << xml_escape(c.output.substr(0, c.output.find('\n'))) << "\">" << xml_escape(c.output) << "</failure>\n    ";
+    } else if (!c.output.empty()) {
+      x << "\n      <system-out>" << xml_escape(c.output) << "</system-out>\n    ";
+    }
+    x << "</testcase>\n";
+  }
+  x << "  </testsuite>\n</testsuites>\n";
+  return x.str();
+}
+
+std::string table(const Report& r, bool details) {
+  std::ostringstream s;
+  char line[512];
+  s << "lab " << r.lab << " — submission " << r.submission << "\n";
+  std::snprintf(line, sizeof line, "%-22s %9s  %-8s %8s  %s\n", "check", "points", "result", "time", "visibility");
+  s << line;
+  for (const CheckResult& c : r.checks) {
+    char pts[32];
+    std::snprintf(pts, sizeof pts, "%g/%g", c.score, c.spec.points);
+    std::snprintf(line, sizeof line, "%-22s %9s  %-8s %6.1f s  %s\n", c.spec.name.c_str(), pts, status_name(c.status),
+                  c.seconds, visibility_name(c.spec.visibility));
+    s << line;
+    if (c.status == Status::passed && !details) continue;
+    // What went wrong, indented under the row: the first lines are what a student needs.
+    std::istringstream out(c.output);
+    std::string l;
+    int n = 0;
+    while (std::getline(out, l) && n < 12) {
+      s << "    " << l << "\n";
+      ++n;
+    }
+    if (std::getline(out, l)) s << "    … (the rest in results.json)\n";
+  }
+  const double pct = r.max_score > 0 ? 100.0 * r.score / r.max_score : 100.0;
+  std::snprintf(line, sizeof line, "score %g / %g (%.0f %%)   build %.1f s, whole grade %.1f s\n", r.score, r.max_score, pct,
+                r.build_seconds, r.seconds);
+  s << line;
+  return s.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hand-out
+
+void release(const std::string& labs_dir, const std::string& out_tar_gz) {
+  const std::vector<std::string> labs = list_labs(labs_dir);
+  if (labs.empty()) throw UsageError("grade", "no labs in " + labs_dir + " to release — is --labs-dir right?");
+  Scratch stage;
+  std::string tmpl = (fs::temp_directory_path() / "scalelab-release-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw Error("grade", "cannot make a staging folder: " + std::string(std::strerror(errno)));
+  stage.dir = tmpl;
+  const fs::path root = fs::path(stage.dir) / "scalelab-labs";
+  fs::create_directories(root);
+  for (const char* top : {"README.md"})
+    if (fs::exists(fs::path(labs_dir) / top)) fs::copy_file(fs::path(labs_dir) / top, root / top);
+  if (fs::exists(fs::path(labs_dir) / "common")) fs::copy(fs::path(labs_dir) / "common", root / "common", fs::copy_options::recursive);
+  for (const std::string& name : labs) {
+    const Lab lab = load_lab(labs_dir, name);
+    const fs::path src = lab.dir, dst = root / name;
+    fs::create_directories(dst);
+    // Everything at the lab's top level but the rubric (rewritten below): README, headers, stubs,
+    // harness. solution/ and mutants/ are folders and stay behind.
+    for (const auto& e : fs::directory_iterator(src)) {
+      if (!e.is_regular_file() || e.path().filename() == "checks.json") continue;
+      fs::copy_file(e.path(), dst / e.path().filename());
+    }
+    json rubric = json::parse(read_text(lab.dir + "/checks.json"));
+    const json defaults = rubric.value("defaults", json::object());
+    json kept = json::array();
+    for (const json& c : rubric["checks"]) {
+      const std::string v = c.value("visibility", defaults.value("visibility", std::string("visible")));
+      if (v == "visible") kept.push_back(c);
+    }
+    rubric["checks"] = kept;
+    write_file_atomically((dst / "checks.json").string(), rubric.dump(2) + "\n", "grade");
+  }
+  const std::string tmp_tar = stage.dir + "/out.tar.gz";
+  Job tar;
+  tar.argv = {"/bin/tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner", "-czf", tmp_tar, "-C", stage.dir,
+              "scalelab-labs"};
+  tar.timeout_s = 120;
+  if (::access(tar.argv[0].c_str(), X_OK) != 0) tar.argv[0] = "/usr/bin/tar";
+  const JobResult t = run_jobs({tar}).front();
+  if (t.timed_out || !WIFEXITED(t.wait_status) || WEXITSTATUS(t.wait_status) != 0)
+    throw UsageError("grade", "tar failed (" + trim(t.output) + ") — install tar (apt-get install tar)");
+  const fs::path out(out_tar_gz);
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  write_file_atomically(out_tar_gz, read_text(tmp_tar), "grade");
+}
+
+}  // namespace scalelab::grade

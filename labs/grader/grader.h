@@ -1,0 +1,100 @@
+#pragma once
+// The headless grader: builds a submission into a lab's harness, runs every check of the lab's
+// rubric (checks.json) in its own child process with time, memory, file-size and process limits,
+// and reports each as passed, failed, timeout, crashed or blocked. It knows nothing of any one lab:
+// a lab is a folder (see labs/README.md). `scalelab grade` is its command line.
+#include <string>
+#include <vector>
+
+namespace scalelab::grade {
+
+enum class Status { passed, failed, timeout, crashed, blocked };
+const char* status_name(Status s);
+
+enum class Visibility { visible, hidden, after_due_date };
+const char* visibility_name(Visibility v);
+
+// One row of a lab's rubric.
+struct CheckSpec {
+  std::string name;
+  std::string description;
+  double points = 0;
+  Visibility visibility = Visibility::visible;
+  double timeout_s = 10;
+  int64_t memory_mb = 2048;
+  std::vector<std::string> needs;  // "gpu", "mpi": blocked where absent
+  std::vector<std::string> args;   // the harness's command line after its path; default: {name}
+};
+
+struct Lab {
+  std::string name;  // the folder's name, e.g. 01-collectives
+  std::string dir;
+  std::string title;
+  std::vector<std::string> student_files;  // relative to the lab folder, e.g. ring.cpp
+  std::string harness = "harness.cpp";
+  std::vector<CheckSpec> checks;
+};
+
+// The labs shipped beside the sources (or $SCALELAB_LABS): every folder holding a checks.json.
+std::string default_labs_dir();
+std::vector<std::string> list_labs(const std::string& labs_dir);
+// Throws UsageError("grade", ...) for an unknown lab (listing the labs) and Error("grade", ...)
+// for a rubric that does not parse (naming the file and the field).
+Lab load_lab(const std::string& labs_dir, const std::string& name);
+
+// How the libraries were built: the compiler, its flags and the full link line, written by CMake
+// at configure time (grade-toolchain.txt beside the scalelab executable).
+struct Toolchain {
+  std::string path;  // where it was read from
+  std::string cxx;
+  std::vector<std::string> compile_flags, include_dirs, definitions, link_flags, link_items;
+  bool sanitized = false;  // built with -fsanitize: RLIMIT_AS cannot be used (the shadow memory)
+};
+// Throws UsageError("grade", ...) saying what to build or install when it is missing.
+Toolchain load_toolchain(const std::string& path = "");
+
+struct CheckResult {
+  CheckSpec spec;
+  Status status = Status::failed;
+  double score = 0;
+  std::string output;  // what the harness printed, or why it did not run
+  double seconds = 0;
+};
+
+struct Report {
+  std::string lab;
+  std::string submission;
+  std::vector<CheckResult> checks;  // "builds" first
+  double score = 0, max_score = 0;
+  double build_seconds = 0, seconds = 0;
+  bool all_passed() const;
+};
+
+struct Options {
+  std::string labs_dir;    // default_labs_dir() when empty
+  std::string lab;
+  std::string submission;  // a folder holding the student files, or one file; default: the lab's stubs
+  std::vector<std::string> only;  // run only these checks (and builds)
+  double timeout_s = 0;    // > 0: every check's time limit (instead of the rubric's)
+  std::string toolchain;   // default: beside this executable
+  std::string cache_dir;   // compiled harnesses, by content; default: beside the toolchain file
+  bool keep_scratch = false;
+  bool verbose = false;    // print each check's result as it ends (on stderr)
+};
+
+// Builds and runs the rubric. Throws UsageError/Error("grade", ...) when the grader itself cannot
+// run (unknown lab, no compiler, a harness that does not compile); a submission that does not
+// compile is a failed `builds` check instead, every other check blocked on it.
+Report grade(const Options& options);
+
+// Gradescope's results.json; JUnit XML; the terminal table.
+std::string results_json(const Report& report);
+std::string junit_xml(const Report& report);
+// details: also the output of the checks that passed (what they measured).
+std::string table(const Report& report, bool details = false);
+
+// The student hand-out: every lab's README, lab.h-style headers, stubs, harness and its public
+// checks, labs/common — no solution/, no mutants/, no hidden checks. Written atomically.
+void release(const std::string& labs_dir, const std::string& out_tar_gz);
+
+}  // namespace scalelab::grade

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# `scalelab grade` on lab 01: the solution scores 100 %, the untouched stub 0 with a message per
+# check, every mutant is caught by the check its header names; hostile submissions (an endless
+# loop, 100 GB, a segfault, a fork bomb, a compile error) are scored within their limits and the
+# grader goes on; results.json has Gradescope's fields, the JUnit XML parses, the grade is the same
+# twice; the hand-out holds no solution, mutant or hidden check; bad usage exits 2 saying why.
+#   bash grade_test.sh <path to scalelab> <labs dir> <tests/data/grade>
+set -u
+SCALELAB=${1:?usage: grade_test.sh <scalelab binary> <labs dir> <tests/data/grade>}
+LABS=${2:?labs dir}
+DATA=${3:?tests/data/grade}
+. "$(dirname "$0")/support/checks.sh" grade-test
+LAB=$LABS/01-collectives
+started=$(date +%s.%N)
+
+# grade NAME SUBMISSION [options…]: lab $GRADING, results in $WORK/NAME.{json,xml,out,rc}
+GRADING=01-collectives
+grade() {
+  local name=$1 sub=$2
+  shift 2
+  "$SCALELAB" grade "$GRADING" --labs-dir "$LABS" --submission "$sub" --results "$WORK/$name.json" \
+    --junit "$WORK/$name.xml" "$@" >"$WORK/$name.out" 2>&1
+  echo $? >"$WORK/$name.rc"
+}
+rc() { cat "$WORK/$1.rc"; }
+# result NAME CHECK: the check's result (passed, failed, timeout, crashed, blocked) in NAME's results.json
+result() {
+  python3 -c 'import json,sys
+t=[t for t in json.load(open(sys.argv[1]))["tests"] if t["name"]==sys.argv[2]]
+print(t[0]["extra_data"]["result"] if t else "absent")' "$WORK/$1.json" "$2"
+}
+seconds() {
+  python3 -c 'import json,sys
+print([t for t in json.load(open(sys.argv[1]))["tests"] if t["name"]==sys.argv[2]][0]["extra_data"]["seconds"])' \
+    "$WORK/$1.json" "$2"
+}
+score() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["score"], sum(t["max_score"] for t in j["tests"]))' "$WORK/$1.json"; }
+show() { tail -n 25 "$WORK/$1.out"; }
+
+# --- the solution: 100 %, exit 0, the reports well-formed ------------------------------------
+grade solution "$LAB/solution"
+read -r got max < <(score solution)
+if [ "$(rc solution)" = 0 ] && [ "$got" = "$max" ] && [ "$max" != 0 ]; then
+  pass "the solution scores $got / $max and exits 0"
+else
+  fail "the solution: exit $(rc solution), score $got / $max: $(show solution)"
+fi
+grep -q "whole grade" "$WORK/solution.out" && pass "the table prints the grader's run time: $(grep -o 'whole grade [0-9.]* s' "$WORK/solution.out")" ||
+  fail "no run time in the table: $(show solution)"
+# Gradescope's documented fields: top-level score and tests; each test name, score, max_score,
+# status passed|failed, output, visibility visible|hidden|after_due_date|after_published.
+if python3 - "$WORK/solution.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert isinstance(j["score"], (int, float)), "score"
+assert isinstance(j["execution_time"], (int, float)), "execution_time"
+assert isinstance(j["tests"], list) and j["tests"], "tests"
+names = set()
+for t in j["tests"]:
+    for k, ty in [("name", str), ("score", (int, float)), ("max_score", (int, float)), ("status", str),
+                  ("output", str), ("visibility", str)]:
+        assert isinstance(t.get(k), ty), (t.get("name"), k)
+    assert t["status"] in ("passed", "failed"), t["status"]
+    assert t["visibility"] in ("visible", "hidden", "after_due_date", "after_published"), t["visibility"]
+    assert 0 <= t["score"] <= t["max_score"], t["name"]
+    names.add(t["name"])
+assert abs(j["score"] - sum(t["score"] for t in j["tests"])) < 1e-9, "score is the sum"
+assert "builds" in names and "busbw" in names, names
+assert any(t["visibility"] == "hidden" for t in j["tests"]), "a hidden check"
+EOF
+then pass "results.json has Gradescope's fields"; else fail "results.json: $(head -c 600 "$WORK/solution.json")"; fi
+if python3 -c 'import sys, xml.etree.ElementTree as E
+r = E.parse(sys.argv[1]).getroot(); s = r.find("testsuite")
+assert r.tag == "testsuites" and s is not None and int(s.get("tests")) == len(s.findall("testcase")) > 1
+assert int(s.get("failures")) == 0' "$WORK/solution.xml"; then
+  pass "the JUnit XML parses (xml.etree), no failures"
+else
+  fail "JUnit XML: $(head -c 400 "$WORK/solution.xml")"
+fi
+
+# --- every lab: the solution 100 %, the untouched stub 0 with a TODO on every check, every mutant
+# below 100 % and caught by the check its header names --------------------------------------------
+for labdir in "$LABS"/*/; do
+  [ -f "$labdir/checks.json" ] || continue
+  GRADING=$(basename "$labdir")
+  if [ "$GRADING" != 01-collectives ]; then  # lab 01's solution is graded in detail above
+    grade "sol-$GRADING" "$labdir/solution"
+    read -r got max < <(score "sol-$GRADING")
+    [ "$(rc "sol-$GRADING")" = 0 ] && [ "$got" = "$max" ] && pass "$GRADING: the solution scores $got / $max" ||
+      fail "$GRADING: the solution: exit $(rc "sol-$GRADING"), $got / $max: $(show "sol-$GRADING")"
+  fi
+  "$SCALELAB" grade "$GRADING" --labs-dir "$LABS" --results "$WORK/stub-$GRADING.json" >"$WORK/stub-$GRADING.out" 2>&1
+  echo $? >"$WORK/stub-$GRADING.rc"
+  if [ "$(rc "stub-$GRADING")" = 1 ] && python3 - "$WORK/stub-$GRADING.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["score"] == 0, j["score"]
+for t in j["tests"]:
+    if t["name"] == "builds":
+        assert t["status"] == "passed", "the stub compiles"
+        continue
+    assert t["status"] == "failed" and t["extra_data"]["result"] == "failed", t
+    assert "TODO" in t["output"], (t["name"], t["output"])
+EOF
+  then pass "$GRADING: the stub compiles, scores 0 and every check says TODO"
+  else fail "$GRADING: the stub: exit $(rc "stub-$GRADING"): $(show "stub-$GRADING")"; fi
+  # Graded three at a time: a mutant that deadlocks mostly waits for the group's 2 s timeouts.
+  mutants=0
+  for m in "$labdir"mutants/*; do
+    [ -e "$m" ] || continue
+    grade "mutant-$GRADING-$(basename "$m" .cpp)" "$m" &
+    while [ "$(jobs -rp | wc -l)" -ge 3 ]; do sleep 0.2; done
+  done
+  wait
+  for m in "$labdir"mutants/*; do
+    [ -e "$m" ] || continue
+    mutants=$((mutants + 1))
+    name=mutant-$GRADING-$(basename "$m" .cpp)
+    header=$m
+    [ -d "$m" ] && header=$(grep -l "caught-by:" "$m"/* | head -1)
+    caught_by=$(sed -n 's|^// caught-by: *\([a-z_0-9]*\).*|\1|p' "$header" | head -1)
+    [ -n "$caught_by" ] || { fail "$m names no check (// caught-by: CHECK)"; continue; }
+    read -r got max < <(score "$name")
+    r=$(result "$name" "$caught_by")
+    if [ "$(rc "$name")" = 1 ] && [ "$got" != "$max" ] && [ "$r" != passed ] && [ "$r" != absent ] && [ "$r" != blocked ]; then
+      pass "$GRADING: mutant $(basename "$m"): $got / $max, caught by $caught_by ($r)"
+    else
+      fail "$GRADING: mutant $(basename "$m"): exit $(rc "$name"), $got / $max, $caught_by: $r: $(show "$name")"
+    fi
+  done
+  [ "$mutants" -ge 3 ] && pass "$GRADING has $mutants mutants" || fail "$GRADING has $mutants mutants, fewer than 3"
+done
+GRADING=01-collectives
+
+# --- hostile submissions: each scored within its limit, and the next check still runs ----------
+# hostile NAME EXPECTED LIMIT_S: exact_sums ends EXPECTED within LIMIT_S; broadcast_exact then passes.
+hostile() {
+  local name=$1 expected=$2 limit=$3
+  grade "$name" "$DATA/$name.cpp" --check exact_sums --check broadcast_exact --timeout 3
+  local r s next
+  r=$(result "$name" exact_sums)
+  s=$(seconds "$name" exact_sums)
+  next=$(result "$name" broadcast_exact)
+  if [[ " $expected " == *" $r "* ]] && python3 -c "import sys; sys.exit(not float('$s') <= $limit)" && [ "$next" = passed ] &&
+    [ "$(rc "$name")" = 1 ]; then
+    pass "$name: $r in $(printf "%.2f" "$s") s (limit $limit s), the next check passed"
+  else
+    fail "$name: expected $expected within $limit s and the next check passed, got $r in $s s, next $next: $(show "$name")"
+  fi
+}
+hostile infinite_loop timeout 4.5
+hostile alloc_100gb "failed crashed" 4.5
+hostile segfault crashed 4.5
+hostile fork_bomb "timeout failed" 4.5
+if [ -z "$(ps -u nobody -o pid= 2>/dev/null)" ] && ! pgrep -f "scalelab-grade-.*/harness" >/dev/null; then
+  pass "no process of a check is left behind"
+else
+  fail "processes left behind: $(ps -u nobody -o pid=,cmd= | head -5)"
+fi
+grade compile_error "$DATA/compile_error.cpp"
+if [ "$(result compile_error builds)" = failed ] && grep -q "error:" "$WORK/compile_error.json" &&
+  [ "$(rc compile_error)" = 1 ] && python3 - "$WORK/compile_error.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+others = [t for t in j["tests"] if t["name"] != "builds"]
+assert others and all(t["extra_data"]["result"] == "blocked" and t["score"] == 0 for t in others)
+EOF
+then pass "a compile error: builds failed with the compiler's errors, every other check blocked"
+else fail "a compile error: $(show compile_error)"; fi
+
+# --- the same submission graded twice: the same results.json but for durations --------------
+grade chain_again "$LAB/mutants/chain_exchange.cpp"
+strip='import json,sys
+j=json.load(open(sys.argv[1])); j.pop("execution_time")
+for t in j["tests"]: t["extra_data"].pop("seconds")
+print(json.dumps(j, sort_keys=True))'
+first=$(python3 -c "$strip" "$WORK/mutant-01-collectives-chain_exchange.json")
+if [ -n "$first" ] && [ "$first" = "$(python3 -c "$strip" "$WORK/chain_again.json")" ]; then
+  pass "graded twice, results.json is identical apart from durations"
+else
+  fail "graded twice, results.json differs: $(diff <(python3 -c "$strip" "$WORK/mutant-01-collectives-chain_exchange.json") <(python3 -c "$strip" "$WORK/chain_again.json") | head -5)"
+fi
+
+# --- the grader itself cannot run: exit 2, saying why --------------------------------------------
+out=$("$SCALELAB" grade no-such-lab --labs-dir "$LABS" 2>&1)
+[ $? = 2 ] && [[ "$out" == *"[grade]"*"01-collectives"* ]] && pass "an unknown lab exits 2 and lists the labs" ||
+  fail "an unknown lab: $out"
+out=$("$SCALELAB" grade 01-collectives --labs-dir "$LABS" --toolchain "$WORK/none.txt" 2>&1)
+[ $? = 2 ] && [[ "$out" == *"[grade]"*"grade-toolchain"* ]] && pass "no toolchain file exits 2 and says to build" ||
+  fail "no toolchain: $out"
+
+# --- the hand-out: stubs, READMEs, public checks; no solution, mutants or hidden checks ---------
+out=$("$SCALELAB" grade --labs-dir "$LABS" --release "$WORK/dist/labs.tar.gz" 2>&1)
+if [ $? = 0 ] && mkdir -p "$WORK/unpacked" && tar -xzf "$WORK/dist/labs.tar.gz" -C "$WORK/unpacked"; then
+  u=$WORK/unpacked/scalelab-labs
+  missing=""
+  for f in README.md common/harness.h 01-collectives/README.md 01-collectives/lab.h 01-collectives/ring.cpp \
+    01-collectives/harness.cpp 01-collectives/checks.json; do
+    [ -f "$u/$f" ] || missing="$missing $f"
+  done
+  leaked=$(cd "$u" && find . -path '*solution*' -o -path '*mutants*' | head -3)
+  hidden=$(python3 -c 'import json,sys; print(sum(c.get("visibility","visible")!="visible" for c in json.load(open(sys.argv[1]))["checks"]))' \
+    "$u/01-collectives/checks.json")
+  cmp -s "$u/01-collectives/ring.cpp" "$LAB/ring.cpp" || missing="$missing (ring.cpp is not the stub)"
+  if [ -z "$missing" ] && [ -z "$leaked" ] && [ "$hidden" = 0 ]; then
+    pass "the hand-out has the stubs, READMEs and public checks, and no solution, mutant or hidden check"
+  else
+    fail "the hand-out: missing$missing; leaked $leaked; hidden checks $hidden"
+  fi
+else
+  fail "--release: $out"
+fi
+
+echo "grade test: $(python3 -c "print(round($(date +%s.%N) - $started, 1))") s"
+finish
