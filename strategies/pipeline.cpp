@@ -41,24 +41,26 @@
 // are half: half the bytes on every link. With fp16 the loss gradients are scaled, and at the end
 // each stage unscales and checks its own layers' gradients; an overflow on one stage must stop
 // every stage's step, so the stages agree on it with a one-float all-reduce.
+//
+// make_pipeline_with_schedule (strategies/pipeline.h) runs the same strategy with a schedule given
+// from outside, every stage's list checked first: lab 07 grades a student's schedules with it.
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/nn/optimizer.h"
 #include "core/run/ranks.h"
+#include "strategies/pipeline.h"
 #include "strategies/registry.h"
 
 namespace scalelab {
 namespace {
 
-enum class Pass : uint8_t { forward, backward };
-
-struct Task {
-  Pass pass;
-  int micro_batch;
-};
+using Pass = PipelinePass;  // forward | backward (strategies/pipeline.h)
+using Task = PipelineTask;  // (pass, micro-batch)
 
 // GPipe: F 0 … F m−1, then B 0 … B m−1, on every stage.
 std::vector<Task> gpipe_schedule(int micro_batches) {
@@ -123,9 +125,16 @@ struct Stage {
   }
 };
 
+// The schedule --schedule names.
+PipelineSchedule schedule_of(const TrainConfig& config) {
+  if (config.schedule == Schedule::one_f_one_b) return one_f_one_b_schedule;
+  return [](int, int, int micro_batches) { return gpipe_schedule(micro_batches); };
+}
+
 class Pipeline : public Strategy {
  public:
-  explicit Pipeline(StrategyContext& ctx) : config_(ctx.config), ranks_(*ctx.ranks), spec_(ctx.initial_weights.spec) {
+  Pipeline(StrategyContext& ctx, PipelineSchedule schedule)
+      : config_(ctx.config), ranks_(*ctx.ranks), spec_(ctx.initial_weights.spec), schedule_(std::move(schedule)) {
     for (int rank : ranks_.local_ranks())
       stages_.push_back(std::make_unique<Stage>(rank, ranks_.device(rank), ranks_.group(rank), ranks_.world_size(),
                                                 ctx.initial_weights, ctx.config));
@@ -155,8 +164,7 @@ class Pipeline : public Strategy {
 
     // 2. Run the schedule. A micro-batch's input is received when its forward needs it, or
     //    earlier (see the backward below); the last stage's loss gradients wait for their backward.
-    const std::vector<Task> tasks =
-        config_.schedule == Schedule::one_f_one_b ? one_f_one_b_schedule(p, s, m) : gpipe_schedule(m);
+    const std::vector<Task> tasks = schedule_(p, s, m);
     for (Linear& layer : st.layers) layer.refresh_half_weights();  // --amp: this step's half weights
     std::vector<Tensor> inputs(static_cast<size_t>(m)), dlogits(static_cast<size_t>(m));
     double loss_sum = 0;
@@ -344,12 +352,52 @@ class Pipeline : public Strategy {
   const TrainConfig& config_;
   const RankSet& ranks_;
   ModelSpec spec_;
+  PipelineSchedule schedule_;  // (stages, stage, micro-batches) → the stage's tasks
   std::vector<std::unique_ptr<Stage>> stages_;  // this process's stages: all of them with --launch threads
 };
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx) {
+void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages, int stage, int micro_batches) {
+  const std::string where = "the schedule of stage " + std::to_string(stage) + " (" + std::to_string(stages) +
+                            " stages, " + std::to_string(micro_batches) + " micro-batches)";
+  std::vector<int> forwards(static_cast<size_t>(micro_batches)), backwards(static_cast<size_t>(micro_batches));
+  std::vector<int> forward_order;  // the micro-batches in the order of their forwards
+  size_t backwards_run = 0;
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    const int i = tasks[k].micro_batch;
+    const bool forward = tasks[k].pass == PipelinePass::forward;
+    const std::string task = std::string(forward ? "F" : "B") + " " + std::to_string(i);
+    if (tasks[k].pass != PipelinePass::forward && tasks[k].pass != PipelinePass::backward)
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " is neither a forward nor a backward");
+    if (i < 0 || i >= micro_batches)
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " is " + task +
+                                  ", but the micro-batches are 0 … " + std::to_string(micro_batches - 1));
+    int& seen = forward ? forwards[static_cast<size_t>(i)] : backwards[static_cast<size_t>(i)];
+    if (seen++ > 0) throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " a second time");
+    if (!forward && forwards[static_cast<size_t>(i)] == 0)
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs B " + std::to_string(i) +
+                                  " before F " + std::to_string(i) + " — a backward needs its forward's activations");
+    if (forward) {
+      forward_order.push_back(i);
+    } else if (forward_order[backwards_run++] != i) {
+      // Each layer keeps the inputs of its forwards in a queue and its backward takes the oldest
+      // (Linear::backward), so the backwards must come in the order of the forwards.
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs B " + std::to_string(i) + " where B " +
+                                  std::to_string(forward_order[backwards_run - 1]) +
+                                  " is due — the backwards run in the order of the forwards (each layer keeps its "
+                                  "inputs in a queue, oldest first)");
+    }
+  }
+  for (int i = 0; i < micro_batches; ++i)
+    if (forwards[static_cast<size_t>(i)] == 0 || backwards[static_cast<size_t>(i)] == 0)
+      throw Error("pipeline", where + " never runs " + (forwards[static_cast<size_t>(i)] == 0 ? "F " : "B ") +
+                                  std::to_string(i) + " — every micro-batch needs its forward and its backward");
+}
+
+std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx) { return make_pipeline_with_schedule(ctx, {}); }
+
+std::unique_ptr<Strategy> make_pipeline_with_schedule(StrategyContext& ctx, PipelineSchedule schedule) {
   if (!ctx.ranks) throw Error("pipeline", "needs ranks (devices_per_rank = 1 in the registry)");
   const int p = ctx.ranks->world_size();
   const int m = ctx.config.micro_batches;
@@ -366,7 +414,9 @@ std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx) {
                                      std::to_string(m) + " equal micro-batches — use a --batch that is a multiple of " +
                                      std::to_string(m) + " (e.g. " + std::to_string(std::max<int64_t>(m, batch / m * m)) +
                                      "), or a number of micro-batches that divides " + std::to_string(batch));
-  return std::make_unique<Pipeline>(ctx);
+  if (!schedule) return std::make_unique<Pipeline>(ctx, schedule_of(ctx.config));
+  for (int s = 0; s < p; ++s) check_pipeline_schedule(schedule(p, s, m), p, s, m);
+  return std::make_unique<Pipeline>(ctx, std::move(schedule));
 }
 
 }  // namespace scalelab
