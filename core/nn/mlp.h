@@ -81,7 +81,7 @@ class Linear {
   DType compute_ = DType::f32;
   Tensor weight_half_, bias_half_;  // AMP: this step's casts of the masters (workspace)
   bool half_weights_cast_ = false;
-  std::vector<Tensor> saved_x_, saved_y_;  // a stack: pipelines run several micro-batches' forwards first
+  std::vector<Tensor> saved_x_, saved_y_;  // a queue: pipelines run several micro-batches' forwards first; backward takes the oldest
 };
 
 // Host copy of a model's weights, layer by layer: W (out × in) then b (out).

@@ -571,8 +571,14 @@ CheckResult run_check(const CheckSpec& spec, const std::string& harness, const s
   job.limits.memory_mb = t.sanitized ? 0 : spec.memory_mb;
   const bool root = ::geteuid() == 0;
   job.limits.drop_to_nobody = root;
-  constexpr int64_t kTaskAllowance = 256;  // threads and processes a check may have at once
-  job.limits.procs = root ? kTaskAllowance : tasks_of_user(::getuid()) + kTaskAllowance;
+  // Threads and processes a check may add. RLIMIT_NPROC counts every task of the user, and checks
+  // (of this grader and of others graded beside it) all run as that user, so the allowance must
+  // cover them together: large enough for many multi-threaded checks at once, small enough that a
+  // fork bomb stops long before the machine does (its wall-clock limit then kills the group).
+  constexpr int64_t kTaskAllowance = 1024;
+  uid_t runs_as = ::getuid();
+  if (root) runs_as = ::getpwnam("nobody") ? ::getpwnam("nobody")->pw_uid : 65534;
+  job.limits.procs = tasks_of_user(runs_as) + kTaskAllowance;
   job.env = {"PATH=/usr/bin:/bin", "HOME=" + workdir, "TMPDIR=" + workdir, "LANG=C.UTF-8", "OPENBLAS_NUM_THREADS=1",
              "OMP_NUM_THREADS=1"};
   if (!profiles.empty()) job.env.push_back("SCALELAB_PROFILES=" + profiles);
