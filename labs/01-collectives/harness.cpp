@@ -14,6 +14,7 @@
 #include "core/device/sim/profile.h"
 #include "core/trace/events.h"
 #include "lab.h"
+#include "labs/common/world.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -28,30 +29,7 @@ constexpr auto kCommTimeout = std::chrono::milliseconds(2000);
 float value(int rank, int64_t i) { return static_cast<float>((rank + 1) * 10 + i % 7); }
 float sum_over_ranks(int n, int64_t i) { return static_cast<float>(10 * n * (n + 1) / 2 + n * (i % 7)); }
 
-struct World {
-  EventBus bus;  // first: the devices emit on it until they are gone
-  std::vector<std::unique_ptr<Device>> devices;
-  std::vector<std::unique_ptr<ProcessGroup>> groups;
-};
 
-// n ranks: threads groups, and cpu devices, or sim devices of `profile` (real numerics on the host
-// either way). Events go to w.bus.
-std::unique_ptr<World> make_world(int n, const std::string& profile = "") {
-  auto w = std::make_unique<World>();
-  CommOptions copt;
-  copt.timeout = kCommTimeout;
-  w->groups = make_threads_groups(n, copt);
-  DeviceOptions o;
-  o.count = n;
-  o.bus = &w->bus;
-  if (!profile.empty()) {
-    o.kind = DeviceKind::sim;
-    o.profile = load_profile(profile);
-  }
-  w->devices = make_devices(o);
-  for (int r = 0; r < n; ++r) w->groups[static_cast<size_t>(r)]->set_device(w->devices[static_cast<size_t>(r)].get());
-  return w;
-}
 
 // Written on the host directly (cpu and sim tensors live in host memory): no upload event, no
 // simulated time before the collective starts.
@@ -69,15 +47,6 @@ void expect_elements(const Tensor& t, const std::function<float(int64_t)>& want,
     if (p[i] != want(i)) lab::fail(what + ", element " + str(i) + " of " + str(t.numel()), str(want(i)), str(p[i]));
 }
 
-// "2…8" for a run of consecutive values, "3, 5, 7" otherwise.
-std::string ranks_text(const std::vector<long long>& v) {
-  bool run = v.size() > 2;
-  for (size_t i = 1; i < v.size(); ++i) run = run && v[i] == v[i - 1] + 1;
-  if (run) return str(v.front()) + "…" + str(v.back());
-  std::string s;
-  for (long long x : v) s += (s.empty() ? "" : ", ") + str(x);
-  return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -86,7 +55,7 @@ void exchange(const Args& a) {
   const auto ranks = a.ints("ranks", "2-8");
   for (long long nl : ranks) {
     const int n = static_cast<int>(nl);
-    auto w = make_world(n);
+    auto w = lab::make_world(n, "", kCommTimeout);
     std::vector<float> got(static_cast<size_t>(n), -1);
     lab::run_ranks(n, [&](int r) {
       Device& dev = *w->devices[static_cast<size_t>(r)];
@@ -100,7 +69,7 @@ void exchange(const Args& a) {
                   "n = " + str(n) + ": what rank " + str(r) + " received from its left", str(lab01::mod(r - 1, n)),
                   str(got[static_cast<size_t>(r)]));
   }
-  std::printf("passed: every rank received its left neighbour's tensor, n = %s, no deadlock\n", ranks_text(ranks).c_str());
+  std::printf("passed: every rank received its left neighbour's tensor, n = %s, no deadlock\n", lab::list_text(ranks).c_str());
 }
 
 // Task 2: exact sums on every rank, for every n and count.
@@ -110,7 +79,7 @@ void exact_sums(const Args& a) {
   for (long long nl : ranks)
     for (long long count : counts) {
       const int n = static_cast<int>(nl);
-      auto w = make_world(n);
+      auto w = lab::make_world(n, "", kCommTimeout);
       std::vector<Tensor> data(static_cast<size_t>(n));
       lab::run_ranks(n, [&](int r) {
         Device& dev = *w->devices[static_cast<size_t>(r)];
@@ -121,7 +90,7 @@ void exact_sums(const Args& a) {
         expect_elements(data[static_cast<size_t>(r)], [&](int64_t i) { return sum_over_ranks(n, i); },
                         "ring_all_reduce with n = " + str(n) + ", count = " + str(count) + ": rank " + str(r));
     }
-  std::printf("passed: exact sums on every rank for n = %s and counts %s\n", ranks_text(ranks).c_str(),
+  std::printf("passed: exact sums on every rank for n = %s and counts %s\n", lab::list_text(ranks).c_str(),
               a.get("counts", "1,7,1000,4099").c_str());
 }
 
@@ -131,7 +100,7 @@ void steps(const Args& a) {
   const int64_t count = std::stoll(a.get("count", "1003"));
   for (long long nl : ranks) {
     const int n = static_cast<int>(nl);
-    auto w = make_world(n);
+    auto w = lab::make_world(n, "", kCommTimeout);
     lab::run_ranks(n, [&](int r) {
       Device& dev = *w->devices[static_cast<size_t>(r)];
       Tensor t = filled(dev, count, [&](int64_t i) { return value(r, i); });
@@ -164,7 +133,7 @@ void steps(const Args& a) {
                   "2(S − one chunk), between " + str(2 * (S - large)) + " and " + str(2 * (S - small)), str(b));
     }
   }
-  std::printf("passed: 2(n − 1) sends and receives per rank, one chunk each, n = %s\n", ranks_text(ranks).c_str());
+  std::printf("passed: 2(n − 1) sends and receives per rank, one chunk each, n = %s\n", lab::list_text(ranks).c_str());
 }
 
 // The simulated time of one call on every rank: the first comm event's begin to the last's end.
@@ -191,7 +160,7 @@ void busbw(const Args& a) {
   std::string report;
   for (long long nl : ranks) {
     const int n = static_cast<int>(nl);
-    auto w = make_world(n, profile);
+    auto w = lab::make_world(n, profile, kCommTimeout);
     std::vector<Tensor> data(static_cast<size_t>(n));
     lab::run_ranks(n, [&](int r) {
       Device& dev = *w->devices[static_cast<size_t>(r)];
@@ -228,7 +197,7 @@ void broadcast_exact(const Args& a) {
     for (long long count : counts)
       for (int root = 0; root < nl; ++root) {
         const int n = static_cast<int>(nl);
-        auto w = make_world(n);
+        auto w = lab::make_world(n, "", kCommTimeout);
         std::vector<Tensor> data(static_cast<size_t>(n));
         lab::run_ranks(n, [&](int r) {
           Device& dev = *w->devices[static_cast<size_t>(r)];
@@ -240,7 +209,7 @@ void broadcast_exact(const Args& a) {
                           "tree_broadcast from root " + str(root) + ", n = " + str(n) + ", count = " + str(count) +
                               ": rank " + str(r) + " (rank k holds " + str(10) + "(k + 1) + i mod 7)");
       }
-  std::printf("passed: every rank holds the root's data, every root, n = %s\n", ranks_text(ranks).c_str());
+  std::printf("passed: every rank holds the root's data, every root, n = %s\n", lab::list_text(ranks).c_str());
 }
 
 // Task 3: ⌈log2 n⌉ rounds on sim — one receive per rank, and the time of ⌈log2 n⌉ sends.
@@ -254,7 +223,7 @@ void broadcast_rounds(const Args& a) {
   for (long long nl : ranks)
     for (int root : {0, static_cast<int>(nl) - 1}) {
       const int n = static_cast<int>(nl);
-      auto w = make_world(n, profile);
+      auto w = lab::make_world(n, profile, kCommTimeout);
       lab::run_ranks(n, [&](int r) {
         Device& dev = *w->devices[static_cast<size_t>(r)];
         Tensor t = filled(dev, count, [&](int64_t i) { return value(r, i); });

@@ -21,6 +21,7 @@
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "lab.h"
+#include "labs/common/world.h"
 #include "strategies/ddp_buckets.h"
 #include "strategies/distributed_sampler.h"
 
@@ -140,33 +141,7 @@ void bucket_defaults(const Args&) {
 // ---------------------------------------------------------------------------------------------
 // Training: DDP with the student's reducer, and the library's single-device loop as reference.
 
-struct World {
-  EventBus bus;  // first: the devices emit on it until they are gone
-  std::vector<std::unique_ptr<Device>> devices;
-  std::vector<std::unique_ptr<ProcessGroup>> groups;
-};
 
-std::unique_ptr<World> make_world(int n, const std::string& profile) {
-  auto w = std::make_unique<World>();
-  CommOptions copt;
-  copt.timeout = kCommTimeout;
-  w->groups = make_threads_groups(n, copt);
-  DeviceOptions o;
-  o.count = n;
-  o.bus = &w->bus;
-  if (!profile.empty()) {
-    o.kind = DeviceKind::sim;
-    o.profile = load_profile(profile);
-  }
-  w->devices = make_devices(o);
-  for (int r = 0; r < n; ++r) {
-    w->groups[static_cast<size_t>(r)]->set_device(w->devices[static_cast<size_t>(r)].get());
-    // DDP runs one process per GPU: each rank's host waits for its own device only, so the
-    // simulated times do not depend on how this machine schedules the rank threads.
-    w->devices[static_cast<size_t>(r)]->use_own_host();
-  }
-  return w;
-}
 
 struct Run {
   std::string model = "mlp:32-24-16-12-8";
@@ -184,7 +159,7 @@ OptimizerConfig optimizer_config(const std::string& kind) {
 
 // `batches` are global batches; every rank trains on its DistributedSampler shard of each.
 // Returns every rank's weights at the end.
-std::vector<HostWeights> train_ddp(World& w, int n, const Run& run, const std::vector<HostBatch>& batches) {
+std::vector<HostWeights> train_ddp(lab::World& w, int n, const Run& run, const std::vector<HostBatch>& batches) {
   const HostWeights init = init_weights(ModelSpec::parse(run.model), 7);
   std::vector<HostWeights> out(static_cast<size_t>(n));
   lab::run_ranks(n, [&](int rank) {
@@ -289,7 +264,7 @@ void equivalence(const Args& a) {
     if (kinds.find(kind) == std::string::npos) continue;
     for (long long nl : ranks) {
       const int n = static_cast<int>(nl);
-      auto w = make_world(n, kind == "sim" ? "a100-nvlink-8" : "");
+      auto w = lab::make_world(n, kind == "sim" ? "a100-nvlink-8" : "", kCommTimeout, /*own_hosts=*/true);
       const auto weights = train_ddp(*w, n, run, batches);
       const std::string what = "DDP with your Reducer, " + str(n) + " ranks on " + kind + ", " + run.optimizer +
                                ", " + str(steps) + " steps of batch " + str(batch);
@@ -329,7 +304,7 @@ void overlap(const Args& a) {
   run.first_cap = 50 << 10;  // 50 KiB
   const int64_t batch = std::stoll(a.get("batch", "512"));
   const auto batches = make_batches(run.model, batch, 3);
-  auto w = make_world(n, profile);
+  auto w = lab::make_world(n, profile, kCommTimeout, /*own_hosts=*/true);
   train_ddp(*w, n, run, batches);
   std::map<std::pair<int64_t, int>, std::pair<int64_t, int64_t>> backward;  // (step, rank) → [begin, end)
   const std::vector<Event> events = w->bus.events();
@@ -379,9 +354,9 @@ void no_sync(const Args& a) {
     const int n = static_cast<int>(nl);
     Run window = run;
     window.no_sync = k;
-    auto w = make_world(n, "");
+    auto w = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
     const auto accumulated = train_ddp(*w, n, window, small);
-    auto w1 = make_world(n, "");
+    auto w1 = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
     const auto one = train_ddp(*w1, n, run, {big});
     const std::string what = str(n) + " ranks, no_sync over K = " + str(k) + " batches of " + str(batch);
     // Inside the window nothing travels: the first K − 1 backwards only accumulate.

@@ -65,15 +65,6 @@ std::vector<NamedSchedule> schedules(const Args& a, const std::string& fallback)
   return schedules(a.get("schedule", fallback));
 }
 
-// "2…8" for a run of consecutive values, "3, 5, 7" otherwise.
-std::string list_text(const std::vector<long long>& v) {
-  bool run = v.size() > 2;
-  for (size_t i = 1; i < v.size(); ++i) run = run && v[i] == v[i - 1] + 1;
-  if (run) return str(v.front()) + "…" + str(v.back());
-  std::string s;
-  for (long long x : v) s += (s.empty() ? "" : ", ") + str(x);
-  return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 // One run of the pipeline strategy with a student's schedule: what train() does for
@@ -267,7 +258,7 @@ void well_formed(const Args& a) {
   std::printf("passed: every stage runs each micro-batch's F and B once, B after F, in the order of the Fs "
               "(GPipe: all F first); "
               "p = %s, m = %s\n",
-              list_text(stages).c_str(), list_text(micro).c_str());
+              lab::list_text(stages).c_str(), lab::list_text(micro).c_str());
 }
 
 // Tasks 1 and 2, run: the pipeline with the schedule trains the same weights as single.

@@ -55,6 +55,17 @@ std::string str(const T& v) {
   return s.str();
 }
 
+// "2…8" for a run of consecutive values, "3, 5, 7" otherwise: how a check's message lists the
+// sizes it tried.
+inline std::string list_text(const std::vector<long long>& v) {
+  bool run = v.size() > 2;
+  for (size_t i = 1; i < v.size(); ++i) run = run && v[i] == v[i - 1] + 1;
+  if (run) return str(v.front()) + "…" + str(v.back());
+  std::string s;
+  for (long long x : v) s += (s.empty() ? "" : ", ") + str(x);
+  return s;
+}
+
 // The options after the check's name: `--key value` pairs, each with a default.
 class Args {
  public:
