@@ -37,7 +37,8 @@ int run_tour(const TourOptions& o) {
   // one), with what it needs to show itself (a pipeline's micro-batches, zero's stage).
   for (const StrategyInfo& info : strategy_registry()) {
     const DeviceCountRule& rule = info.device_count;
-    const int devices = std::max(rule.min, rule.max > 0 ? std::min(rule.max, o.devices) : o.devices);
+    int devices = rule.max > 0 ? std::min(rule.max, o.devices) : o.devices;
+    devices = std::max(rule.min, devices / rule.multiple_of * rule.multiple_of);
     TrainConfig c;
     c.strategy = info.name;
     c.device = DeviceKind::sim;
