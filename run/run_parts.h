@@ -1,7 +1,7 @@
 #pragma once
 // The parts of one process's share of a training run, in the order train() (run/train.cpp) uses
-// them: set the run up, probe equivalence, checkpoint, loop over the steps, gather every rank's
-// records, summarise, write the outputs. Internal to run/.
+// them: set the run up, probe equivalence, checkpoint, loop over the steps, conclude, gather every
+// rank's records, summarise, write the outputs. Internal to run/.
 #include <atomic>
 #include <chrono>
 #include <memory>
