@@ -18,6 +18,7 @@
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
+#include "labs/common/reference.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -37,13 +38,7 @@ OptimizerConfig sgd() {
 }
 
 std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int steps) {
-  const ModelSpec m = ModelSpec::parse(model);
-  static DataSplit data;
-  data = make_synthetic(std::max<int64_t>(2048, batch * steps), 16, m.inputs(), static_cast<int>(m.outputs()), 3);
-  Loader loader(data.train, batch, 3);
-  std::vector<HostBatch> out(static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) loader.fill(s, out[static_cast<size_t>(s)]);
-  return out;
+  return lab::synthetic_batches(model, batch, steps, 2048, 3);
 }
 
 struct Run {
@@ -92,23 +87,7 @@ Run train_dp(int n, const std::string& profile, const std::string& model, const 
 }
 
 HostWeights train_single(const std::string& model, const std::vector<HostBatch>& batches) {
-  DeviceOptions o;
-  auto devices = make_devices(o);
-  Device& device = *devices[0];
-  Mlp m(device, init_weights(ModelSpec::parse(model), 7));
-  Optimizer optimizer(sgd(), m.parameters());
-  for (const HostBatch& b : batches) {
-    Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = device.empty({b.size}, DType::i32, MemoryCategory::activations, "batch.y");
-    device.upload({"batch.x", Phase::data}, x, b.x.data());
-    device.upload({"batch.y", Phase::data}, y, b.y.data());
-    Tensor logits = m.forward(x);
-    Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
-    device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
-    m.backward(dlogits);
-    optimizer.step();
-  }
-  return m.download();
+  return lab::train_single(model, sgd(), batches);
 }
 
 std::string expect_equivalent(int n, const std::string& profile, const std::string& model, int64_t batch, int steps) {

@@ -21,6 +21,7 @@
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "lab.h"
+#include "labs/common/reference.h"
 #include "labs/common/world.h"
 #include "strategies/ddp_buckets.h"
 #include "strategies/distributed_sampler.h"
@@ -209,36 +210,12 @@ std::vector<HostWeights> train_ddp(lab::World& w, int n, const Run& run, const s
 }
 
 HostWeights train_single(const Run& run, const std::vector<HostBatch>& batches) {
-  EventBus bus;
-  DeviceOptions o;
-  o.bus = &bus;
-  auto devices = make_devices(o);
-  Device& device = *devices[0];
-  Mlp model(device, init_weights(ModelSpec::parse(run.model), 7));
-  Optimizer optimizer(optimizer_config(run.optimizer), model.parameters());
-  for (const HostBatch& b : batches) {
-    Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = device.empty({b.size}, DType::i32, MemoryCategory::activations, "batch.y");
-    device.upload({"batch.x", Phase::data}, x, b.x.data());
-    device.upload({"batch.y", Phase::data}, y, b.y.data());
-    Tensor logits = model.forward(x);
-    Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
-    device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
-    model.backward(dlogits);
-    optimizer.step();
-  }
-  return model.download();
+  return lab::train_single(run.model, optimizer_config(run.optimizer), batches);
 }
 
 std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int steps) {
-  const ModelSpec m = ModelSpec::parse(model);
   // 8192 samples: no gradient sits at a kink (tests/support/small_config.h), round-off stays small.
-  static DataSplit data;
-  data = make_synthetic(8192, 16, m.inputs(), static_cast<int>(m.outputs()), 11);
-  Loader loader(data.train, batch, 11);
-  std::vector<HostBatch> out(static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) loader.fill(s, out[static_cast<size_t>(s)]);
-  return out;
+  return lab::synthetic_batches(model, batch, steps, 8192, 11);
 }
 
 // Every rank's replica equal to rank 0's, bit for bit (the same averaged gradients, the same step).

@@ -16,6 +16,7 @@
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
+#include "labs/common/reference.h"
 #include "labs/common/world.h"
 #include "strategies/distributed_sampler.h"
 
@@ -62,13 +63,7 @@ void shard_layout(const Args&) {
 }
 
 std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int steps) {
-  const ModelSpec m = ModelSpec::parse(model);
-  static DataSplit data;
-  data = make_synthetic(2048, 16, m.inputs(), static_cast<int>(m.outputs()), 11);
-  Loader loader(data.train, batch, 11);
-  std::vector<HostBatch> out(static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) loader.fill(s, out[static_cast<size_t>(s)]);
-  return out;
+  return lab::synthetic_batches(model, batch, steps, 2048, 11);
 }
 
 struct RankResult {
@@ -126,29 +121,11 @@ std::vector<RankResult> train_zero(int n, int stage, const std::string& model_sp
 }
 
 HostWeights train_single(const std::string& model_spec, const std::vector<HostBatch>& batches) {
-  EventBus bus;
-  DeviceOptions o;
-  o.bus = &bus;
-  auto devices = make_devices(o);
-  Device& device = *devices[0];
-  Mlp model(device, init_weights(ModelSpec::parse(model_spec), 7));
   OptimizerConfig c;
   c.kind = "adam";
   c.lr = kLr;
   c.weight_decay = kWeightDecay;
-  Optimizer optimizer(c, model.parameters());
-  for (const HostBatch& b : batches) {
-    Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = device.empty({b.size}, DType::i32, MemoryCategory::activations, "batch.y");
-    device.upload({"batch.x", Phase::data}, x, b.x.data());
-    device.upload({"batch.y", Phase::data}, y, b.y.data());
-    Tensor logits = model.forward(x);
-    Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
-    device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
-    model.backward(dlogits);
-    optimizer.step();
-  }
-  return model.download();
+  return lab::train_single(model_spec, c, batches);
 }
 
 int stage_of(const Args& a) {

@@ -25,6 +25,7 @@
 #include "core/nn/mlp.h"
 #include "core/trace/events.h"
 #include "lab.h"
+#include "labs/common/reference.h"
 #include "labs/common/world.h"
 #include "strategies/distributed_sampler.h"
 
@@ -188,18 +189,6 @@ struct Run {
   std::string save_path;
 };
 
-// Forward, the loss gradient multiplied by `scale` (scaler.scale(loss)), backward: every
-// parameter's .grad holds scale · d(mean loss)/dw.
-void forward_backward(Device& device, Mlp& model, const HostBatch& b, float scale) {
-  Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
-  Tensor y = device.empty({b.size}, DType::i32, MemoryCategory::activations, "batch.y");
-  device.upload({"batch.x", Phase::data}, x, b.x.data());
-  device.upload({"batch.y", Phase::data}, y, b.y.data());
-  Tensor logits = model.forward(x);
-  Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
-  device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scale);
-  model.backward(dlogits);
-}
 
 void sgd_step(Device& device, Mlp& model) {
   SgdOptions o;
@@ -222,7 +211,7 @@ std::vector<RankTrace> train(const Run& run, const std::vector<HostBatch>& batch
     for (int s = run.first; s < run.last; ++s) {
       device.set_step(s);
       take_shard(batches[static_cast<size_t>(s)], rank, n, shard);
-      forward_backward(device, model, shard, state.scale);
+      lab::forward_backward(device, model, shard, state.scale);
       std::vector<Tensor> grads;
       for (Parameter* p : model.parameters()) {
         group.all_reduce(p->grad, ReduceOp::avg);
@@ -259,7 +248,7 @@ HostWeights train_single(const HostWeights& init, const std::vector<HostBatch>& 
   Device& device = *devices[0];
   Mlp model(device, init);
   for (int s = 0; s < steps; ++s) {
-    forward_backward(device, model, batches[static_cast<size_t>(s)], 1.0f);
+    lab::forward_backward(device, model, batches[static_cast<size_t>(s)], 1.0f);
     sgd_step(device, model);
   }
   return model.download();

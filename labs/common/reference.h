@@ -1,0 +1,60 @@
+#pragma once
+// What the harnesses compare a student's training with: the same global batches, and one device
+// trained on them, step by step (upload, forward, loss, backward, optimizer step) — single's
+// training, written out so a check can give it any optimizer.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/data/dataset.h"
+#include "core/device/device.h"
+#include "core/nn/mlp.h"
+#include "core/nn/optimizer.h"
+
+namespace lab {
+
+// `steps` global batches of `batch` rows of a synthetic set of `samples` (at least one epoch's worth).
+inline std::vector<scalelab::HostBatch> synthetic_batches(const std::string& model, int64_t batch, int steps,
+                                                          int64_t samples, uint64_t seed) {
+  const scalelab::ModelSpec m = scalelab::ModelSpec::parse(model);
+  const scalelab::DataSplit data = scalelab::make_synthetic(std::max<int64_t>(samples, batch * steps), 16, m.inputs(),
+                                                            static_cast<int>(m.outputs()), seed);
+  scalelab::Loader loader(data.train, batch, seed);
+  std::vector<scalelab::HostBatch> out(static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) loader.fill(s, out[static_cast<size_t>(s)]);
+  return out;
+}
+
+// One batch through `model` on `device`: every parameter's .grad holds scale · d(mean loss)/dw.
+inline void forward_backward(scalelab::Device& device, scalelab::Mlp& model, const scalelab::HostBatch& b,
+                             float scale = 1.0f) {
+  using namespace scalelab;
+  Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
+  Tensor y = device.empty({b.size}, DType::i32, MemoryCategory::activations, "batch.y");
+  device.upload({"batch.x", Phase::data}, x, b.x.data());
+  device.upload({"batch.y", Phase::data}, y, b.y.data());
+  Tensor logits = model.forward(x);
+  Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
+  device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scale);
+  model.backward(dlogits);
+}
+
+// The model (weights from seed 7, as every harness starts its ranks) trained on one cpu device.
+inline scalelab::HostWeights train_single(const std::string& model, const scalelab::OptimizerConfig& optimizer,
+                                          const std::vector<scalelab::HostBatch>& batches) {
+  using namespace scalelab;
+  EventBus bus;
+  DeviceOptions o;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  Mlp m(*devices[0], init_weights(ModelSpec::parse(model), 7));
+  Optimizer step(optimizer, m.parameters());
+  for (const HostBatch& b : batches) {
+    forward_backward(*devices[0], m, b);
+    step.step();
+  }
+  return m.download();
+}
+
+}  // namespace lab
