@@ -1,0 +1,350 @@
+// Lab 06's checks (the instructor's test program). The grader builds it with the student's
+// ddp_mp.cpp and runs one check per process: `harness CHECK [--key value]...`, exit 0 passed,
+// 1 failed. N ranks are threads, each with a process group and TWO devices (cpu, or sim devices of
+// a hardware profile: real numerics either way), as strategies/ddp_mp.cpp runs them; the step of a
+// rank is the student's. The reference is a plain single-device loop; the moves are read from the
+// trace (copies between devices, all-reduces and the device each ran on), the memory from every
+// device's ledger, so every number checked is exact and machine-independent.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/comm/threads/threads_group.h"
+#include "core/data/dataset.h"
+#include "core/device/device.h"
+#include "core/device/sim/profile.h"
+#include "core/nn/mlp.h"
+#include "core/nn/optimizer.h"
+#include "core/trace/events.h"
+#include "lab.h"
+#include "labs/common/reference.h"
+#include "labs/common/world.h"
+#include "strategies/distributed_sampler.h"
+
+using namespace scalelab;
+using lab::Args;
+using lab::str;
+
+namespace {
+
+// A rank that never comes makes the others give up after this long, naming it.
+constexpr auto kCommTimeout = std::chrono::milliseconds(2000);
+// 4 layers: fc1, fc2 on the first device (P₁ = 1192), fc3, fc4 on the second (P₂ = 308).
+const std::string kModel = "mlp:32-24-16-12-8";
+
+int first_half(int layers) { return (layers + 1) / 2; }
+
+// The parameters of the first device's layers and of the second's.
+std::pair<int64_t, int64_t> side_parameters(const ModelSpec& m) {
+  int64_t p[2] = {0, 0};
+  for (int l = 0; l < m.layer_count(); ++l) p[l < first_half(m.layer_count()) ? 0 : 1] += m.layer_parameter_count(l);
+  return {p[0], p[1]};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Task 1: the device map, against the closed form.
+
+std::string pair_text(const lab06::RankDevices& d) { return "{" + str(d.first) + ", " + str(d.second) + "}"; }
+
+void placement(const Args& a) {
+  const auto ranks = a.ints("ranks", "1-8");
+  const auto layer_counts = a.ints("layers", "2-12");
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    for (int r = 0; r < n; ++r) {
+      const lab06::RankDevices got = lab06::rank_devices(r);
+      lab::expect(got.first == 2 * r && got.second == 2 * r + 1,
+                  "rank_devices(" + str(r) + ") with " + str(n) + " ranks (" + str(2 * n) + " devices)",
+                  pair_text({2 * r, 2 * r + 1}) + " (rank r owns devices 2r and 2r + 1)", pair_text(got));
+    }
+  }
+  for (long long ll : layer_counts) {
+    const int layers = static_cast<int>(ll);
+    std::string want, got;
+    for (int l = 0; l < layers; ++l) {
+      want += str(l < first_half(layers) ? 0 : 1);
+      got += str(lab06::layer_side(l, layers));
+    }
+    lab::expect(got == want,
+                "layer_side(l, " + str(layers) + ") for l = 0…" + str(layers - 1) +
+                    " (0: the rank's first device, 1: its second)",
+                want + " (layers [0, ⌈L/2⌉ = " + str(first_half(layers)) + ") on the first device, the rest on the second)",
+                got);
+  }
+  std::printf("passed: rank_devices for %s ranks (rank r: devices 2r, 2r + 1), layer_side for %s layers "
+              "(the first ⌈L/2⌉ on the first device)\n",
+              lab::list_text(ranks).c_str(), lab::list_text(layer_counts).c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training: N ranks over 2N devices with the student's map, buckets and step.
+
+// N ranks (threads, a process group each) over 2N devices, the events on one bus. Each rank is its
+// own host (one process per rank): its two devices share that host, waiting for no other rank's.
+std::unique_ptr<lab::World> make_world_mp(int n, const std::string& profile) {
+  auto w = std::make_unique<lab::World>();
+  CommOptions copt;
+  copt.timeout = kCommTimeout;
+  w->groups = make_threads_groups(n, copt);
+  DeviceOptions o;
+  o.count = 2 * n;
+  o.bus = &w->bus;
+  if (!profile.empty()) {
+    o.kind = DeviceKind::sim;
+    o.profile = load_profile(profile);
+  }
+  w->devices = make_devices(o);
+  return w;
+}
+
+// The student's map must name each rank two devices of its own before anything can be built on it.
+void expect_usable_map(int n, int layers) {
+  std::set<int> used;
+  for (int r = 0; r < n; ++r) {
+    const lab06::RankDevices d = lab06::rank_devices(r);
+    const bool ok = d.first >= 0 && d.first < 2 * n && d.second >= 0 && d.second < 2 * n && d.first != d.second &&
+                    used.insert(d.first).second && used.insert(d.second).second;
+    lab::expect(ok, "rank_devices(" + str(r) + ") with " + str(n) + " ranks (make `placement` pass first)",
+                "two devices of the " + str(2 * n) + ", used by no other rank", pair_text(d));
+  }
+  for (int l = 0; l < layers; ++l) {
+    const int side = lab06::layer_side(l, layers);
+    lab::expect(side == 0 || side == 1, "layer_side(" + str(l) + ", " + str(layers) + ") (make `placement` pass first)",
+                "0 or 1", str(side));
+  }
+}
+
+OptimizerConfig optimizer_config(const std::string& kind) {
+  OptimizerConfig o;  // sgd: lr 0.03, momentum 0.9 (one momentum buffer per parameter)
+  o.kind = kind;
+  if (kind == "adam") o.lr = 0.01f;
+  return o;
+}
+
+struct Run {
+  std::vector<HostWeights> weights;                  // every rank's, after the last step
+  std::vector<std::vector<int64_t>> peaks;            // each device's ledger peak by category
+  std::vector<Event> events;                          // the whole trace
+};
+
+// `batches` are global batches; every rank trains on its DistributedSampler shard of each.
+Run train_ddp_mp(int n, const std::string& profile, const std::string& model_spec, const std::string& optimizer,
+                 const std::vector<HostBatch>& batches) {
+  const HostWeights init = init_weights(ModelSpec::parse(model_spec), 7);
+  const int layers = init.spec.layer_count();
+  expect_usable_map(n, layers);
+  auto w = make_world_mp(n, profile);
+  for (int r = 0; r < n; ++r) {
+    const lab06::RankDevices d = lab06::rank_devices(r);
+    Device& first = *w->devices[static_cast<size_t>(d.first)];
+    first.use_own_host();
+    w->devices[static_cast<size_t>(d.second)]->share_host_with(first);
+    w->groups[static_cast<size_t>(r)]->set_device(&first);
+  }
+  Run out;
+  out.weights.resize(static_cast<size_t>(n));
+  lab::run_ranks(n, [&](int rank) {
+    const lab06::RankDevices d = lab06::rank_devices(rank);
+    Device* first = w->devices[static_cast<size_t>(d.first)].get();
+    Device* second = w->devices[static_cast<size_t>(d.second)].get();
+    std::vector<Device*> place;
+    for (int l = 0; l < layers; ++l) place.push_back(lab06::layer_side(l, layers) == 0 ? first : second);
+    Mlp model(place, init);  // (DDP's constructor broadcasts rank 0's weights: here they start equal)
+    Optimizer step(optimizer_config(optimizer), model.parameters());
+    lab06::Replica r;
+    r.rank = rank;
+    r.world_size = n;
+    r.group = w->groups[static_cast<size_t>(rank)].get();
+    r.first = first;
+    r.second = second;
+    r.model = &model;
+    r.optimizer = &step;
+    r.buckets = lab06::make_buckets(model.parameters());
+    HostBatch shard;
+    for (size_t s = 0; s < batches.size(); ++s) {
+      first->set_step(static_cast<int64_t>(s));
+      second->set_step(static_cast<int64_t>(s));
+      take_shard(batches[s], rank, n, shard);
+      const double loss = lab06::rank_step(r, shard);
+      lab::expect(std::isfinite(loss), "step " + str(s) + ": the loss rank_step returned", "a finite number", str(loss));
+    }
+    out.weights[static_cast<size_t>(rank)] = model.download();
+  });
+  for (const auto& d : w->devices) {
+    out.peaks.emplace_back();
+    for (int k = 0; k < kMemoryCategoryCount; ++k) out.peaks.back().push_back(d->memory().peak(static_cast<MemoryCategory>(k)));
+  }
+  out.events = w->bus.events();
+  return out;
+}
+
+std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int steps) {
+  // 8192 samples: no gradient sits at a kink (tests/support/small_config.h), round-off stays small.
+  return lab::synthetic_batches(model, batch, steps, 8192, 11);
+}
+
+// Every rank's replica equal to rank 0's, bit for bit (the same averaged gradients, the same step).
+void expect_replicas_equal(const std::vector<HostWeights>& w, const std::string& what) {
+  for (size_t r = 1; r < w.size(); ++r)
+    lab::expect(weights_checksum(w[r]) == weights_checksum(w[0]), what + ": rank " + str(r) + "'s weights",
+                "rank 0's, bit for bit (every rank applies the same averaged gradients)",
+                "max relative difference " + str(max_relative_difference(w[r], w[0])));
+}
+
+// Task 3: after 5 steps every replica holds single's weights (≤ 1e-5), on 2 and 4 ranks (4 and 8
+// devices), cpu and sim.
+void equivalence(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  const std::string kinds = a.get("devices", "cpu,sim");
+  const std::string model = a.get("model", kModel);
+  const std::string optimizer = a.get("optimizer", "sgd");
+  const int64_t batch = std::stoll(a.get("batch", "32"));
+  const int steps = 5;
+  const auto batches = make_batches(model, batch, steps);
+  const HostWeights single = lab::train_single(model, optimizer_config(optimizer), batches);
+  std::string report;
+  for (const std::string kind : {"cpu", "sim"}) {
+    if (kinds.find(kind) == std::string::npos) continue;
+    for (long long nl : ranks) {
+      const int n = static_cast<int>(nl);
+      const Run run = train_ddp_mp(n, kind == "sim" ? "a100-nvlink-8" : "", model, optimizer, batches);
+      const std::string what = "DDP with model parallel, " + str(n) + " ranks (" + str(2 * n) + " " + kind +
+                               " devices), " + model + ", " + optimizer + ", " + str(steps) + " steps of batch " +
+                               str(batch);
+      const double diff = max_relative_difference(run.weights[0], single);
+      char line[160];
+      std::snprintf(line, sizeof line, "%d ranks (%d %s devices): max relative difference %.3g", n, 2 * n,
+                    kind.c_str(), diff);
+      lab::expect(std::isfinite(diff) && diff <= 1e-5, what + ": rank 0's weights against single's",
+                  "max relative difference ≤ 1e-5", line);
+      expect_replicas_equal(run.weights, what);
+      report += std::string("  ") + line + "\n";
+    }
+  }
+  std::printf("passed: DDP whose replica spans two devices trains as single does (%s)\n%s", optimizer.c_str(),
+              report.c_str());
+}
+
+// Task 3: the moves, read from the trace. Per step and rank: between its two devices exactly one
+// copy each way — the activation onto the second device, its gradient back onto the first (R rows
+// of the width at the split, 4 bytes each); one all-reduce on each of its devices; and over all
+// ranks the all-reduces on the first devices carry 4·P₁ bytes each, those on the second 4·P₂ — the
+// ring moves 2(N − 1) times each payload in all: the gradients, and nothing else.
+void moves(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  const std::string model = a.get("model", kModel);
+  const int64_t batch = std::stoll(a.get("batch", "32"));
+  const int steps = 2;
+  const ModelSpec spec = ModelSpec::parse(model);
+  const auto [p1, p2] = side_parameters(spec);
+  const int64_t width = spec.sizes[static_cast<size_t>(first_half(spec.layer_count()))];
+  std::string report;
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    const int64_t rows = batch / n;
+    const int64_t act_bytes = rows * width * 4;
+    const Run run = train_ddp_mp(n, "", model, "sgd", make_batches(model, batch, steps));
+    const std::string what = "DDP with model parallel, " + str(n) + " ranks (" + str(2 * n) + " cpu devices), " + model +
+                             ", batch " + str(batch);
+    for (int s = 0; s < steps; ++s) {
+      std::vector<int> copies(static_cast<size_t>(2 * n), 0), calls(static_cast<size_t>(2 * n), 0);
+      std::vector<int64_t> copied(static_cast<size_t>(2 * n), 0);
+      int64_t reduced[2] = {0, 0};  // all-reduce bytes over the first devices, over the second
+      for (const Event& e : run.events) {
+        if (e.step != s || e.device < 0 || e.device >= 2 * n) continue;
+        const size_t d = static_cast<size_t>(e.device);
+        if (e.kind == "copy_p2p") {
+          ++copies[d];
+          copied[d] += e.bytes;
+        }
+        if (e.role == Role::all_reduce) {
+          if (e.flow_id >= 0) ++calls[d];  // a call's first event
+          reduced[e.device % 2] += e.bytes;
+        }
+      }
+      const std::string at = what + ", step " + str(s);
+      for (int r = 0; r < n; ++r) {
+        const size_t f = static_cast<size_t>(2 * r), g = f + 1;
+        lab::expect(copies[g] == 1 && copied[g] == act_bytes,
+                    at + ": the copies device " + str(g) + " (rank " + str(r) + "'s second) receives from another device",
+                    "one: the activation at the split, " + str(rows) + " rows × " + str(width) + " × 4 = " +
+                        str(act_bytes) + " bytes (forward)",
+                    str(copies[g]) + " copies, " + str(copied[g]) + " bytes");
+        lab::expect(copies[f] == 1 && copied[f] == act_bytes,
+                    at + ": the copies device " + str(f) + " (rank " + str(r) + "'s first) receives from another device",
+                    "one: the gradient w.r.t. the activation, " + str(act_bytes) + " bytes (backward)",
+                    str(copies[f]) + " copies, " + str(copied[f]) + " bytes");
+        lab::expect(calls[f] == 1 && calls[g] == 1,
+                    at + ": the all-reduces rank " + str(r) + " runs on its devices " + str(f) + " and " + str(g),
+                    "one on each: every device all-reduces the gradients it holds, where they are",
+                    str(calls[f]) + " on device " + str(f) + ", " + str(calls[g]) + " on device " + str(g));
+      }
+      const int64_t want1 = 2 * (n - 1) * 4 * p1, want2 = 2 * (n - 1) * 4 * p2;
+      lab::expect(reduced[0] == want1 && reduced[1] == want2,
+                  at + ": the bytes the all-reduces move, summed over the ranks (a ring moves 2(N − 1) × its payload)",
+                  "first devices 2 · " + str(n - 1) + " · 4 · P₁ = " + str(want1) + ", second devices 2 · " + str(n - 1) +
+                      " · 4 · P₂ = " + str(want2) + " (P₁ = " + str(p1) + ", P₂ = " + str(p2) +
+                      " parameters: the gradients, nothing else)",
+                  "first devices " + str(reduced[0]) + ", second devices " + str(reduced[1]));
+    }
+    report += "  " + str(n) + " ranks: per step and rank one activation copy each way (" + str(act_bytes) +
+              " bytes), all-reduces of 4 · " + str(p1) + " bytes on the first device and 4 · " + str(p2) +
+              " on the second\n";
+  }
+  std::printf("passed: the moves of DDP with model parallel\n%s", report.c_str());
+}
+
+// Task 2 and 3: from the ledgers, each device holds its own half: params, grads, the optimizer's
+// momentum and the bucket's buffer, 4 bytes per parameter of ITS layers each.
+void memory(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  const std::string model = a.get("model", kModel);
+  const int64_t batch = std::stoll(a.get("batch", "32"));
+  const ModelSpec spec = ModelSpec::parse(model);
+  const auto [p1, p2] = side_parameters(spec);
+  const MemoryCategory categories[] = {MemoryCategory::params, MemoryCategory::grads, MemoryCategory::optimizer,
+                                       MemoryCategory::comm_buffers};
+  std::string report;
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    const Run run = train_ddp_mp(n, "", model, "sgd", make_batches(model, batch, 2));
+    for (int r = 0; r < n; ++r)
+      for (int side = 0; side < 2; ++side) {
+        const size_t d = static_cast<size_t>(2 * r + side);
+        const int64_t p = side == 0 ? p1 : p2;
+        std::string want, got;
+        bool ok = true;
+        for (MemoryCategory c : categories) {
+          const int64_t peak = run.peaks[d][static_cast<size_t>(c)];
+          ok = ok && peak == 4 * p;
+          want += (want.empty() ? "" : ", ") + std::string(memory_category_name(c)) + " " + str(4 * p);
+          got += (got.empty() ? "" : ", ") + std::string(memory_category_name(c)) + " " + str(peak);
+        }
+        lab::expect(ok,
+                    "DDP with model parallel, " + str(n) + " ranks, " + model + ", SGD with momentum: the ledger peaks of device " +
+                        str(d) + " (rank " + str(r) + "'s " + (side == 0 ? "first" : "second") + ")",
+                    "4 · P" + std::string(side == 0 ? "₁" : "₂") + " = " + str(4 * p) +
+                        " bytes in each — its own layers' weights, gradients, momentum and ONE bucket of exactly "
+                        "its gradients: " + want,
+                    got);
+      }
+    report += "  " + str(n) + " ranks: each first device " + str(4 * p1) + " bytes per category, each second " +
+              str(4 * p2) + "; activations peak " + str(run.peaks[0][static_cast<size_t>(MemoryCategory::activations)]) +
+              " and " + str(run.peaks[1][static_cast<size_t>(MemoryCategory::activations)]) + " bytes (rank 0)\n";
+  }
+  std::printf("passed: each device holds its half of the replica (params, grads, momentum, bucket: 4 · P₁ = %lld "
+              "and 4 · P₂ = %lld bytes)\n%s",
+              static_cast<long long>(4 * p1), static_cast<long long>(4 * p2), report.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return lab::run_check(argc, argv,
+                        {{"placement", placement}, {"equivalence", equivalence}, {"moves", moves}, {"memory", memory}});
+}
