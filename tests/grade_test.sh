@@ -198,6 +198,59 @@ out=$("$SCALELAB" grade 01-collectives --labs-dir "$LABS" --toolchain "$WORK/non
 [ $? = 2 ] && [[ "$out" == *"[grade]"*"grade-toolchain"* ]] && pass "no toolchain file exits 2 and says to build" ||
   fail "no toolchain: $out"
 
+# --- numeric questions (answers.json) and a class of submissions, on a test lab -------------------
+# alab: twice.cpp and answers.json; the rubric grades two answers itself (abs and rel tolerance),
+# the harness reads one. class/: alice right, bob partly, carol does not compile, dave.cpp is one
+# file for a lab of two.
+ALABS=$DATA/answers-lab
+"$SCALELAB" grade alab --labs-dir "$ALABS" --results "$WORK/alab-stub.json" >"$WORK/alab-stub.out" 2>&1
+if python3 - "$WORK/alab-stub.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["score"] == 0, j["score"]
+for t in j["tests"]:
+    if t["name"] != "builds":
+        assert t["extra_data"]["result"] == "failed" and "TODO" in t["output"], t
+EOF2
+then pass "answers: the unanswered questions (null) score 0 and say TODO"
+else fail "answers: the stub: $(tail -20 "$WORK/alab-stub.out")"; fi
+out=$("$SCALELAB" grade alab --labs-dir "$ALABS" --submissions "$ALABS/class" --out "$WORK/class" 2>&1)
+code=$?
+if [ "$code" = 0 ] && python3 - "$WORK/class" <<'EOF2'
+import csv, json, sys
+rows = {r["student"]: r for r in csv.DictReader(open(sys.argv[1] + "/grades.csv"))}
+assert sorted(rows) == ["alice", "bob", "carol", "dave"], sorted(rows)
+a, b, c, d = rows["alice"], rows["bob"], rows["carol"], rows["dave"]
+assert (a["score"], a["max_score"], a["builds"]) == ("30", "30", "passed"), a
+assert b["score"] == "15" and b["twice"] == "10" and b["bytes"] == "5", b
+assert b["bubble"] == "failed" and b["harness_read"] == "failed" and b["hidden_bytes"] == "failed", b
+assert c["builds"] == "failed" and c["bubble"] == "blocked" and c["score"] == "0", c
+assert d["score"] == "0" and "one file" in d["note"], d
+bob = {t["name"]: t for t in json.load(open(sys.argv[1] + "/bob/results.json"))["tests"]}
+assert "0.4285" in bob["bubble"]["output"] and "0.5" in bob["bubble"]["output"], bob["bubble"]
+EOF2
+then pass "a class folder graded in one command: grades.csv (alice 30, bob 15, carol blocked on builds, dave not graded, with why), each student's results.json"
+else fail "--submissions: exit $code: $out $(cat "$WORK/class/grades.csv" 2>/dev/null)"; fi
+[[ "$out" == *"4/4"* && "$out" == *"passed by"* ]] && pass "--submissions shows progress per student and how many passed each check" ||
+  fail "--submissions progress/summary: $out"
+out=$("$SCALELAB" grade --labs-dir "$ALABS" --release "$WORK/alab.tar.gz" 2>&1) && mkdir -p "$WORK/alab-out" &&
+  tar -xzf "$WORK/alab.tar.gz" -C "$WORK/alab-out"
+if python3 - "$WORK/alab-out/scalelab-labs/alab/checks.json" <<'EOF2'
+import json, sys
+checks = {c["name"]: c for c in json.load(open(sys.argv[1]))["checks"]}
+assert "hidden_bytes" not in checks, checks
+assert "expected" not in checks["bubble"]["answer"] and checks["bubble"]["answer"]["key"] == "bubble", checks["bubble"]
+EOF2
+then
+  "$SCALELAB" grade alab --labs-dir "$WORK/alab-out/scalelab-labs" --submission "$ALABS/class/alice" \
+    --results "$WORK/alab-handout.json" >"$WORK/alab-handout.out" 2>&1
+  [ "$(result alab-handout bubble)" = blocked ] && [ "$(result alab-handout twice)" = passed ] &&
+    pass "the hand-out keeps the questions but not their expected values: graded from it, they are blocked" ||
+    fail "graded from the hand-out: bubble $(result alab-handout bubble): $(tail -20 "$WORK/alab-handout.out")"
+else
+  fail "the hand-out's rubric still tells the answers: $out"
+fi
+
 # --- the hand-out: stubs, READMEs, public checks; no solution, mutants or hidden checks ---------
 out=$("$SCALELAB" grade --labs-dir "$LABS" --release "$WORK/dist/labs.tar.gz" 2>&1)
 if [ $? = 0 ] && mkdir -p "$WORK/unpacked" && tar -xzf "$WORK/dist/labs.tar.gz" -C "$WORK/unpacked"; then

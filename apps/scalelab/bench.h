@@ -63,6 +63,8 @@ struct GradeCliOptions {
   std::string labs_dir;      // default: labs/ beside the sources, or $SCALELAB_LABS
   std::string toolchain;     // default: grade-toolchain.txt beside this executable
   std::string release_path;  // --release OUT.tar.gz: the student hand-out instead of grading
+  std::string class_dir;     // --submissions DIR: one sub-folder (or file) per student, all graded
+  std::string out_dir;       // with --submissions: per-student reports and grades.csv (default grades-<lab>)
   double timeout_s = 0;      // > 0: every check's time limit instead of the rubric's
   bool keep_scratch = false;
 };

@@ -3,8 +3,13 @@
 // JUnit XML on request. Exit 0: every check passed; 1: some did not; 2: the grader could not run.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "apps/scalelab/bench.h"
 #include "core/error.h"
@@ -12,6 +17,103 @@
 #include "labs/grader/grader.h"
 
 namespace scalelab {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A field of grades.csv: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string points_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// An instructor's folder of submissions: each student's entry graded in turn (the lab's harness
+// compiled once, then cached), a line of progress per student, each student's results.json,
+// results.xml and report.txt under OUT/<student>/, and OUT/grades.csv (one row per student, a
+// column per check) with a summary of how many students passed each check. A submission the
+// grader cannot take (a file for a lab of several files) is a row with its reason, not the end of
+// the class. Exit 0 when every submission was graded, whatever its score.
+int grade_class(const GradeCliOptions& o, const grade::Options& base) {
+  if (!fs::is_directory(o.class_dir))
+    throw UsageError("grade", "--submissions " + o.class_dir + ": not a folder — give a folder with one sub-folder per student");
+  if (!o.submission.empty() || !o.results_path.empty() || !o.junit_path.empty() || o.json)
+    throw UsageError("grade", "--submissions grades a whole folder: drop --submission, --results, --junit and --json "
+                              "(each student's reports go to --out)");
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(o.class_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    if (e.is_directory() || e.is_regular_file()) entries.push_back(e.path());
+  }
+  std::sort(entries.begin(), entries.end());
+  if (entries.empty()) throw UsageError("grade", "--submissions " + o.class_dir + " holds no submissions (no sub-folders or files)");
+  const grade::Lab lab = grade::load_lab(base.labs_dir, base.lab);
+  const fs::path out = o.out_dir.empty() ? fs::path("grades-" + lab.name) : fs::path(o.out_dir);
+  fs::create_directories(out);
+
+  std::string csv = "student,score,max_score,builds";
+  for (const auto& c : lab.checks) csv.append(",").append(csv_field(c.name));
+  csv += ",note\n";
+  std::map<std::string, int> passed;  // check → students who passed it
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t k = 0;
+  for (const fs::path& entry : entries) {
+    ++k;
+    const std::string student = entry.stem().string();
+    grade::Options g = base;
+    g.submission = entry.string();
+    g.verbose = false;
+    std::string row = csv_field(student);
+    try {
+      const grade::Report r = grade::grade(g);
+      const fs::path dir = out / student;
+      fs::create_directories(dir);
+      write_file_atomically((dir / "results.json").string(), grade::results_json(r), "grade");
+      write_file_atomically((dir / "results.xml").string(), grade::junit_xml(r), "grade");
+      write_file_atomically((dir / "report.txt").string(), grade::table(r, false), "grade");
+      row.append(",").append(points_text(r.score)).append(",").append(points_text(r.max_score));
+      for (const auto& c : r.checks) {
+        const bool points = c.status == grade::Status::passed && c.spec.name != "builds";  // builds is worth 0
+        row.append(",").append(points ? points_text(c.score) : grade::status_name(c.status));
+        if (c.status == grade::Status::passed) ++passed[c.spec.name];
+      }
+      row += ",\n";
+      std::fprintf(stderr, "[grade] %zu/%zu %-24s %6s / %s  (%.1f s)\n", k, entries.size(), student.c_str(),
+                   points_text(r.score).c_str(), points_text(r.max_score).c_str(), r.seconds);
+    } catch (const UsageError& e) {
+      // This submission cannot be graded as handed in; the next one may.
+      double max_score = 0;
+      for (const auto& c : lab.checks) max_score += c.points;
+      row += ",0," + points_text(max_score) + std::string(lab.checks.size() + 1, ',') + "," + csv_field(e.message()) + "\n";
+      std::fprintf(stderr, "[grade] %zu/%zu %-24s not graded: %s\n", k, entries.size(), student.c_str(), e.what());
+    }
+    csv += row;
+  }
+  write_file_atomically((out / "grades.csv").string(), csv, "grade");
+  std::printf("%-28s passed by\n", "check");
+  for (const std::string& name : [&] {
+         std::vector<std::string> v{"builds"};
+         for (const auto& c : lab.checks) v.push_back(c.name);
+         return v;
+       }())
+    std::printf("%-28s %d / %zu\n", name.c_str(), passed[name], entries.size());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[grade] %zu submissions of %s graded in %.1f s: %s (one row each), and each student's results.json, "
+              "results.xml and report.txt under %s/\n",
+              entries.size(), lab.name.c_str(), seconds, (out / "grades.csv").string().c_str(), out.string().c_str());
+  return 0;
+}
+
+}  // namespace
 
 int run_grade(const GradeCliOptions& o) {
   const std::string labs_dir = o.labs_dir.empty() ? grade::default_labs_dir() : o.labs_dir;
@@ -39,6 +141,7 @@ int run_grade(const GradeCliOptions& o) {
   g.verbose = !o.json && ::isatty(STDERR_FILENO);  // progress on a terminal; logs get the table
   grade::Report r;
   try {
+    if (!o.class_dir.empty()) return grade_class(o, g);
     r = grade::grade(g);
   } catch (const UsageError&) {
     throw;  // exit 2 with its message

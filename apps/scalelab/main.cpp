@@ -162,6 +162,10 @@ int main(int argc, char** argv) {
   grade_cmd->add_option("lab", grade_opts.lab, "the lab, e.g. 01-collectives (none: list the labs)");
   grade_cmd->add_option("--submission", grade_opts.submission, "folder (or one file) with the student's files "
                                                                "(default: the lab's own stubs)");
+  grade_cmd->add_option("--submissions", grade_opts.class_dir, "a folder of submissions, one sub-folder (or file) per "
+                                                               "student: grade them all, write grades.csv");
+  grade_cmd->add_option("--out", grade_opts.out_dir, "with --submissions: where each student's results.json, report "
+                                                     "and grades.csv go (default grades-LAB)");
   grade_cmd->add_option("--results", grade_opts.results_path, "write Gradescope's results.json here");
   grade_cmd->add_option("--junit", grade_opts.junit_path, "write JUnit XML here");
   grade_cmd->add_flag("--json", grade_opts.json, "print results.json instead of the table");

@@ -12,9 +12,11 @@
 // A check throws lab::Failure (through lab::fail / lab::expect) to fail with a message; any other
 // exception — a TODO left in the stub, a timeout of the process group, std::bad_alloc — fails the
 // check with that exception's text.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +25,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace lab {
 
@@ -100,6 +104,27 @@ class Args {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// The number the student wrote for `key` in answers.json, the lab's answers file (a student file:
+// the grader puts it in the check's working folder). A missing file, a missing key, null (the
+// stub's "not answered yet") or a non-number fails the check saying which, with "TODO" when the
+// question is simply not answered yet.
+inline double answer_number(const std::string& key, const std::string& file = "answers.json") {
+  std::ifstream in(file);
+  if (!in) fail("answers: cannot read " + file, "the answers file handed in with the lab", "no such file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    fail("answers: " + file + " is not valid JSON", "{\"" + key + "\": <number>, ...}", e.what());
+  }
+  if (!j.is_object() || !j.contains(key) || j.at(key).is_null())
+    throw std::runtime_error("TODO: answer '" + key + "' in " + file + " (it is not answered yet)");
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()))
+    fail("answers: '" + key + "' in " + file + " is not a number", "a number", v.dump());
+  return v.get<double>();
+}
 
 using Check = std::function<void(const Args&)>;
 

@@ -402,6 +402,20 @@ Lab load_lab(const std::string& labs_dir, const std::string& name) {
       if (!field("memory_mb").is_null()) s.memory_mb = field("memory_mb").get<int64_t>();
       if (!field("needs").is_null()) s.needs = strings(field("needs"), where + ": needs");
       s.args = c.contains("args") ? strings(c["args"], where + ": args") : std::vector<std::string>{s.name};
+      if (c.contains("answer")) {
+        const json& a = c["answer"];
+        s.is_answer = true;
+        s.answer.file = a.value("file", s.answer.file);
+        s.answer.key = a.at("key").get<std::string>();
+        s.answer.has_expected = a.contains("expected");  // not in the hand-out
+        if (s.answer.has_expected) s.answer.expected = a.at("expected").get<double>();
+        s.answer.abs_tol = a.value("abs", 0.0);
+        s.answer.rel_tol = a.value("rel", 0.0);
+        if (!(s.answer.abs_tol >= 0) || !(s.answer.rel_tol >= 0))
+          throw Error("grade", where + ": answer tolerances abs and rel must be ≥ 0");
+        if (std::find(lab.student_files.begin(), lab.student_files.end(), s.answer.file) == lab.student_files.end())
+          throw Error("grade", where + ": its answer is read from " + s.answer.file + ", which is not among student_files");
+      }
       if (s.points < 0 || s.timeout_s <= 0 || s.memory_mb < 0)
         throw Error("grade", where + ": points, timeout_s and memory_mb must be ≥ 0 (timeout_s > 0)");
       for (const auto& need : s.needs)
@@ -557,6 +571,62 @@ bool have_need(const std::string& need, const Toolchain& t, std::string& why) {
   return false;
 }
 
+// A student file the compiler takes; the others (headers aside) are data the checks read.
+bool compiled(const std::string& file) {
+  const std::string ext = fs::path(file).extension().string();
+  return ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".c";
+}
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+// A numeric question: the student's number against the rubric's, with its tolerance. No harness
+// runs; "TODO" when the question is not answered yet (the hand-out's null).
+CheckResult grade_answer(const CheckSpec& spec, const std::string& workdir) {
+  CheckResult r;
+  r.spec = spec;
+  r.status = Status::failed;
+  const auto& a = spec.answer;
+  const std::string file = workdir + "/" + fs::path(a.file).filename().string();
+  const std::string tol = a.abs_tol > 0 && a.rel_tol > 0
+                              ? "± " + number_text(a.abs_tol) + " or ± " + number_text(100 * a.rel_tol) + " %"
+                          : a.rel_tol > 0 ? "± " + number_text(100 * a.rel_tol) + " %"
+                                          : "± " + number_text(a.abs_tol);
+  const std::string want = number_text(a.expected) + " " + tol;
+  if (!a.has_expected) {
+    r.status = Status::blocked;
+    r.output = "blocked: the expected value of this question is not in the hand-out — your instructor's grader checks it";
+    return r;
+  }
+  json j;
+  try {
+    j = json::parse(read_text(file));
+  } catch (const std::exception& e) {
+    r.output = "FAILED: " + a.file + " is not valid JSON: " + e.what() + "\n  expected: {\"" + a.key + "\": <number>, …}";
+    return r;
+  }
+  if (!j.is_object() || !j.contains(a.key) || j[a.key].is_null()) {
+    r.output = "TODO: answer '" + a.key + "' in " + a.file + " (it is not answered yet)";
+    return r;
+  }
+  const json& v = j[a.key];
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    r.output = "FAILED: '" + a.key + "' in " + a.file + " is not a number\n  expected: a number\n  got:      " + v.dump();
+    return r;
+  }
+  const double got = v.get<double>();
+  const double err = std::fabs(got - a.expected);
+  const bool ok = err <= a.abs_tol || err <= a.rel_tol * std::fabs(a.expected);
+  r.status = ok ? Status::passed : Status::failed;
+  r.score = ok ? spec.points : 0;
+  r.output = std::string(ok ? "" : "FAILED: ") + a.file + ": " + a.key + "\n  expected: " + want + "\n  got:      " +
+             number_text(got) + "\n";
+  return r;
+}
+
 CheckResult run_check(const CheckSpec& spec, const std::string& harness, const std::string& workdir,
                       const std::string& profiles, const Toolchain& t) {
   CheckResult r;
@@ -702,7 +772,7 @@ Report grade(const Options& o) {
     for (const auto& f : lab.student_files) {
       const std::string base = fs::path(f).filename().string();
       fs::copy_file(files.at(f), scratch.dir + "/src/" + base, fs::copy_options::overwrite_existing);
-      if (fs::path(base).extension() == ".h") continue;
+      if (!compiled(base)) continue;  // a header, or an answers file (into the checks' folder below)
       Job j;
       j.argv = compile_command(tc, lab, base, "../" + base + ".o");
       j.cwd = scratch.dir + "/src";
@@ -778,6 +848,15 @@ Report grade(const Options& o) {
     if (const passwd* pw = ::getpwnam("nobody")) (void)!::chown(workdir.c_str(), pw->pw_uid, pw->pw_gid);
     else (void)!::chown(workdir.c_str(), 65534, 65534);
   }
+  // The student files the compiler does not take (an answers file): in the checks' working
+  // folder, where the harness reads them.
+  if (builds.status == Status::passed)
+    for (const auto& f : lab.student_files)
+      if (!compiled(f) && fs::path(f).extension() != ".h") {
+        const std::string dst = workdir + "/" + fs::path(f).filename().string();
+        fs::copy_file(files.at(f), dst, fs::copy_options::overwrite_existing);
+        ::chmod(dst.c_str(), 0644);
+      }
   for (const CheckSpec& spec : lab.checks) {
     if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), spec.name) == o.only.end()) continue;
     CheckResult r;
@@ -789,6 +868,8 @@ Report grade(const Options& o) {
     } else if (std::any_of(spec.needs.begin(), spec.needs.end(), [&](const std::string& n) { return !have_need(n, tc, why); })) {
       r.status = Status::blocked;
       r.output = "blocked: " + why;
+    } else if (spec.is_answer) {
+      r = grade_answer(spec, workdir);
     } else {
       CheckSpec limited = spec;
       if (o.timeout_s > 0) limited.timeout_s = o.timeout_s;
@@ -945,7 +1026,11 @@ void release(const std::string& labs_dir, const std::string& out_tar_gz) {
     json kept = json::array();
     for (const json& c : rubric["checks"]) {
       const std::string v = c.value("visibility", defaults.value("visibility", std::string("visible")));
-      if (v == "visible") kept.push_back(c);
+      if (v != "visible") continue;
+      json check = c;
+      // A numeric question's expected value is the answer key: the hand-out asks, it does not tell.
+      if (check.contains("answer")) check["answer"].erase("expected");
+      kept.push_back(check);
     }
     rubric["checks"] = kept;
     write_file_atomically((dst / "checks.json").string(), rubric.dump(2) + "\n", "grade");

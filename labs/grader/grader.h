@@ -24,6 +24,15 @@ struct CheckSpec {
   int64_t memory_mb = 2048;
   std::vector<std::string> needs;  // "gpu", "mpi": blocked where absent
   std::vector<std::string> args;   // the harness's command line after its path; default: {name}
+  // A numeric question graded by the grader itself, no harness run: the number under `key` in the
+  // student's answers file within abs_tol or rel_tol (either suffices) of `expected`.
+  struct Answer {
+    std::string file = "answers.json", key;
+    double expected = 0, abs_tol = 0, rel_tol = 0;
+    bool has_expected = false;  // the hand-out's rubric leaves it out: such a check is blocked
+  };
+  bool is_answer = false;
+  Answer answer;
 };
 
 struct Lab {

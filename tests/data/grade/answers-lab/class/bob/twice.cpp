@@ -1,0 +1,3 @@
+#include "lab.h"
+
+int twice(int x) { return x + x; }

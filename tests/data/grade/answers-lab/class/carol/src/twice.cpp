@@ -1,0 +1,3 @@
+#include "lab.h"
+
+int twice(int x) { return 2 * x }

@@ -1,0 +1,2 @@
+#include "lab.h"
+int twice(int x) { return 2 * x; }
