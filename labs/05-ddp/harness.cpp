@@ -219,13 +219,6 @@ std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int
 }
 
 // Every rank's replica equal to rank 0's, bit for bit (the same averaged gradients, the same step).
-void expect_replicas_equal(const std::vector<HostWeights>& w, const std::string& what) {
-  for (size_t r = 1; r < w.size(); ++r)
-    lab::expect(weights_checksum(w[r]) == weights_checksum(w[0]), what + ": rank " + str(r) + "'s weights",
-                "rank 0's, bit for bit (every rank applies the same averaged gradients)",
-                "max relative difference " + str(max_relative_difference(w[r], w[0])));
-}
-
 // Task 2: after 5 steps the replicas hold single's weights (≤ 1e-5), for 2 and 4 ranks on cpu and sim.
 void equivalence(const Args& a) {
   const auto ranks = a.ints("ranks", "2,4");
@@ -250,7 +243,7 @@ void equivalence(const Args& a) {
       std::snprintf(line, sizeof line, "%d ranks on %s: max relative difference %.3g", n, kind.c_str(), diff);
       lab::expect(std::isfinite(diff) && diff <= 1e-5, what + ": the weights against single's",
                   "max relative difference ≤ 1e-5", line);
-      expect_replicas_equal(weights, what);
+      lab::expect_replicas_equal(weights, what);
       // One all-reduce per bucket per step on every rank.
       int expected_buckets = static_cast<int>(compute_bucket_assignment_by_size(mlp_bytes(run.model), run.cap, run.first_cap).size());
       std::vector<int> all_reduces(static_cast<size_t>(n));
@@ -347,7 +340,7 @@ void no_sync(const Args& a) {
     std::snprintf(line, sizeof line, "%d ranks: max relative difference %.3g", n, diff);
     lab::expect(std::isfinite(diff) && diff <= 1e-6, what + ": the weights against one step of batch " + str(k * batch),
                 "max relative difference ≤ 1e-6", line);
-    expect_replicas_equal(accumulated, what);
+    lab::expect_replicas_equal(accumulated, what);
     report += std::string("  ") + line + "\n";
   }
   std::printf("passed: K = %d no_sync steps give one step of K× the batch\n%s", k, report.c_str());

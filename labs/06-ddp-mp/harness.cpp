@@ -189,13 +189,6 @@ std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int
 }
 
 // Every rank's replica equal to rank 0's, bit for bit (the same averaged gradients, the same step).
-void expect_replicas_equal(const std::vector<HostWeights>& w, const std::string& what) {
-  for (size_t r = 1; r < w.size(); ++r)
-    lab::expect(weights_checksum(w[r]) == weights_checksum(w[0]), what + ": rank " + str(r) + "'s weights",
-                "rank 0's, bit for bit (every rank applies the same averaged gradients)",
-                "max relative difference " + str(max_relative_difference(w[r], w[0])));
-}
-
 // Task 3: after 5 steps every replica holds single's weights (≤ 1e-5), on 2 and 4 ranks (4 and 8
 // devices), cpu and sim.
 void equivalence(const Args& a) {
@@ -222,7 +215,7 @@ void equivalence(const Args& a) {
                     kind.c_str(), diff);
       lab::expect(std::isfinite(diff) && diff <= 1e-5, what + ": rank 0's weights against single's",
                   "max relative difference ≤ 1e-5", line);
-      expect_replicas_equal(run.weights, what);
+      lab::expect_replicas_equal(run.weights, what);
       report += std::string("  ") + line + "\n";
     }
   }

@@ -11,6 +11,7 @@
 #include "core/device/device.h"
 #include "core/nn/mlp.h"
 #include "core/nn/optimizer.h"
+#include "labs/common/harness.h"
 
 namespace lab {
 
@@ -55,6 +56,14 @@ inline scalelab::HostWeights train_single(const std::string& model, const scalel
     step.step();
   }
   return m.download();
+}
+
+// Every rank's replica holds rank 0's weights bit for bit: each applied the same averaged gradients.
+inline void expect_replicas_equal(const std::vector<scalelab::HostWeights>& w, const std::string& what) {
+  for (size_t r = 1; r < w.size(); ++r)
+    expect(scalelab::weights_checksum(w[r]) == scalelab::weights_checksum(w[0]), what + ": rank " + str(r) + "'s weights",
+           "rank 0's, bit for bit (every rank applies the same averaged gradients)",
+           "max relative difference " + str(scalelab::max_relative_difference(w[r], w[0])));
 }
 
 }  // namespace lab
