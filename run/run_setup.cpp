@@ -81,7 +81,7 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
   device_options.dry_run = c.dry_run;
   device_options.bus = &bus;
   device_options.epoch = epoch;
-  if (c.device == DeviceKind::sim) device_options.profile = load_profile(c.hw);
+  if (c.device == DeviceKind::sim) device_options.profile = reshaped(load_profile(c.hw), c.hw_nodes, c.hw_devices_per_node);
   if (group) {
     if (group->size() * per_rank != c.devices)
       throw UsageError("train", "--devices " + std::to_string(c.devices) + " but " + std::to_string(group->size()) +

@@ -15,6 +15,7 @@
 #include "core/device/sim/cost_model.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "support/errors.h"
 
 using namespace scalelab;
 using nlohmann::json;
@@ -503,4 +504,28 @@ TEST(Profile, UnknownNameListsTheShippedOnes) {
     EXPECT_TRUE(contains(e.what(), "no-such-machine")) << e.what();
     EXPECT_TRUE(contains(e.what(), "a100-nvlink-8")) << e.what();
   }
+}
+
+TEST(Profile, ReshapedKeepsTheDevicesAndLinksAndNamesTheShape) {
+  const HardwareProfile h100 = load_profile("h100-ib-16x8");
+  const HardwareProfile big = reshaped(h100, 1024, 0);
+  EXPECT_EQ(big.device_count(), 8192);
+  EXPECT_EQ(big.devices_per_node, 8);
+  EXPECT_EQ(big.name, "h100-ib-16x8@1024x8");
+  EXPECT_EQ(big.peak_flops_f16, h100.peak_flops_f16);
+  EXPECT_EQ(big.inter_node.bandwidth_Bps, h100.inter_node.bandwidth_Bps);
+  EXPECT_EQ(big.intra_node.bandwidth_Bps, h100.intra_node.bandwidth_Bps);
+  EXPECT_EQ(reshaped(h100, 0, 0).name, "h100-ib-16x8");  // 0: the profile's own shape
+  EXPECT_EQ(reshaped(h100, 4, 4).device_count(), 16);
+  // The shape read back from a trace's copy of the profile is the reshaped one.
+  EXPECT_EQ(parse_profile(profile_to_json(big), "test").device_count(), 8192);
+}
+
+TEST(Profile, ReshapedRefusesWhatCannotBePriced) {
+  const std::string one_node = test::message_of<UsageError>([] { (void)reshaped(load_profile("a100-nvlink-8"), 4, 0); });
+  EXPECT_TRUE(contains(one_node, "no link between nodes")) << one_node;
+  const std::string negative = test::message_of<UsageError>([] { (void)reshaped(load_profile("h100-ib-16x8"), -1, 0); });
+  EXPECT_TRUE(contains(negative, "--nodes -1")) << negative;
+  // One node of a single-node profile with fewer devices is fine: no link between nodes needed.
+  EXPECT_EQ(reshaped(load_profile("a100-nvlink-8"), 1, 4).device_count(), 4);
 }

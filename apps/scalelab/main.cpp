@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "apps/scalelab/bench.h"
+#include "apps/scalelab/scale.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "run/train.h"
@@ -74,6 +75,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--strategy", c.strategy, "single (see `scalelab strategies`)")->capture_default_str();
   train_cmd->add_option("--device", device_name, "cpu | sim | cuda")->capture_default_str();
   train_cmd->add_option("--hw", c.hw, "hardware profile for --device sim (see `scalelab profiles`)");
+  train_cmd->add_option("--nodes", c.hw_nodes, "sim: the profile's cluster reshaped to this many nodes");
+  train_cmd->add_option("--devices-per-node", c.hw_devices_per_node, "sim: … of this many devices each");
   train_cmd->add_option("--devices", c.devices, "number of devices")->capture_default_str();
   train_cmd->add_flag("--dry-run", c.dry_run, "sim only: shapes and times, no numerics");
   train_cmd->add_option("--model", c.model, "mlp:IN-HIDDEN...-CLASSES")->capture_default_str();
@@ -156,6 +159,26 @@ int main(int argc, char** argv) {
   tour_cmd->add_option("--seed", tour.seed)->capture_default_str();
   tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
 
+  ScaleOptions sc;
+  bool strong = false;
+  auto* scale_cmd = app.add_subcommand("scale", "one strategy dry-run on simulated clusters of growing size: step time, "
+                                                "efficiency, communication, memory per device (a table, JSON, an SVG plot)");
+  scale_cmd->add_option("--strategy", sc.strategy, "the strategy (see `scalelab strategies`)")->capture_default_str();
+  scale_cmd->add_option("--hw", sc.hw, "the hardware profile (see `scalelab profiles`)")->capture_default_str();
+  scale_cmd->add_option("--model", sc.model)->capture_default_str();
+  scale_cmd->add_option("--devices", sc.devices, "the cluster sizes: 8,16,32 or doubling, 8..4096")->capture_default_str();
+  scale_cmd->add_option("--micro-batches", sc.micro_batches, "pipeline: several values (1,2,4 or 1..32) sweep m at one --devices");
+  scale_cmd->add_flag("--weak", sc.weak, "keep the batch per device: the global batch grows with N (default)");
+  scale_cmd->add_flag("--strong", strong, "keep the global batch");
+  scale_cmd->add_option("--batch", sc.batch, "per device (weak) or global (strong)")->capture_default_str()->check(CLI::PositiveNumber);
+  scale_cmd->add_option("--steps", sc.steps, "steps per point; the last is reported")->capture_default_str();
+  scale_cmd->add_option("--optimizer", sc.optimizer)->capture_default_str();
+  scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1 or 2")->capture_default_str();
+  scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe or 1f1b")->capture_default_str();
+  scale_cmd->add_option("--amp", sc.amp, "off, fp16 or bf16")->capture_default_str();
+  scale_cmd->add_option("--json", sc.json_path, "write the rows as JSON");
+  scale_cmd->add_option("--plot", sc.plot_path, "write an SVG: efficiency (or the bubble) and memory per device");
+
   GradeCliOptions grade_opts;
   auto* grade_cmd = app.add_subcommand("grade", "build a lab submission and run its checks (labs/): a table, "
                                                 "Gradescope's results.json, JUnit XML");
@@ -214,6 +237,11 @@ int main(int argc, char** argv) {
     if (*comm_cmd) return bench_comm(bm);
     if (*tour_cmd) return run_tour(tour);
     if (*grade_cmd) return run_grade(grade_opts);
+    if (*scale_cmd) {
+      if (strong && scale_cmd->count("--weak")) throw UsageError("scale", "--weak and --strong: choose one");
+      sc.weak = !strong;
+      return run_scale(sc);
+    }
     if (*profiles_cmd) {
       for (const auto& name : list_profiles()) {
         HardwareProfile p = load_profile(name);

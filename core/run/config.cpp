@@ -63,6 +63,11 @@ void TrainConfig::validate() const {
     throw UsageError("train", "--hw prices ops on simulated devices only — add --device sim, or drop --hw");
   if (dry_run && device != DeviceKind::sim)
     throw UsageError("train", "--dry-run runs no numerics, so it needs --device sim");
+  if ((hw_nodes != 0 || hw_devices_per_node != 0) && device != DeviceKind::sim)
+    throw UsageError("train", "--nodes / --devices-per-node reshape a simulated cluster — add --device sim --hw PROFILE");
+  if (hw_nodes < 0 || hw_devices_per_node < 0)
+    throw UsageError("train", "--nodes and --devices-per-node must be ≥ 1, got " + std::to_string(hw_nodes) + " and " +
+                                  std::to_string(hw_devices_per_node));
   optimizer.validate();
   if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
   if (comm_algo != "ring" && comm_algo != "direct")

@@ -42,6 +42,8 @@ struct TrainConfig {
   std::string strategy = "single";
   DeviceKind device = DeviceKind::cpu;
   std::string hw;  // hardware profile name or path (sim)
+  int hw_nodes = 0;             // sim: the profile reshaped to this many nodes (0: its own)
+  int hw_devices_per_node = 0;  // sim: … and devices per node (0: its own)
   int devices = 1;
   bool dry_run = false;
   std::string model = "mlp:784-256-128-10";

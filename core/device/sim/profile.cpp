@@ -142,4 +142,24 @@ HardwareProfile load_profile(const std::string& name_or_path) {
   return parse_profile(ss.str(), path.string());
 }
 
+HardwareProfile reshaped(const HardwareProfile& profile, int nodes, int devices_per_node) {
+  if (nodes < 0 || devices_per_node < 0)
+    throw UsageError("hw", "--nodes " + std::to_string(nodes) + " / --devices-per-node " + std::to_string(devices_per_node) +
+                               ": counts are ≥ 1 (0 keeps the profile's)");
+  HardwareProfile p = profile;
+  if (nodes > 0) p.nodes = nodes;
+  if (devices_per_node > 0) p.devices_per_node = devices_per_node;
+  if (p.nodes == profile.nodes && p.devices_per_node == profile.devices_per_node) return p;
+  if (p.nodes > 1 && profile.nodes == 1)
+    throw UsageError("hw", "profile " + profile.name + " describes one node and no link between nodes, so --nodes " +
+                               std::to_string(p.nodes) + " cannot be priced — reshape a cluster profile (e.g. h100-ib-16x8)");
+  if (static_cast<int64_t>(p.nodes) * p.devices_per_node > (1 << 20))
+    throw UsageError("hw", std::to_string(p.nodes) + " nodes × " + std::to_string(p.devices_per_node) +
+                               " devices: more than 2^20 devices — use a smaller cluster");
+  p.name = profile.name + "@" + std::to_string(p.nodes) + "x" + std::to_string(p.devices_per_node);
+  p.description = profile.description + " — reshaped to " + std::to_string(p.nodes) + " nodes × " +
+                  std::to_string(p.devices_per_node) + " devices";
+  return p;
+}
+
 }  // namespace scalelab

@@ -1,0 +1,348 @@
+// `scalelab scale`: the same strategy, dry-run on simulated clusters of growing size, one row per
+// size. What a lecture on large-scale training wants to show, measured by the cost model:
+//   - DDP: the ring all-reduce moves 2(n−1)/n of the gradients per device, so its cost flattens as
+//     n grows, and the efficiency with it, where the network is what it is;
+//   - ZeRO: the optimizer state (stage 1) and the gradients (stage 2) per device fall as 1/N;
+//   - a pipeline: the bubble (p−1)/(m+p−1) shrinks with the micro-batches m (`--micro-batches`
+//     with several values sweeps m at one device count).
+// Weak scaling keeps the batch per device (the global batch grows with N); strong scaling keeps
+// the global batch. Efficiency is samples/s per device against the first row's.
+#include "apps/scalelab/scale.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/trace/events.h"
+#include "core/trace/metrics.h"
+#include "run/train.h"
+#include "strategies/strategy.h"
+
+namespace scalelab {
+namespace {
+
+struct ScalePoint {
+  int devices = 0, micro_batches = 1;
+  int64_t global_batch = 0;
+  double step_ms = 0, samples_per_s = 0, efficiency = 1;
+  double comm_pct = 0, exposed_comm_ms = 0, bubble_pct = 0;
+  std::array<int64_t, kMemoryCategoryCount> peak_bytes{};  // the most any one device holds, per category
+  int64_t peak_total = 0, capacity = 0;
+  double wall_s = 0;  // what the dry run took here
+  bool fits() const { return capacity <= 0 || peak_total <= capacity; }
+};
+
+double gib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+ScalePoint run_point(const ScaleOptions& o, const HardwareProfile& profile, int devices, int micro_batches) {
+  TrainConfig c;
+  c.strategy = o.strategy;
+  c.device = DeviceKind::sim;
+  c.hw = o.hw;
+  // A cluster larger than the profile's: more nodes of the same kind.
+  if (devices > profile.device_count())
+    c.hw_nodes = (devices + profile.devices_per_node - 1) / profile.devices_per_node;
+  c.devices = devices;
+  c.dry_run = true;
+  c.model = o.model;
+  c.dataset = "synthetic";
+  c.steps = o.steps;
+  c.batch = o.weak ? o.batch * devices : o.batch;
+  c.synthetic_train = std::max<int64_t>(c.batch, 256);
+  c.synthetic_test = 256;
+  c.optimizer.kind = o.optimizer;
+  if (o.optimizer == "adam") c.optimizer.lr = 1e-3f;
+  c.micro_batches = micro_batches;
+  ChoiceWords words;
+  words.schedule = o.schedule;
+  words.amp = o.amp;
+  words.apply(c);
+  if (find_strategy(o.strategy).takes(StrategyOption::zero_stage)) c.zero_stage = o.zero_stage;
+  check_config(c);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  ScalePoint p;
+  p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.devices = devices;
+  p.micro_batches = micro_batches;
+  p.global_batch = c.batch;
+  // The last step's time (the first carries what later steps overlap: it is the warm-up).
+  double last_sps = 0;
+  for (const Metric& m : bus.metrics())
+    if (m.name == "samples_per_s") last_sps = m.value;
+  p.samples_per_s = last_sps > 0 ? last_sps : r.samples_per_s;
+  p.step_ms = p.samples_per_s > 0 ? 1e3 * static_cast<double>(c.batch) / p.samples_per_s : 0;
+  // Communication and idle shares of the last step alone: the first carries the start-up
+  // (DDP's broadcast of the weights) that later steps do not.
+  std::vector<Event> last;
+  int64_t last_step = -1;
+  const std::vector<Event> events = bus.events();
+  for (const Event& e : events) last_step = std::max(last_step, e.step);
+  for (const Event& e : events)
+    if (e.step == last_step) last.push_back(e);
+  const RunMetrics m = compute_metrics(last, {}, c.devices);
+  const size_t n = m.per_device.size();
+  for (const DeviceMetrics& d : m.per_device) {
+    p.comm_pct += d.comm_pct / static_cast<double>(n);
+    p.exposed_comm_ms += 1e-6 * static_cast<double>(d.comm_ns) * (1 - d.overlap_pct / 100) / static_cast<double>(n);
+  }
+  p.bubble_pct = 100 * m.bubble_fraction;
+  for (const DeviceSummary& d : r.per_device) {
+    for (int k = 0; k < kMemoryCategoryCount; ++k) p.peak_bytes[k] = std::max(p.peak_bytes[k], d.peak_bytes[k]);
+    p.peak_total = std::max(p.peak_total, d.peak_total);
+    if (d.capacity > 0) p.capacity = p.capacity > 0 ? std::min(p.capacity, d.capacity) : d.capacity;
+  }
+  return p;
+}
+
+// ---- the plot: two line charts side by side, drawn as SVG -------------------------------------
+
+struct Series {
+  std::string name, color;
+  std::vector<double> y;
+  bool dashed = false;
+};
+
+std::string fmt(double v, const char* f = "%g") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// One chart at (x0, y0), w × h, x on a log2 axis (the sweep doubles) or linear, y from 0.
+void chart(std::ostringstream& s, double x0, double y0, double w, double h, const std::string& title,
+           const std::string& xlabel, const std::string& ylabel, const std::vector<double>& xs,
+           const std::vector<Series>& series, double ymax_hint) {
+  const double left = 64, right = 16, top = 36, bottom = 48;
+  const double pw = w - left - right, ph = h - top - bottom;
+  double ymax = ymax_hint;
+  for (const Series& se : series)
+    for (double v : se.y) ymax = std::max(ymax, v);
+  if (ymax <= 0) ymax = 1;
+  const double mag = std::pow(10.0, std::floor(std::log10(ymax)));
+  double ystep = mag;
+  for (double f : {0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0}) {
+    if (ymax / (f * mag) <= 6) {
+      ystep = f * mag;
+      break;
+    }
+  }
+  ymax = std::ceil(ymax / ystep) * ystep;
+  const bool log_x = xs.size() > 1 && xs.front() > 0 && xs.back() / xs.front() >= 4;
+  auto xpos = [&](double x) {
+    const double a = log_x ? std::log2(xs.front()) : xs.front(), b = log_x ? std::log2(xs.back()) : xs.back();
+    const double v = log_x ? std::log2(x) : x;
+    return x0 + left + (b > a ? (v - a) / (b - a) : 0.5) * pw;
+  };
+  auto ypos = [&](double y) { return y0 + top + ph - y / ymax * ph; };
+  s << "<text x='" << x0 + w / 2 << "' y='" << y0 + 22 << "' text-anchor='middle' font-size='15' font-weight='bold'>"
+    << title << "</text>\n";
+  for (double y = 0; y <= ymax + 1e-9 * ymax; y += ystep) {
+    s << "<line x1='" << x0 + left << "' x2='" << x0 + left + pw << "' y1='" << ypos(y) << "' y2='" << ypos(y)
+      << "' stroke='#e4e4e4'/>\n";
+    s << "<text x='" << x0 + left - 6 << "' y='" << ypos(y) + 4 << "' text-anchor='end' font-size='11'>" << fmt(y)
+      << "</text>\n";
+  }
+  for (double x : xs) {
+    s << "<line x1='" << xpos(x) << "' x2='" << xpos(x) << "' y1='" << y0 + top << "' y2='" << y0 + top + ph
+      << "' stroke='#f0f0f0'/>\n";
+    s << "<text x='" << xpos(x) << "' y='" << y0 + top + ph + 16 << "' text-anchor='middle' font-size='11'>" << fmt(x)
+      << "</text>\n";
+  }
+  s << "<rect x='" << x0 + left << "' y='" << y0 + top << "' width='" << pw << "' height='" << ph
+    << "' fill='none' stroke='#888'/>\n";
+  s << "<text x='" << x0 + left + pw / 2 << "' y='" << y0 + h - 10 << "' text-anchor='middle' font-size='12'>" << xlabel
+    << "</text>\n";
+  s << "<text transform='translate(" << x0 + 16 << "," << y0 + top + ph / 2 << ") rotate(-90)' text-anchor='middle' "
+    << "font-size='12'>" << ylabel << "</text>\n";
+  for (const Series& se : series) {
+    s << "<polyline fill='none' stroke='" << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "")
+      << " points='";
+    for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i) s << xpos(xs[i]) << "," << ypos(se.y[i]) << " ";
+    s << "'/>\n";
+    if (!se.dashed)
+      for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i)
+        s << "<circle cx='" << xpos(xs[i]) << "' cy='" << ypos(se.y[i]) << "' r='3' fill='" << se.color << "'/>\n";
+  }
+  // The legend in a box at the plot's top right, over the lines but readable.
+  size_t longest = 0;
+  for (const Series& se : series) longest = std::max(longest, se.name.size());
+  const double box_w = 36 + 6.2 * static_cast<double>(longest), box_x = x0 + left + pw - box_w - 4;
+  s << "<rect x='" << box_x << "' y='" << y0 + top + 2 << "' width='" << box_w << "' height='" << 16 * series.size() + 6
+    << "' fill='white' fill-opacity='0.85' stroke='#ccc'/>\n";
+  double ly = y0 + top + 12;
+  for (const Series& se : series) {
+    s << "<line x1='" << box_x + 6 << "' x2='" << box_x + 26 << "' y1='" << ly << "' y2='" << ly << "' stroke='"
+      << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "") << "/>\n";
+    s << "<text x='" << box_x + 32 << "' y='" << ly + 4 << "' font-size='11'>" << se.name << "</text>\n";
+    ly += 16;
+  }
+}
+
+std::string plot_svg(const ScaleOptions& o, const std::vector<ScalePoint>& pts, bool over_m) {
+  std::vector<double> xs;
+  for (const ScalePoint& p : pts) xs.push_back(over_m ? p.micro_batches : p.devices);
+  const std::string xlabel = over_m ? "micro-batches m" : "devices N";
+  std::ostringstream s;
+  const double W = 980, H = 400;
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H + 30 << "' font-family='sans-serif'>\n"
+    << "<rect width='100%' height='100%' fill='white'/>\n";
+  s << "<text x='" << W / 2 << "' y='" << H + 18 << "' text-anchor='middle' font-size='12' fill='#555'>scalelab scale: "
+    << o.strategy << ", " << o.model << ", " << o.hw << ", " << (o.weak ? "weak" : "strong") << " scaling, batch "
+    << o.batch << (o.weak ? " per device" : " global") << " (simulated, dry run)</text>\n";
+  if (over_m) {
+    Series measured{"idle share (measured)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
+    const int p = pts.empty() ? 1 : pts.front().devices;
+    for (const ScalePoint& q : pts) {
+      measured.y.push_back(q.bubble_pct);
+      formula.y.push_back(100.0 * (p - 1) / (q.micro_batches + p - 1));
+    }
+    chart(s, 0, 0, W / 2, H, "Pipeline bubble vs micro-batches", xlabel, "idle share of the step (%)", xs,
+          {measured, formula}, 0);
+  } else {
+    Series eff{"scaling efficiency", "#1f77b4", {}}, comm{"comm % of the step", "#d62728", {}};
+    Series ring{"2(n−1)/n × 50 %", "#555", {}, true};
+    for (const ScalePoint& q : pts) {
+      eff.y.push_back(100 * q.efficiency);
+      comm.y.push_back(q.comm_pct);
+      ring.y.push_back(50.0 * 2 * (q.devices - 1) / q.devices);
+    }
+    chart(s, 0, 0, W / 2, H, "Efficiency and communication", xlabel, "%", xs, {eff, comm, ring}, 100);
+  }
+  const std::array<const char*, kMemoryCategoryCount> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
+  std::vector<Series> mem;
+  Series total{"total", "#000", {}};
+  for (int k = 0; k < kMemoryCategoryCount; ++k) {
+    Series se{memory_category_name(static_cast<MemoryCategory>(k)), colors[static_cast<size_t>(k)], {}};
+    bool any = false;
+    for (const ScalePoint& q : pts) {
+      se.y.push_back(gib(q.peak_bytes[static_cast<size_t>(k)]));
+      any = any || q.peak_bytes[static_cast<size_t>(k)] > 0;
+    }
+    if (any) mem.push_back(se);
+  }
+  for (const ScalePoint& q : pts) total.y.push_back(gib(q.peak_total));
+  mem.push_back(total);
+  chart(s, W / 2, 0, W / 2, H, "Peak memory per device", xlabel, "GiB", xs, mem, 0);
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<int> parse_sweep(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  std::stringstream all(text);
+  std::string item;
+  auto number = [&](const std::string& t) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != t.size() || t.empty() || v < 1 || v > (1 << 20))
+      throw UsageError("scale", option + " " + text + ": '" + t + "' is not a count from 1 to 2^20 — give e.g. 8,16,32 or 8..4096");
+    return static_cast<int>(v);
+  };
+  while (std::getline(all, item, ',')) {
+    const size_t dots = item.find("..");
+    if (dots == std::string::npos) {
+      out.push_back(number(item));
+      continue;
+    }
+    const int a = number(item.substr(0, dots)), b = number(item.substr(dots + 2));
+    if (b < a) throw UsageError("scale", option + " " + item + ": the range runs down — write it low..high");
+    for (int64_t v = a; v <= b; v *= 2) out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) throw UsageError("scale", option + " is empty — give e.g. 8,16,32 or 8..4096");
+  return out;
+}
+
+int run_scale(const ScaleOptions& o) {
+  const std::vector<int> devices = parse_sweep(o.devices, "--devices");
+  const std::vector<int> micro_batches = o.micro_batches.empty() ? std::vector<int>{} : parse_sweep(o.micro_batches, "--micro-batches");
+  const bool over_m = micro_batches.size() > 1;
+  if (over_m && devices.size() != 1)
+    throw UsageError("scale", "--micro-batches with several values sweeps m at ONE device count — give one --devices value");
+  if (o.steps < 2) throw UsageError("scale", "--steps " + std::to_string(o.steps) + ": at least 2 (the first is the warm-up)");
+
+  std::vector<std::pair<int, int>> plan;  // (devices, micro-batches)
+  if (over_m) {
+    for (int m : micro_batches) plan.emplace_back(devices.front(), m);
+  } else {
+    for (int n : devices) plan.emplace_back(n, micro_batches.empty() ? 1 : micro_batches.front());
+  }
+  const HardwareProfile profile = load_profile(o.hw);
+  const int largest = *std::max_element(devices.begin(), devices.end());
+  if (largest > profile.device_count()) {
+    (void)reshaped(profile, (largest + profile.devices_per_node - 1) / profile.devices_per_node, 0);  // can it be?
+    std::printf("# %s has %d devices (%d × %d): the larger clusters are it with more nodes\n", profile.name.c_str(),
+                profile.device_count(), profile.nodes, profile.devices_per_node);
+  }
+  std::printf("# scalelab scale: %s on %s, %s, %s scaling (batch %lld %s), dry run — simulated times\n",
+              o.strategy.c_str(), o.hw.c_str(), o.model.c_str(), o.weak ? "weak" : "strong",
+              static_cast<long long>(o.batch), o.weak ? "per device" : "global");
+  std::printf("# efficiency: samples/s per device against the first row's; exposed comm: communication not hidden "
+              "under compute, per step; idle: the compute lanes' idle share (a pipeline's bubble); memory: the most any one device holds\n");
+  std::printf("%6s %4s %8s %10s %12s %6s %7s %9s %8s", "devices", "m", "batch", "ms/step", "samples/s", "eff%", "comm%",
+              "exposed", "idle%");
+  for (int k = 0; k < kMemoryCategoryCount; ++k) std::printf(" %9.9s", memory_category_name(static_cast<MemoryCategory>(k)));
+  std::printf(" %9s %9s %4s %7s\n", "peak GiB", "of GiB", "fits", "wall s");
+  std::fflush(stdout);
+
+  std::vector<ScalePoint> pts;
+  for (const auto& [n, m] : plan) {
+    ScalePoint p = run_point(o, profile, n, m);
+    const double per_device = p.samples_per_s / p.devices;
+    if (pts.empty()) p.efficiency = 1;
+    else {
+      const double first = pts.front().samples_per_s / pts.front().devices;
+      p.efficiency = first > 0 ? per_device / first : 0;
+    }
+    std::printf("%7d %4d %8lld %10.3f %12.0f %6.1f %7.1f %8.3fms %8.1f", p.devices, p.micro_batches,
+                static_cast<long long>(p.global_batch), p.step_ms, p.samples_per_s, 100 * p.efficiency, p.comm_pct,
+                p.exposed_comm_ms, p.bubble_pct);
+    for (int k = 0; k < kMemoryCategoryCount; ++k) std::printf(" %9.3f", gib(p.peak_bytes[static_cast<size_t>(k)]));
+    std::printf(" %9.3f %9.1f %4s %7.1f\n", gib(p.peak_total), gib(p.capacity), p.fits() ? "yes" : "NO", p.wall_s);
+    std::fflush(stdout);
+    pts.push_back(p);
+  }
+
+  if (!o.json_path.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const ScalePoint& p : pts) {
+      nlohmann::json mem = nlohmann::json::object();
+      for (int k = 0; k < kMemoryCategoryCount; ++k)
+        mem[memory_category_name(static_cast<MemoryCategory>(k))] = p.peak_bytes[static_cast<size_t>(k)];
+      rows.push_back({{"devices", p.devices}, {"micro_batches", p.micro_batches}, {"global_batch", p.global_batch},
+                      {"step_ms", p.step_ms}, {"samples_per_s", p.samples_per_s}, {"efficiency", p.efficiency},
+                      {"comm_pct", p.comm_pct}, {"exposed_comm_ms", p.exposed_comm_ms}, {"bubble_pct", p.bubble_pct},
+                      {"peak_bytes", mem}, {"peak_total_bytes", p.peak_total}, {"capacity_bytes", p.capacity},
+                      {"fits", p.fits()}, {"wall_s", p.wall_s}});
+    }
+    nlohmann::json j = {{"strategy", o.strategy}, {"hw", o.hw}, {"model", o.model}, {"scaling", o.weak ? "weak" : "strong"},
+                        {"batch", o.batch}, {"steps", o.steps}, {"simulated", true}, {"rows", rows}};
+    write_file_atomically(o.json_path, j.dump(2) + "\n", "scale");
+    std::printf("  json  %s\n", o.json_path.c_str());
+  }
+  if (!o.plot_path.empty()) {
+    write_file_atomically(o.plot_path, plot_svg(o, pts, over_m), "scale");
+    std::printf("  plot  %s\n", o.plot_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace scalelab
