@@ -1,8 +1,10 @@
 // 5.–8. The end of a run: conclude, gather every rank's records, summarise, write the outputs
 // (run/run_parts.h); and the summary as JSON and as text (run/train.h).
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
@@ -130,7 +132,38 @@ void write_outputs(const RunSetup& run, const TrainResult& r, const Records& rec
     ti.simulated = r.simulated;
     // The metrics are rank 0's, read now: conclude() emitted the run's last ones after the
     // records were taken on the other ranks.
-    write_chrome_trace(c.trace_path, records.events, records.memory, run.bus.metrics(), ti);
+    if (c.trace_first_step < 0) {
+      write_chrome_trace(c.trace_path, records.events, records.memory, run.bus.metrics(), ti);
+    } else {
+      // A window of steps: their events, the memory samples while they ran, their metrics.
+      const int64_t a = c.trace_first_step, b = c.trace_last_step;
+      std::vector<Event> kept;
+      int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+      for (const Event& e : records.events)
+        if (e.step >= a && e.step <= b) {
+          kept.push_back(e);
+          t0 = std::min(t0, e.t_begin_ns);
+          t1 = std::max(t1, e.t_end_ns);
+        }
+      // The live bytes at the window's start, per device and category, then the changes inside it.
+      std::map<std::pair<int, int>, MemorySample> before;
+      std::vector<MemorySample> memory;
+      for (const MemorySample& m : records.memory) {
+        if (m.t_ns < t0) before[{m.device, static_cast<int>(m.category)}] = m;
+        else if (m.t_ns <= t1) memory.push_back(m);
+      }
+      std::vector<MemorySample> window;
+      for (auto [key, m] : before) {
+        m.t_ns = t0;
+        window.push_back(m);
+      }
+      window.insert(window.end(), memory.begin(), memory.end());
+      std::vector<Metric> metrics;
+      for (const Metric& m : run.bus.metrics())
+        if (m.step >= a && m.step <= b) metrics.push_back(m);
+      ti.title += " (steps " + std::to_string(a) + "–" + std::to_string(b) + ")";
+      write_chrome_trace(c.trace_path, kept, window, metrics, ti);
+    }
   }
   if (!c.json_path.empty()) write_file_atomically(c.json_path, to_json(r).dump(2) + "\n", "train");
 }

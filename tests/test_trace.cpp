@@ -1,6 +1,7 @@
 // Events and what reads them: the Chrome-trace writer (checked as JSON and by reading it back),
 // the thread-safe event bus, and the metrics pass on hand-built intervals with exact answers.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,9 +18,11 @@
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
+#include "support/errors.h"
 
 using namespace scalelab;
 namespace fs = std::filesystem;
@@ -624,4 +627,58 @@ TEST(Metrics, NoEventsIsAllZeroNotNaN) {
     EXPECT_FALSE(std::isnan(d.overlap_pct));
   }
   EXPECT_EQ(r.overlap_pct, 0.0);
+}
+
+TEST_F(TraceFixture, AGzPathIsCompressedAndReadsBackTheSame) {
+  const std::string plain = (dir / "trace.json").string(), packed = (dir / "trace.json.gz").string();
+  write_chrome_trace(plain, events, memory, metrics, info);
+  write_chrome_trace(packed, events, memory, metrics, info);
+  std::ifstream in(packed, std::ios::binary);
+  const int b0 = in.get(), b1 = in.get();
+  EXPECT_EQ(b0, 0x1f);  // gzip's magic
+  EXPECT_EQ(b1, 0x8b);
+  const TraceContents a = read_chrome_trace(plain), b = read_chrome_trace(packed);
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    EXPECT_EQ(a.events[i].t_begin_ns, b.events[i].t_begin_ns);
+    EXPECT_EQ(a.events[i].name, b.events[i].name);
+  }
+  EXPECT_EQ(a.memory.size(), b.memory.size());
+  EXPECT_EQ(a.metrics.size(), b.metrics.size());
+  EXPECT_EQ(a.info.devices, b.info.devices);
+  // gunzip gives the same JSON as the plain file.
+  EXPECT_EQ(read_maybe_gzipped(packed, "test"), read_maybe_gzipped(plain, "test"));
+}
+
+TEST_F(TraceFixture, ACutGzTraceIsACleanError) {
+  const std::string packed = (dir / "trace.json.gz").string();
+  write_chrome_trace(packed, events, memory, metrics, info);
+  fs::resize_file(packed, fs::file_size(packed) / 2);
+  const std::string msg = test::message_of<Error>([&] { read_chrome_trace(packed); });
+  EXPECT_NE(msg.find("ends early or is corrupt"), std::string::npos) << msg;
+}
+
+TEST(AtomicFileWriter, AbandonedLeavesTheOldFileAndNoTemporary) {
+  const fs::path dir = fs::temp_directory_path() / ("scalelab-atomic-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "kept.txt").string();
+  write_file_atomically(path, "old", "test");
+  {
+    AtomicFileWriter w(path, "test", /*gzip=*/true);
+    w.write(std::string(100000, 'x'));
+    // no commit: an exception on the way out, say
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"kept.txt"});
+  EXPECT_EQ(read_maybe_gzipped(path, "test"), "old");
+  {
+    AtomicFileWriter w(path, "test", /*gzip=*/true);
+    for (int i = 0; i < 200; ++i) w.write(std::string(10000, static_cast<char>('a' + i % 26)));
+    w.commit();
+  }
+  const std::string back = read_maybe_gzipped(path, "test");
+  EXPECT_EQ(back.size(), 2000000u);
+  EXPECT_EQ(back[10000 * 27], 'b');
+  fs::remove_all(dir);
 }

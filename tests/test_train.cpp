@@ -6,12 +6,17 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <climits>
+#include <cstdio>
 #include <numeric>
+#include <set>
 
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/trace/chrome_trace.h"
 #include "core/nn/mlp.h"
 #include "run/train.h"
+#include "support/small_config.h"
 
 using namespace scalelab;
 using nlohmann::json;
@@ -307,6 +312,32 @@ TEST(TrainSim, DryRunGivesTheSameTimeWithoutNumbers) {
   EXPECT_TRUE(j["test_accuracy"].is_null());
   EXPECT_TRUE(j["weights_checksum"].is_null());
   EXPECT_EQ(dry.per_device[0].peak_total, real.per_device[0].peak_total);
+}
+
+TEST(TrainSim, TraceStepsKeepsAWindowWithTheLiveMemoryAtItsStart) {
+  TrainConfig c = test::small_config("ddp", 2, DeviceKind::sim);
+  c.steps = 8;
+  const std::string path = ::testing::TempDir() + "window.trace.json.gz";
+  c.trace_path = path;
+  c.trace_first_step = 3;
+  c.trace_last_step = 5;
+  EventBus bus;
+  train(c, bus);
+  const TraceContents t = read_chrome_trace(path);
+  std::set<int64_t> steps;
+  int64_t t0 = INT64_MAX;
+  for (const Event& e : t.events) {
+    steps.insert(e.step);
+    t0 = std::min(t0, e.t_begin_ns);
+  }
+  EXPECT_EQ(steps, (std::set<int64_t>{3, 4, 5}));
+  // Each device's parameters were allocated before the window: they are there at its start.
+  std::set<int> params_at_start;
+  for (const MemorySample& m : t.memory)
+    if (m.category == MemoryCategory::params && m.t_ns == t0 && m.bytes > 0) params_at_start.insert(m.device);
+  EXPECT_EQ(params_at_start, (std::set<int>{0, 1}));
+  for (const Metric& m : t.metrics) EXPECT_TRUE(m.step >= 3 && m.step <= 5) << m.name << " " << m.step;
+  std::remove(path.c_str());
 }
 
 TEST(Train, BadConfigurationsAreUsageErrors) {

@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--momentum", c.optimizer.momentum, "sgd momentum")->capture_default_str();
   train_cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->capture_default_str();
   train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->capture_default_str();
-  train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto)");
+  train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto); FILE.gz: gzip-compressed");
+  std::string trace_steps;
+  train_cmd->add_option("--trace-steps", trace_steps, "A:B — keep only steps A to B (from 0) in the trace");
   train_cmd->add_option("--json", c.json_path, "write the summary as JSON");
   train_cmd->add_flag("--quiet", quiet, "no progress bar");
   train_cmd->add_flag("--check-equivalence", c.check_equivalence, "also train single on the same batches and compare weights");
@@ -220,6 +222,18 @@ int main(int argc, char** argv) {
     if (*train_cmd) {
       c.device = parse_device_kind(device_name);
       choice.apply(c);
+      if (!trace_steps.empty()) {
+        const size_t colon = trace_steps.find(':');
+        try {
+          if (colon == std::string::npos) throw std::invalid_argument("no colon");
+          size_t used_a = 0, used_b = 0;
+          c.trace_first_step = std::stoll(trace_steps.substr(0, colon), &used_a);
+          c.trace_last_step = std::stoll(trace_steps.substr(colon + 1), &used_b);
+          if (used_a != colon || used_b != trace_steps.size() - colon - 1) throw std::invalid_argument("trailing text");
+        } catch (const std::exception&) {
+          throw UsageError("train", "--trace-steps '" + trace_steps + "': give A:B, e.g. --trace-steps 100:109");
+        }
+      }
       if (!*lr_opt && c.optimizer.kind == "adam") c.optimizer.lr = 1e-3f;
       EventBus bus;
       // Under mpirun every rank runs this; rank 0 speaks for all.

@@ -3,8 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -54,6 +59,123 @@ void write_file_atomically(const std::string& path, const std::string& text, con
     ::unlink(tmp.c_str());
     throw Error(component, path + ": cannot rename the finished file into place (" + why + ")");
   }
+}
+
+struct AtomicFileWriter::Deflate {
+  z_stream s{};
+};
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::string& component, bool gzip)
+    : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), component_(component) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw Error(component_, path_ + ": cannot write here (" + std::strerror(errno) +
+                                ") — check the directory exists and is writable");
+  if (gzip) {
+    z_ = new Deflate;
+    // windowBits 15 + 16: a gzip header and trailer, what `gunzip` and our reader take.
+    if (deflateInit2(&z_->s, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      delete z_;
+      z_ = nullptr;
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+      throw Error(component_, path_ + ": zlib could not start compressing (out of memory?)");
+    }
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (z_) {
+    deflateEnd(&z_->s);
+    delete z_;
+  }
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& what) {
+  const std::string why = std::strerror(errno);
+  throw Error(component_, path_ + ": " + what + " (" + why + ", disk full?) — nothing was written");
+}
+
+void AtomicFileWriter::put(const char* p, size_t left) {
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("writing failed");
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicFileWriter::write(const char* data, size_t size) {
+  if (!z_) return put(data, size);
+  unsigned char out[1 << 16];
+  z_->s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+  z_->s.avail_in = static_cast<uInt>(size);
+  do {
+    z_->s.next_out = out;
+    z_->s.avail_out = sizeof out;
+    deflate(&z_->s, Z_NO_FLUSH);
+    put(reinterpret_cast<const char*>(out), sizeof out - z_->s.avail_out);
+  } while (z_->s.avail_out == 0);
+}
+
+void AtomicFileWriter::commit() {
+  if (z_) {
+    unsigned char out[1 << 16];
+    int rc = Z_OK;
+    z_->s.next_in = nullptr;
+    z_->s.avail_in = 0;
+    do {
+      z_->s.next_out = out;
+      z_->s.avail_out = sizeof out;
+      rc = deflate(&z_->s, Z_FINISH);
+      put(reinterpret_cast<const char*>(out), sizeof out - z_->s.avail_out);
+    } while (rc == Z_OK);
+    if (rc != Z_STREAM_END) throw Error(component_, path_ + ": zlib could not finish the compressed stream");
+  }
+  // fsync before the rename: after a crash the target holds the old file or the new, never a mix.
+  if (::fsync(fd_) != 0) fail("writing failed");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("writing failed");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename the finished file into place");
+  committed_ = true;
+}
+
+std::string read_maybe_gzipped(const std::string& path, const std::string& component) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(component, path + ": cannot open — check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b)
+    return bytes;
+  z_stream s{};
+  if (inflateInit2(&s, 15 + 32) != Z_OK) throw Error(component, path + ": zlib could not start (out of memory?)");
+  std::string out;
+  char buf[1 << 16];
+  size_t fed = 0;  // avail_in is 32 bits: the input goes in in pieces
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    if (s.avail_in == 0 && fed < bytes.size()) {
+      const size_t piece = std::min<size_t>(bytes.size() - fed, size_t{1} << 30);
+      s.next_in = reinterpret_cast<Bytef*>(bytes.data() + fed);
+      s.avail_in = static_cast<uInt>(piece);
+      fed += piece;
+    }
+    s.next_out = reinterpret_cast<Bytef*>(buf);
+    s.avail_out = sizeof buf;
+    rc = inflate(&s, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - s.avail_out);
+    if (rc == Z_BUF_ERROR && s.avail_in == 0 && fed == bytes.size()) break;
+    if (rc == Z_BUF_ERROR) rc = Z_OK;  // no progress this round: more input comes next
+  }
+  inflateEnd(&s);
+  if (rc != Z_STREAM_END)
+    throw Error(component, path + ": a gzip file that ends early or is corrupt — write it again");
+  return out;
 }
 
 }  // namespace scalelab

@@ -1,6 +1,7 @@
 #pragma once
 // Writing what a user keeps (a trace, a summary, a checkpoint) so it is never left half-written:
 // into a temporary file beside the target, flushed, then renamed over it.
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -11,5 +12,33 @@ namespace scalelab {
 // into place; if it throws, the temporary is removed and the old file stays.
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& component,
                            const std::function<void(const std::string& written)>& verify = {});
+
+// The same for a file too large to hold in memory (a trace of millions of events): write() in
+// pieces, then commit() to fsync and rename it into place. Compressed with gzip as it is written
+// when `gzip` is set. Destroyed without commit() — an exception on the way — it removes the
+// temporary file and leaves the old target as it was.
+class AtomicFileWriter {
+ public:
+  AtomicFileWriter(const std::string& path, const std::string& component, bool gzip = false);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  void write(const char* data, size_t size);
+  void write(const std::string& text) { write(text.data(), text.size()); }
+  void commit();
+
+ private:
+  void put(const char* data, size_t size);  // raw bytes to the temporary file
+  void fail(const std::string& what);
+  std::string path_, tmp_, component_;
+  int fd_ = -1;
+  bool committed_ = false;
+  struct Deflate;
+  Deflate* z_ = nullptr;  // null: no compression
+};
+
+// A file's bytes, gunzipped when they start with gzip's magic (what AtomicFileWriter wrote with
+// gzip). Throws Error(component, ...) naming the path when it cannot be read or inflated.
+std::string read_maybe_gzipped(const std::string& path, const std::string& component);
 
 }  // namespace scalelab

@@ -68,6 +68,12 @@ void TrainConfig::validate() const {
   if (hw_nodes < 0 || hw_devices_per_node < 0)
     throw UsageError("train", "--nodes and --devices-per-node must be ≥ 1, got " + std::to_string(hw_nodes) + " and " +
                                   std::to_string(hw_devices_per_node));
+  if (trace_first_step != -1 || trace_last_step != -1) {
+    if (trace_path.empty()) throw UsageError("train", "--trace-steps chooses the steps of a trace — add --trace FILE");
+    if (trace_first_step < 0 || trace_last_step < trace_first_step)
+      throw UsageError("train", "--trace-steps " + std::to_string(trace_first_step) + ":" + std::to_string(trace_last_step) +
+                                    ": give A:B with 0 ≤ A ≤ B (steps numbered from 0)");
+  }
   optimizer.validate();
   if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
   if (comm_algo != "ring" && comm_algo != "direct")

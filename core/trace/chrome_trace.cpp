@@ -38,7 +38,22 @@ json profile_object(const DeviceDescription& d) {
 void write_chrome_trace(const std::string& path, const std::vector<Event>& events,
                         const std::vector<MemorySample>& memory, const std::vector<Metric>& metrics,
                         const TraceInfo& info) {
-  json trace_events = json::array();
+  // Streamed, element by element, through a buffer: a run of millions of events never exists as
+  // one JSON document in memory. A path ending in .gz is compressed as it is written.
+  const bool gzip = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  AtomicFileWriter file(path, "trace", gzip);
+  std::string buf;
+  bool first = true;
+  auto element = [&](const json& j) {
+    buf += first ? "\n" : ",\n";
+    first = false;
+    buf += j.dump();
+    if (buf.size() >= (1u << 20)) {
+      file.write(buf);
+      buf.clear();
+    }
+  };
+  buf = "{\"traceEvents\":[";
 
   // Names first: a process per device, a thread per lane it used. The devices' descriptions (with
   // their hardware profiles) go in otherData for our reader.
@@ -50,38 +65,36 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     device_rows.push_back({{"name", devices[d].name},
                            {"label", devices[d].label},
                            {"profile", profile_object(devices[d])}});
-    trace_events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", d}, {"tid", 0},
-                            {"args", {{"name", devices[d].name}}}});
-    trace_events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d}, {"tid", 0},
-                            {"args", {{"sort_index", d}}}});
+    element({{"ph", "M"}, {"name", "process_name"}, {"pid", d}, {"tid", 0}, {"args", {{"name", devices[d].name}}}});
+    element({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d}, {"tid", 0}, {"args", {{"sort_index", d}}}});
   }
   for (const auto& [device, lane] : lanes_used)
-    trace_events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", device}, {"tid", lane},
-                            {"args", {{"name", lane_name(static_cast<Lane>(lane))}}}});
+    element({{"ph", "M"}, {"name", "thread_name"}, {"pid", device}, {"tid", lane},
+             {"args", {{"name", lane_name(static_cast<Lane>(lane))}}}});
 
   // Flows: a send starts its flow (its recv may begin first: it waits); otherwise the first event
   // of the flow id by begin time starts it. Every later one ends a leg.
   std::map<int64_t, std::vector<const Event*>> flows;
   for (const Event& e : events) {
-    trace_events.push_back({{"ph", "X"},
-                            {"name", e.name.empty() ? e.kind : e.name},
-                            {"cat", phase_name(e.phase)},
-                            {"ts", to_us(e.t_begin_ns)},
-                            {"dur", to_us(e.t_end_ns - e.t_begin_ns)},
-                            {"pid", e.device},
-                            {"tid", static_cast<int>(e.lane)},
-                            {"args",
-                             {{"kind", e.kind},
-                              {"name", e.name},  // the slice shows the kind when unnamed; keep the truth
-                              {"bytes", e.bytes},
-                              {"flops", e.flops},
-                              {"step", e.step},
-                              {"micro_batch", e.micro_batch},
-                              {"bucket", e.bucket},
-                              {"layer", e.layer},
-                              {"peer", e.peer},
-                              {"flow_id", e.flow_id},
-                              {"role", role_name(e.role)}}}});
+    element({{"ph", "X"},
+             {"name", e.name.empty() ? e.kind : e.name},
+             {"cat", phase_name(e.phase)},
+             {"ts", to_us(e.t_begin_ns)},
+             {"dur", to_us(e.t_end_ns - e.t_begin_ns)},
+             {"pid", e.device},
+             {"tid", static_cast<int>(e.lane)},
+             {"args",
+              {{"kind", e.kind},
+               {"name", e.name},  // the slice shows the kind when unnamed; keep the truth
+               {"bytes", e.bytes},
+               {"flops", e.flops},
+               {"step", e.step},
+               {"micro_batch", e.micro_batch},
+               {"bucket", e.bucket},
+               {"layer", e.layer},
+               {"peer", e.peer},
+               {"flow_id", e.flow_id},
+               {"role", role_name(e.role)}}}});
     if (e.flow_id >= 0) flows[e.flow_id].push_back(&e);
   }
   for (auto& [id, members] : flows) {
@@ -94,35 +107,31 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
       json f{{"ph", i == 0 ? "s" : "f"}, {"name", "flow"}, {"cat", "flow"}, {"id", id},
              {"ts", to_us(e.t_begin_ns)}, {"pid", e.device}, {"tid", static_cast<int>(e.lane)}};
       if (i > 0) f["bp"] = "e";
-      trace_events.push_back(std::move(f));
+      element(f);
     }
   }
   for (const MemorySample& m : memory)
-    trace_events.push_back({{"ph", "C"},
-                            {"name", std::string(kMemoryPrefix) + memory_category_name(m.category)},
-                            {"ts", to_us(m.t_ns)},
-                            {"pid", m.device},
-                            {"args", {{"bytes", m.bytes}}}});
+    element({{"ph", "C"},
+             {"name", std::string(kMemoryPrefix) + memory_category_name(m.category)},
+             {"ts", to_us(m.t_ns)},
+             {"pid", m.device},
+             {"args", {{"bytes", m.bytes}}}});
 
   json metric_rows = json::array();
   for (const Metric& m : metrics)
     metric_rows.push_back({{"step", m.step}, {"name", m.name}, {"value", std::isfinite(m.value) ? json(m.value) : json(nullptr)}});
-
-  json trace{{"traceEvents", std::move(trace_events)},
-             {"displayTimeUnit", "ns"},
-             {"otherData", {{"title", info.title}, {"simulated", info.simulated}, {"devices", std::move(device_rows)}}},
-             {"scalelab_metrics", std::move(metric_rows)}};
-  write_file_atomically(path, trace.dump(), "trace");
+  const json other{{"title", info.title}, {"simulated", info.simulated}, {"devices", std::move(device_rows)}};
+  buf += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + ",\"scalelab_metrics\":" + metric_rows.dump() + "}";
+  file.write(buf);
+  file.commit();
 }
 
 TraceContents read_chrome_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("trace", path + ": cannot open — check the path (traces come from `scalelab train --trace FILE`)");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  if (!std::ifstream(path))
+    throw Error("trace", path + ": cannot open — check the path (traces come from `scalelab train --trace FILE`)");
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(read_maybe_gzipped(path, "trace"));
   } catch (const json::parse_error& e) {
     throw Error("trace", path + ": not valid JSON (" + e.what() + ") — is it a trace written by scalelab?");
   }

@@ -3,7 +3,8 @@
 // tid = lane, "X" slices for ops, "C" counters for memory by category, "s"/"f" flows for events
 // that share a flow_id (a send → its recv, one rank's part of a collective → the others'). The
 // devices (names, hardware profiles) go in the metadata. The file is written to a temporary name
-// and renamed, so a trace is never left half-written.
+// and renamed, so a trace is never left half-written; a path ending in .gz is gzip-compressed
+// (the reader takes either).
 #include <string>
 #include <vector>
 
