@@ -48,16 +48,12 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
     if (step_ns > 0) bus.emit(Metric{step, "samples_per_s", static_cast<double>(c.batch) * 1e9 / static_cast<double>(step_ns)});
     Progress p{step + 1, run.total, epoch + 1, run.epochs, loss, -1};
     const bool epoch_end = (step + 1) % run.per_epoch == 0 || step + 1 == run.total;
-    if (epoch_end) {
+    if (epoch_end && run.computes()) {
       const auto t0 = std::chrono::steady_clock::now();
       run.leave_step();  // evaluation's downloads are not part of the step
-      // A dry run brings the weights back too (shapes: no host memory), so its devices do what a
-      // real run's do, op for op; it has nothing to evaluate them on.
       const HostWeights w = run.strategy->weights();
-      if (run.computes()) {
-        p.accuracy = evaluate_accuracy(w, run.data.test.images.data(), run.data.test.labels.data(), run.data.test.count);
-        bus.emit(Metric{step, "accuracy", p.accuracy});
-      }
+      p.accuracy = evaluate_accuracy(w, run.data.test.images.data(), run.data.test.labels.data(), run.data.test.count);
+      bus.emit(Metric{step, "accuracy", p.accuracy});
       eval_time += std::chrono::steady_clock::now() - t0;
     }
     if (progress) progress(p);

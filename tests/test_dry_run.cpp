@@ -22,8 +22,10 @@ using namespace scalelab;
 
 namespace {
 
-// What the cost model's clock made of the run: every op of every device, as (device, lane, op,
-// name, begin, end, bytes), sorted — the ranks' threads emit them in any order. A real run draws
+// What the cost model's clock made of the training steps: every op of every device in a step, as
+// (device, lane, op, name, begin, end, bytes), sorted — the ranks' threads emit them in any order.
+// (After the last step a real run brings the weights back to evaluate them; a dry run has nothing
+// to evaluate. Those downloads count in neither run's time.) A real run draws
 // a collective as the backend's steps ("bucket 0 step 3/6"), laid over the modelled interval; a
 // dry run moves no data and draws it whole: so a collective counts as its interval, its steps
 // merged (bytes aside: the steps count what each moved, the whole what the rank sends).
@@ -32,6 +34,7 @@ std::vector<Op> timeline(const EventBus& bus) {
   std::vector<Op> ops;
   std::map<std::tuple<int, int64_t, std::string, std::string>, std::pair<int64_t, int64_t>> collectives;
   for (const Event& e : bus.events()) {
+    if (e.step < 0) continue;
     if (e.lane != Lane::comm) {
       ops.emplace_back(e.device, static_cast<int>(e.lane), e.kind, e.name, e.t_begin_ns, e.t_end_ns, e.bytes);
       continue;

@@ -95,7 +95,7 @@ class World {
       if (++arrived_ == size_) {
         arrived_ = 0;
         generation_.store(generation + 1);
-        shared_futex_wake_all(generation_);
+        private_futex_wake_all(generation_);
         return running;
       }
     }
@@ -115,11 +115,11 @@ class World {
                   "collectives in the same order (raise --comm-timeout if the ranks are merely slow)";
         broken_flag_.store(true);
         generation_.fetch_add(1);  // wakes the other waiters, who find the world broken
-        shared_futex_wake_all(generation_);
+        private_futex_wake_all(generation_);
         cv_.notify_all();
         break;
       }
-      shared_futex_wait(generation_, generation, left);
+      private_futex_wait(generation_, generation, left);
     }
     if (broken_flag_.load()) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -136,7 +136,7 @@ class World {
                 ", which never arrived — it died or never posted the matching send / recv";
       broken_flag_.store(true);
       generation_.fetch_add(1);  // and the ranks in a barrier
-      shared_futex_wake_all(generation_);
+      private_futex_wake_all(generation_);
       cv_.notify_all();
     }
     throw_if_broken();
