@@ -32,7 +32,7 @@ class World {
   // reads n slots (n² reads per collective at a thousand ranks).
   int64_t arrive_max(int rank, int64_t value, const std::string& what) { return arrive(rank, value, what); }
 
-  // The buffers of the current collective, posted by each rank before the first barrier.  // The buffers of the current collective, posted by each rank before the first barrier.
+  // The buffers of the current collective, posted by each rank before the first barrier.
   void post(int rank, const void* in, void* out) {
     std::lock_guard<std::mutex> lock(mutex_);
     in_[static_cast<size_t>(rank)] = in;
