@@ -14,10 +14,12 @@ namespace scalelab {
 
 namespace {
 
+// A dry run's data are sizes only: it computes nothing from them.
 DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
   if (c.dataset == "synthetic")
-    return make_synthetic(c.synthetic_train, c.synthetic_test, spec.inputs(), static_cast<int>(spec.outputs()), c.seed);
-  DataSplit d = load_fashion_mnist(c.data_dir.empty() ? default_fashion_mnist_dir() : c.data_dir);
+    return make_synthetic(c.synthetic_train, c.synthetic_test, spec.inputs(), static_cast<int>(spec.outputs()), c.seed,
+                          !c.dry_run);
+  DataSplit d = load_fashion_mnist(c.data_dir.empty() ? default_fashion_mnist_dir() : c.data_dir, !c.dry_run);
   if (spec.inputs() != d.train.features || spec.outputs() != d.train.classes)
     throw UsageError("model", "--model " + spec.text + " has " + std::to_string(spec.inputs()) + " inputs and " +
                                   std::to_string(spec.outputs()) + " outputs, but " + d.train.name + " has " +
@@ -103,7 +105,8 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
     if (group) ranks = std::make_unique<RankSet>(device_list, *group);
     else ranks = std::make_unique<RankSet>(device_list, local_groups(c, c.devices / per_rank));
   }
-  StrategyContext ctx{c, device_list, bus, init_weights(spec, c.seed), ranks.get(), device_options};
+  // A dry run's devices compute nothing: its weights are shapes only (no host floats).
+  StrategyContext ctx{c, device_list, bus, init_weights(spec, c.seed, !c.dry_run), ranks.get(), device_options};
   strategy = info.make(ctx);
 }
 
@@ -119,7 +122,8 @@ EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config) {
   o.first_index = 0;
   o.bus = &bus_;
   devices_ = make_devices(o);
-  StrategyContext ctx{config_, {devices_[0].get()}, bus_, init_weights(run.spec, config_.seed), nullptr, o};
+  StrategyContext ctx{config_, {devices_[0].get()}, bus_, init_weights(run.spec, config_.seed, !config_.dry_run), nullptr,
+                      o};
   reference_ = find_strategy(kReferenceStrategy).make(ctx);
 }
 

@@ -148,8 +148,10 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     r->devices = ranks_.devices(rank);
     // 1. Each rank builds its own replica. Separate processes that do not share a seed would start
     //    from different weights: we draw rank r's from seed + r to show it.
+    //    (A dry run's initial weights are shapes only; so are every rank's.)
     const uint64_t seed = config.seed + static_cast<uint64_t>(rank);
-    const HostWeights own = rank == 0 ? ctx.initial_weights : init_weights(ctx.initial_weights.spec, seed);
+    const HostWeights own = rank == 0 ? ctx.initial_weights
+                                      : init_weights(ctx.initial_weights.spec, seed, ctx.initial_weights.has_values());
     r->model = std::make_unique<Mlp>(place_layers(r->devices, own.spec.layer_count()), own);
     // 2. DDP's constructor broadcasts rank 0's parameters, so every replica starts equal. This is
     //    the only broadcast of weights: afterwards every rank applies the same averaged gradients

@@ -114,8 +114,8 @@ struct Stage {
     for (int l = first; l < last; ++l) {
       Linear& layer = layers.emplace_back(dev, l, spec.sizes[l], spec.sizes[l + 1],
                                           l + 1 < L ? Activation::relu : Activation::none);
-      dev.upload({layer.weight.name, Phase::data, l}, layer.weight.value, init.weight[l].data());
-      dev.upload({layer.bias.name, Phase::data, l}, layer.bias.value, init.bias[l].data());
+      dev.upload({layer.weight.name, Phase::data, l}, layer.weight.value, init.weight_data(l));
+      dev.upload({layer.bias.name, Phase::data, l}, layer.bias.value, init.bias_data(l));
       layer.set_precision(config.amp_dtype());
       params.push_back(&layer.weight);
       params.push_back(&layer.bias);
@@ -333,9 +333,7 @@ class Pipeline : public Strategy {
   }
 
   std::vector<float> download(Stage& st, const Tensor& t, int layer) {
-    std::vector<float> v(static_cast<size_t>(t.numel()));
-    st.device->download({"weights", Phase::data, layer}, v.data(), t);
-    return v;
+    return st.device->download_f32({"weights", Phase::data, layer}, t);
   }
 
   // The rank that fills in what weights() and state() return (with --launch threads every rank

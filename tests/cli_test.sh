@@ -135,6 +135,17 @@ else
 fi
 expect "bench compute --steps 0 exits 2" 2 "" -- bench compute --steps 0
 
+# bench sim: a dry run's wall time and RSS per case, the bound beside them where the issue set one.
+S="$WORK/sim.json"
+expect "bench sim runs a small case" 0 "64 devices:" -- bench sim --devices 64 --model mlp:784-256-10 --json "$S"
+if have_python && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); r=j['rows'][0]; sys.exit(0 if r['devices']==64 and r['wall_s']>0 and r['rss_bytes']>0 and r['simulated_step_s']>0 else 1)" "$S"; then
+  pass "bench sim --json has wall_s, rss_bytes and the simulated step"
+else
+  fail "bench sim --json: $(head -c 400 "$S" 2>/dev/null)"
+fi
+expect "bench sim names its bounds" 0 "bound 2 s" -- bench sim --devices 1024 --model mlp:784-64-10
+expect "thousands of cpu devices are refused" 2 "--dry-run" -- train --strategy ddp --devices 4096 --batch 4096 --steps 1
+
 # bench comm: the nccl-tests table, #wrong 0, the bound column; modelled times on sim.
 C="$WORK/comm.json"
 expect "bench comm threads runs" 0 "#wrong" -- bench comm --comm threads --ranks 3 --min-bytes 1K --max-bytes 64K --iters 3 --json "$C"

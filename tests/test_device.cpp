@@ -467,7 +467,8 @@ TEST(Profile, ParseErrorsNameTheMissingField) {
 
 TEST(Profile, EveryShippedProfileLoads) {
   const std::vector<std::string> names = list_profiles();
-  for (const char* expected : {"a100-nvlink-8", "h100-ib-16x8", "h100-nvswitch-8", "laptop-cpu", "t4-pcie-4", "v100-nvlink-8"})
+  for (const char* expected : {"a100-nvlink-8", "h100-ib-1024x8", "h100-ib-16x8", "h100-nvswitch-8", "laptop-cpu",
+                               "t4-pcie-4", "v100-nvlink-8"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected << " is not listed";
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   for (const std::string& n : names) {
@@ -494,6 +495,11 @@ TEST(Profile, EveryShippedProfileLoads) {
   EXPECT_EQ(a100.device_count(), 8);
   EXPECT_EQ(a100.peak_flops_f32, 19.5e12);
   EXPECT_EQ(load_profile("h100-ib-16x8").device_count(), 128);
+  // The large one prices dry runs of thousands of ranks: 1024 nodes of 8.
+  const HardwareProfile large = load_profile("h100-ib-1024x8");
+  EXPECT_EQ(large.device_count(), 8192);
+  EXPECT_EQ(large.devices_per_node, 8);
+  EXPECT_EQ(large.inter_node.bandwidth_Bps, 50e9);
 }
 
 TEST(Profile, UnknownNameListsTheShippedOnes) {

@@ -34,6 +34,19 @@ struct BenchCommOptions {
 // Collectives timed like nccl-tests, with the memory-bandwidth bound and the Open MPI peer.
 int bench_comm(const BenchCommOptions& options);
 
+struct BenchSimOptions {
+  // 784-16384×5-10: 1.087e9 parameters (four 16384² layers), the "1B-parameter MLP".
+  std::string model = "mlp:784-16384-16384-16384-16384-16384-10";
+  std::string hw = "h100-ib-1024x8";
+  std::vector<int> devices;  // empty: the budget cases, 1024 and 4096
+  int steps = 1;
+  int per_device_batch = 1;
+  std::string json_path;
+};
+
+// DDP dry runs at scale, each case in a child process: wall time and peak RSS next to the budgets.
+int bench_sim(const BenchSimOptions& options);
+
 struct TourOptions {
   std::string hw = "a100-nvlink-8";
   int devices = 4;

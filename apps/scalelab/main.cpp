@@ -150,6 +150,18 @@ int main(int argc, char** argv) {
   comm_cmd->add_flag("--quiet", bm.quiet, "no table (JSON only)");
   comm_cmd->add_option("--json", bm.json_path, "write {rows:[...]} as JSON");
 
+  BenchSimOptions bs;
+  auto* sim_cmd = bench_cmd->add_subcommand("sim", "dry runs at scale: DDP of a 1e9-parameter MLP on 1024 and 4096 "
+                                                   "simulated H100s, wall time and peak RSS next to their budgets");
+  sim_cmd->add_option("--devices", bs.devices, "run these device counts instead (repeatable)");
+  sim_cmd->add_option("--model", bs.model)->capture_default_str();
+  sim_cmd->add_option("--hw", bs.hw, "hardware profile")->capture_default_str();
+  sim_cmd->add_option("--steps", bs.steps, "steps per case")->capture_default_str()->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--batch-per-device", bs.per_device_batch, "rows per device (the global batch is this × devices)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--json", bs.json_path, "write the figures as JSON");
+
   TourOptions tour;
   auto* tour_cmd = app.add_subcommand("tour", "every strategy on the same simulated machine, side by side (make demo)");
   tour_cmd->add_option("--hw", tour.hw, "hardware profile")->capture_default_str();
@@ -249,6 +261,7 @@ int main(int argc, char** argv) {
     }
     if (*compute_cmd) return bench_compute(bc);
     if (*comm_cmd) return bench_comm(bm);
+    if (*sim_cmd) return bench_sim(bs);
     if (*tour_cmd) return run_tour(tour);
     if (*grade_cmd) return run_grade(grade_opts);
     if (*scale_cmd) {
@@ -259,7 +272,7 @@ int main(int argc, char** argv) {
     if (*profiles_cmd) {
       for (const auto& name : list_profiles()) {
         HardwareProfile p = load_profile(name);
-        std::printf("%-18s %3d × %-26s %s\n", name.c_str(), p.device_count(), p.device_model.c_str(), p.description.c_str());
+        std::printf("%-18s %4d × %-26s %s\n", name.c_str(), p.device_count(), p.device_model.c_str(), p.description.c_str());
       }
       return 0;
     }

@@ -43,8 +43,6 @@ ProcessGroup::ProcessGroup(int rank, int size, CommOptions options)
   if (size < 1) throw UsageError("comm", "the world size must be ≥ 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size)
     throw UsageError("comm", "rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
-  sent_to_.assign(static_cast<size_t>(size), 0);
-  received_from_.assign(static_cast<size_t>(size), 0);
 }
 
 ProcessGroup::~ProcessGroup() { stop_worker(); }
@@ -301,7 +299,7 @@ int64_t ProcessGroup::next_flow_id(const Call& call) {
   if (call.op == Collective::send || call.op == Collective::recv) {
     const bool sending = call.op == Collective::send;
     const int64_t src = sending ? rank_ : call.root, dst = sending ? call.root : rank_;
-    const int64_t seq = (sending ? sent_to_ : received_from_)[static_cast<size_t>(call.root)]++;
+    const int64_t seq = (sending ? sent_to_ : received_from_)[call.root]++;
     return 2 * ((seq * size_ + src) * size_ + dst) + 1;
   }
   return 2 * collectives_issued_++;

@@ -124,12 +124,33 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
   return gz.string();
 }
 
-Dataset load_split(const std::string& dir, const std::string& prefix) {
+// The header of an IDX file: its dimensions, checked as read_idx_images / read_idx_labels check them.
+std::vector<int64_t> read_idx_dims(const std::string& path, uint32_t magic, const char* kind, int dims) {
+  GzFile f(path);
+  check_magic(f, f.read_u32("header"), magic, kind);
+  std::vector<int64_t> d;
+  for (int i = 0; i < dims; ++i) d.push_back(checked_dim(f, f.read_u32("header"), i == 0 ? "items" : "pixels"));
+  return d;
+}
+
+Dataset load_split(const std::string& dir, const std::string& prefix, bool values) {
   const std::string images_path = find_idx(dir, prefix + "-images-idx3-ubyte");
   const std::string labels_path = find_idx(dir, prefix + "-labels-idx1-ubyte");
   Dataset d;
   d.name = "fashion-mnist";
   int64_t rows = 0, cols = 0, label_count = 0;
+  if (!values) {
+    const std::vector<int64_t> image_dims = read_idx_dims(images_path, 0x00000803u, "image (idx3-ubyte)", 3);
+    d.count = image_dims[0];
+    d.features = image_dims[1] * image_dims[2];
+    d.classes = 10;
+    label_count = read_idx_dims(labels_path, 0x00000801u, "label (idx1-ubyte)", 1)[0];
+    if (label_count != d.count)
+      throw Error("data", images_path + " has " + std::to_string(d.count) + " images but " + labels_path + " has " +
+                              std::to_string(label_count) + " labels: the counts disagree — the files do not belong "
+                              "together; reinstall dataset-fashion-mnist");
+    return d;
+  }
   d.images = read_idx_images(images_path, &d.count, &rows, &cols);
   d.labels = read_idx_labels(labels_path, &label_count);
   if (label_count != d.count)
@@ -150,17 +171,18 @@ Dataset load_split(const std::string& dir, const std::string& prefix) {
 
 }  // namespace
 
-DataSplit load_fashion_mnist(const std::string& dir) {
+DataSplit load_fashion_mnist(const std::string& dir, bool values) {
   DataSplit s;
-  s.train = load_split(dir, "train");
-  s.test = load_split(dir, "t10k");
+  s.train = load_split(dir, "train", values);
+  s.test = load_split(dir, "t10k", values);
   if (s.train.features != s.test.features)
     throw Error("data", dir + ": training images have " + std::to_string(s.train.features) + " pixels but test images " +
                             std::to_string(s.test.features) + " — the files do not belong together");
   return s;
 }
 
-DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t features, int classes, uint64_t seed) {
+DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t features, int classes, uint64_t seed,
+                         bool values) {
   if (train_count < 1 || test_count < 0 || features < 1 || classes < 1)
     throw UsageError("data", "synthetic dataset needs ≥ 1 training sample, ≥ 1 feature and ≥ 1 class");
   // One centre per class; samples are the centre plus noise, so the classes are learnable but overlap.
@@ -173,6 +195,7 @@ DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t featur
     d.count = count;
     d.features = features;
     d.classes = classes;
+    if (!values) return d;
     d.images.resize(static_cast<size_t>(count * features));
     d.labels.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
@@ -223,6 +246,7 @@ void Loader::fill(int64_t index, HostBatch& out) const {
   out.features = data_.features;
   out.x.resize(static_cast<size_t>(size * data_.features));
   out.y.resize(static_cast<size_t>(size));
+  if (!data_.has_values()) return;  // sizes only (a dry run): the batch stays as it was, zeros
   for (int64_t r = 0; r < size; ++r) {
     const int64_t src = order_[static_cast<size_t>(first + r)];
     std::memcpy(out.x.data() + r * data_.features, data_.images.data() + src * data_.features,

@@ -13,6 +13,9 @@ struct Dataset {
   int classes = 0;
   std::vector<float> images;   // count × features (Fashion-MNIST: standardised pixels; see dataset.cpp)
   std::vector<int32_t> labels; // count, in [0, classes)
+
+  // False for a dry run's dataset: its sizes alone (the batches it hands out hold zeros).
+  bool has_values() const { return !labels.empty(); }
 };
 
 struct DataSplit {
@@ -24,12 +27,15 @@ struct DataSplit {
 // what is wrong: missing, bad magic number, truncated, counts that disagree.
 std::vector<float> read_idx_images(const std::string& path, int64_t* count, int64_t* rows, int64_t* cols);
 std::vector<int32_t> read_idx_labels(const std::string& path, int64_t* count);
-// train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-... in `dir`.
-DataSplit load_fashion_mnist(const std::string& dir);
+// train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-... in `dir`. values = false
+// reads the files' headers alone (counts and sizes, checked as a full load checks them): a dry run
+// needs no pixels, and decompressing 60 000 images would cost it a second and 190 MB.
+DataSplit load_fashion_mnist(const std::string& dir, bool values = true);
 std::string default_fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
 
 // A learnable synthetic set: `classes` Gaussian clusters in `features` dimensions, from a seed.
-DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t features, int classes, uint64_t seed);
+DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t features, int classes, uint64_t seed,
+                         bool values = true);
 
 // A batch on the host: x is batch × features, y holds the labels.
 struct HostBatch {
@@ -46,7 +52,7 @@ class Loader {
   Loader(const Dataset& data, int64_t batch_size, uint64_t seed, bool shuffle = true, bool drop_last = true);
   int64_t batches_per_epoch() const;
   void set_epoch(int64_t epoch);  // draws that epoch's order
-  // Fills `out` with batch `index` of the current epoch.
+  // Fills `out` with batch `index` of the current epoch (zeros from a dataset without values).
   void fill(int64_t index, HostBatch& out) const;
   const std::vector<int64_t>& order() const { return order_; }
   const Dataset& data() const { return data_; }

@@ -271,6 +271,9 @@ bool Device::has_non_finite(const OpTag& tag, const Tensor& x) {
 
 void Device::upload(const OpTag& tag, const Tensor& dst, const void* src) {
   check_here(dst, "upload", "destination");
+  if (!src && dst.nbytes() > 0 && executor_->computes())
+    throw Error(name_, "upload " + tag.name + ": the host side has no values (shapes only, as a dry run's weights) "
+                       "but this device computes — give it real values (init_weights with values), or run with --dry-run");
   OpCost cost{OpClass::copy_host, 0, static_cast<double>(dst.nbytes()), dst.dtype()};
   // The host issues the copy only once it has what it waited for from this device.
   dst.set_ready_ns(std::max(dst.ready_ns(), host_ready_ns_->load()));
@@ -285,6 +288,15 @@ void Device::download(const OpTag& tag, void* dst, const Tensor& src) {
       run_op(with_role(tag, Role::download), "copy_d2h", Lane::copy, cost, {&src}, {},
              [&] { executor_->copy_to_host(dst, src, src.nbytes()); });
   host_waits_until(when.end_ns);
+}
+
+std::vector<float> Device::download_f32(const OpTag& tag, const Tensor& src) {
+  check_here(src, "download", "source");
+  if (src.dtype() != DType::f32)
+    throw Error(name_, "download " + tag.name + ": " + src.shape_string() + " is not f32 — cast it first");
+  std::vector<float> host(executor_->computes() ? static_cast<size_t>(src.numel()) : 0);
+  download(tag, host.empty() ? nullptr : host.data(), src);
+  return host;
 }
 
 void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
@@ -330,6 +342,10 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
   switch (o.kind) {
     case DeviceKind::cpu:
       if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");
+      if (o.count > kMaxCpuDevices)
+        throw UsageError("device", "--devices " + std::to_string(o.count) + " cpu devices: each is a thread computing on "
+                                   "this machine's cores, at most " + std::to_string(kMaxCpuDevices) +
+                                   " — use fewer, or model them: --device sim --hw h100-ib-1024x8 --dry-run (up to 8192)");
       for (int i = o.first_index; i < o.first_index + o.count; ++i)
         devices.push_back(std::make_unique<Device>(i, DeviceKind::cpu, "cpu:" + std::to_string(i),
                                                    std::make_unique<CpuExecutor>(), std::make_unique<WallClock>(epoch),

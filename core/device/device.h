@@ -82,9 +82,13 @@ class Device {
   void fill(const OpTag& tag, const Tensor& x, float value);
   void cast(const OpTag& tag, const Tensor& src, const Tensor& dst);
   bool has_non_finite(const OpTag& tag, const Tensor& x);
-  // Host <-> device over the host link, on the copy lane.
+  // Host <-> device over the host link, on the copy lane. A device that computes nothing takes
+  // src = nullptr (shape-only weights); one that computes refuses it.
   void upload(const OpTag& tag, const Tensor& dst, const void* src);
   void download(const OpTag& tag, void* dst, const Tensor& src);
+  // An f32 tensor downloaded into a new host vector; empty when the device computes nothing (a
+  // dry run has no values to bring back, and a 1e9-parameter model must not cost the host 4 GB).
+  std::vector<float> download_f32(const OpTag& tag, const Tensor& src);
   // Copies src (on this or another device) into dst on this device, on the copy lane.
   void copy(const OpTag& tag, const Tensor& src, const Tensor& dst);
 
@@ -133,6 +137,10 @@ struct DeviceOptions {
   // parent's, so every process's events share one time axis.
   std::optional<WallClock::time_point> epoch;
 };
+
+// cpu devices compute for real on this machine's cores; more than this is a mistake, not a run
+// (sim devices with --dry-run are the way to thousands).
+constexpr int kMaxCpuDevices = 256;
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& options);
 

@@ -147,9 +147,10 @@ void Linear::clear_saved() {
   saved_y_.clear();
 }
 
-HostWeights init_weights(const ModelSpec& spec, uint64_t seed) {
+HostWeights init_weights(const ModelSpec& spec, uint64_t seed, bool values) {
   HostWeights w;
   w.spec = spec;
+  if (!values) return w;
   Rng rng(seed);
   for (int l = 0; l < spec.layer_count(); ++l) {
     const int64_t in = spec.sizes[l], out = spec.sizes[l + 1];
@@ -221,12 +222,8 @@ HostWeights Mlp::download() {
   HostWeights w;
   w.spec = spec_;
   for (auto& layer : layers_) {
-    std::vector<float> W(static_cast<size_t>(layer.weight.value.numel()));
-    std::vector<float> b(static_cast<size_t>(layer.bias.value.numel()));
-    layer.device().download({layer.weight.name, Phase::data, layer.index()}, W.data(), layer.weight.value);
-    layer.device().download({layer.bias.name, Phase::data, layer.index()}, b.data(), layer.bias.value);
-    w.weight.push_back(std::move(W));
-    w.bias.push_back(std::move(b));
+    w.weight.push_back(layer.device().download_f32({layer.weight.name, Phase::data, layer.index()}, layer.weight.value));
+    w.bias.push_back(layer.device().download_f32({layer.bias.name, Phase::data, layer.index()}, layer.bias.value));
   }
   return w;
 }
@@ -235,9 +232,9 @@ void Mlp::upload(const HostWeights& w) {
   if (w.spec.sizes != spec_.sizes) throw Error("nn", "weights for " + w.spec.text + " do not fit " + spec_.text);
   for (auto& layer : layers_) {
     layer.device().upload({layer.weight.name, Phase::data, layer.index()}, layer.weight.value,
-                          w.weight[layer.index()].data());
+                          w.weight_data(layer.index()));
     layer.device().upload({layer.bias.name, Phase::data, layer.index()}, layer.bias.value,
-                          w.bias[layer.index()].data());
+                          w.bias_data(layer.index()));
   }
 }
 

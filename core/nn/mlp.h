@@ -84,15 +84,23 @@ class Linear {
   std::vector<Tensor> saved_x_, saved_y_;  // a queue: pipelines run several micro-batches' forwards first; backward takes the oldest
 };
 
-// Host copy of a model's weights, layer by layer: W (out × in) then b (out).
+// Host copy of a model's weights, layer by layer: W (out × in) then b (out). A dry run's weights
+// are shapes only (no floats): a 1e9-parameter model, on a thousand ranks, costs the host nothing.
 struct HostWeights {
   ModelSpec spec;
-  std::vector<std::vector<float>> weight;
+  std::vector<std::vector<float>> weight;  // empty (or empty vectors): shapes only
   std::vector<std::vector<float>> bias;
+
+  bool has_values() const { return !weight.empty() && !weight.front().empty(); }
+  // Layer l's floats for an upload; nullptr for shapes only (a device that computes refuses it).
+  const float* weight_data(int l) const { return has_values() ? weight[static_cast<size_t>(l)].data() : nullptr; }
+  const float* bias_data(int l) const { return has_values() ? bias[static_cast<size_t>(l)].data() : nullptr; }
 };
 
 // Deterministic initial weights from a seed, as PyTorch's nn.Linear default: W, b ~ U(−1/√in, 1/√in).
-HostWeights init_weights(const ModelSpec& spec, uint64_t seed);
+// values = false: the spec alone, for devices that compute nothing (a dry run); the same call
+// either way, so code that draws weights per rank passes on whether its first ones had values.
+HostWeights init_weights(const ModelSpec& spec, uint64_t seed, bool values = true);
 
 // The sequential model. Each layer can live on its own device (model parallel); the simple
 // constructor puts them all on one.

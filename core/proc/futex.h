@@ -13,4 +13,9 @@ void shared_futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chro
 // Wakes every process sleeping on `word`.
 void shared_futex_wake_all(std::atomic<uint32_t>& word);
 
+// The same for threads of this process alone (FUTEX_PRIVATE: the kernel skips finding the
+// shared mapping, which a thousand threads waking at once feel).
+void private_futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
+void private_futex_wake_all(std::atomic<uint32_t>& word);
+
 }  // namespace scalelab

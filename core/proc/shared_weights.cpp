@@ -26,6 +26,7 @@ HostWeights SharedWeights::read(const char* base) const {
 }
 
 void SharedWeights::write(char* base, const HostWeights& weights) const {
+  if (!weights.has_values()) return;  // a dry run's weights, shapes only: the segment stays zero
   for (size_t i = 0; i < at_.size(); ++i) {
     const std::vector<float>& v = (i % 2 ? weights.bias : weights.weight)[i / 2];
     if (static_cast<int64_t>(v.size()) != numel_[i])

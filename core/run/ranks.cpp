@@ -1,10 +1,13 @@
 #include "core/run/ranks.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <thread>
 
 #include "core/error.h"
+#include "core/proc/futex.h"
 
 namespace scalelab {
 
@@ -62,20 +65,21 @@ const std::vector<Device*>& RankSet::devices(int rank) const {
   throw Error("train", "rank " + std::to_string(rank) + " does not run in this process");
 }
 
-void RankSet::run(const std::function<void(int rank)>& step) const {
-  if (local_ranks_.size() == 1) {
-    step(local_ranks_.front());
-    return;
-  }
+namespace {
+
+thread_local bool in_rank_thread = false;
+
+// Runs step(rank) on a new thread per rank: a run() called from inside a rank's step.
+void run_on_new_threads(const std::vector<int>& ranks, const std::function<void(int)>& step) {
   // The first failure in time is the cause; the others are usually ranks timing out waiting for it.
-  std::vector<std::exception_ptr> errors(local_ranks_.size());
-  std::vector<int> order(local_ranks_.size(), -1);
+  std::vector<std::exception_ptr> errors(ranks.size());
+  std::vector<int> order(ranks.size(), -1);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < local_ranks_.size(); ++i)
+  for (size_t i = 0; i < ranks.size(); ++i)
     threads.emplace_back([&, i] {
       try {
-        step(local_ranks_[i]);
+        step(ranks[i]);
       } catch (...) {
         errors[i] = std::current_exception();
         order[i] = failures++;
@@ -84,6 +88,89 @@ void RankSet::run(const std::function<void(int rank)>& step) const {
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < errors.size(); ++i)
     if (order[i] == 0) std::rethrow_exception(errors[i]);
+}
+
+}  // namespace
+
+// The threads that play the local ranks, kept from one run() to the next: a thread per rank per
+// step would cost, at 4096 ranks, a quarter of a second a step — most of it clearing each new
+// thread's copy of OpenBLAS's 60 KB of static TLS. Between calls they sleep on a futex; the
+// caller sleeps until the last of them is done (no mutex for a thousand threads to queue on).
+class RankThreads {
+ public:
+  explicit RankThreads(std::vector<int> ranks) : ranks_(std::move(ranks)), errors_(ranks_.size()), order_(ranks_.size()) {
+    for (size_t i = 0; i < ranks_.size(); ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~RankThreads() {
+    stop_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
+    private_futex_wake_all(generation_);
+    for (auto& t : threads_) t.join();
+  }
+  RankThreads(const RankThreads&) = delete;
+  RankThreads& operator=(const RankThreads&) = delete;
+
+  void run(const std::function<void(int)>& step) {
+    step_ = &step;
+    std::fill(errors_.begin(), errors_.end(), nullptr);
+    std::fill(order_.begin(), order_.end(), -1);
+    failures_.store(0);
+    remaining_.store(static_cast<int>(ranks_.size()));
+    done_.store(0);
+    generation_.fetch_add(1, std::memory_order_release);  // publishes the step to the threads
+    private_futex_wake_all(generation_);
+    while (done_.load(std::memory_order_acquire) == 0) private_futex_wait(done_, 0, std::chrono::seconds(1));
+    step_ = nullptr;
+    for (size_t i = 0; i < errors_.size(); ++i)
+      if (order_[i] == 0) std::rethrow_exception(errors_[i]);
+  }
+
+ private:
+  void loop(size_t i) {
+    in_rank_thread = true;
+    uint32_t seen = 0;
+    for (;;) {
+      uint32_t now;
+      while ((now = generation_.load(std::memory_order_acquire)) == seen)
+        private_futex_wait(generation_, seen, std::chrono::seconds(1));
+      seen = now;
+      if (stop_.load()) return;
+      try {
+        (*step_)(ranks_[i]);
+      } catch (...) {
+        errors_[i] = std::current_exception();
+        order_[i] = failures_++;
+      }
+      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        done_.store(1, std::memory_order_release);
+        private_futex_wake_all(done_);
+      }
+    }
+  }
+
+  std::vector<int> ranks_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int)>* step_ = nullptr;
+  std::atomic<uint32_t> generation_{0};  // bumped once per run(): the threads' futex
+  std::atomic<uint32_t> done_{0};        // the caller's futex
+  std::atomic<int> remaining_{0};
+  std::atomic<bool> stop_{false};
+  // The first failure in time is the cause; the others are usually ranks timing out waiting for it.
+  std::vector<std::exception_ptr> errors_;
+  std::vector<int> order_;
+  std::atomic<int> failures_{0};
+};
+
+RankSet::~RankSet() = default;
+
+void RankSet::run(const std::function<void(int rank)>& step) const {
+  if (local_ranks_.size() == 1) {
+    step(local_ranks_.front());
+    return;
+  }
+  if (in_rank_thread) return run_on_new_threads(local_ranks_, step);  // the kept threads are busy
+  if (!threads_) threads_ = std::make_unique<RankThreads>(local_ranks_);
+  threads_->run(step);
 }
 
 }  // namespace scalelab

@@ -12,12 +12,15 @@
 
 namespace scalelab {
 
+class RankThreads;
+
 class RankSet {
  public:
   // Every rank in this process: rank r owns devices [r·k, (r+1)·k) of `devices`, k = devices per rank.
   RankSet(std::vector<Device*> devices, std::vector<std::unique_ptr<ProcessGroup>> groups);
   // This process is rank group.rank() of group.size(); `devices` are its own.
   RankSet(std::vector<Device*> devices, ProcessGroup& group);
+  ~RankSet();
 
   int world_size() const { return world_size_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
@@ -28,7 +31,8 @@ class RankSet {
   Device& device(int rank) const { return *devices(rank).front(); }
 
   // Calls step(rank) for every local rank, all at once; returns when all have returned, rethrowing
-  // the first failure (the other ranks then fail by their collectives' timeout, never hang).
+  // the first failure (the other ranks then fail by their collectives' timeout, never hang). The
+  // threads that play the ranks are started at the first call and kept for the next ones.
   void run(const std::function<void(int rank)>& step) const;
 
  private:
@@ -37,6 +41,7 @@ class RankSet {
   std::vector<std::vector<Device*>> devices_;         // by local index
   std::vector<std::unique_ptr<ProcessGroup>> owned_;  // threads launch
   std::vector<ProcessGroup*> groups_;                 // by local index
+  mutable std::unique_ptr<RankThreads> threads_;      // last: stopped before anything they use goes
 };
 
 }  // namespace scalelab

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/comm/reduce_kernels.h"
+#include "core/proc/futex.h"
 #include "core/error.h"
 
 namespace scalelab {
@@ -19,35 +20,17 @@ namespace {
 class World {
  public:
   World(int size, CommOptions options)
-      : size_(size), options_(options), passed_(static_cast<size_t>(size), 0), in_(size), out_(size), value_(size) {}
+      : size_(size), options_(options), passed_(static_cast<size_t>(size), 0), in_(size), out_(size) {}
 
   int size() const { return size_; }
 
   // Every rank waits here until all have arrived. `what` names the collective and its step.
-  void arrive_and_wait(int rank, const std::string& what) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    throw_if_broken();
-    const int64_t generation = generation_;
-    ++passed_[static_cast<size_t>(rank)];
-    if (++arrived_ == size_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    if (!cv_.wait_for(lock, options_.timeout, [&] { return generation_ != generation || !broken_.empty(); })) {
-      std::string missing;
-      for (int r = 0; r < size_; ++r)
-        if (passed_[static_cast<size_t>(r)] < passed_[static_cast<size_t>(rank)])
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      broken_ = "threads: rank " + std::to_string(rank) + " waited " + seconds(options_.timeout) + " in " +
-                what + " for rank(s) " + missing +
-                ", which never arrived — a rank died or skipped the collective; every rank must issue the same "
-                "collectives in the same order (raise --comm-timeout if the ranks are merely slow)";
-      cv_.notify_all();
-    }
-    throw_if_broken();
-  }
+  void arrive_and_wait(int rank, const std::string& what) { arrive(rank, 0, what); }
+
+  // A barrier that also returns the largest `value` any rank brought: the simulated start of a
+  // collective (the last rank's arrival). The running maximum is kept as ranks arrive, so no rank
+  // reads n slots (n² reads per collective at a thousand ranks).
+  int64_t arrive_max(int rank, int64_t value, const std::string& what) { return arrive(rank, value, what); }
 
   // The buffers of the current collective, posted by each rank before the first barrier.
   void post(int rank, const void* in, void* out) {
@@ -57,8 +40,6 @@ class World {
   }
   const void* in(int rank) const { return in_[static_cast<size_t>(rank)]; }
   void* out(int rank) const { return out_[static_cast<size_t>(rank)]; }
-  void set_value(int rank, int64_t v) { value_[static_cast<size_t>(rank)] = v; }
-  int64_t value(int rank) const { return value_[static_cast<size_t>(rank)]; }
 
   // Rendezvous send: the message stays in the mailbox until the receiver has copied it.
   struct Message {
@@ -97,12 +78,65 @@ class World {
   }
 
  private:
+  // The barrier. Arrivals count under the mutex; the waiters sleep on a futex on the generation,
+  // outside the mutex, and the last arrival wakes them all at once. (A condition variable would
+  // make a thousand woken ranks queue for its mutex one after another: most of a large dry run's
+  // time.) The maximum of the generation is kept in one of two slots by its parity: a rank can
+  // start the generation after next only once every rank has left this one.
+  int64_t arrive(int rank, int64_t value, const std::string& what) {
+    uint32_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      throw_if_broken();
+      generation = generation_.load();
+      ++passed_[static_cast<size_t>(rank)];
+      int64_t& running = max_[generation & 1];
+      running = arrived_ == 0 ? value : std::max(running, value);
+      if (++arrived_ == size_) {
+        arrived_ = 0;
+        generation_.store(generation + 1);
+        private_futex_wake_all(generation_);
+        return running;
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    while (generation_.load() == generation) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (generation_.load() != generation || !broken_.empty()) break;
+        std::string missing;
+        for (int r = 0; r < size_; ++r)
+          if (passed_[static_cast<size_t>(r)] < passed_[static_cast<size_t>(rank)])
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        broken_ = "threads: rank " + std::to_string(rank) + " waited " + seconds(options_.timeout) + " in " + what +
+                  " for rank(s) " + missing +
+                  ", which never arrived — a rank died or skipped the collective; every rank must issue the same "
+                  "collectives in the same order (raise --comm-timeout if the ranks are merely slow)";
+        broken_flag_.store(true);
+        generation_.fetch_add(1);  // wakes the other waiters, who find the world broken
+        private_futex_wake_all(generation_);
+        cv_.notify_all();
+        break;
+      }
+      private_futex_wait(generation_, generation, left);
+    }
+    if (broken_flag_.load()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      throw_if_broken();
+    }
+    return max_[generation & 1];
+  }
+
   template <typename Pred>
   void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, int me, int peer, const std::string& what) {
     if (!cv_.wait_for(lock, options_.timeout, [&] { return pred() || !broken_.empty(); })) {
       broken_ = "threads: rank " + std::to_string(me) + " waited " + seconds(options_.timeout) + " in " +
                 what + " for rank " + std::to_string(peer) +
                 ", which never arrived — it died or never posted the matching send / recv";
+      broken_flag_.store(true);
+      generation_.fetch_add(1);  // and the ranks in a barrier
+      private_futex_wake_all(generation_);
       cv_.notify_all();
     }
     throw_if_broken();
@@ -121,12 +155,13 @@ class World {
   std::mutex mutex_;
   std::condition_variable cv_;
   int arrived_ = 0;
-  int64_t generation_ = 0;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<bool> broken_flag_{false};  // broken_ is set: read without the mutex by the barrier
+  int64_t max_[2] = {0, 0};
   std::vector<int64_t> passed_;  // barriers each rank has entered: who is missing
   std::string broken_;           // once a rank timed out, every later wait fails at once
   std::vector<const void*> in_;
   std::vector<void*> out_;
-  std::vector<int64_t> value_;
   std::map<std::pair<int, int>, std::deque<Message*>> mailbox_;
 };
 
@@ -176,12 +211,7 @@ class ThreadsGroup : public ProcessGroup {
   }
 
   int64_t max_over_ranks(int64_t value) override {
-    world_->set_value(rank(), value);
-    world_->arrive_and_wait(rank(), "the start-time agreement of a collective");
-    int64_t m = value;
-    for (int r = 0; r < size(); ++r) m = std::max(m, world_->value(r));
-    world_->arrive_and_wait(rank(), "the start-time agreement of a collective");  // slots stay until all read
-    return m;
+    return world_->arrive_max(rank(), value, "the start-time agreement of a collective");
   }
 
   int64_t exchange_with(int peer, int64_t value) override {
