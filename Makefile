@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 OUT    ?= out
 
-.PHONY: all deps configure build demo test dash dash-replay screenshots lab-release clean
+.PHONY: all deps configure build demo test dash dash-replay screenshots scale-pictures lab-release clean
 
 all: build
 
@@ -43,6 +43,11 @@ dash-replay: build
 # The README's dashboard pictures (docs/img), drawn under Xvfb.
 screenshots: build
 	bash scripts/screenshots.sh $(BUILD) docs/img
+
+# The README's scaling pictures (docs/img/scale-*.svg and the tables beside them), drawn by
+# `scalelab scale` from dry runs on simulated H100 clusters of up to 4096 GPUs.
+scale-pictures: build
+	bash scripts/scale-pictures.sh $(BUILD) docs/img
 
 # The students' hand-out of the labs: READMEs, stubs, harnesses and public checks — no solutions,
 # no mutants, no hidden checks (labs/README.md).

@@ -19,9 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/device/sim/cost_model.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/nn/mlp.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "run/train.h"
@@ -43,7 +45,7 @@ struct ScalePoint {
 
 double gib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 
-ScalePoint run_point(const ScaleOptions& o, const HardwareProfile& profile, int devices, int micro_batches) {
+TrainConfig point_config(const ScaleOptions& o, const HardwareProfile& profile, int devices, int micro_batches) {
   TrainConfig c;
   c.strategy = o.strategy;
   c.device = DeviceKind::sim;
@@ -68,7 +70,12 @@ ScalePoint run_point(const ScaleOptions& o, const HardwareProfile& profile, int 
   words.apply(c);
   if (find_strategy(o.strategy).takes(StrategyOption::zero_stage)) c.zero_stage = o.zero_stage;
   check_config(c);
+  ModelSpec::parse(c.model);  // a bad --model is refused before the table starts
+  return c;
+}
 
+ScalePoint run_point(const TrainConfig& c, int micro_batches) {
+  const int devices = c.devices;
   const auto t0 = std::chrono::steady_clock::now();
   EventBus bus;
   const TrainResult r = train(c, bus);
@@ -190,17 +197,18 @@ void chart(std::ostringstream& s, double x0, double y0, double w, double h, cons
   }
 }
 
-std::string plot_svg(const ScaleOptions& o, const std::vector<ScalePoint>& pts, bool over_m) {
+std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, const std::vector<ScalePoint>& pts, bool over_m) {
   std::vector<double> xs;
   for (const ScalePoint& p : pts) xs.push_back(over_m ? p.micro_batches : p.devices);
   const std::string xlabel = over_m ? "micro-batches m" : "devices N";
   std::ostringstream s;
-  const double W = 980, H = 400;
+  const double W = 1470, H = 400, C = W / 3;
   s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H + 30 << "' font-family='sans-serif'>\n"
     << "<rect width='100%' height='100%' fill='white'/>\n";
   s << "<text x='" << W / 2 << "' y='" << H + 18 << "' text-anchor='middle' font-size='12' fill='#555'>scalelab scale: "
     << o.strategy << ", " << o.model << ", " << o.hw << ", " << (o.weak ? "weak" : "strong") << " scaling, batch "
     << o.batch << (o.weak ? " per device" : " global") << " (simulated, dry run)</text>\n";
+  // 1. What the sweep teaches: the bubble against its formula, or the efficiency.
   if (over_m) {
     Series measured{"idle share (measured)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
     const int p = pts.empty() ? 1 : pts.front().devices;
@@ -208,18 +216,33 @@ std::string plot_svg(const ScaleOptions& o, const std::vector<ScalePoint>& pts, 
       measured.y.push_back(q.bubble_pct);
       formula.y.push_back(100.0 * (p - 1) / (q.micro_batches + p - 1));
     }
-    chart(s, 0, 0, W / 2, H, "Pipeline bubble vs micro-batches", xlabel, "idle share of the step (%)", xs,
+    chart(s, 0, 0, C, H, "Pipeline bubble vs micro-batches", xlabel, "idle share of the step (%)", xs,
           {measured, formula}, 0);
   } else {
-    Series eff{"scaling efficiency", "#1f77b4", {}}, comm{"comm % of the step", "#d62728", {}};
-    Series ring{"2(n−1)/n × 50 %", "#555", {}, true};
+    Series eff{"scaling efficiency", "#1f77b4", {}}, comm{"communication % of the step", "#d62728", {}};
     for (const ScalePoint& q : pts) {
       eff.y.push_back(100 * q.efficiency);
       comm.y.push_back(q.comm_pct);
-      ring.y.push_back(50.0 * 2 * (q.devices - 1) / q.devices);
     }
-    chart(s, 0, 0, W / 2, H, "Efficiency and communication", xlabel, "%", xs, {eff, comm, ring}, 100);
+    chart(s, 0, 0, C, H, "Efficiency and communication", xlabel, "%", xs, {eff, comm}, 100);
   }
+  // 2. The step, and what one all-reduce of all the gradients (4·P bytes) costs on this cluster by
+  //    the cost model: its bandwidth term flattens at 2(n−1)/n · S/B, its latency term grows with n.
+  Series step{"step", "#1f77b4", {}}, exposed{"exposed communication", "#d62728", {}};
+  Series ring{"one all-reduce of 4·P bytes", "#555", {}, true};
+  const double grad_bytes = 4.0 * static_cast<double>(ModelSpec::parse(o.model).parameter_count());
+  bool ring_line = !over_m;
+  for (const ScalePoint& q : pts) {
+    step.y.push_back(q.step_ms);
+    exposed.y.push_back(q.exposed_comm_ms);
+    HardwareProfile shaped = profile;
+    if (q.devices > shaped.device_count()) shaped.nodes = (q.devices + shaped.devices_per_node - 1) / shaped.devices_per_node;
+    ring.y.push_back(1e3 * CostModel(shaped).collective_seconds(Collective::all_reduce, grad_bytes, q.devices));
+  }
+  std::vector<Series> times{step, exposed};
+  if (ring_line) times.push_back(ring);
+  chart(s, C, 0, C, H, "Step time", xlabel, "ms", xs, times, 0);
+  // 3. Memory per device, by category.
   const std::array<const char*, kMemoryCategoryCount> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
   std::vector<Series> mem;
   Series total{"total", "#000", {}};
@@ -234,7 +257,7 @@ std::string plot_svg(const ScaleOptions& o, const std::vector<ScalePoint>& pts, 
   }
   for (const ScalePoint& q : pts) total.y.push_back(gib(q.peak_total));
   mem.push_back(total);
-  chart(s, W / 2, 0, W / 2, H, "Peak memory per device", xlabel, "GiB", xs, mem, 0);
+  chart(s, 2 * C, 0, C, H, "Peak memory per device", xlabel, "GiB", xs, mem, 0);
   s << "</svg>\n";
   return s.str();
 }
@@ -292,6 +315,8 @@ int run_scale(const ScaleOptions& o) {
     std::printf("# %s has %d devices (%d × %d): the larger clusters are it with more nodes\n", profile.name.c_str(),
                 profile.device_count(), profile.nodes, profile.devices_per_node);
   }
+  std::vector<TrainConfig> configs;  // every point checked before the first runs
+  for (const auto& [n, m] : plan) configs.push_back(point_config(o, profile, n, m));
   std::printf("# scalelab scale: %s on %s, %s, %s scaling (batch %lld %s), dry run — simulated times\n",
               o.strategy.c_str(), o.hw.c_str(), o.model.c_str(), o.weak ? "weak" : "strong",
               static_cast<long long>(o.batch), o.weak ? "per device" : "global");
@@ -304,8 +329,8 @@ int run_scale(const ScaleOptions& o) {
   std::fflush(stdout);
 
   std::vector<ScalePoint> pts;
-  for (const auto& [n, m] : plan) {
-    ScalePoint p = run_point(o, profile, n, m);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    ScalePoint p = run_point(configs[i], plan[i].second);
     const double per_device = p.samples_per_s / p.devices;
     if (pts.empty()) p.efficiency = 1;
     else {
@@ -339,7 +364,7 @@ int run_scale(const ScaleOptions& o) {
     std::printf("  json  %s\n", o.json_path.c_str());
   }
   if (!o.plot_path.empty()) {
-    write_file_atomically(o.plot_path, plot_svg(o, pts, over_m), "scale");
+    write_file_atomically(o.plot_path, plot_svg(o, profile, pts, over_m), "scale");
     std::printf("  plot  %s\n", o.plot_path.c_str());
   }
   return 0;
