@@ -19,6 +19,79 @@ size_t TimelineRow::last_beginning_before(int64_t t1) const {
   return static_cast<size_t>(std::lower_bound(begin_ns.begin(), begin_ns.end(), t1) - begin_ns.begin());
 }
 
+const CoverageLevel* TimelineRow::level_for(double ns_per_px) const {
+  const CoverageLevel* best = nullptr;
+  for (const CoverageLevel& l : levels)
+    if (static_cast<double>(l.width_ns) <= ns_per_px) best = &l;
+  return best;
+}
+
+namespace {
+
+// One level from the next finer one: a piece narrower than `width` takes in the following ones
+// while they are narrower too, the gap to them is narrower, and it has not grown to `width` itself.
+// So only gaps under `width` are bridged, and a zoomed-out row becomes a few pieces per `width`.
+std::vector<CoveragePiece> coarsen(const std::vector<CoveragePiece>& finer, int64_t width) {
+  std::vector<CoveragePiece> out;
+  out.reserve(finer.size() / 2);
+  bool open = false, thin = false;
+  CoveragePiece cur;
+  for (const CoveragePiece& p : finer) {
+    const bool p_thin = p.end_ns - p.begin_ns < width;
+    if (open && thin && p_thin && p.begin_ns - cur.end_ns < width && cur.end_ns - cur.begin_ns < width) {
+      cur.end_ns = std::max(cur.end_ns, p.end_ns);
+      cur.count += p.count;
+      for (int k = 0; k < kPhaseCount; ++k) cur.phase_ns[static_cast<size_t>(k)] += p.phase_ns[static_cast<size_t>(k)];
+      continue;
+    }
+    if (open) out.push_back(cur);
+    cur = p;
+    thin = p_thin;
+    open = true;
+  }
+  if (open) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+void TimelineRow::build_levels() {
+  levels.clear();
+  const size_t n = begin_ns.size();
+  if (n < 64) return;  // drawn event by event at any zoom
+  std::vector<CoveragePiece> pieces(n);
+  int64_t min_dur = INT64_MAX, lo = INT64_MAX, hi = INT64_MIN;
+  for (size_t i = 0; i < n; ++i) {
+    CoveragePiece& p = pieces[i];
+    p.begin_ns = begin_ns[i];
+    p.end_ns = std::max(end_ns[i], begin_ns[i]);
+    p.first = static_cast<uint32_t>(i);
+    p.count = 1;
+    p.phase_ns[static_cast<size_t>(phase[i])] = static_cast<float>(std::max<int64_t>(p.end_ns - p.begin_ns, 1));
+    if (p.end_ns > p.begin_ns) min_dur = std::min(min_dur, p.end_ns - p.begin_ns);
+    lo = std::min(lo, p.begin_ns);
+    hi = std::max(hi, p.end_ns);
+  }
+  // Below the shortest event nothing but zero-length ones would merge: start there.
+  int64_t width = 1;
+  while (min_dur != INT64_MAX && width * 2 <= min_dur) width *= 2;
+  size_t kept = n;
+  while (pieces.size() > 8 && width <= std::max<int64_t>(hi - lo, 1)) {
+    pieces = coarsen(pieces, width);
+    if (pieces.size() * 2 <= kept) {
+      CoverageLevel level;
+      level.width_ns = width;
+      level.pieces = pieces;
+      level.end_prefix_max.reserve(pieces.size());
+      int64_t max_end = INT64_MIN;
+      for (const CoveragePiece& p : pieces) level.end_prefix_max.push_back(max_end = std::max(max_end, p.end_ns));
+      kept = pieces.size();
+      levels.push_back(std::move(level));
+    }
+    width *= 2;
+  }
+}
+
 void DashboardModel::clear() { *this = DashboardModel{}; }
 
 void DashboardModel::set_info(TraceInfo info, std::string origin) {
@@ -28,9 +101,16 @@ void DashboardModel::set_info(TraceInfo info, std::string origin) {
 
 void DashboardModel::append(std::vector<Event> events, std::vector<MemorySample> memory,
                             std::vector<Metric> metrics) {
-  events_.insert(events_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+  if (events_.empty()) events_ = std::move(events);  // a replay: the whole trace at once, no copy
+  else events_.insert(events_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
   memory_.insert(memory_.end(), memory.begin(), memory.end());
   metrics_.insert(metrics_.end(), std::make_move_iterator(metrics.begin()), std::make_move_iterator(metrics.end()));
+}
+
+// Sorts event indices by begin time, keeping equal ones in order; most arrive sorted already.
+void DashboardModel::sort_by_begin(std::vector<uint32_t>& idx) const {
+  auto earlier = [&](uint32_t a, uint32_t b) { return events_[a].t_begin_ns < events_[b].t_begin_ns; };
+  if (!std::is_sorted(idx.begin(), idx.end(), earlier)) std::stable_sort(idx.begin(), idx.end(), earlier);
 }
 
 void DashboardModel::rebuild() {
@@ -84,8 +164,7 @@ void DashboardModel::rebuild() {
     TimelineRow row;
     row.device = key.first;
     row.lane = static_cast<Lane>(key.second);
-    std::stable_sort(idx.begin(), idx.end(),
-                     [&](uint32_t a, uint32_t b) { return events_[a].t_begin_ns < events_[b].t_begin_ns; });
+    sort_by_begin(idx);
     row.events = std::move(idx);
     row.begin_ns.reserve(row.events.size());
     row.end_prefix_max.reserve(row.events.size());
@@ -99,16 +178,23 @@ void DashboardModel::rebuild() {
       max_end = std::max(max_end, events_[i].t_end_ns);
       row.end_prefix_max.push_back(max_end);
     }
+    row.build_levels();
     rows_.push_back(std::move(row));
   }
 
   // Steps: events with step ≥ 0, grouped; ordered by when they began.
   std::map<int64_t, StepSpan> by_step;
+  StepSpan* last = nullptr;  // events come mostly step by step: look the map up on a change only
   for (uint32_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
     if (e.step < 0) continue;
-    auto [it, fresh] = by_step.try_emplace(e.step);
-    StepSpan& s = it->second;
+    bool fresh = false;
+    if (!last || last->step != e.step) {
+      auto [it, inserted] = by_step.try_emplace(e.step);
+      fresh = inserted;
+      last = &it->second;
+    }
+    StepSpan& s = *last;
     if (fresh) {
       s.step = e.step;
       s.begin_ns = e.t_begin_ns;
@@ -120,8 +206,7 @@ void DashboardModel::rebuild() {
   }
   steps_.clear();
   for (auto& [step, span] : by_step) {
-    std::stable_sort(span.events.begin(), span.events.end(),
-                     [&](uint32_t a, uint32_t b) { return events_[a].t_begin_ns < events_[b].t_begin_ns; });
+    sort_by_begin(span.events);
     steps_.push_back(std::move(span));
   }
   std::stable_sort(steps_.begin(), steps_.end(),
@@ -131,18 +216,38 @@ void DashboardModel::rebuild() {
   // definition as DeviceMetrics::idle_ns, so the shaded gaps add up to the idle share shown.
   idle_gaps_.assign(static_cast<size_t>(n_devices), {});
   {
+    // Each row is sorted by begin already: a device's busy intervals are its rows merged.
     std::vector<std::vector<Interval>> busy(static_cast<size_t>(n_devices));
-    for (const Event& e : events_)
-      if (e.device >= 0 && e.t_end_ns > e.t_begin_ns) busy[static_cast<size_t>(e.device)].emplace_back(e.t_begin_ns, e.t_end_ns);
+    for (const TimelineRow& row : rows_) {
+      if (row.device < 0) continue;
+      auto& v = busy[static_cast<size_t>(row.device)];
+      const size_t mid = v.size();
+      for (size_t k = 0; k < row.begin_ns.size(); ++k)
+        if (row.end_ns[k] > row.begin_ns[k]) v.emplace_back(row.begin_ns[k], row.end_ns[k]);
+      std::inplace_merge(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end(),
+                         [](const Interval& a, const Interval& b) { return a.first < b.first; });
+    }
     for (size_t d = 0; d < busy.size(); ++d) {
       auto& v = busy[d];
-      std::sort(v.begin(), v.end());
       int64_t t = run_metrics_.t_begin_ns;
       for (const auto& [b, e] : v) {
         if (b > t) idle_gaps_[d].emplace_back(t, b);
         t = std::max(t, e);
       }
       if (!events_.empty() && run_metrics_.t_end_ns > t) idle_gaps_[d].emplace_back(t, run_metrics_.t_end_ns);
+    }
+  }
+  long_gaps_.assign(static_cast<size_t>(n_devices), {});
+  for (size_t d = 0; d < idle_gaps_.size(); ++d) {
+    long_gaps_[d].reserve(64);  // `finer` points into it: no reallocation
+    const std::vector<Interval>* finer = &idle_gaps_[d];
+    for (int64_t min_len = 2; finer->size() > 16 && min_len < (int64_t{1} << 60); min_len *= 2) {
+      std::vector<Interval> longer;
+      for (const Interval& g : *finer)
+        if (g.second - g.first >= min_len) longer.push_back(g);
+      if (longer.size() * 2 > finer->size()) continue;
+      long_gaps_[d].emplace_back(min_len, std::move(longer));
+      finer = &long_gaps_[d].back().second;
     }
   }
 
@@ -179,6 +284,14 @@ const std::vector<Interval>& DashboardModel::idle_gaps(int device) const {
   static const std::vector<Interval> none;
   if (device < 0 || device >= static_cast<int>(idle_gaps_.size())) return none;
   return idle_gaps_[static_cast<size_t>(device)];
+}
+
+const std::vector<Interval>& DashboardModel::idle_gaps_at_least(int device, double min_ns) const {
+  const std::vector<Interval>* best = &idle_gaps(device);
+  if (device >= 0 && device < static_cast<int>(long_gaps_.size()))
+    for (const auto& [min_len, gaps] : long_gaps_[static_cast<size_t>(device)])
+      if (static_cast<double>(min_len) <= min_ns) best = &gaps;
+  return *best;
 }
 
 std::vector<std::pair<int64_t, double>> DashboardModel::metric_series(const std::string& name) const {

@@ -18,6 +18,26 @@
 
 namespace scalelab::viz {
 
+constexpr int kPhaseCount = static_cast<int>(Phase::eval) + 1;
+
+// A piece of a row's coverage at one level of detail: a single event, or a run of events each
+// narrower than the level's width with gaps narrower than it, merged. It keeps which events it
+// holds (a range of the row) and their time per phase, so it is drawn as they would be.
+struct CoveragePiece {
+  int64_t begin_ns = 0, end_ns = 0;
+  uint32_t first = 0, count = 0;  // the row's events [first, first + count)
+  std::array<float, kPhaseCount> phase_ns{};
+};
+
+// The row seen at `width_ns` resolution: drawn when a pixel is at least that wide, every gap it
+// bridged is narrower than a pixel, so it covers the same pixel columns as the events themselves,
+// and it has a few pieces per pixel however many events there are.
+struct CoverageLevel {
+  int64_t width_ns = 0;
+  std::vector<CoveragePiece> pieces;    // by begin
+  std::vector<int64_t> end_prefix_max;  // as TimelineRow's, for the first visible piece
+};
+
 // One row of the timeline: the events of one device on one lane, sorted by begin time. The running
 // maximum of end times makes "first event that ends after t" a binary search even when events of
 // a lane overlap (they may: a measured clock is not a perfect stream).
@@ -32,10 +52,18 @@ struct TimelineRow {
   std::vector<int64_t> end_ns;
   std::vector<Phase> phase;
 
+  // Coarser and coarser coverage (width doubling; a level is kept when it has at most half the
+  // pieces of the finer one), built with the row.
+  std::vector<CoverageLevel> levels;
+
   // Index of the first event that may be visible in [t0, t1): ends after t0.
   size_t first_ending_after(int64_t t0) const;
   // One past the last event that begins before t1.
   size_t last_beginning_before(int64_t t1) const;
+  // The coarsest level whose width is at most `ns_per_px` (nullptr: draw the events themselves).
+  const CoverageLevel* level_for(double ns_per_px) const;
+  // Fills `levels` from the events (begin_ns, end_ns, phase).
+  void build_levels();
 };
 
 // A training step: every event with that step number (steps overlap a little: the next batch is
@@ -90,10 +118,15 @@ class DashboardModel {
   std::array<int64_t, kMemoryCategoryCount> memory_at(int device, int64_t t) const;
   // Times when no lane of the device was active, within the run's span (what metrics call idle).
   const std::vector<Interval>& idle_gaps(int device) const;
+  // The device's idle gaps in time order, at least those `min_ns` long (and perhaps some shorter):
+  // what a zoomed-out timeline can show without walking every tiny gap.
+  const std::vector<Interval>& idle_gaps_at_least(int device, double min_ns) const;
   // Metric values by step for one name (loss, accuracy ...), in step order.
   std::vector<std::pair<int64_t, double>> metric_series(const std::string& name) const;
 
  private:
+  void sort_by_begin(std::vector<uint32_t>& idx) const;
+
   TraceInfo info_;
   std::string origin_;
   std::vector<Event> events_;
@@ -106,6 +139,8 @@ class DashboardModel {
   std::vector<DeviceInfo> devices_;
   std::optional<HardwareProfile> profile_;
   std::vector<std::vector<Interval>> idle_gaps_;  // per device
+  // Per device: (minimum length, the gaps at least that long), lengths doubling.
+  std::vector<std::vector<std::pair<int64_t, std::vector<Interval>>>> long_gaps_;
   // Per device, per category: (time, live bytes) in time order.
   std::vector<std::array<std::vector<std::pair<int64_t, int64_t>>, kMemoryCategoryCount>> memory_series_;
   int64_t t_begin_ns_ = 0, t_end_ns_ = 0;

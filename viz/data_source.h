@@ -23,7 +23,8 @@ class ReplaySource : public DataSource {
  public:
   // Reads the file now, so a bad file is reported before any window opens. Throws Error("dash", ...)
   // naming the file and what to do.
-  explicit ReplaySource(std::string path);
+  // `copies` > 1 (benchmarks only) lays the run that many times end to end, as a longer run.
+  explicit ReplaySource(std::string path, int copies = 1);
   bool update(DashboardModel& model) override;
   bool live() const override { return false; }
 
@@ -48,6 +49,10 @@ class BusSource : public DataSource {
   size_t events_ = 0, memory_ = 0, metrics_ = 0;  // how much of the bus the model already holds
   bool started_ = false;
 };
+
+// The trace's run `copies` times end to end (each copy later by the run's span, its steps and
+// flows numbered after the previous copy's): a long run for benchmarks without a file that size.
+void tile_trace(TraceContents& t, int copies);
 
 // Loads a trace into a fresh model (for --describe, tests, and the replay source).
 void load_replay(const std::string& path, DashboardModel& model);

@@ -18,50 +18,108 @@
 
 namespace scalelab::viz {
 
-size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float width,
-                std::vector<DrawnBlock>& out) {
-  if (row.events.empty() || t1 <= t0 || width <= 0) return 0;
-  const size_t first = row.first_ending_after(static_cast<int64_t>(std::floor(t0)));
-  const size_t last = row.last_beginning_before(static_cast<int64_t>(std::ceil(t1)));
-  if (first >= last) return 0;
-  const double scale = static_cast<double>(width) / (t1 - t0);
-  const float x_max = x0 + width;
+namespace {
 
+// Turns a row's items (events, or a level's pieces) into blocks, visiting only [first, last). Each
+// item gives its times, the events it holds and their time per phase. Runs of items narrower than
+// a pixel merge within about a pixel column; a block covers the pixel columns its items touch
+// (snapped to whole pixels, at least one), so the events and a level of detail made from them
+// cover the same columns.
+template <typename Item>
+void merge_into_blocks(size_t first, size_t last, Item item, double t0, double t1, float x0, float width,
+                       std::vector<DrawnBlock>& out) {
+  const double scale = static_cast<double>(width) / (t1 - t0);
+  const double left = std::floor(x0), right = static_cast<double>(x0) + width;
+  double cx0 = 0, cx1 = 0;
   DrawnBlock cur;
   bool open = false, mergeable = false;
-  std::array<double, 6> phase_time{};
+  std::array<double, kPhaseCount> phase_time{};
   auto close = [&] {
     if (!open) return;
-    if (cur.x1 - cur.x0 < 1.0f) cur.x1 = std::min(cur.x0 + 1.0f, x_max);  // never thinner than a pixel
+    const double a = std::floor(cx0);
+    const double b = std::min(std::max(std::ceil(cx1), a + 1), std::ceil(right));
+    cur.x0 = static_cast<float>(a);
+    cur.x1 = static_cast<float>(b);
     cur.phase = static_cast<Phase>(std::max_element(phase_time.begin(), phase_time.end()) - phase_time.begin());
     out.push_back(cur);
     open = false;
   };
+  int64_t begin = 0, end = 0;
+  uint32_t index = 0, count = 0;
   for (size_t i = first; i < last; ++i) {
-    const int64_t begin = row.begin_ns[i], end = row.end_ns[i];
-    // Past `first`, an event may still have ended before the view (a long one earlier let it in).
+    const std::array<float, kPhaseCount>* phases = nullptr;
+    Phase phase = Phase::fwd;
+    item(i, begin, end, index, count, phase, phases);
+    // Past `first`, an item may still have ended before the view (a long one earlier let it in).
     if (static_cast<double>(end) <= t0) continue;
-    const Phase phase = row.phase[i];
-    const float a = std::clamp(static_cast<float>(x0 + (static_cast<double>(begin) - t0) * scale), x0, x_max);
-    const float b = std::clamp(static_cast<float>(x0 + (static_cast<double>(end) - t0) * scale), x0, x_max);
-    const bool thin = b - a < 1.0f;
-    const double dur = static_cast<double>(std::max<int64_t>(end - begin, 1));
+    const double a = std::clamp(x0 + (static_cast<double>(begin) - t0) * scale, left, right);
+    const double b = std::clamp(x0 + (static_cast<double>(end) - t0) * scale, left, right);
+    const bool thin = b - a < 1.0;
     // Merge within about a pixel column only: a zoomed-out row stays a texture of phase colours
     // (forward, backward, optimizer alternating) instead of one block of the commonest phase.
-    if (open && thin && mergeable && a <= cur.x1 + 1.0f && cur.x1 - cur.x0 < 1.5f) {
-      cur.x1 = std::max(cur.x1, b);
-      ++cur.count;
-      phase_time[static_cast<size_t>(phase)] += dur;
-      continue;
+    if (open && thin && mergeable && a < cx1 + 1.0 && cx1 - cx0 < 1.5) {
+      cx1 = std::max(cx1, b);
+      cur.count += count;
+    } else {
+      close();
+      cur = DrawnBlock{0, 0, index, count, phase};
+      cx0 = a;
+      cx1 = b;
+      phase_time.fill(0);
+      open = true;
+      mergeable = thin;
     }
-    close();
-    cur = DrawnBlock{a, b, static_cast<uint32_t>(i), 1, phase};
-    phase_time.fill(0);
-    phase_time[static_cast<size_t>(phase)] = dur;
-    open = true;
-    mergeable = thin;
+    if (phases)
+      for (int k = 0; k < kPhaseCount; ++k) phase_time[static_cast<size_t>(k)] += (*phases)[static_cast<size_t>(k)];
+    else
+      phase_time[static_cast<size_t>(phase)] += static_cast<double>(std::max<int64_t>(end - begin, 1));
   }
   close();
+}
+
+}  // namespace
+
+size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float width, std::vector<DrawnBlock>& out,
+                bool level_of_detail) {
+  if (row.events.empty() || t1 <= t0 || width <= 0) return 0;
+  const int64_t lo = static_cast<int64_t>(std::floor(t0)), hi = static_cast<int64_t>(std::ceil(t1));
+  if (const CoverageLevel* level = level_of_detail ? row.level_for((t1 - t0) / width) : nullptr) {
+    const auto& pieces = level->pieces;
+    const size_t first = static_cast<size_t>(
+        std::upper_bound(level->end_prefix_max.begin(), level->end_prefix_max.end(), lo) - level->end_prefix_max.begin());
+    const size_t last = static_cast<size_t>(
+        std::lower_bound(pieces.begin(), pieces.end(), hi, [](const CoveragePiece& p, int64_t t) { return p.begin_ns < t; }) -
+        pieces.begin());
+    if (first >= last) return 0;
+    merge_into_blocks(
+        first, last,
+        [&](size_t i, int64_t& b, int64_t& e, uint32_t& index, uint32_t& count, Phase& phase,
+            const std::array<float, kPhaseCount>*& phases) {
+          const CoveragePiece& p = pieces[i];
+          b = p.begin_ns;
+          e = p.end_ns;
+          index = p.first;
+          count = p.count;
+          phase = static_cast<Phase>(std::max_element(p.phase_ns.begin(), p.phase_ns.end()) - p.phase_ns.begin());
+          phases = &p.phase_ns;
+        },
+        t0, t1, x0, width, out);
+    return last - first;
+  }
+  const size_t first = row.first_ending_after(lo);
+  const size_t last = row.last_beginning_before(hi);
+  if (first >= last) return 0;
+  merge_into_blocks(
+      first, last,
+      [&](size_t i, int64_t& b, int64_t& e, uint32_t& index, uint32_t& count, Phase& phase,
+          const std::array<float, kPhaseCount>*&) {
+        b = row.begin_ns[i];
+        e = row.end_ns[i];
+        index = static_cast<uint32_t>(i);
+        count = 1;
+        phase = row.phase[i];
+      },
+      t0, t1, x0, width, out);
   return last - first;
 }
 
@@ -135,7 +193,7 @@ class TimelinePanel : public Panel {
         for (const DrawnBlock& b : blocks_) {
           const ImU32 col = b.count > 1 ? faded(phase_color(b.phase), 0.75f) : phase_color(b.phase);
           // A pixel of gap between neighbours, so back-to-back ops of one phase stay countable.
-          dl->AddRectFilled(ImVec2(b.x0, y0 + 1), ImVec2(b.x1 - b.x0 > 3 ? b.x1 - 1 : b.x1, y1), col);
+          dl->AddRectFilled(ImVec2(b.x0, y0 + 1), ImVec2(b.count == 1 && b.x1 - b.x0 > 3 ? b.x1 - 1 : b.x1, y1), col);
           if (b.count == 1 && b.x1 - b.x0 > 36) {
             const Event& e = model.events()[row.events[b.first]];
             draw_label_in(dl, ImVec2(b.x0, y0 + 1), ImVec2(b.x1, y1), e.name.empty() ? e.kind.c_str() : e.name.c_str());
@@ -232,15 +290,22 @@ class TimelinePanel : public Panel {
     auto it = std::lower_bound(steps.begin(), steps.end(), t0,
                                [](const StepSpan& s, double t) { return static_cast<double>(s.end_ns) < t; });
     float last_label_x = -1e9f;
-    for (; it != steps.end() && static_cast<double>(it->begin_ns) <= t1; ++it) {
+    for (; it != steps.end() && static_cast<double>(it->begin_ns) <= t1;) {
       const float x = static_cast<float>(plot_x0 + (static_cast<double>(it->begin_ns) - t0) * scale);
       dl->AddLine(ImVec2(x, origin.y + ImGui::GetFontSize() + 2), ImVec2(x, origin.y + canvas_h), IM_COL32(150, 200, 255, 70));
+      // Thousands of steps in view: one line per 3 px, the next step found by binary search.
+      const double next_t = t0 + (static_cast<double>(x) + 3 - plot_x0) / scale;
+      auto next = std::next(it);
+      if (next != steps.end() && static_cast<double>(next->begin_ns) < next_t)
+        next = std::lower_bound(next, steps.end(), next_t,
+                                [](const StepSpan& s, double t) { return static_cast<double>(s.begin_ns) < t; });
       if (x - last_label_x > 70) {
         char label[32];
         std::snprintf(label, sizeof label, "step %lld", static_cast<long long>(it->step));
         dl->AddText(ImVec2(x + 3, origin.y + ImGui::GetFontSize() + 1), IM_COL32(150, 200, 255, 220), label);
         last_label_x = x;
       }
+      it = next;
     }
     for (double t = first; t <= t1; t += step) {
       const float x = static_cast<float>(plot_x0 + (t - t0) * scale);
@@ -254,7 +319,8 @@ class TimelinePanel : public Panel {
 
   template <typename XOf>
   void draw_idle_gaps(const DashboardModel& model, ImDrawList* dl, int device, double t0, double t1, XOf x_of, ImVec2 a, ImVec2 b) {
-    const auto& gaps = model.idle_gaps(device);
+    // Gaps under 1.5 px are not drawn: read only the list of those at least about that long.
+    const auto& gaps = model.idle_gaps_at_least(device, 1.5 * (t1 - t0) / static_cast<double>(std::max(b.x - a.x, 1.0f)));
     auto it = std::lower_bound(gaps.begin(), gaps.end(), t0,
                                [](const Interval& g, double t) { return static_cast<double>(g.second) < t; });
     for (; it != gaps.end() && static_cast<double>(it->first) < t1; ++it) {
