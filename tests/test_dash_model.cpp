@@ -17,12 +17,14 @@ TEST(Dash, NotBuilt) {
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -471,6 +473,104 @@ TEST(DashTimeline, LongIdleGapsListsHoldEveryGapThatLong) {
     EXPECT_TRUE(std::is_sorted(some.begin(), some.end()));
   }
   EXPECT_LT(m.idle_gaps_at_least(0, 2000).size(), all.size() / 4) << "long gaps are a shorter list";
+}
+
+// A live run's model grows by extend() from each batch of new events; it must end as the model
+// rebuilt from all of them at once: the same rows, steps, idle gaps, memory and drawing. Batches
+// of every size, some with their events out of order (threads emit in any order).
+TEST(DashModel, ExtendingWithNewEventsGivesTheModelBuiltAtOnce) {
+  TraceContents t = gpipe_trace();
+  for (const Event& e : t.events)
+    if (e.micro_batch == 0 && e.phase == Phase::fwd)
+      t.memory.push_back(MemorySample{e.device, e.t_begin_ns, MemoryCategory::activations, 1000 + e.t_begin_ns % 7});
+  tile_trace(t, 60);
+  ASSERT_GT(t.events.size(), 3000u);
+  const DashboardModel whole = model_of(t);
+
+  DashboardModel live;
+  live.set_info(t.info, "live");
+  size_t at = 0, mat = 0, k = 0;
+  while (at < t.events.size()) {
+    const size_t n = std::min(t.events.size() - at, size_t{1} + (k * 37) % 300);
+    std::vector<Event> batch(t.events.begin() + static_cast<std::ptrdiff_t>(at), t.events.begin() + static_cast<std::ptrdiff_t>(at + n));
+    const size_t mn = std::min(t.memory.size() - mat, n / 10);
+    std::vector<MemorySample> mem(t.memory.begin() + static_cast<std::ptrdiff_t>(mat), t.memory.begin() + static_cast<std::ptrdiff_t>(mat + mn));
+    live.append(std::move(batch), std::move(mem), {});
+    live.extend();
+    at += n;
+    mat += mn;
+    ++k;
+  }
+  live.append({}, std::vector<MemorySample>(t.memory.begin() + static_cast<std::ptrdiff_t>(mat), t.memory.end()), t.metrics);
+  live.extend();
+  ASSERT_GT(k, 20u);
+
+  // The whole trace was appended in the order `whole` holds it; out-of-order batches come next.
+  EXPECT_EQ(live.t_begin_ns(), whole.t_begin_ns());
+  EXPECT_EQ(live.t_end_ns(), whole.t_end_ns());
+  ASSERT_EQ(live.rows().size(), whole.rows().size());
+  for (size_t r = 0; r < whole.rows().size(); ++r) {
+    EXPECT_EQ(live.rows()[r].events, whole.rows()[r].events) << "row " << r;
+    EXPECT_EQ(live.rows()[r].end_prefix_max, whole.rows()[r].end_prefix_max) << "row " << r;
+  }
+  ASSERT_EQ(live.steps().size(), whole.steps().size());
+  for (size_t i = 0; i < whole.steps().size(); ++i) {
+    EXPECT_EQ(live.steps()[i].step, whole.steps()[i].step);
+    EXPECT_EQ(live.steps()[i].begin_ns, whole.steps()[i].begin_ns);
+    EXPECT_EQ(live.steps()[i].end_ns, whole.steps()[i].end_ns);
+    EXPECT_EQ(live.steps()[i].events, whole.steps()[i].events);
+  }
+  for (int d = 0; d < whole.device_count(); ++d) {
+    EXPECT_EQ(live.idle_gaps(d), whole.idle_gaps(d)) << "device " << d;
+    for (int64_t at_ns = whole.t_begin_ns(); at_ns < whole.t_end_ns(); at_ns += (whole.t_end_ns() - whole.t_begin_ns()) / 37)
+      EXPECT_EQ(live.memory_at(d, at_ns), whole.memory_at(d, at_ns));
+  }
+  std::vector<DrawnBlock> a, b;
+  for (size_t r = 0; r < whole.rows().size(); ++r) {
+    cull_row(live.rows()[r], static_cast<double>(whole.t_begin_ns()), static_cast<double>(whole.t_end_ns()), 0, 500, a);
+    cull_row(whole.rows()[r], static_cast<double>(whole.t_begin_ns()), static_cast<double>(whole.t_end_ns()), 0, 500, b);
+  }
+  auto covered = [](const std::vector<DrawnBlock>& blocks) {
+    std::set<std::pair<size_t, int>> cols;  // (block run, column): rows are drawn one after another
+    size_t run = 0;
+    float last = -1;
+    for (const DrawnBlock& x : blocks) {
+      if (x.x0 < last) ++run;
+      last = x.x0;
+      for (int c = static_cast<int>(x.x0); c < static_cast<int>(x.x1); ++c) cols.insert({run, c});
+    }
+    return cols;
+  };
+  EXPECT_EQ(covered(a), covered(b)) << "the grown model draws what the whole one draws";
+  // The metrics pass may lag by up to a quarter of the events; rebuild() makes it exact.
+  live.rebuild();
+  EXPECT_EQ(live.run_metrics().bubble_fraction, whole.run_metrics().bubble_fraction);
+  EXPECT_EQ(live.metric_series("loss"), whole.metric_series("loss"));
+}
+
+// Events of a batch that arrive out of order (a late one from another thread) land in their place.
+TEST(DashModel, ExtendingPlacesLateEventsInTimeOrder) {
+  TraceContents t = gpipe_trace();
+  DashboardModel live;
+  live.set_info(t.info, "live");
+  std::vector<Event> first(t.events.begin(), t.events.begin() + 40), rest(t.events.begin() + 40, t.events.end());
+  std::reverse(rest.begin(), rest.end());
+  live.append(first, {}, {});
+  live.extend();
+  live.append(rest, {}, {});
+  live.extend();
+  TraceContents same = t;
+  same.events = first;
+  same.events.insert(same.events.end(), rest.begin(), rest.end());
+  const DashboardModel whole = model_of(same);
+  ASSERT_EQ(live.rows().size(), whole.rows().size());
+  for (size_t r = 0; r < whole.rows().size(); ++r) {
+    EXPECT_EQ(live.rows()[r].events, whole.rows()[r].events);
+    EXPECT_TRUE(std::is_sorted(live.rows()[r].begin_ns.begin(), live.rows()[r].begin_ns.end()));
+  }
+  for (int d = 0; d < whole.device_count(); ++d) EXPECT_EQ(live.idle_gaps(d), whole.idle_gaps(d));
+  ASSERT_EQ(live.steps().size(), whole.steps().size());
+  for (size_t i = 0; i < whole.steps().size(); ++i) EXPECT_EQ(live.steps()[i].events, whole.steps()[i].events);
 }
 
 TEST(DashTimeline, OverlappingEventsAreFoundByTheirEnd) {

@@ -58,6 +58,7 @@ std::vector<CoveragePiece> coarsen(const std::vector<CoveragePiece>& finer, int6
 void TimelineRow::build_levels() {
   levels.clear();
   const size_t n = begin_ns.size();
+  levels_events = n;
   if (n < 64) return;  // drawn event by event at any zoom
   std::vector<CoveragePiece> pieces(n);
   int64_t min_dur = INT64_MAX, lo = INT64_MAX, hi = INT64_MIN;
@@ -97,6 +98,7 @@ void DashboardModel::clear() { *this = DashboardModel{}; }
 void DashboardModel::set_info(TraceInfo info, std::string origin) {
   info_ = std::move(info);
   origin_ = std::move(origin);
+  info_changed_ = true;
 }
 
 void DashboardModel::append(std::vector<Event> events, std::vector<MemorySample> memory,
@@ -237,7 +239,29 @@ void DashboardModel::rebuild() {
       if (!events_.empty() && run_metrics_.t_end_ns > t) idle_gaps_[d].emplace_back(t, run_metrics_.t_end_ns);
     }
   }
-  long_gaps_.assign(static_cast<size_t>(n_devices), {});
+  build_long_gaps();
+
+  // Memory series per device and category, for "live bytes at t" by binary search.
+  memory_series_.assign(static_cast<size_t>(n_devices), {});
+  for (const MemorySample& m : memory_)
+    if (m.device >= 0)
+      memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
+
+  built_events_ = events_.size();
+  built_memory_ = memory_.size();
+  metrics_events_ = events_.size();
+  info_changed_ = false;
+  span_end_ns_ = run_metrics_.t_end_ns;
+  row_of_.assign(static_cast<size_t>(n_devices) * kLaneCount, -1);
+  for (size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].device >= 0) row_of_[static_cast<size_t>(rows_[r].device) * kLaneCount + static_cast<size_t>(rows_[r].lane)] = static_cast<int>(r);
+  step_of_.clear();
+  for (size_t i = 0; i < steps_.size(); ++i) step_of_[steps_[i].step] = i;
+  ++version_;
+}
+
+void DashboardModel::build_long_gaps() {
+  long_gaps_.assign(idle_gaps_.size(), {});
   for (size_t d = 0; d < idle_gaps_.size(); ++d) {
     long_gaps_[d].reserve(64);  // `finer` points into it: no reallocation
     const std::vector<Interval>* finer = &idle_gaps_[d];
@@ -250,13 +274,142 @@ void DashboardModel::rebuild() {
       finer = &long_gaps_[d].back().second;
     }
   }
+}
 
-  // Memory series per device and category, for "live bytes at t" by binary search.
-  memory_series_.assign(static_cast<size_t>(n_devices), {});
-  for (const MemorySample& m : memory_)
-    if (m.device >= 0)
+// The device's idle gaps from `from_ns` on made again (nothing before it changed): those that
+// began there or later dropped, the one across it cut, then the device's busy intervals that end
+// after it swept, up to the run's end.
+void DashboardModel::extend_idle_gaps(int device, int64_t from_ns) {
+  auto& gaps = idle_gaps_[static_cast<size_t>(device)];
+  while (!gaps.empty() && gaps.back().first >= from_ns) gaps.pop_back();
+  if (!gaps.empty() && gaps.back().second > from_ns) gaps.back().second = from_ns;
+  auto add = [&](int64_t a, int64_t b) {
+    if (!gaps.empty() && gaps.back().second == a) gaps.back().second = b;
+    else gaps.emplace_back(a, b);
+  };
+  std::vector<Interval> busy;
+  for (const TimelineRow& row : rows_) {
+    if (row.device != device) continue;
+    for (size_t k = row.first_ending_after(from_ns); k < row.begin_ns.size(); ++k)
+      if (row.end_ns[k] > row.begin_ns[k] && row.end_ns[k] > from_ns) busy.emplace_back(row.begin_ns[k], row.end_ns[k]);
+  }
+  std::sort(busy.begin(), busy.end());
+  int64_t t = from_ns;
+  for (const auto& [b, e] : busy) {
+    if (b > t) add(t, b);
+    t = std::max(t, e);
+  }
+  if (span_end_ns_ > t) add(t, span_end_ns_);
+}
+
+void DashboardModel::extend() {
+  const size_t from = built_events_, n = events_.size();
+  const int n_devices = static_cast<int>(devices_.size());
+  bool layout_changed = from == 0 || info_changed_ || static_cast<int>(info_.devices.size()) > n_devices;
+  for (size_t i = from; i < n && !layout_changed; ++i) {
+    const Event& e = events_[i];
+    layout_changed = e.device < 0 || e.device >= n_devices || e.t_begin_ns < t_begin_ns_ ||
+                     row_of_[static_cast<size_t>(e.device) * kLaneCount + static_cast<size_t>(e.lane)] < 0;
+  }
+  for (size_t i = built_memory_; i < memory_.size() && !layout_changed; ++i)
+    layout_changed = memory_[i].device < 0 || memory_[i].device >= n_devices;
+  if (layout_changed) {
+    rebuild();
+    return;
+  }
+
+  // Memory: in time order, appended to each device's series (sorted again only if one came late).
+  const size_t mfrom = built_memory_;
+  const auto by_time = [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; };
+  if (std::is_sorted(memory_.begin() + static_cast<std::ptrdiff_t>(mfrom == 0 ? 0 : mfrom - 1), memory_.end(), by_time)) {
+    for (size_t i = mfrom; i < memory_.size(); ++i) {
+      const MemorySample& m = memory_[i];
       memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
+    }
+  } else {
+    std::stable_sort(memory_.begin(), memory_.end(), by_time);
+    memory_series_.assign(static_cast<size_t>(n_devices), {});
+    for (const MemorySample& m : memory_)
+      memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
+  }
 
+  // Rows: the new events appended; a row that got one out of order is sorted again.
+  std::vector<char> unsorted(rows_.size(), 0);
+  std::vector<int64_t> device_from(static_cast<size_t>(n_devices), INT64_MAX);
+  for (size_t i = from; i < n; ++i) {
+    const Event& e = events_[i];
+    const size_t r = static_cast<size_t>(row_of_[static_cast<size_t>(e.device) * kLaneCount + static_cast<size_t>(e.lane)]);
+    TimelineRow& row = rows_[r];
+    if (!row.begin_ns.empty() && e.t_begin_ns < row.begin_ns.back()) unsorted[r] = 1;
+    row.events.push_back(static_cast<uint32_t>(i));
+    row.begin_ns.push_back(e.t_begin_ns);
+    row.end_ns.push_back(e.t_end_ns);
+    row.phase.push_back(e.phase);
+    row.end_prefix_max.push_back(std::max(row.end_prefix_max.empty() ? INT64_MIN : row.end_prefix_max.back(), e.t_end_ns));
+    device_from[static_cast<size_t>(e.device)] = std::min(device_from[static_cast<size_t>(e.device)], e.t_begin_ns);
+    span_end_ns_ = std::max(span_end_ns_, e.t_end_ns);
+  }
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    TimelineRow& row = rows_[r];
+    if (unsorted[r]) {
+      sort_by_begin(row.events);
+      int64_t max_end = INT64_MIN;
+      for (size_t k = 0; k < row.events.size(); ++k) {
+        const Event& e = events_[row.events[k]];
+        row.begin_ns[k] = e.t_begin_ns;
+        row.end_ns[k] = e.t_end_ns;
+        row.phase[k] = e.phase;
+        row.end_prefix_max[k] = max_end = std::max(max_end, e.t_end_ns);
+      }
+    }
+    if (unsorted[r] || row.events.size() >= row.levels_events + row.levels_events / 4 + 64) row.build_levels();
+  }
+
+  // Steps: new events join their step (a new step is added), each step's events kept by begin.
+  bool steps_moved = false;
+  std::vector<size_t> resort;
+  for (size_t i = from; i < n; ++i) {
+    const Event& e = events_[i];
+    if (e.step < 0) continue;
+    auto it = step_of_.find(e.step);
+    if (it == step_of_.end()) {
+      StepSpan s;
+      s.step = e.step;
+      s.begin_ns = e.t_begin_ns;
+      s.end_ns = e.t_end_ns;
+      if (!steps_.empty() && steps_.back().begin_ns > s.begin_ns) steps_moved = true;
+      it = step_of_.emplace(e.step, steps_.size()).first;
+      steps_.push_back(std::move(s));
+    }
+    StepSpan& s = steps_[it->second];
+    if (e.t_begin_ns < s.begin_ns) steps_moved = true;
+    s.begin_ns = std::min(s.begin_ns, e.t_begin_ns);
+    s.end_ns = std::max(s.end_ns, e.t_end_ns);
+    if (!s.events.empty() && events_[s.events.back()].t_begin_ns > e.t_begin_ns) resort.push_back(it->second);
+    s.events.push_back(static_cast<uint32_t>(i));
+  }
+  for (size_t k : resort) sort_by_begin(steps_[k].events);
+  const auto by_begin = [](const StepSpan& a, const StepSpan& b) { return a.begin_ns < b.begin_ns; };
+  if (steps_moved && !std::is_sorted(steps_.begin(), steps_.end(), by_begin)) {
+    std::stable_sort(steps_.begin(), steps_.end(), by_begin);
+    for (size_t i = 0; i < steps_.size(); ++i) step_of_[steps_[i].step] = i;
+  }
+
+  // The run's span, then each device's idle gaps from its first new event (or the old end, where
+  // the last gap ran to) on.
+  const int64_t old_end = run_metrics_.t_end_ns;
+  run_metrics_.t_end_ns = span_end_ns_;
+  t_end_ns_ = std::max(span_end_ns_, t_begin_ns_ + 1);
+  for (int d = 0; d < n_devices; ++d) extend_idle_gaps(d, std::min(device_from[static_cast<size_t>(d)], old_end));
+  build_long_gaps();
+
+  // The metrics pass reads every event: done again when they have grown by a quarter.
+  if (n >= metrics_events_ + metrics_events_ / 4 + 1024) {
+    run_metrics_ = compute_metrics(events_, memory_, n_devices);
+    metrics_events_ = n;
+  }
+  built_events_ = n;
+  built_memory_ = memory_.size();
   ++version_;
 }
 

@@ -7,6 +7,7 @@
 // This header needs no ImGui, so tests and `--describe` use it without a window.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ struct TimelineRow {
   // Coarser and coarser coverage (width doubling; a level is kept when it has at most half the
   // pieces of the finer one), built with the row.
   std::vector<CoverageLevel> levels;
+  // How many of the row's events (the first ones) the levels were built from: a live row grows
+  // past them, and its newest events are drawn one by one until the levels are built again
+  // (when the row has grown by a quarter, so building them costs O(1) an event).
+  size_t levels_events = 0;
 
   // Index of the first event that may be visible in [t0, t1): ends after t0.
   size_t first_ending_after(int64_t t0) const;
@@ -92,6 +97,12 @@ class DashboardModel {
   void append(std::vector<Event> events, std::vector<MemorySample> memory, std::vector<Metric> metrics);
   // Derives everything below from what was appended; call once after a batch of appends.
   void rebuild();
+  // As rebuild(), from the events appended since the last rebuild() or extend() alone (a live
+  // run's new events): rows, levels of detail, steps, idle gaps and memory are extended, not made
+  // again. The run's metrics (compute_metrics) are redone when the events have grown by a quarter,
+  // so they may lag a live run a little; rebuild() makes everything exact. Falls back to rebuild()
+  // where new data changes the layout (a new device or lane, an event before the run's start).
+  void extend();
 
   // --- reading (panels call these) ---
   const TraceInfo& info() const { return info_; }
@@ -126,6 +137,16 @@ class DashboardModel {
 
  private:
   void sort_by_begin(std::vector<uint32_t>& idx) const;
+  void build_long_gaps();
+  void extend_idle_gaps(int device, int64_t from_ns);
+
+  // What rebuild() or extend() derived from: the first events_ and memory_ entries.
+  size_t built_events_ = 0, built_memory_ = 0;
+  size_t metrics_events_ = 0;                // events when run_metrics_ was computed
+  bool info_changed_ = false;                // set_info since: device names to redo
+  int64_t span_end_ns_ = 0;                  // the latest end of any event (t_end_ns_ is at least begin + 1)
+  std::vector<int> row_of_;                  // device * kLaneCount + lane → index in rows_, -1: none
+  std::map<int64_t, size_t> step_of_;        // step number → index in steps_
 
   TraceInfo info_;
   std::string origin_;

@@ -2,6 +2,7 @@
 // Where the dashboard's model gets its data. A replayed trace fills it once; a live run will fill
 // it from the EventBus each frame (a BusSource calling events_since(n) and DashboardModel::append),
 // and the panels, which read only the model, will not know the difference.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,15 +40,19 @@ class ReplaySource : public DataSource {
 // dashboard's frame loop calls update()).
 class BusSource : public DataSource {
  public:
-  BusSource(const EventBus& bus, TraceInfo info) : bus_(bus), info_(std::move(info)) {}
+  // `finished` (optional) says the run has ended: the update after it derives the model exactly.
+  BusSource(const EventBus& bus, TraceInfo info, std::function<bool()> finished = {})
+      : bus_(bus), info_(std::move(info)), finished_(std::move(finished)) {}
   bool update(DashboardModel& model) override;
   bool live() const override { return true; }
 
  private:
   const EventBus& bus_;
   TraceInfo info_;
+  std::function<bool()> finished_;
   size_t events_ = 0, memory_ = 0, metrics_ = 0;  // how much of the bus the model already holds
   bool started_ = false;
+  bool exact_ = false;  // rebuilt after the run finished
 };
 
 // The trace's run `copies` times end to end (each copy later by the run's span, its steps and

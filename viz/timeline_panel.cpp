@@ -77,6 +77,9 @@ void merge_into_blocks(size_t first, size_t last, Item item, double t0, double t
   close();
 }
 
+size_t cull_events(const TimelineRow& row, size_t first, size_t last, double t0, double t1, float x0, float width,
+                   std::vector<DrawnBlock>& out);
+
 }  // namespace
 
 size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float width, std::vector<DrawnBlock>& out,
@@ -90,8 +93,8 @@ size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float wi
     const size_t last = static_cast<size_t>(
         std::lower_bound(pieces.begin(), pieces.end(), hi, [](const CoveragePiece& p, int64_t t) { return p.begin_ns < t; }) -
         pieces.begin());
-    if (first >= last) return 0;
-    merge_into_blocks(
+    if (first < last)
+      merge_into_blocks(
         first, last,
         [&](size_t i, int64_t& b, int64_t& e, uint32_t& index, uint32_t& count, Phase& phase,
             const std::array<float, kPhaseCount>*& phases) {
@@ -104,10 +107,20 @@ size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float wi
           phases = &p.phase_ns;
         },
         t0, t1, x0, width, out);
-    return last - first;
+    size_t visited = first < last ? last - first : 0;
+    // A live row's newest events, after those the levels were built from, one by one.
+    if (row.levels_events < row.events.size())
+      visited += cull_events(row, std::max(row.levels_events, row.first_ending_after(lo)), row.last_beginning_before(hi), t0, t1,
+                             x0, width, out);
+    return visited;
   }
-  const size_t first = row.first_ending_after(lo);
-  const size_t last = row.last_beginning_before(hi);
+  return cull_events(row, row.first_ending_after(lo), row.last_beginning_before(hi), t0, t1, x0, width, out);
+}
+
+namespace {
+
+size_t cull_events(const TimelineRow& row, size_t first, size_t last, double t0, double t1, float x0, float width,
+                   std::vector<DrawnBlock>& out) {
   if (first >= last) return 0;
   merge_into_blocks(
       first, last,
@@ -122,6 +135,8 @@ size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float wi
       t0, t1, x0, width, out);
   return last - first;
 }
+
+}  // namespace
 
 namespace {
 
@@ -190,15 +205,36 @@ class TimelinePanel : public Panel {
 
         blocks_.clear();
         cull_row(row, t0, t1, plot_x0, plot_w, blocks_);
+        // Touching blocks of one colour drawn without a gap go out as one rectangle: a zoomed-out
+        // row of one phase is a single quad, not one per pixel column (the vertices are most of a
+        // frame's cost under a software rasterizer).
+        float run_x0 = 0, run_x1 = -1;
+        ImU32 run_col = 0;
+        auto flush = [&] {
+          if (run_x1 > run_x0) dl->AddRectFilled(ImVec2(run_x0, y0 + 1), ImVec2(run_x1, y1), run_col);
+          run_x1 = -1;
+        };
         for (const DrawnBlock& b : blocks_) {
           const ImU32 col = b.count > 1 ? faded(phase_color(b.phase), 0.75f) : phase_color(b.phase);
-          // A pixel of gap between neighbours, so back-to-back ops of one phase stay countable.
-          dl->AddRectFilled(ImVec2(b.x0, y0 + 1), ImVec2(b.count == 1 && b.x1 - b.x0 > 3 ? b.x1 - 1 : b.x1, y1), col);
+          // A pixel of gap after a single op wider than 3 px, so back-to-back ops of one phase stay
+          // countable.
+          const bool gap = b.count == 1 && b.x1 - b.x0 > 3;
+          const float x1 = gap ? b.x1 - 1 : b.x1;
+          if (col == run_col && b.x0 <= run_x1 && run_x1 > run_x0) {
+            run_x1 = std::max(run_x1, x1);
+          } else {
+            flush();
+            run_x0 = b.x0;
+            run_x1 = x1;
+            run_col = col;
+          }
+          if (gap) flush();
           if (b.count == 1 && b.x1 - b.x0 > 36) {
             const Event& e = model.events()[row.events[b.first]];
             draw_label_in(dl, ImVec2(b.x0, y0 + 1), ImVec2(b.x1, y1), e.name.empty() ? e.kind.c_str() : e.name.c_str());
           }
         }
+        flush();
         if (hovering && mouse.y >= y0 && mouse.y < y0 + row_h) {
           // Blocks are in x order: the last one starting left of the mouse is the candidate.
           auto it = std::upper_bound(blocks_.begin(), blocks_.end(), mouse.x,
