@@ -258,6 +258,7 @@ void DashboardModel::rebuild() {
   step_of_.clear();
   for (size_t i = 0; i < steps_.size(); ++i) step_of_[steps_[i].step] = i;
   ++version_;
+  ++layout_version_;
 }
 
 void DashboardModel::build_long_gaps() {

@@ -121,6 +121,9 @@ class DashboardModel {
   int64_t t_end_ns() const { return t_end_ns_; }
   // Bumped by rebuild(): panels that cache their analysis redo it when it changes.
   uint64_t version() const { return version_; }
+  // Bumped by rebuild() only: what panels derived from all events must be derived again (extend()
+  // only appends events, so a panel may take in just the new ones).
+  uint64_t layout_version() const { return layout_version_; }
 
   // Index into steps() of the step running at t: the last that began at or before t (0 before
   // the first); -1 when there are no steps.
@@ -166,6 +169,7 @@ class DashboardModel {
   std::vector<std::array<std::vector<std::pair<int64_t, int64_t>>, kMemoryCategoryCount>> memory_series_;
   int64_t t_begin_ns_ = 0, t_end_ns_ = 0;
   uint64_t version_ = 0;
+  uint64_t layout_version_ = 0;
 };
 
 // What the user is looking at: shared by all panels, so scrubbing one moves them all.

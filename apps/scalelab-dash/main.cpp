@@ -209,8 +209,11 @@ int run(const Options& o) {
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     const int min_frames = 4;
+    int64_t steps_when_drawn = 0;
     for (int f = 0;; ++f) {
       const bool last = f + 1 >= min_frames && elapsed_s() >= o.live_for_s;
+      // What the run had done when the picture was drawn (it goes on while the PNG is written).
+      if (last && launch && launch->run()) steps_when_drawn = launch->run()->steps_done();
       window.begin_frame(mx, my);
       frame(dash, launch.get(), width, height, 1.0 / 60);
       window.render(/*capture=*/last && !o.screenshot.empty());
@@ -226,8 +229,8 @@ int run(const Options& o) {
     if (o.live_for_s > 0 && launch && launch->run()) {
       const LiveRun& r = *launch->run();
       const int si = model.step_index_at(dash.view().cursor_ns);
-      std::cout << "live: " << LiveRun::state_name(r.state()) << ", " << r.steps_done() << " of " << r.total_steps()
-                << " steps done, cursor " << (dash.view().follow_live ? "following" : "still") << " in step "
+      std::cout << "live: " << LiveRun::state_name(r.state()) << ", " << steps_when_drawn << " of " << r.total_steps()
+                << " steps done when drawn, cursor " << (dash.view().follow_live ? "following" : "still") << " in step "
                 << (si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1) << "\n";
     }
     if (o.list_panels) {
