@@ -29,7 +29,7 @@ class JsonScanner {
   }
 
   // The kind of the next value (without consuming it).
-  Kind peek() {
+  [[gnu::always_inline]] Kind peek() {
     ws();
     if (p_ == end_) fail("unexpected end of input");
     switch (*p_) {
@@ -48,7 +48,7 @@ class JsonScanner {
   void begin_object() { expect('{'); first_ = true; }
   void begin_array() { expect('['); first_ = true; }
   // The next key of the object being read (its value follows), or false at its end.
-  bool next_key(std::string_view& key) {
+  [[gnu::always_inline]] bool next_key(std::string_view& key) {
     ws();
     if (p_ < end_ && *p_ == '}') { ++p_; first_ = false; return false; }
     if (!first_) expect(',');
@@ -190,14 +190,17 @@ class JsonScanner {
   bool first_ = true;  // the next element or key is the first of its container
   std::string scratch_;
 
-  void ws() {
+  [[gnu::always_inline]] void ws() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
-  void expect(char c) {
+  [[gnu::always_inline]] void expect(char c) {
     ws();
-    if (p_ == end_) fail(std::string("unexpected end of input, expected '") + c + "'");
-    if (*p_ != c) fail(std::string("expected '") + c + "', found '" + *p_ + "'");
+    if (p_ == end_ || *p_ != c) [[unlikely]] expected(c);
     ++p_;
+  }
+  [[noreturn, gnu::noinline]] void expected(char c) const {
+    if (p_ == end_) fail(std::string("unexpected end of input, expected '") + c + "'");
+    fail(std::string("expected '") + c + "', found '" + *p_ + "'");
   }
   void literal(std::string_view word) {
     ws();
