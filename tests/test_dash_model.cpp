@@ -573,6 +573,42 @@ TEST(DashModel, ExtendingPlacesLateEventsInTimeOrder) {
   for (size_t i = 0; i < whole.steps().size(); ++i) EXPECT_EQ(live.steps()[i].events, whole.steps()[i].events);
 }
 
+// More devices than rows fit: a row per (group of 8 devices, lane) holds every event of the
+// group's devices on that lane, in time order, and grows with a live model as the device rows do.
+TEST(DashModel, ManyDevicesAreGroupedIntoRowsPerNode) {
+  TraceContents t;
+  const int n = 20;
+  for (int d = 0; d < n; ++d) t.info.devices.push_back({"cpu:" + std::to_string(d), "cpu:" + std::to_string(d), ""});
+  for (int i = 0; i < 400; ++i) {
+    const int d = (i * 7) % n;
+    t.events.push_back(ev(d, i % 3 == 0 ? Lane::comm : Lane::compute, "op", Phase::fwd, i * 100 + d, i * 100 + d + 50));
+  }
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.group_size(), 8);
+  EXPECT_NE(describe(m).find("timeline_groups: 3 of 8 devices\n"), std::string::npos) << describe(m);
+  std::map<std::pair<int, int>, size_t> expected;  // (group, lane) → events
+  for (const Event& e : t.events) ++expected[{e.device / 8, static_cast<int>(e.lane)}];
+  ASSERT_EQ(m.group_rows().size(), expected.size());
+  for (const TimelineRow& row : m.group_rows()) {
+    EXPECT_EQ(row.events.size(), (expected[{row.device, static_cast<int>(row.lane)}])) << "group " << row.device;
+    EXPECT_TRUE(std::is_sorted(row.begin_ns.begin(), row.begin_ns.end()));
+    for (uint32_t i : row.events) EXPECT_EQ(m.events()[i].device / 8, row.device);
+  }
+  // Grown event by event batch, the groups end as built at once.
+  DashboardModel live;
+  live.set_info(t.info, "live");
+  for (size_t at = 0; at < t.events.size(); at += 50) {
+    live.append(std::vector<Event>(t.events.begin() + static_cast<std::ptrdiff_t>(at), t.events.begin() + static_cast<std::ptrdiff_t>(at + 50)), {}, {});
+    live.extend();
+  }
+  ASSERT_EQ(live.group_rows().size(), m.group_rows().size());
+  for (size_t r = 0; r < m.group_rows().size(); ++r) EXPECT_EQ(live.group_rows()[r].events, m.group_rows()[r].events);
+  // A few devices are not grouped.
+  t.info.devices.resize(4);
+  for (Event& e : t.events) e.device %= 4;
+  EXPECT_TRUE(model_of(t).group_rows().empty());
+}
+
 TEST(DashTimeline, OverlappingEventsAreFoundByTheirEnd) {
   // A long event first, short ones after it: a view late in the long one must still draw it.
   TraceContents t;

@@ -277,6 +277,9 @@ std::string describe(const DashboardModel& model) {
   out << "devices: " << model.device_count() << "\n";
   out << "events: " << model.events().size() << "\n";
   out << "timeline_rows: " << model.rows().size() << "\n";
+  if (model.group_size() > 0)  // shown by group (per node) where the rows do not fit
+    out << "timeline_groups: " << (model.device_count() + model.group_size() - 1) / model.group_size() << " of "
+        << model.group_size() << " devices\n";
   out << "steps: " << model.steps().size() << "\n";
   out << "memory_samples: " << model.memory().size() << "\n";
   out << "metrics: " << model.metrics().size() << "\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <map>
 
 #include "core/error.h"
@@ -109,6 +110,34 @@ void DashboardModel::append(std::vector<Event> events, std::vector<MemorySample>
   metrics_.insert(metrics_.end(), std::make_move_iterator(metrics.begin()), std::make_move_iterator(metrics.end()));
 }
 
+std::vector<TimelineRow> DashboardModel::make_rows(const std::function<int(const Event&)>& key_of) const {
+  std::map<std::pair<int, int>, std::vector<uint32_t>> by_row;
+  for (uint32_t i = 0; i < events_.size(); ++i) by_row[{key_of(events_[i]), static_cast<int>(events_[i].lane)}].push_back(i);
+  std::vector<TimelineRow> rows;
+  for (auto& [key, idx] : by_row) {
+    TimelineRow row;
+    row.device = key.first;
+    row.lane = static_cast<Lane>(key.second);
+    sort_by_begin(idx);
+    row.events = std::move(idx);
+    row.begin_ns.reserve(row.events.size());
+    row.end_prefix_max.reserve(row.events.size());
+    row.end_ns.reserve(row.events.size());
+    row.phase.reserve(row.events.size());
+    int64_t max_end = INT64_MIN;
+    for (uint32_t i : row.events) {
+      row.begin_ns.push_back(events_[i].t_begin_ns);
+      row.end_ns.push_back(events_[i].t_end_ns);
+      row.phase.push_back(events_[i].phase);
+      max_end = std::max(max_end, events_[i].t_end_ns);
+      row.end_prefix_max.push_back(max_end);
+    }
+    row.build_levels();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 // Sorts event indices by begin time, keeping equal ones in order; most arrive sorted already.
 void DashboardModel::sort_by_begin(std::vector<uint32_t>& idx) const {
   auto earlier = [&](uint32_t a, uint32_t b) { return events_[a].t_begin_ns < events_[b].t_begin_ns; };
@@ -157,31 +186,16 @@ void DashboardModel::rebuild() {
     if (!profile_) profile_ = info.profile;
   }
 
-  // Timeline rows: one per (device, lane) that has events, devices in order, lanes in enum order.
-  std::map<std::pair<int, int>, std::vector<uint32_t>> by_row;
-  for (uint32_t i = 0; i < events_.size(); ++i)
-    by_row[{events_[i].device, static_cast<int>(events_[i].lane)}].push_back(i);
-  rows_.clear();
-  for (auto& [key, idx] : by_row) {
-    TimelineRow row;
-    row.device = key.first;
-    row.lane = static_cast<Lane>(key.second);
-    sort_by_begin(idx);
-    row.events = std::move(idx);
-    row.begin_ns.reserve(row.events.size());
-    row.end_prefix_max.reserve(row.events.size());
-    int64_t max_end = INT64_MIN;
-    row.end_ns.reserve(row.events.size());
-    row.phase.reserve(row.events.size());
-    for (uint32_t i : row.events) {
-      row.begin_ns.push_back(events_[i].t_begin_ns);
-      row.end_ns.push_back(events_[i].t_end_ns);
-      row.phase.push_back(events_[i].phase);
-      max_end = std::max(max_end, events_[i].t_end_ns);
-      row.end_prefix_max.push_back(max_end);
-    }
-    row.build_levels();
-    rows_.push_back(std::move(row));
+  // Timeline rows: one per (device, lane) that has events, devices in order, lanes in enum order;
+  // with many devices, also one per (group of a node's devices, lane), for a timeline that cannot
+  // show every device's rows.
+  rows_ = make_rows([](const Event& e) { return e.device; });
+  group_size_ = 0;
+  group_rows_.clear();
+  if (n_devices > kGroupDevicesAbove) {
+    group_size_ = profile_ && profile_->devices_per_node > 1 && profile_->devices_per_node < n_devices ? profile_->devices_per_node : 8;
+    const int per = group_size_;
+    group_rows_ = make_rows([per](const Event& e) { return e.device / per; });
   }
 
   // Steps: events with step ≥ 0, grouped; ordered by when they began.
@@ -255,6 +269,9 @@ void DashboardModel::rebuild() {
   row_of_.assign(static_cast<size_t>(n_devices) * kLaneCount, -1);
   for (size_t r = 0; r < rows_.size(); ++r)
     if (rows_[r].device >= 0) row_of_[static_cast<size_t>(rows_[r].device) * kLaneCount + static_cast<size_t>(rows_[r].lane)] = static_cast<int>(r);
+  group_row_of_.assign(group_size_ > 0 ? static_cast<size_t>((n_devices + group_size_ - 1) / group_size_) * kLaneCount : 0, -1);
+  for (size_t r = 0; r < group_rows_.size(); ++r)
+    group_row_of_[static_cast<size_t>(group_rows_[r].device) * kLaneCount + static_cast<size_t>(group_rows_[r].lane)] = static_cast<int>(r);
   step_of_.clear();
   for (size_t i = 0; i < steps_.size(); ++i) step_of_[steps_[i].step] = i;
   ++version_;
@@ -303,6 +320,36 @@ void DashboardModel::extend_idle_gaps(int device, int64_t from_ns) {
   if (span_end_ns_ > t) add(t, span_end_ns_);
 }
 
+void DashboardModel::extend_rows(std::vector<TimelineRow>& rows, const std::vector<int>& row_of, int per, size_t from) {
+  std::vector<char> unsorted(rows.size(), 0);
+  for (size_t i = from; i < events_.size(); ++i) {
+    const Event& e = events_[i];
+    const size_t r = static_cast<size_t>(row_of[static_cast<size_t>(e.device / per) * kLaneCount + static_cast<size_t>(e.lane)]);
+    TimelineRow& row = rows[r];
+    if (!row.begin_ns.empty() && e.t_begin_ns < row.begin_ns.back()) unsorted[r] = 1;
+    row.events.push_back(static_cast<uint32_t>(i));
+    row.begin_ns.push_back(e.t_begin_ns);
+    row.end_ns.push_back(e.t_end_ns);
+    row.phase.push_back(e.phase);
+    row.end_prefix_max.push_back(std::max(row.end_prefix_max.empty() ? INT64_MIN : row.end_prefix_max.back(), e.t_end_ns));
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    TimelineRow& row = rows[r];
+    if (unsorted[r]) {
+      sort_by_begin(row.events);
+      int64_t max_end = INT64_MIN;
+      for (size_t k = 0; k < row.events.size(); ++k) {
+        const Event& e = events_[row.events[k]];
+        row.begin_ns[k] = e.t_begin_ns;
+        row.end_ns[k] = e.t_end_ns;
+        row.phase[k] = e.phase;
+        row.end_prefix_max[k] = max_end = std::max(max_end, e.t_end_ns);
+      }
+    }
+    if (unsorted[r] || row.events.size() >= row.levels_events + row.levels_events / 4 + 64) row.build_levels();
+  }
+}
+
 void DashboardModel::extend() {
   const size_t from = built_events_, n = events_.size();
   const int n_devices = static_cast<int>(devices_.size());
@@ -310,7 +357,8 @@ void DashboardModel::extend() {
   for (size_t i = from; i < n && !layout_changed; ++i) {
     const Event& e = events_[i];
     layout_changed = e.device < 0 || e.device >= n_devices || e.t_begin_ns < t_begin_ns_ ||
-                     row_of_[static_cast<size_t>(e.device) * kLaneCount + static_cast<size_t>(e.lane)] < 0;
+                     row_of_[static_cast<size_t>(e.device) * kLaneCount + static_cast<size_t>(e.lane)] < 0 ||
+                     (group_size_ > 0 && group_row_of_[static_cast<size_t>(e.device / group_size_) * kLaneCount + static_cast<size_t>(e.lane)] < 0);
   }
   for (size_t i = built_memory_; i < memory_.size() && !layout_changed; ++i)
     layout_changed = memory_[i].device < 0 || memory_[i].device >= n_devices;
@@ -334,37 +382,15 @@ void DashboardModel::extend() {
       memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
   }
 
-  // Rows: the new events appended; a row that got one out of order is sorted again.
-  std::vector<char> unsorted(rows_.size(), 0);
+  // Rows (and group rows): the new events appended; a row that got one out of order is sorted again.
   std::vector<int64_t> device_from(static_cast<size_t>(n_devices), INT64_MAX);
   for (size_t i = from; i < n; ++i) {
     const Event& e = events_[i];
-    const size_t r = static_cast<size_t>(row_of_[static_cast<size_t>(e.device) * kLaneCount + static_cast<size_t>(e.lane)]);
-    TimelineRow& row = rows_[r];
-    if (!row.begin_ns.empty() && e.t_begin_ns < row.begin_ns.back()) unsorted[r] = 1;
-    row.events.push_back(static_cast<uint32_t>(i));
-    row.begin_ns.push_back(e.t_begin_ns);
-    row.end_ns.push_back(e.t_end_ns);
-    row.phase.push_back(e.phase);
-    row.end_prefix_max.push_back(std::max(row.end_prefix_max.empty() ? INT64_MIN : row.end_prefix_max.back(), e.t_end_ns));
     device_from[static_cast<size_t>(e.device)] = std::min(device_from[static_cast<size_t>(e.device)], e.t_begin_ns);
     span_end_ns_ = std::max(span_end_ns_, e.t_end_ns);
   }
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    TimelineRow& row = rows_[r];
-    if (unsorted[r]) {
-      sort_by_begin(row.events);
-      int64_t max_end = INT64_MIN;
-      for (size_t k = 0; k < row.events.size(); ++k) {
-        const Event& e = events_[row.events[k]];
-        row.begin_ns[k] = e.t_begin_ns;
-        row.end_ns[k] = e.t_end_ns;
-        row.phase[k] = e.phase;
-        row.end_prefix_max[k] = max_end = std::max(max_end, e.t_end_ns);
-      }
-    }
-    if (unsorted[r] || row.events.size() >= row.levels_events + row.levels_events / 4 + 64) row.build_levels();
-  }
+  extend_rows(rows_, row_of_, 1, from);
+  if (group_size_ > 0) extend_rows(group_rows_, group_row_of_, group_size_, from);
 
   // Steps: new events join their step (a new step is added), each step's events kept by begin.
   bool steps_moved = false;

@@ -7,6 +7,7 @@
 // This header needs no ImGui, so tests and `--describe` use it without a window.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -112,6 +113,12 @@ class DashboardModel {
   const std::vector<Metric>& metrics() const { return metrics_; }
   const RunMetrics& run_metrics() const { return run_metrics_; }
   const std::vector<TimelineRow>& rows() const { return rows_; }
+  // With more than kGroupDevicesAbove devices: a row per (group, lane), a group being a node's
+  // devices (the profile's devices per node, else 8): device d is in group d / group_size(), and a
+  // group row's `device` is the group's index. Empty (and group_size() 0) otherwise.
+  static constexpr int kGroupDevicesAbove = 16;
+  const std::vector<TimelineRow>& group_rows() const { return group_rows_; }
+  int group_size() const { return group_size_; }
   const std::vector<StepSpan>& steps() const { return steps_; }  // in order of begin time
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
@@ -140,6 +147,8 @@ class DashboardModel {
 
  private:
   void sort_by_begin(std::vector<uint32_t>& idx) const;
+  std::vector<TimelineRow> make_rows(const std::function<int(const Event&)>& key_of) const;
+  void extend_rows(std::vector<TimelineRow>& rows, const std::vector<int>& row_of, int per, size_t from);
   void build_long_gaps();
   void extend_idle_gaps(int device, int64_t from_ns);
 
@@ -159,6 +168,9 @@ class DashboardModel {
 
   RunMetrics run_metrics_;
   std::vector<TimelineRow> rows_;
+  std::vector<TimelineRow> group_rows_;
+  int group_size_ = 0;
+  std::vector<int> group_row_of_;  // group * kLaneCount + lane → index in group_rows_, -1: none
   std::vector<StepSpan> steps_;
   std::vector<DeviceInfo> devices_;
   std::optional<HardwareProfile> profile_;

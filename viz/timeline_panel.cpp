@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "viz/format.h"
@@ -149,18 +150,24 @@ class TimelinePanel : public Panel {
   void draw(const DashboardModel& model, ViewState& view) override {
     draw_toolbar(model, view);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const auto& rows = model.rows();
-    if (rows.empty() || avail.x < 50 || avail.y < 30) return;
+    if (model.rows().empty() || avail.x < 50 || avail.y < 30) return;
 
     const float axis_h = 2 * ImGui::GetFontSize() + 6;  // time ticks, then step numbers
-    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(rows.size()), 13.0f, 24.0f);
-    const float canvas_h = axis_h + row_h * static_cast<float>(rows.size()) + 2;
+    make_bands(model, avail.y - axis_h - 4);
+    size_t n_rows = 0;
+    for (const Band& b : bands_) n_rows += b.rows.size();
+    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(n_rows), 13.0f, 24.0f);
+    const float canvas_h = axis_h + row_h * static_cast<float>(n_rows) + 2;
     ImGui::BeginChild("timeline_canvas", avail, false, ImGuiWindowFlags_NoScrollWithMouse);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float label_w = std::min(190.0f, avail.x * 0.22f);
     const float width = ImGui::GetContentRegionAvail().x;
     const float plot_x0 = origin.x + label_w, plot_w = std::max(width - label_w, 10.0f);
     ImGui::InvisibleButton("timeline_input", ImVec2(width, canvas_h));
+    // A click on a group's label opens it (its devices' rows), on an opened device's label closes
+    // its group; asked before handle_input, which forgets whether the press was a drag.
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const bool label_click = ImGui::IsItemDeactivated() && !dragged_ && mouse.x < plot_x0;
     handle_input(model, view, plot_x0, plot_w);
 
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -168,37 +175,39 @@ class TimelinePanel : public Panel {
     const double scale = plot_w / (t1 - t0);
     auto x_of = [&](double t) { return static_cast<float>(plot_x0 + (t - t0) * scale); };
     const float rows_y0 = origin.y + axis_h;
+    const float rows_y1 = rows_y0 + row_h * static_cast<float>(n_rows);
 
     draw_axis(model, dl, origin, axis_h, plot_x0, plot_w, t0, t1, canvas_h);
 
-    // Device groups: the rows of one device are contiguous (the model sorts them so).
-    const ImVec2 mouse = ImGui::GetIO().MousePos;
     const bool hovering = ImGui::IsItemHovered();
     std::optional<DrawnBlock> hovered_block;
     const TimelineRow* hovered_row = nullptr;
-    size_t r = 0;
-    while (r < rows.size()) {
-      size_t r_end = r;
-      while (r_end < rows.size() && rows[r_end].device == rows[r].device) ++r_end;
-      const int device = rows[r].device;
-      const float gy0 = rows_y0 + row_h * static_cast<float>(r), gy1 = rows_y0 + row_h * static_cast<float>(r_end);
-
-      // Group label: the device and its idle share from the metrics pass.
-      dl->AddLine(ImVec2(origin.x, gy0), ImVec2(plot_x0 + plot_w, gy0), IM_COL32(255, 255, 255, 50));
-      const std::string dev_label = device < model.device_count() ? model.devices()[static_cast<size_t>(device)].label
-                                                                  : "device " + std::to_string(device);
-      dl->AddText(ImVec2(origin.x + 4, gy0 + 2), IM_COL32(235, 235, 240, 255), dev_label.c_str());
-      if (device < static_cast<int>(model.run_metrics().per_device.size()) && gy1 - gy0 > 2 * ImGui::GetFontSize()) {
-        char idle[48];
-        std::snprintf(idle, sizeof idle, "idle %.1f%%", model.run_metrics().per_device[static_cast<size_t>(device)].idle_pct);
-        dl->AddText(ImVec2(origin.x + 4, gy0 + 2 + ImGui::GetFontSize()), IM_COL32(170, 170, 180, 255), idle);
+    const ImVec4 clip = dl->GetClipRectMax().y > 0 ? ImVec4(dl->GetClipRectMin().x, dl->GetClipRectMin().y,
+                                                              dl->GetClipRectMax().x, dl->GetClipRectMax().y)
+                                                    : ImVec4(0, 0, 1e9f, 1e9f);
+    size_t k = 0;  // rows drawn so far
+    for (const Band& band : bands_) {
+      const float gy0 = rows_y0 + row_h * static_cast<float>(k), gy1 = gy0 + row_h * static_cast<float>(band.rows.size());
+      k += band.rows.size();
+      if (label_click && mouse.y >= gy0 && mouse.y < gy1 && band.group >= 0) {
+        if (band.device < 0) opened_.insert(band.group);
+        else opened_.erase(band.group);
       }
-      draw_idle_gaps(model, dl, device, t0, t1, x_of, ImVec2(plot_x0, gy0), ImVec2(plot_x0 + plot_w, gy1));
+      if (gy1 < clip.y || gy0 > clip.w) continue;  // scrolled out of view: nothing to draw
 
-      for (size_t k = r; k < r_end; ++k) {
-        const TimelineRow& row = rows[k];
-        const float y0 = rows_y0 + row_h * static_cast<float>(k), y1 = y0 + row_h - 2;
-        if (k % 2 == 0) dl->AddRectFilled(ImVec2(plot_x0, y0), ImVec2(plot_x0 + plot_w, y0 + row_h), kRowBackground);
+      // Band label: the device (or group) and its idle share from the metrics pass.
+      dl->AddLine(ImVec2(origin.x, gy0), ImVec2(plot_x0 + plot_w, gy0), IM_COL32(255, 255, 255, band.device < 0 ? 110 : 50));
+      dl->AddText(ImVec2(origin.x + 4, gy0 + 2), IM_COL32(235, 235, 240, 255), band.label.c_str());
+      if (!band.detail.empty() && gy1 - gy0 > 2 * ImGui::GetFontSize())
+        dl->AddText(ImVec2(origin.x + 4, gy0 + 2 + ImGui::GetFontSize()), IM_COL32(170, 170, 180, 255), band.detail.c_str());
+      if (band.device >= 0)
+        draw_idle_gaps(model, dl, band.device, t0, t1, x_of, ImVec2(plot_x0, gy0), ImVec2(plot_x0 + plot_w, gy1));
+
+      for (size_t j = 0; j < band.rows.size(); ++j) {
+        const TimelineRow& row = *band.rows[j];
+        const size_t index = k - band.rows.size() + j;
+        const float y0 = gy0 + row_h * static_cast<float>(j), y1 = y0 + row_h - 2;
+        if (index % 2 == 0) dl->AddRectFilled(ImVec2(plot_x0, y0), ImVec2(plot_x0 + plot_w, y0 + row_h), kRowBackground);
         const char* lane = lane_name(row.lane);
         dl->AddText(ImVec2(plot_x0 - ImGui::CalcTextSize(lane).x - 6, y0 + (row_h - ImGui::GetFontSize()) * 0.5f),
                     IM_COL32(190, 190, 200, 255), lane);
@@ -245,12 +254,10 @@ class TimelinePanel : public Panel {
           }
         }
       }
-      r = r_end;
     }
 
     // The cursor: the time every other panel shows.
-    if (view.cursor_ns >= t0 && view.cursor_ns <= t1)
-      draw_cursor(dl, x_of(static_cast<double>(view.cursor_ns)), origin.y, rows_y0 + row_h * static_cast<float>(rows.size()));
+    if (view.cursor_ns >= t0 && view.cursor_ns <= t1) draw_cursor(dl, x_of(static_cast<double>(view.cursor_ns)), origin.y, rows_y1);
 
     if (hovered_block && hovered_row) draw_tooltip(model, *hovered_row, *hovered_block);
     ImGui::EndChild();
@@ -259,6 +266,61 @@ class TimelinePanel : public Panel {
  private:
   std::vector<DrawnBlock> blocks_;  // reused every row and frame: no allocation while drawing
   bool dragged_ = false;
+
+  // What the timeline shows top to bottom: a device and its rows, or (with more devices than
+  // rows fit) a group of a node's devices and its merged rows, opened on a click.
+  struct Band {
+    std::string label, detail;  // "sim:3" / "idle 4.2%", or "node 2 ▸" / "devices 16–23"
+    int device = -1;            // -1: a group band
+    int group = -1;             // the device's group, or the group; -1 when devices are not grouped
+    std::vector<const TimelineRow*> rows;
+  };
+  std::vector<Band> bands_;
+  std::set<int> opened_;  // groups shown device by device
+
+  void make_bands(const DashboardModel& model, float height) {
+    bands_.clear();
+    const auto& rows = model.rows();
+    auto device_band = [&](size_t r, size_t r_end, int group) {
+      Band b;
+      b.device = rows[r].device;
+      b.group = group;
+      b.label = b.device < model.device_count() ? model.devices()[static_cast<size_t>(b.device)].label : "device " + std::to_string(b.device);
+      if (group >= 0) b.label += "  ▾";
+      if (b.device < static_cast<int>(model.run_metrics().per_device.size())) {
+        char idle[48];
+        std::snprintf(idle, sizeof idle, "idle %.1f%%", model.run_metrics().per_device[static_cast<size_t>(b.device)].idle_pct);
+        b.detail = idle;
+      }
+      for (size_t k = r; k < r_end; ++k) b.rows.push_back(&rows[k]);
+      bands_.push_back(std::move(b));
+    };
+    // Devices grouped only when their rows would not fit at the smallest row height.
+    const int per = model.group_size();
+    const bool group = per > 0 && static_cast<float>(rows.size()) * 13.0f > height;
+    size_t r = 0, g = 0;
+    const auto& group_rows = model.group_rows();
+    while (r < rows.size()) {
+      const int device = rows[r].device;
+      const int gi = group ? device / per : -1;
+      if (gi >= 0 && !opened_.count(gi)) {
+        // The group's merged rows, then skip its devices.
+        Band b;
+        b.group = gi;
+        b.label = "node " + std::to_string(gi) + "  ▸";
+        b.detail = "devices " + std::to_string(gi * per) + "–" + std::to_string(std::min(gi * per + per, model.device_count()) - 1);
+        while (g < group_rows.size() && group_rows[g].device < gi) ++g;
+        for (; g < group_rows.size() && group_rows[g].device == gi; ++g) b.rows.push_back(&group_rows[g]);
+        bands_.push_back(std::move(b));
+        while (r < rows.size() && rows[r].device / per == gi) ++r;
+        continue;
+      }
+      size_t r_end = r;
+      while (r_end < rows.size() && rows[r_end].device == device) ++r_end;
+      device_band(r, r_end, gi);
+      r = r_end;
+    }
+  }
 
   void draw_toolbar(const DashboardModel& model, ViewState& view) {
     phase_legend();
