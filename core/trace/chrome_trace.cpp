@@ -273,7 +273,7 @@ TraceContents read_chrome_trace(const std::string& path) {
     while (s.next_key(key)) {
       if (key == "traceEvents" && s.peek() == detail::JsonScanner::Kind::array) {
         have_events = true;
-        t.events.reserve(text.size() / 320);  // about what an event takes in the file
+        t.events.reserve(text.size() / 280);  // at least what an event takes in the file
         s.begin_array();
         while (s.next_element()) read_trace_event(s, raw, t);
       } else if (key == "otherData" || key == "scalelab_metrics") {
