@@ -56,10 +56,37 @@ std::vector<CoveragePiece> coarsen(const std::vector<CoveragePiece>& finer, int6
 
 }  // namespace
 
+void TimelineRow::extend_levels() {
+  const size_t n = begin_ns.size();
+  if (levels.empty() || levels_events >= n) return;
+  std::vector<CoveragePiece> pieces;
+  pieces.reserve(n - levels_events);
+  for (size_t i = levels_events; i < n; ++i) {
+    CoveragePiece p;
+    p.begin_ns = begin_ns[i];
+    p.end_ns = std::max(end_ns[i], begin_ns[i]);
+    p.first = static_cast<uint32_t>(i);
+    p.count = 1;
+    p.phase_ns[static_cast<size_t>(phase[i])] = static_cast<float>(std::max<int64_t>(p.end_ns - p.begin_ns, 1));
+    pieces.push_back(p);
+  }
+  // Each level from the one finer: any finer list coarsened to a width gives a valid level of it.
+  for (CoverageLevel& level : levels) {
+    pieces = coarsen(pieces, level.width_ns);
+    int64_t max_end = level.end_prefix_max.empty() ? INT64_MIN : level.end_prefix_max.back();
+    for (const CoveragePiece& p : pieces) {
+      level.pieces.push_back(p);
+      level.end_prefix_max.push_back(max_end = std::max(max_end, p.end_ns));
+    }
+  }
+  levels_events = n;
+}
+
 void TimelineRow::build_levels() {
   levels.clear();
   const size_t n = begin_ns.size();
   levels_events = n;
+  levels_built_events = n;
   if (n < 64) return;  // drawn event by event at any zoom
   std::vector<CoveragePiece> pieces(n);
   int64_t min_dur = INT64_MAX, lo = INT64_MAX, hi = INT64_MIN;
@@ -346,7 +373,10 @@ void DashboardModel::extend_rows(std::vector<TimelineRow>& rows, const std::vect
         row.end_prefix_max[k] = max_end = std::max(max_end, e.t_end_ns);
       }
     }
-    if (unsorted[r] || row.events.size() >= row.levels_events + row.levels_events / 4 + 64) row.build_levels();
+    // Built again when out of order or twice as long (a longer row wants coarser levels on top);
+    // otherwise the new events are coarsened onto the levels.
+    if (unsorted[r] || row.events.size() >= 2 * row.levels_built_events + 64) row.build_levels();
+    else row.extend_levels();
   }
 }
 
@@ -367,19 +397,14 @@ void DashboardModel::extend() {
     return;
   }
 
-  // Memory: in time order, appended to each device's series (sorted again only if one came late).
-  const size_t mfrom = built_memory_;
-  const auto by_time = [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; };
-  if (std::is_sorted(memory_.begin() + static_cast<std::ptrdiff_t>(mfrom == 0 ? 0 : mfrom - 1), memory_.end(), by_time)) {
-    for (size_t i = mfrom; i < memory_.size(); ++i) {
-      const MemorySample& m = memory_[i];
-      memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
-    }
-  } else {
-    std::stable_sort(memory_.begin(), memory_.end(), by_time);
-    memory_series_.assign(static_cast<size_t>(n_devices), {});
-    for (const MemorySample& m : memory_)
-      memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)].emplace_back(m.t_ns, m.bytes);
+  // Memory: appended to each device's series, a series merged in time order only where one came
+  // late (devices interleave on the bus; one device's samples come in its own order). memory_
+  // keeps the arrival order until the next rebuild().
+  for (size_t i = built_memory_; i < memory_.size(); ++i) {
+    const MemorySample& m = memory_[i];
+    auto& series = memory_series_[static_cast<size_t>(m.device)][static_cast<int>(m.category)];
+    series.emplace_back(m.t_ns, m.bytes);
+    for (size_t k = series.size() - 1; k > 0 && series[k - 1].first > series[k].first; --k) std::swap(series[k - 1], series[k]);
   }
 
   // Rows (and group rows): the new events appended; a row that got one out of order is sorted again.

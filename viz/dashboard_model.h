@@ -61,6 +61,7 @@ struct TimelineRow {
   // past them, and its newest events are drawn one by one until the levels are built again
   // (when the row has grown by a quarter, so building them costs O(1) an event).
   size_t levels_events = 0;
+  size_t levels_built_events = 0;  // of which build_levels() saw (the rest came by extend_levels())
 
   // Index of the first event that may be visible in [t0, t1): ends after t0.
   size_t first_ending_after(int64_t t0) const;
@@ -70,6 +71,10 @@ struct TimelineRow {
   const CoverageLevel* level_for(double ns_per_px) const;
   // Fills `levels` from the events (begin_ns, end_ns, phase).
   void build_levels();
+  // Appends to each level the pieces of the events after levels_events (a live row that grew by
+  // events beginning after its last): O(new events). A piece does not merge across the seam, which
+  // costs a piece a level, not a pixel of coverage.
+  void extend_levels();
 };
 
 // A training step: every event with that step number (steps overlap a little: the next batch is
@@ -109,7 +114,8 @@ class DashboardModel {
   const TraceInfo& info() const { return info_; }
   const std::string& origin() const { return origin_; }  // the file replayed, or "live"
   const std::vector<Event>& events() const { return events_; }
-  const std::vector<MemorySample>& memory() const { return memory_; }  // in time order
+  // In time order after rebuild(); extend() appends a live run's newest in the order they came.
+  const std::vector<MemorySample>& memory() const { return memory_; }
   const std::vector<Metric>& metrics() const { return metrics_; }
   const RunMetrics& run_metrics() const { return run_metrics_; }
   const std::vector<TimelineRow>& rows() const { return rows_; }
