@@ -57,9 +57,9 @@ struct TimelineRow {
   // Coarser and coarser coverage (width doubling; a level is kept when it has at most half the
   // pieces of the finer one), built with the row.
   std::vector<CoverageLevel> levels;
-  // How many of the row's events (the first ones) the levels were built from: a live row grows
-  // past them, and its newest events are drawn one by one until the levels are built again
-  // (when the row has grown by a quarter, so building them costs O(1) an event).
+  // How many of the row's events (the first ones) the levels hold. A live row's new events are
+  // coarsened onto them (extend_levels); a row that had too few events for levels draws the ones
+  // past this count one by one until it has enough.
   size_t levels_events = 0;
   size_t levels_built_events = 0;  // of which build_levels() saw (the rest came by extend_levels())
 
