@@ -17,12 +17,14 @@ TEST(Dash, NotBuilt) {
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -356,22 +358,255 @@ TEST(DashTimeline, CullingVisitsOnlyVisibleEventsAndMergesSubPixelOnes) {
 
   // Everything in 1000 pixels: 100 events a pixel, merged to at most about a block per pixel, and
   // every event accounted for.
-  blocks.clear();
-  visited = cull_row(m.rows()[0], 0, 1e6, 0, 1000, blocks);
-  EXPECT_EQ(visited, 100000u);
-  EXPECT_LE(blocks.size(), 1000u);
-  size_t merged = 0;
-  for (const DrawnBlock& b : blocks) {
-    merged += b.count;
-    EXPECT_GE(b.x1 - b.x0, 1.0f);
-    EXPECT_EQ(b.phase, Phase::bwd);  // two thirds of every pixel is backward
+  // Drawn from the events, every one is visited; from the level of detail, a few pieces a pixel.
+  for (const bool lod : {false, true}) {
+    SCOPED_TRACE(lod ? "level of detail" : "every event");
+    blocks.clear();
+    visited = cull_row(m.rows()[0], 0, 1e6, 0, 1000, blocks, lod);
+    if (lod) EXPECT_LE(visited, 4000u);
+    else EXPECT_EQ(visited, 100000u);
+    EXPECT_LE(blocks.size(), 1000u);
+    size_t merged = 0;
+    for (const DrawnBlock& b : blocks) {
+      merged += b.count;
+      EXPECT_GE(b.x1 - b.x0, 1.0f);
+      EXPECT_EQ(b.phase, Phase::bwd);  // two thirds of every pixel is backward
+    }
+    EXPECT_EQ(merged, 100000u);
   }
-  EXPECT_EQ(merged, 100000u);
 
   // Off screen: nothing visited.
   blocks.clear();
   EXPECT_EQ(cull_row(m.rows()[0], 2e6, 3e6, 0, 1000, blocks), 0u);
   EXPECT_TRUE(blocks.empty());
+}
+
+// The level of detail draws what the events draw: on a row with every kind of event (long ones,
+// clusters of tiny ones, zero-length ones, overlaps, gaps of every size), at zooms from a few
+// events a pixel to the whole run and at odd offsets, the pixel columns covered by the blocks drawn
+// from the levels are exactly those covered by the blocks drawn from the events, and the phase
+// shown in a column is nearly always the same.
+TEST(DashTimeline, LevelOfDetailCoversTheSameColumnsAsTheEvents) {
+  TraceContents t;
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
+  uint64_t state = 12345;
+  auto rnd = [&](int64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(n));
+  };
+  int64_t t_ns = 0;
+  for (int i = 0; i < 60000; ++i) {
+    const int64_t kind = rnd(100);
+    int64_t dur = kind < 2 ? 20000 + rnd(200000) : kind < 5 ? 0 : 1 + rnd(kind < 60 ? 30 : 400);
+    int64_t gap = rnd(10) < 7 ? 0 : rnd(10) < 8 ? rnd(50) : rnd(20000);
+    if (rnd(20) == 0) gap = -std::min<int64_t>(t_ns, rnd(100));  // overlaps the one before
+    t_ns += gap;
+    t.events.push_back(ev(0, Lane::compute, "op", static_cast<Phase>(rnd(3)), t_ns, t_ns + dur));
+    t_ns += dur;
+  }
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.rows().size(), 1u);
+  const TimelineRow& row = m.rows()[0];
+  ASSERT_GE(row.levels.size(), 4u) << "levels of detail are built for a long row";
+
+  const float x0 = 37, width = 1200;
+  // Each pixel column: the phase of the last block covering it, or -1.
+  auto columns = [&](const std::vector<DrawnBlock>& blocks) {
+    std::vector<int> col(static_cast<size_t>(width) + 2, -1);
+    for (const DrawnBlock& b : blocks) {
+      EXPECT_EQ(b.x0, std::floor(b.x0)) << "blocks are snapped to pixel columns";
+      EXPECT_EQ(b.x1, std::floor(b.x1));
+      for (int c = static_cast<int>(b.x0); c < static_cast<int>(b.x1); ++c)
+        col.at(static_cast<size_t>(c - static_cast<int>(x0))) = static_cast<int>(b.phase);
+    }
+    return col;
+  };
+  const double span = static_cast<double>(m.t_end_ns() - m.t_begin_ns());
+  int compared_with_lod = 0;
+  for (const double zoom : {1.0, 0.5, 0.13, 0.031, 0.0077, 0.002, 0.0004}) {
+    for (const double at : {0.0, 0.2371, 0.6}) {
+      const double t0 = static_cast<double>(m.t_begin_ns()) + at * span * (1 - zoom) + 0.37;
+      const double t1 = t0 + zoom * span;
+      SCOPED_TRACE("zoom " + std::to_string(zoom) + " at " + std::to_string(at));
+      std::vector<DrawnBlock> full, lod;
+      const size_t visited_full = cull_row(row, t0, t1, x0, width, full, false);
+      const size_t visited_lod = cull_row(row, t0, t1, x0, width, lod, true);
+      const std::vector<int> a = columns(full), b = columns(lod);
+      size_t covered = 0, same_phase = 0;
+      for (size_t c = 0; c < a.size(); ++c) {
+        ASSERT_EQ(a[c] >= 0, b[c] >= 0) << "column " << c << " covered in one drawing only";
+        if (a[c] >= 0) ++covered, same_phase += a[c] == b[c];
+      }
+      EXPECT_GT(covered, 0u);
+      EXPECT_GE(static_cast<double>(same_phase), 0.9 * static_cast<double>(covered)) << "the phase shown differs too often";
+      if (row.level_for((t1 - t0) / width)) {
+        ++compared_with_lod;
+        EXPECT_LT(visited_lod, visited_full) << "the level of detail visits fewer pieces than there are events";
+        EXPECT_LE(visited_lod, static_cast<size_t>(6 * width)) << "a few pieces a pixel";
+      }
+    }
+  }
+  EXPECT_GE(compared_with_lod, 9) << "most zooms are drawn from a level of detail";
+}
+
+// Idle gaps: the list a zoomed-out timeline reads holds every gap long enough to be drawn.
+TEST(DashTimeline, LongIdleGapsListsHoldEveryGapThatLong) {
+  TraceContents t;
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
+  int64_t t_ns = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const int64_t gap = (i * 7919) % 997;  // 0 … 996 ns, scattered
+    t_ns += gap;
+    t.events.push_back(ev(0, Lane::compute, "op", Phase::fwd, t_ns, t_ns + 50));
+    t_ns += 50;
+  }
+  const DashboardModel m = model_of(t);
+  const auto& all = m.idle_gaps(0);
+  for (const double min_ns : {1.0, 10.0, 100.0, 500.0, 990.0, 5000.0}) {
+    const auto& some = m.idle_gaps_at_least(0, min_ns);
+    EXPECT_LE(some.size(), all.size());
+    size_t expected = 0;
+    for (const Interval& g : all) expected += static_cast<double>(g.second - g.first) >= min_ns;
+    size_t found = 0;
+    for (const Interval& g : some) found += static_cast<double>(g.second - g.first) >= min_ns;
+    EXPECT_EQ(found, expected) << "min " << min_ns;
+    EXPECT_TRUE(std::is_sorted(some.begin(), some.end()));
+  }
+  EXPECT_LT(m.idle_gaps_at_least(0, 2000).size(), all.size() / 4) << "long gaps are a shorter list";
+}
+
+// A live run's model grows by extend() from each batch of new events; it must end as the model
+// rebuilt from all of them at once: the same rows, steps, idle gaps, memory and drawing. Batches
+// of every size, some with their events out of order (threads emit in any order).
+TEST(DashModel, ExtendingWithNewEventsGivesTheModelBuiltAtOnce) {
+  TraceContents t = gpipe_trace();
+  for (const Event& e : t.events)
+    if (e.micro_batch == 0 && e.phase == Phase::fwd)
+      t.memory.push_back(MemorySample{e.device, e.t_begin_ns, MemoryCategory::activations, 1000 + e.t_begin_ns % 7});
+  tile_trace(t, 60);
+  ASSERT_GT(t.events.size(), 3000u);
+  const DashboardModel whole = model_of(t);
+
+  DashboardModel live;
+  live.set_info(t.info, "live");
+  size_t at = 0, mat = 0, k = 0;
+  while (at < t.events.size()) {
+    const size_t n = std::min(t.events.size() - at, size_t{1} + (k * 37) % 300);
+    std::vector<Event> batch(t.events.begin() + static_cast<std::ptrdiff_t>(at), t.events.begin() + static_cast<std::ptrdiff_t>(at + n));
+    const size_t mn = std::min(t.memory.size() - mat, n / 10);
+    std::vector<MemorySample> mem(t.memory.begin() + static_cast<std::ptrdiff_t>(mat), t.memory.begin() + static_cast<std::ptrdiff_t>(mat + mn));
+    live.append(std::move(batch), std::move(mem), {});
+    live.extend();
+    at += n;
+    mat += mn;
+    ++k;
+  }
+  live.append({}, std::vector<MemorySample>(t.memory.begin() + static_cast<std::ptrdiff_t>(mat), t.memory.end()), t.metrics);
+  live.extend();
+  ASSERT_GT(k, 20u);
+
+  // The whole trace was appended in the order `whole` holds it; out-of-order batches come next.
+  EXPECT_EQ(live.t_begin_ns(), whole.t_begin_ns());
+  EXPECT_EQ(live.t_end_ns(), whole.t_end_ns());
+  ASSERT_EQ(live.rows().size(), whole.rows().size());
+  for (size_t r = 0; r < whole.rows().size(); ++r) {
+    EXPECT_EQ(live.rows()[r].events, whole.rows()[r].events) << "row " << r;
+    EXPECT_EQ(live.rows()[r].end_prefix_max, whole.rows()[r].end_prefix_max) << "row " << r;
+  }
+  ASSERT_EQ(live.steps().size(), whole.steps().size());
+  for (size_t i = 0; i < whole.steps().size(); ++i) {
+    EXPECT_EQ(live.steps()[i].step, whole.steps()[i].step);
+    EXPECT_EQ(live.steps()[i].begin_ns, whole.steps()[i].begin_ns);
+    EXPECT_EQ(live.steps()[i].end_ns, whole.steps()[i].end_ns);
+    EXPECT_EQ(live.steps()[i].events, whole.steps()[i].events);
+  }
+  for (int d = 0; d < whole.device_count(); ++d) {
+    EXPECT_EQ(live.idle_gaps(d), whole.idle_gaps(d)) << "device " << d;
+    for (int64_t at_ns = whole.t_begin_ns(); at_ns < whole.t_end_ns(); at_ns += (whole.t_end_ns() - whole.t_begin_ns()) / 37)
+      EXPECT_EQ(live.memory_at(d, at_ns), whole.memory_at(d, at_ns));
+  }
+  std::vector<DrawnBlock> a, b;
+  for (size_t r = 0; r < whole.rows().size(); ++r) {
+    cull_row(live.rows()[r], static_cast<double>(whole.t_begin_ns()), static_cast<double>(whole.t_end_ns()), 0, 500, a);
+    cull_row(whole.rows()[r], static_cast<double>(whole.t_begin_ns()), static_cast<double>(whole.t_end_ns()), 0, 500, b);
+  }
+  auto covered = [](const std::vector<DrawnBlock>& blocks) {
+    std::set<std::pair<size_t, int>> cols;  // (block run, column): rows are drawn one after another
+    size_t run = 0;
+    float last = -1;
+    for (const DrawnBlock& x : blocks) {
+      if (x.x0 < last) ++run;
+      last = x.x0;
+      for (int c = static_cast<int>(x.x0); c < static_cast<int>(x.x1); ++c) cols.insert({run, c});
+    }
+    return cols;
+  };
+  EXPECT_EQ(covered(a), covered(b)) << "the grown model draws what the whole one draws";
+  // The metrics pass may lag by up to a quarter of the events; rebuild() makes it exact.
+  live.rebuild();
+  EXPECT_EQ(live.run_metrics().bubble_fraction, whole.run_metrics().bubble_fraction);
+  EXPECT_EQ(live.metric_series("loss"), whole.metric_series("loss"));
+}
+
+// Events of a batch that arrive out of order (a late one from another thread) land in their place.
+TEST(DashModel, ExtendingPlacesLateEventsInTimeOrder) {
+  TraceContents t = gpipe_trace();
+  DashboardModel live;
+  live.set_info(t.info, "live");
+  std::vector<Event> first(t.events.begin(), t.events.begin() + 40), rest(t.events.begin() + 40, t.events.end());
+  std::reverse(rest.begin(), rest.end());
+  live.append(first, {}, {});
+  live.extend();
+  live.append(rest, {}, {});
+  live.extend();
+  TraceContents same = t;
+  same.events = first;
+  same.events.insert(same.events.end(), rest.begin(), rest.end());
+  const DashboardModel whole = model_of(same);
+  ASSERT_EQ(live.rows().size(), whole.rows().size());
+  for (size_t r = 0; r < whole.rows().size(); ++r) {
+    EXPECT_EQ(live.rows()[r].events, whole.rows()[r].events);
+    EXPECT_TRUE(std::is_sorted(live.rows()[r].begin_ns.begin(), live.rows()[r].begin_ns.end()));
+  }
+  for (int d = 0; d < whole.device_count(); ++d) EXPECT_EQ(live.idle_gaps(d), whole.idle_gaps(d));
+  ASSERT_EQ(live.steps().size(), whole.steps().size());
+  for (size_t i = 0; i < whole.steps().size(); ++i) EXPECT_EQ(live.steps()[i].events, whole.steps()[i].events);
+}
+
+// More devices than rows fit: a row per (group of 8 devices, lane) holds every event of the
+// group's devices on that lane, in time order, and grows with a live model as the device rows do.
+TEST(DashModel, ManyDevicesAreGroupedIntoRowsPerNode) {
+  TraceContents t;
+  const int n = 20;
+  for (int d = 0; d < n; ++d) t.info.devices.push_back({"cpu:" + std::to_string(d), "cpu:" + std::to_string(d), ""});
+  for (int i = 0; i < 400; ++i) {
+    const int d = (i * 7) % n;
+    t.events.push_back(ev(d, i % 3 == 0 ? Lane::comm : Lane::compute, "op", Phase::fwd, i * 100 + d, i * 100 + d + 50));
+  }
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.group_size(), 8);
+  EXPECT_NE(describe(m).find("timeline_groups: 3 of 8 devices\n"), std::string::npos) << describe(m);
+  std::map<std::pair<int, int>, size_t> expected;  // (group, lane) → events
+  for (const Event& e : t.events) ++expected[{e.device / 8, static_cast<int>(e.lane)}];
+  ASSERT_EQ(m.group_rows().size(), expected.size());
+  for (const TimelineRow& row : m.group_rows()) {
+    EXPECT_EQ(row.events.size(), (expected[{row.device, static_cast<int>(row.lane)}])) << "group " << row.device;
+    EXPECT_TRUE(std::is_sorted(row.begin_ns.begin(), row.begin_ns.end()));
+    for (uint32_t i : row.events) EXPECT_EQ(m.events()[i].device / 8, row.device);
+  }
+  // Grown event by event batch, the groups end as built at once.
+  DashboardModel live;
+  live.set_info(t.info, "live");
+  for (size_t at = 0; at < t.events.size(); at += 50) {
+    live.append(std::vector<Event>(t.events.begin() + static_cast<std::ptrdiff_t>(at), t.events.begin() + static_cast<std::ptrdiff_t>(at + 50)), {}, {});
+    live.extend();
+  }
+  ASSERT_EQ(live.group_rows().size(), m.group_rows().size());
+  for (size_t r = 0; r < m.group_rows().size(); ++r) EXPECT_EQ(live.group_rows()[r].events, m.group_rows()[r].events);
+  // A few devices are not grouped.
+  t.info.devices.resize(4);
+  for (Event& e : t.events) e.device %= 4;
+  EXPECT_TRUE(model_of(t).group_rows().empty());
 }
 
 TEST(DashTimeline, OverlappingEventsAreFoundByTheirEnd) {

@@ -394,6 +394,51 @@ TEST(DeviceDescription, SimDevicesCarryTheirProfileAndItReadsBack) {
 
 // An event with no name is shown under its kind, but reading the trace back must still give the
 // event that was written: name empty, not the kind.
+// The reader scans the text rather than building a document: keys in any order, unknown keys
+// and values of any kind skipped, escapes decoded; broken JSON and fields of the wrong type are
+// refused with what and where.
+TEST_F(TraceFixture, StreamingReaderTakesAnyKeyOrderAndRefusesBrokenText) {
+  const std::string path = (dir / "hand.json").string();
+  std::ofstream(path) << R"({"traceEvents": [
+      {"args": {"role": "send", "step": 3, "bytes": 1.5e3, "extra": [1, {"a": null}, true], "name": "x\"y\u00e9\ud83d\ude00"},
+       "dur": 2.5, "ts": 10, "tid": 1, "pid": 2, "cat": "bwd", "ph": "X", "kind": "ignored"},
+      {"ph": "C", "name": "memory grads", "pid": 1, "ts": 4, "args": {"bytes": 64}},
+      {"ph": "M", "name": "process_name", "args": {"name": "whatever"}}
+    ], "otherData": {"title": "t", "devices": [{"name": "d0", "label": "d0"}]}, "more": -0.5e-3})";
+  const TraceContents c = read_chrome_trace(path);
+  ASSERT_EQ(c.events.size(), 1u);
+  const Event& e = c.events[0];
+  EXPECT_EQ(e.name, "x\"y\u00e9\U0001F600");
+  EXPECT_EQ(e.device, 2);
+  EXPECT_EQ(e.lane, Lane::comm);
+  EXPECT_EQ(e.phase, Phase::bwd);
+  EXPECT_EQ(e.role, Role::send);
+  EXPECT_EQ(e.step, 3);
+  EXPECT_EQ(e.bytes, 1500);
+  EXPECT_EQ(e.t_begin_ns, 10000);
+  EXPECT_EQ(e.t_end_ns, 12500);
+  ASSERT_EQ(c.memory.size(), 1u);
+  EXPECT_EQ(c.memory[0].category, MemoryCategory::grads);
+  EXPECT_EQ(c.memory[0].bytes, 64);
+  ASSERT_EQ(c.info.devices.size(), 1u);
+  EXPECT_EQ(c.info.title, "t");
+
+  auto refused = [&](const std::string& text, const std::string& says) {
+    std::ofstream(path, std::ios::trunc) << text;
+    try {
+      read_chrome_trace(path);
+      ADD_FAILURE() << "read: " << text;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(says), std::string::npos) << err.what();
+    }
+  };
+  refused(R"({"traceEvents": [{"ph": "X", "ts": 1)", "not valid JSON (at byte ");
+  refused(R"({"traceEvents": [{"ph": "X"}]} trailing)", "not valid JSON");
+  refused(R"({"traceEvents": [{"ph": "X", "pid": "two"}]})", "wrong type ('pid' is not a number)");
+  refused(R"({"traceEvents": {}})", "no traceEvents array");
+  refused(R"([1, 2])", "no traceEvents array");
+}
+
 TEST_F(TraceFixture, UnnamedEventReadsBackUnnamed) {
   const std::string path = (dir / "trace.json").string();
   write_chrome_trace(path, events, memory, metrics, info);

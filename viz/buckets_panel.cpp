@@ -27,15 +27,21 @@ bool has_buckets(const DashboardModel& model) {
 
 BucketSummary summarize_buckets(const DashboardModel& model) {
   BucketSummary s;
-  std::set<int> ids;
-  for (const Event& e : model.events()) {
+  extend_bucket_summary(s, model, 0);
+  return s;
+}
+
+void extend_bucket_summary(BucketSummary& s, const DashboardModel& model, size_t from) {
+  std::set<int> ids(s.bucket_ids.begin(), s.bucket_ids.end());
+  const auto& events = model.events();
+  for (size_t i = from; i < events.size(); ++i) {
+    const Event& e = events[i];
     if (e.bucket < 0) continue;
     ids.insert(e.bucket);
     ++s.bucket_events;
     if (e.lane == Lane::comm) ++s.all_reduce_events;
   }
   s.bucket_ids.assign(ids.begin(), ids.end());
-  return s;
 }
 
 namespace {
@@ -112,8 +118,12 @@ class BucketsPanel : public Panel {
 
   void draw(const DashboardModel& model, ViewState& view) override {
     if (model.version() != seen_version_) {
+      // A live model that only grew: count the new events alone.
+      if (model.layout_version() != seen_layout_) summary_ = summarize_buckets(model);
+      else extend_bucket_summary(summary_, model, seen_events_);
       seen_version_ = model.version();
-      summary_ = summarize_buckets(model);
+      seen_layout_ = model.layout_version();
+      seen_events_ = model.events().size();
       cached_step_ = -2;
     }
     const int n = model.device_count();
@@ -237,7 +247,8 @@ class BucketsPanel : public Panel {
   BucketSummary summary_;
   BucketStep step_;
   int cached_step_ = -2, cached_device_ = -1;
-  uint64_t seen_version_ = 0;
+  uint64_t seen_version_ = 0, seen_layout_ = 0;
+  size_t seen_events_ = 0;
 };
 
 }  // namespace

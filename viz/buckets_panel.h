@@ -37,6 +37,8 @@ struct BucketSummary {
 
 bool has_buckets(const DashboardModel& model);
 BucketSummary summarize_buckets(const DashboardModel& model);
+// Adds the model's events from `from` on to `s` (a live model that grew).
+void extend_bucket_summary(BucketSummary& s, const DashboardModel& model, size_t from);
 BucketStep analyze_bucket_step(const DashboardModel& model, int step_index, int device);
 
 }  // namespace scalelab::viz

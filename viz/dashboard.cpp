@@ -44,6 +44,8 @@ void Dashboard::set_source(std::unique_ptr<DataSource> source) {
   first_data_ = true;
   next_live_update_ = {};
   applies_version_ = 0;
+  applies_layout_ = 0;
+  applies_events_ = 0;
 }
 
 void Dashboard::follow(int64_t cursor_ns) {
@@ -118,7 +120,10 @@ void Dashboard::update() {
   if (live() && t0 < next_live_update_) return;
   const bool changed = source_->update(model_);
   const auto took = std::chrono::steady_clock::now() - t0;
-  if (live() && took > std::chrono::milliseconds(2)) next_live_update_ = t0 + 4 * took;
+  // An update costs what arrived since the last (the model is extended, not rebuilt), so waiting
+  // longer saves nothing and only lets the view trail the run: wait as long as it took, which
+  // keeps at least half of the time for drawing.
+  if (live() && took > std::chrono::milliseconds(2)) next_live_update_ = t0 + 2 * took;
   if (changed && first_data_ && !model_.steps().empty()) {
     if (!live()) select_step(static_cast<int>(model_.steps().size()) / 2);
     first_data_ = false;
@@ -130,8 +135,12 @@ void Dashboard::frame(float width, float height, double dt_s, float left) {
   advance_cursor(dt_s);
 
   // Which panels apply depends only on the data: ask again only when it changed.
-  if (applies_version_ != model_.version()) {
+  const size_t n_events = model_.events().size();
+  if (applies_version_ != model_.version() &&
+      (applies_layout_ != model_.layout_version() || n_events >= applies_events_ + applies_events_ / 4 + 1)) {
     applies_version_ = model_.version();
+    applies_layout_ = model_.layout_version();
+    applies_events_ = n_events;
     shown_.clear();
     for (auto& p : panels_)
       if (p->applies(model_)) shown_.push_back(p.get());
@@ -268,6 +277,9 @@ std::string describe(const DashboardModel& model) {
   out << "devices: " << model.device_count() << "\n";
   out << "events: " << model.events().size() << "\n";
   out << "timeline_rows: " << model.rows().size() << "\n";
+  if (model.group_size() > 0)  // shown by group (per node) where the rows do not fit
+    out << "timeline_groups: " << (model.device_count() + model.group_size() - 1) / model.group_size() << " of "
+        << model.group_size() << " devices\n";
   out << "steps: " << model.steps().size() << "\n";
   out << "memory_samples: " << model.memory().size() << "\n";
   out << "metrics: " << model.metrics().size() << "\n";

@@ -53,6 +53,10 @@ class Dashboard {
   std::vector<std::unique_ptr<Panel>> panels_;
   std::vector<Panel*> shown_;
   uint64_t applies_version_ = 0;  // model version the shown_ list was made for
+  // What the shown_ list was made from: a live model that only grew by a little keeps it (each
+  // applies() may read every event), a panel shown stays shown.
+  uint64_t applies_layout_ = 0;
+  size_t applies_events_ = 0;
   float laid_out_w_ = 0, laid_out_h_ = 0;
   size_t laid_out_count_ = 0;
   bool first_data_ = true;

@@ -2,6 +2,7 @@
 // Where the dashboard's model gets its data. A replayed trace fills it once; a live run will fill
 // it from the EventBus each frame (a BusSource calling events_since(n) and DashboardModel::append),
 // and the panels, which read only the model, will not know the difference.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,7 +24,8 @@ class ReplaySource : public DataSource {
  public:
   // Reads the file now, so a bad file is reported before any window opens. Throws Error("dash", ...)
   // naming the file and what to do.
-  explicit ReplaySource(std::string path);
+  // `copies` > 1 (benchmarks only) lays the run that many times end to end, as a longer run.
+  explicit ReplaySource(std::string path, int copies = 1);
   bool update(DashboardModel& model) override;
   bool live() const override { return false; }
 
@@ -38,16 +40,24 @@ class ReplaySource : public DataSource {
 // dashboard's frame loop calls update()).
 class BusSource : public DataSource {
  public:
-  BusSource(const EventBus& bus, TraceInfo info) : bus_(bus), info_(std::move(info)) {}
+  // `finished` (optional) says the run has ended: the update after it derives the model exactly.
+  BusSource(const EventBus& bus, TraceInfo info, std::function<bool()> finished = {})
+      : bus_(bus), info_(std::move(info)), finished_(std::move(finished)) {}
   bool update(DashboardModel& model) override;
   bool live() const override { return true; }
 
  private:
   const EventBus& bus_;
   TraceInfo info_;
+  std::function<bool()> finished_;
   size_t events_ = 0, memory_ = 0, metrics_ = 0;  // how much of the bus the model already holds
   bool started_ = false;
+  bool exact_ = false;  // rebuilt after the run finished
 };
+
+// The trace's run `copies` times end to end (each copy later by the run's span, its steps and
+// flows numbered after the previous copy's): a long run for benchmarks without a file that size.
+void tile_trace(TraceContents& t, int copies);
 
 // Loads a trace into a fresh model (for --describe, tests, and the replay source).
 void load_replay(const std::string& path, DashboardModel& model);

@@ -100,7 +100,7 @@ TrainConfig LaunchPanel::config() const {
 void LaunchPanel::start_or_throw(bool paused, bool unpaced) {
   auto next = std::make_unique<LiveRun>(config(), paced_ && !unpaced ? speed_ : 0.0, paused);
   // The dashboard's source reads the new run's bus; the old run (if any) ends after the swap.
-  dash_.set_source(std::make_unique<BusSource>(next->bus(), next->info()));
+  dash_.set_source(std::make_unique<BusSource>(next->bus(), next->info(), [run = next.get()] { return run->done(); }));
   run_ = std::move(next);
   error_.clear();
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "viz/format.h"
@@ -18,52 +19,125 @@
 
 namespace scalelab::viz {
 
-size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float width,
-                std::vector<DrawnBlock>& out) {
-  if (row.events.empty() || t1 <= t0 || width <= 0) return 0;
-  const size_t first = row.first_ending_after(static_cast<int64_t>(std::floor(t0)));
-  const size_t last = row.last_beginning_before(static_cast<int64_t>(std::ceil(t1)));
-  if (first >= last) return 0;
-  const double scale = static_cast<double>(width) / (t1 - t0);
-  const float x_max = x0 + width;
+namespace {
 
+// Turns a row's items (events, or a level's pieces) into blocks, visiting only [first, last). Each
+// item gives its times, the events it holds and their time per phase. Runs of items narrower than
+// a pixel merge within about a pixel column; a block covers the pixel columns its items touch
+// (snapped to whole pixels, at least one), so the events and a level of detail made from them
+// cover the same columns.
+template <typename Item>
+void merge_into_blocks(size_t first, size_t last, Item item, double t0, double t1, float x0, float width,
+                       std::vector<DrawnBlock>& out) {
+  const double scale = static_cast<double>(width) / (t1 - t0);
+  const double left = std::floor(x0), right = static_cast<double>(x0) + width;
+  double cx0 = 0, cx1 = 0;
   DrawnBlock cur;
   bool open = false, mergeable = false;
-  std::array<double, 6> phase_time{};
+  std::array<double, kPhaseCount> phase_time{};
   auto close = [&] {
     if (!open) return;
-    if (cur.x1 - cur.x0 < 1.0f) cur.x1 = std::min(cur.x0 + 1.0f, x_max);  // never thinner than a pixel
+    const double a = std::floor(cx0);
+    const double b = std::min(std::max(std::ceil(cx1), a + 1), std::ceil(right));
+    cur.x0 = static_cast<float>(a);
+    cur.x1 = static_cast<float>(b);
     cur.phase = static_cast<Phase>(std::max_element(phase_time.begin(), phase_time.end()) - phase_time.begin());
     out.push_back(cur);
     open = false;
   };
+  int64_t begin = 0, end = 0;
+  uint32_t index = 0, count = 0;
   for (size_t i = first; i < last; ++i) {
-    const int64_t begin = row.begin_ns[i], end = row.end_ns[i];
-    // Past `first`, an event may still have ended before the view (a long one earlier let it in).
+    const std::array<float, kPhaseCount>* phases = nullptr;
+    Phase phase = Phase::fwd;
+    item(i, begin, end, index, count, phase, phases);
+    // Past `first`, an item may still have ended before the view (a long one earlier let it in).
     if (static_cast<double>(end) <= t0) continue;
-    const Phase phase = row.phase[i];
-    const float a = std::clamp(static_cast<float>(x0 + (static_cast<double>(begin) - t0) * scale), x0, x_max);
-    const float b = std::clamp(static_cast<float>(x0 + (static_cast<double>(end) - t0) * scale), x0, x_max);
-    const bool thin = b - a < 1.0f;
-    const double dur = static_cast<double>(std::max<int64_t>(end - begin, 1));
+    const double a = std::clamp(x0 + (static_cast<double>(begin) - t0) * scale, left, right);
+    const double b = std::clamp(x0 + (static_cast<double>(end) - t0) * scale, left, right);
+    const bool thin = b - a < 1.0;
     // Merge within about a pixel column only: a zoomed-out row stays a texture of phase colours
     // (forward, backward, optimizer alternating) instead of one block of the commonest phase.
-    if (open && thin && mergeable && a <= cur.x1 + 1.0f && cur.x1 - cur.x0 < 1.5f) {
-      cur.x1 = std::max(cur.x1, b);
-      ++cur.count;
-      phase_time[static_cast<size_t>(phase)] += dur;
-      continue;
+    if (open && thin && mergeable && a < cx1 + 1.0 && cx1 - cx0 < 1.5) {
+      cx1 = std::max(cx1, b);
+      cur.count += count;
+    } else {
+      close();
+      cur = DrawnBlock{0, 0, index, count, phase};
+      cx0 = a;
+      cx1 = b;
+      phase_time.fill(0);
+      open = true;
+      mergeable = thin;
     }
-    close();
-    cur = DrawnBlock{a, b, static_cast<uint32_t>(i), 1, phase};
-    phase_time.fill(0);
-    phase_time[static_cast<size_t>(phase)] = dur;
-    open = true;
-    mergeable = thin;
+    if (phases)
+      for (int k = 0; k < kPhaseCount; ++k) phase_time[static_cast<size_t>(k)] += (*phases)[static_cast<size_t>(k)];
+    else
+      phase_time[static_cast<size_t>(phase)] += static_cast<double>(std::max<int64_t>(end - begin, 1));
   }
   close();
+}
+
+size_t cull_events(const TimelineRow& row, size_t first, size_t last, double t0, double t1, float x0, float width,
+                   std::vector<DrawnBlock>& out);
+
+}  // namespace
+
+size_t cull_row(const TimelineRow& row, double t0, double t1, float x0, float width, std::vector<DrawnBlock>& out,
+                bool level_of_detail) {
+  if (row.events.empty() || t1 <= t0 || width <= 0) return 0;
+  const int64_t lo = static_cast<int64_t>(std::floor(t0)), hi = static_cast<int64_t>(std::ceil(t1));
+  if (const CoverageLevel* level = level_of_detail ? row.level_for((t1 - t0) / width) : nullptr) {
+    const auto& pieces = level->pieces;
+    const size_t first = static_cast<size_t>(
+        std::upper_bound(level->end_prefix_max.begin(), level->end_prefix_max.end(), lo) - level->end_prefix_max.begin());
+    const size_t last = static_cast<size_t>(
+        std::lower_bound(pieces.begin(), pieces.end(), hi, [](const CoveragePiece& p, int64_t t) { return p.begin_ns < t; }) -
+        pieces.begin());
+    if (first < last)
+      merge_into_blocks(
+        first, last,
+        [&](size_t i, int64_t& b, int64_t& e, uint32_t& index, uint32_t& count, Phase& phase,
+            const std::array<float, kPhaseCount>*& phases) {
+          const CoveragePiece& p = pieces[i];
+          b = p.begin_ns;
+          e = p.end_ns;
+          index = p.first;
+          count = p.count;
+          phase = static_cast<Phase>(std::max_element(p.phase_ns.begin(), p.phase_ns.end()) - p.phase_ns.begin());
+          phases = &p.phase_ns;
+        },
+        t0, t1, x0, width, out);
+    size_t visited = first < last ? last - first : 0;
+    // A live row's newest events, after those the levels were built from, one by one.
+    if (row.levels_events < row.events.size())
+      visited += cull_events(row, std::max(row.levels_events, row.first_ending_after(lo)), row.last_beginning_before(hi), t0, t1,
+                             x0, width, out);
+    return visited;
+  }
+  return cull_events(row, row.first_ending_after(lo), row.last_beginning_before(hi), t0, t1, x0, width, out);
+}
+
+namespace {
+
+size_t cull_events(const TimelineRow& row, size_t first, size_t last, double t0, double t1, float x0, float width,
+                   std::vector<DrawnBlock>& out) {
+  if (first >= last) return 0;
+  merge_into_blocks(
+      first, last,
+      [&](size_t i, int64_t& b, int64_t& e, uint32_t& index, uint32_t& count, Phase& phase,
+          const std::array<float, kPhaseCount>*&) {
+        b = row.begin_ns[i];
+        e = row.end_ns[i];
+        index = static_cast<uint32_t>(i);
+        count = 1;
+        phase = row.phase[i];
+      },
+      t0, t1, x0, width, out);
   return last - first;
 }
+
+}  // namespace
 
 namespace {
 
@@ -76,18 +150,24 @@ class TimelinePanel : public Panel {
   void draw(const DashboardModel& model, ViewState& view) override {
     draw_toolbar(model, view);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const auto& rows = model.rows();
-    if (rows.empty() || avail.x < 50 || avail.y < 30) return;
+    if (model.rows().empty() || avail.x < 50 || avail.y < 30) return;
 
     const float axis_h = 2 * ImGui::GetFontSize() + 6;  // time ticks, then step numbers
-    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(rows.size()), 13.0f, 24.0f);
-    const float canvas_h = axis_h + row_h * static_cast<float>(rows.size()) + 2;
+    make_bands(model, avail.y - axis_h - 4);
+    size_t n_rows = 0;
+    for (const Band& b : bands_) n_rows += b.rows.size();
+    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(n_rows), 13.0f, 24.0f);
+    const float canvas_h = axis_h + row_h * static_cast<float>(n_rows) + 2;
     ImGui::BeginChild("timeline_canvas", avail, false, ImGuiWindowFlags_NoScrollWithMouse);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float label_w = std::min(190.0f, avail.x * 0.22f);
     const float width = ImGui::GetContentRegionAvail().x;
     const float plot_x0 = origin.x + label_w, plot_w = std::max(width - label_w, 10.0f);
     ImGui::InvisibleButton("timeline_input", ImVec2(width, canvas_h));
+    // A click on a group's label opens it (its devices' rows), on an opened device's label closes
+    // its group; asked before handle_input, which forgets whether the press was a drag.
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const bool label_click = ImGui::IsItemDeactivated() && !dragged_ && mouse.x < plot_x0;
     handle_input(model, view, plot_x0, plot_w);
 
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -95,52 +175,75 @@ class TimelinePanel : public Panel {
     const double scale = plot_w / (t1 - t0);
     auto x_of = [&](double t) { return static_cast<float>(plot_x0 + (t - t0) * scale); };
     const float rows_y0 = origin.y + axis_h;
+    const float rows_y1 = rows_y0 + row_h * static_cast<float>(n_rows);
 
     draw_axis(model, dl, origin, axis_h, plot_x0, plot_w, t0, t1, canvas_h);
 
-    // Device groups: the rows of one device are contiguous (the model sorts them so).
-    const ImVec2 mouse = ImGui::GetIO().MousePos;
     const bool hovering = ImGui::IsItemHovered();
     std::optional<DrawnBlock> hovered_block;
     const TimelineRow* hovered_row = nullptr;
-    size_t r = 0;
-    while (r < rows.size()) {
-      size_t r_end = r;
-      while (r_end < rows.size() && rows[r_end].device == rows[r].device) ++r_end;
-      const int device = rows[r].device;
-      const float gy0 = rows_y0 + row_h * static_cast<float>(r), gy1 = rows_y0 + row_h * static_cast<float>(r_end);
-
-      // Group label: the device and its idle share from the metrics pass.
-      dl->AddLine(ImVec2(origin.x, gy0), ImVec2(plot_x0 + plot_w, gy0), IM_COL32(255, 255, 255, 50));
-      const std::string dev_label = device < model.device_count() ? model.devices()[static_cast<size_t>(device)].label
-                                                                  : "device " + std::to_string(device);
-      dl->AddText(ImVec2(origin.x + 4, gy0 + 2), IM_COL32(235, 235, 240, 255), dev_label.c_str());
-      if (device < static_cast<int>(model.run_metrics().per_device.size()) && gy1 - gy0 > 2 * ImGui::GetFontSize()) {
-        char idle[48];
-        std::snprintf(idle, sizeof idle, "idle %.1f%%", model.run_metrics().per_device[static_cast<size_t>(device)].idle_pct);
-        dl->AddText(ImVec2(origin.x + 4, gy0 + 2 + ImGui::GetFontSize()), IM_COL32(170, 170, 180, 255), idle);
+    const ImVec4 clip = dl->GetClipRectMax().y > 0 ? ImVec4(dl->GetClipRectMin().x, dl->GetClipRectMin().y,
+                                                              dl->GetClipRectMax().x, dl->GetClipRectMax().y)
+                                                    : ImVec4(0, 0, 1e9f, 1e9f);
+    size_t k = 0;  // rows drawn so far
+    for (const Band& band : bands_) {
+      const float gy0 = rows_y0 + row_h * static_cast<float>(k), gy1 = gy0 + row_h * static_cast<float>(band.rows.size());
+      k += band.rows.size();
+      if (label_click && mouse.y >= gy0 && mouse.y < gy1 && band.group >= 0) {
+        if (band.device < 0) opened_.insert(band.group);
+        else opened_.erase(band.group);
       }
-      draw_idle_gaps(model, dl, device, t0, t1, x_of, ImVec2(plot_x0, gy0), ImVec2(plot_x0 + plot_w, gy1));
+      if (gy1 < clip.y || gy0 > clip.w) continue;  // scrolled out of view: nothing to draw
 
-      for (size_t k = r; k < r_end; ++k) {
-        const TimelineRow& row = rows[k];
-        const float y0 = rows_y0 + row_h * static_cast<float>(k), y1 = y0 + row_h - 2;
-        if (k % 2 == 0) dl->AddRectFilled(ImVec2(plot_x0, y0), ImVec2(plot_x0 + plot_w, y0 + row_h), kRowBackground);
+      // Band label: the device (or group) and its idle share from the metrics pass.
+      dl->AddLine(ImVec2(origin.x, gy0), ImVec2(plot_x0 + plot_w, gy0), IM_COL32(255, 255, 255, band.device < 0 ? 110 : 50));
+      dl->AddText(ImVec2(origin.x + 4, gy0 + 2), IM_COL32(235, 235, 240, 255), band.label.c_str());
+      if (!band.detail.empty() && gy1 - gy0 > 2 * ImGui::GetFontSize())
+        dl->AddText(ImVec2(origin.x + 4, gy0 + 2 + ImGui::GetFontSize()), IM_COL32(170, 170, 180, 255), band.detail.c_str());
+      if (band.device >= 0)
+        draw_idle_gaps(model, dl, band.device, t0, t1, x_of, ImVec2(plot_x0, gy0), ImVec2(plot_x0 + plot_w, gy1));
+
+      for (size_t j = 0; j < band.rows.size(); ++j) {
+        const TimelineRow& row = *band.rows[j];
+        const size_t index = k - band.rows.size() + j;
+        const float y0 = gy0 + row_h * static_cast<float>(j), y1 = y0 + row_h - 2;
+        if (index % 2 == 0) dl->AddRectFilled(ImVec2(plot_x0, y0), ImVec2(plot_x0 + plot_w, y0 + row_h), kRowBackground);
         const char* lane = lane_name(row.lane);
         dl->AddText(ImVec2(plot_x0 - ImGui::CalcTextSize(lane).x - 6, y0 + (row_h - ImGui::GetFontSize()) * 0.5f),
                     IM_COL32(190, 190, 200, 255), lane);
 
         blocks_.clear();
         cull_row(row, t0, t1, plot_x0, plot_w, blocks_);
+        // Touching blocks of one colour drawn without a gap go out as one rectangle: a zoomed-out
+        // row of one phase is a single quad, not one per pixel column (the vertices are most of a
+        // frame's cost under a software rasterizer).
+        float run_x0 = 0, run_x1 = -1;
+        ImU32 run_col = 0;
+        auto flush = [&] {
+          if (run_x1 > run_x0) dl->AddRectFilled(ImVec2(run_x0, y0 + 1), ImVec2(run_x1, y1), run_col);
+          run_x1 = -1;
+        };
         for (const DrawnBlock& b : blocks_) {
           const ImU32 col = b.count > 1 ? faded(phase_color(b.phase), 0.75f) : phase_color(b.phase);
-          // A pixel of gap between neighbours, so back-to-back ops of one phase stay countable.
-          dl->AddRectFilled(ImVec2(b.x0, y0 + 1), ImVec2(b.x1 - b.x0 > 3 ? b.x1 - 1 : b.x1, y1), col);
+          // A pixel of gap after a single op wider than 3 px, so back-to-back ops of one phase stay
+          // countable.
+          const bool gap = b.count == 1 && b.x1 - b.x0 > 3;
+          const float x1 = gap ? b.x1 - 1 : b.x1;
+          if (col == run_col && b.x0 <= run_x1 && run_x1 > run_x0) {
+            run_x1 = std::max(run_x1, x1);
+          } else {
+            flush();
+            run_x0 = b.x0;
+            run_x1 = x1;
+            run_col = col;
+          }
+          if (gap) flush();
           if (b.count == 1 && b.x1 - b.x0 > 36) {
             const Event& e = model.events()[row.events[b.first]];
             draw_label_in(dl, ImVec2(b.x0, y0 + 1), ImVec2(b.x1, y1), e.name.empty() ? e.kind.c_str() : e.name.c_str());
           }
         }
+        flush();
         if (hovering && mouse.y >= y0 && mouse.y < y0 + row_h) {
           // Blocks are in x order: the last one starting left of the mouse is the candidate.
           auto it = std::upper_bound(blocks_.begin(), blocks_.end(), mouse.x,
@@ -151,12 +254,10 @@ class TimelinePanel : public Panel {
           }
         }
       }
-      r = r_end;
     }
 
     // The cursor: the time every other panel shows.
-    if (view.cursor_ns >= t0 && view.cursor_ns <= t1)
-      draw_cursor(dl, x_of(static_cast<double>(view.cursor_ns)), origin.y, rows_y0 + row_h * static_cast<float>(rows.size()));
+    if (view.cursor_ns >= t0 && view.cursor_ns <= t1) draw_cursor(dl, x_of(static_cast<double>(view.cursor_ns)), origin.y, rows_y1);
 
     if (hovered_block && hovered_row) draw_tooltip(model, *hovered_row, *hovered_block);
     ImGui::EndChild();
@@ -165,6 +266,61 @@ class TimelinePanel : public Panel {
  private:
   std::vector<DrawnBlock> blocks_;  // reused every row and frame: no allocation while drawing
   bool dragged_ = false;
+
+  // What the timeline shows top to bottom: a device and its rows, or (with more devices than
+  // rows fit) a group of a node's devices and its merged rows, opened on a click.
+  struct Band {
+    std::string label, detail;  // "sim:3" / "idle 4.2%", or "node 2 ▸" / "devices 16–23"
+    int device = -1;            // -1: a group band
+    int group = -1;             // the device's group, or the group; -1 when devices are not grouped
+    std::vector<const TimelineRow*> rows;
+  };
+  std::vector<Band> bands_;
+  std::set<int> opened_;  // groups shown device by device
+
+  void make_bands(const DashboardModel& model, float height) {
+    bands_.clear();
+    const auto& rows = model.rows();
+    auto device_band = [&](size_t r, size_t r_end, int group) {
+      Band b;
+      b.device = rows[r].device;
+      b.group = group;
+      b.label = b.device < model.device_count() ? model.devices()[static_cast<size_t>(b.device)].label : "device " + std::to_string(b.device);
+      if (group >= 0) b.label += "  ▾";
+      if (b.device < static_cast<int>(model.run_metrics().per_device.size())) {
+        char idle[48];
+        std::snprintf(idle, sizeof idle, "idle %.1f%%", model.run_metrics().per_device[static_cast<size_t>(b.device)].idle_pct);
+        b.detail = idle;
+      }
+      for (size_t k = r; k < r_end; ++k) b.rows.push_back(&rows[k]);
+      bands_.push_back(std::move(b));
+    };
+    // Devices grouped only when their rows would not fit at the smallest row height.
+    const int per = model.group_size();
+    const bool group = per > 0 && static_cast<float>(rows.size()) * 13.0f > height;
+    size_t r = 0, g = 0;
+    const auto& group_rows = model.group_rows();
+    while (r < rows.size()) {
+      const int device = rows[r].device;
+      const int gi = group ? device / per : -1;
+      if (gi >= 0 && !opened_.count(gi)) {
+        // The group's merged rows, then skip its devices.
+        Band b;
+        b.group = gi;
+        b.label = "node " + std::to_string(gi) + "  ▸";
+        b.detail = "devices " + std::to_string(gi * per) + "–" + std::to_string(std::min(gi * per + per, model.device_count()) - 1);
+        while (g < group_rows.size() && group_rows[g].device < gi) ++g;
+        for (; g < group_rows.size() && group_rows[g].device == gi; ++g) b.rows.push_back(&group_rows[g]);
+        bands_.push_back(std::move(b));
+        while (r < rows.size() && rows[r].device / per == gi) ++r;
+        continue;
+      }
+      size_t r_end = r;
+      while (r_end < rows.size() && rows[r_end].device == device) ++r_end;
+      device_band(r, r_end, gi);
+      r = r_end;
+    }
+  }
 
   void draw_toolbar(const DashboardModel& model, ViewState& view) {
     phase_legend();
@@ -232,15 +388,22 @@ class TimelinePanel : public Panel {
     auto it = std::lower_bound(steps.begin(), steps.end(), t0,
                                [](const StepSpan& s, double t) { return static_cast<double>(s.end_ns) < t; });
     float last_label_x = -1e9f;
-    for (; it != steps.end() && static_cast<double>(it->begin_ns) <= t1; ++it) {
+    for (; it != steps.end() && static_cast<double>(it->begin_ns) <= t1;) {
       const float x = static_cast<float>(plot_x0 + (static_cast<double>(it->begin_ns) - t0) * scale);
       dl->AddLine(ImVec2(x, origin.y + ImGui::GetFontSize() + 2), ImVec2(x, origin.y + canvas_h), IM_COL32(150, 200, 255, 70));
+      // Thousands of steps in view: one line per 3 px, the next step found by binary search.
+      const double next_t = t0 + (static_cast<double>(x) + 3 - plot_x0) / scale;
+      auto next = std::next(it);
+      if (next != steps.end() && static_cast<double>(next->begin_ns) < next_t)
+        next = std::lower_bound(next, steps.end(), next_t,
+                                [](const StepSpan& s, double t) { return static_cast<double>(s.begin_ns) < t; });
       if (x - last_label_x > 70) {
         char label[32];
         std::snprintf(label, sizeof label, "step %lld", static_cast<long long>(it->step));
         dl->AddText(ImVec2(x + 3, origin.y + ImGui::GetFontSize() + 1), IM_COL32(150, 200, 255, 220), label);
         last_label_x = x;
       }
+      it = next;
     }
     for (double t = first; t <= t1; t += step) {
       const float x = static_cast<float>(plot_x0 + (t - t0) * scale);
@@ -254,7 +417,8 @@ class TimelinePanel : public Panel {
 
   template <typename XOf>
   void draw_idle_gaps(const DashboardModel& model, ImDrawList* dl, int device, double t0, double t1, XOf x_of, ImVec2 a, ImVec2 b) {
-    const auto& gaps = model.idle_gaps(device);
+    // Gaps under 1.5 px are not drawn: read only the list of those at least about that long.
+    const auto& gaps = model.idle_gaps_at_least(device, 1.5 * (t1 - t0) / static_cast<double>(std::max(b.x - a.x, 1.0f)));
     auto it = std::lower_bound(gaps.begin(), gaps.end(), t0,
                                [](const Interval& g, double t) { return static_cast<double>(g.second) < t; });
     for (; it != gaps.end() && static_cast<double>(it->first) < t1; ++it) {

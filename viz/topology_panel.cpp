@@ -7,6 +7,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -75,6 +76,45 @@ Topology analyze_topology(const DashboardModel& model) {
   return t;
 }
 
+bool extend_topology(Topology& t, const DashboardModel& model, size_t from) {
+  const auto& events = model.events();
+  auto find = [&](int a, int b) {
+    return std::find_if(t.links.begin(), t.links.end(), [&](const LinkTraffic& l) { return l.a == a && l.b == b; });
+  };
+  // First see that every new transfer goes at the end of a known link (copying the links to undo
+  // would cost what the whole analysis does).
+  std::vector<int64_t> last_begin(t.links.size());
+  for (size_t k = 0; k < t.links.size(); ++k) last_begin[k] = t.links[k].begin_ns.empty() ? INT64_MIN : t.links[k].begin_ns.back();
+  for (size_t i = from; i < events.size(); ++i) {
+    int a = 0, b = 0;
+    if (!link_of(events[i], a, b)) continue;
+    auto it = find(a, b);
+    if (it == t.links.end()) return false;  // a new link: the order of links is analyze_topology's
+    int64_t& last = last_begin[static_cast<size_t>(it - t.links.begin())];
+    if (events[i].t_begin_ns < last) return false;
+    last = events[i].t_begin_ns;
+  }
+  t.devices = model.device_count();
+  for (size_t i = from; i < events.size(); ++i) {
+    const Event& e = events[i];
+    int a = 0, b = 0;
+    if (!link_of(e, a, b)) {
+      if (e.lane == Lane::comm && e.peer < 0 && e.bytes > 0) {
+        ++t.unplaced_events;
+        t.unplaced_bytes += e.bytes;
+      }
+      continue;
+    }
+    LinkTraffic& l = *find(a, b);
+    l.total_bytes += e.bytes;
+    ++l.transfers;
+    l.begin_ns.push_back(e.t_begin_ns);
+    l.cum_bytes.push_back(l.total_bytes);
+    l.end_prefix_max.push_back(std::max(l.end_prefix_max.empty() ? INT64_MIN : l.end_prefix_max.back(), e.t_end_ns));
+  }
+  return true;
+}
+
 namespace {
 
 std::string link_name(int a, int b) {
@@ -94,8 +134,11 @@ class TopologyPanel : public Panel {
 
   void draw(const DashboardModel& model, ViewState& view) override {
     if (model.version() != seen_version_) {
+      // A live model that only grew: take in the new events alone.
+      if (model.layout_version() != seen_layout_ || !extend_topology(topo_, model, seen_events_)) topo_ = analyze_topology(model);
       seen_version_ = model.version();
-      topo_ = analyze_topology(model);
+      seen_layout_ = model.layout_version();
+      seen_events_ = model.events().size();
     }
     if (const auto& p = model.profile()) {
       ImGui::TextWrapped("%s: %d node%s × %d devices · device↔device %s %s · host %s %s", p->name.c_str(), p->nodes,
@@ -202,7 +245,8 @@ class TopologyPanel : public Panel {
 
  private:
   Topology topo_;
-  uint64_t seen_version_ = 0;
+  uint64_t seen_version_ = 0, seen_layout_ = 0;
+  size_t seen_events_ = 0;
 };
 
 }  // namespace

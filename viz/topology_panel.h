@@ -34,5 +34,8 @@ struct Topology {
 // Which link an event used, or false. A recv is not counted: its send carries the same bytes.
 bool link_of(const Event& e, int& a, int& b);
 Topology analyze_topology(const DashboardModel& model);
+// Takes in the model's events from `from` on (a live model that grew); false, leaving `t` as it was,
+// when one begins before its link's last transfer (then analyze_topology again).
+bool extend_topology(Topology& t, const DashboardModel& model, size_t from);
 
 }  // namespace scalelab::viz

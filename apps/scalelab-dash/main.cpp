@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <imgui.h>
+
 #include "core/error.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
@@ -44,6 +46,7 @@ struct Options {
   std::string screenshot;
   std::string size = "1600x1000";
   int bench_frames = 0;
+  int bench_copies = 1;  // --bench-copies: the replayed run laid end to end this many times
   bool list_panels = false;
   bool describe = false;
   long long step = -1;       // a step number; -1: the middle step
@@ -118,8 +121,11 @@ int run(const Options& o) {
   const bool live = o.replay.empty();
 
   std::unique_ptr<DataSource> source;
-  if (!live) source = std::make_unique<ReplaySource>(o.replay);  // reads the file now: errors before a window
+  const auto open_t0 = std::chrono::steady_clock::now();
+  if (!live) source = std::make_unique<ReplaySource>(o.replay, o.bench_copies);  // reads the file now: errors before a window
   Dashboard dash(std::move(source));
+  // Opening: reading the trace and building the model (what the user waits for before a frame).
+  const double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - open_t0).count();
   std::unique_ptr<LaunchPanel> launch;
   if (live) {
     TrainConfig c = o.run;
@@ -203,8 +209,11 @@ int run(const Options& o) {
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     const int min_frames = 4;
+    int64_t steps_when_drawn = 0;
     for (int f = 0;; ++f) {
       const bool last = f + 1 >= min_frames && elapsed_s() >= o.live_for_s;
+      // What the run had done when the picture was drawn (it goes on while the PNG is written).
+      if (last && launch && launch->run()) steps_when_drawn = launch->run()->steps_done();
       window.begin_frame(mx, my);
       frame(dash, launch.get(), width, height, 1.0 / 60);
       window.render(/*capture=*/last && !o.screenshot.empty());
@@ -220,8 +229,8 @@ int run(const Options& o) {
     if (o.live_for_s > 0 && launch && launch->run()) {
       const LiveRun& r = *launch->run();
       const int si = model.step_index_at(dash.view().cursor_ns);
-      std::cout << "live: " << LiveRun::state_name(r.state()) << ", " << r.steps_done() << " of " << r.total_steps()
-                << " steps done, cursor " << (dash.view().follow_live ? "following" : "still") << " in step "
+      std::cout << "live: " << LiveRun::state_name(r.state()) << ", " << steps_when_drawn << " of " << r.total_steps()
+                << " steps done when drawn, cursor " << (dash.view().follow_live ? "following" : "still") << " in step "
                 << (si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1) << "\n";
     }
     if (o.list_panels) {
@@ -234,7 +243,7 @@ int run(const Options& o) {
     // The worst case for the timeline: the whole run in view, so every event is a candidate, and
     // the cursor sweeping the run, so the panels that depend on it recompute each frame.
     dash.fit_run();
-    std::vector<double> cpu_ms, wall_ms, with_swap_ms;
+    std::vector<double> cpu_ms, wall_ms, with_swap_ms, vertices;
     for (int f = 0; f < o.bench_frames; ++f) {
       ViewState& v = dash.view();
       v.cursor_ns = model.t_begin_ns() + (model.t_end_ns() - model.t_begin_ns()) * f / std::max(o.bench_frames - 1, 1);
@@ -244,6 +253,7 @@ int run(const Options& o) {
       frame(dash, launch.get(), width, height, 0.0);
       window.render();
       const double c1 = thread_cpu_ms();
+      if (const ImDrawData* dd = ImGui::GetDrawData()) vertices.push_back(dd->TotalVtxCount);
       const auto w1 = std::chrono::steady_clock::now();
       window.present();
       const auto w2 = std::chrono::steady_clock::now();
@@ -251,10 +261,21 @@ int run(const Options& o) {
       wall_ms.push_back(std::chrono::duration<double, std::milli>(w1 - w0).count());
       with_swap_ms.push_back(std::chrono::duration<double, std::milli>(w2 - w0).count());
     }
+    // The budgets of issue 12: a frame costs what is on screen, so it stays within 8 ms up to 1M
+    // events and 16 ms up to 10M; a 1M-event trace opens in under 3 s.
+    const size_t n = model.events().size();
+    const bool big = n > 1'100'000;  // past the 1M budget's run, the 10M one applies
     std::printf("bench-frames: %d frames of %zu events at %dx%d (whole run in view, cursor sweeping)\n", o.bench_frames,
-                model.events().size(), width, height);
-    std::printf("  median frame CPU time %.2f ms (p90 %.2f ms; bound 8 ms)  — building the frame and submitting it to OpenGL\n",
-                percentile(cpu_ms, 0.5), percentile(cpu_ms, 0.9));
+                n, width, height);
+    std::printf("  median frame CPU %.2f ms (budget %d ms at %s events; p90 %.2f ms) — building the frame and submitting it to OpenGL\n",
+                percentile(cpu_ms, 0.5), big ? 16 : 8, big ? "10M" : "1M", percentile(cpu_ms, 0.9));
+    // The first frame analyses the trace for the panels (links, buckets, pipeline): part of opening.
+    const double first_frame_s = wall_ms.empty() ? 0 : wall_ms.front() * 1e-3;
+    if (!live)
+      std::printf("  open %.2f s to the first frame (budget 3 s at 1M events%s): reading the trace and building the model "
+                  "%.2f s, the first frame %.2f s\n",
+                  open_s + first_frame_s, o.bench_copies > 1 ? "; the run tiled in memory, not read" : "", open_s, first_frame_s);
+    std::printf("  median %.0f vertices a frame\n", percentile(vertices, 0.5));
     std::printf("  median wall time %.2f ms; with the swap (software rasterizer under Xvfb) %.2f ms\n",
                 percentile(wall_ms, 0.5), percentile(with_swap_ms, 0.5));
     std::printf("median_frame_cpu_ms: %.3f\n", percentile(cpu_ms, 0.5));
@@ -271,6 +292,9 @@ int main(int argc, char** argv) {
   app.add_option("--screenshot", o.screenshot, "render (headless: under xvfb-run -a), write the window as a PNG, exit");
   app.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
   app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)");
+  app.add_option("--bench-copies", o.bench_copies,
+                 "with --replay: lay the run end to end N times in memory (a 10M-event benchmark from a 1M-event trace)")
+      ->check(CLI::Range(1, 1000));
   app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
   app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
   app.add_option("--step", o.step, "pictures: the cursor at this training step (default: the middle one)");

@@ -7,9 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/trace/json_scan.h"
 
 namespace scalelab {
 
@@ -126,79 +129,188 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
   file.commit();
 }
 
+namespace {
+
+// The fields of one traceEvents entry that the reader uses; keys may come in any order, so they
+// are gathered first and turned into an event, a memory sample or nothing at the object's end.
+struct RawTraceEvent {
+  std::string ph, name, cat, kind, arg_name, role = "none";
+  bool has_arg_name = false;
+  double ts = 0, dur = 0, flops = 0;
+  int64_t pid = 0, tid = 0, bytes = 0, step = -1, micro_batch = -1, bucket = -1, layer = -1, peer = -1, flow_id = -1;
+  // As a fresh one, keeping the strings' buffers (one event after another, a million times).
+  void reset() {
+    for (std::string* s : {&ph, &name, &cat, &kind, &arg_name}) s->clear();
+    role = "none";
+    has_arg_name = false;
+    ts = dur = flops = 0;
+    pid = tid = bytes = 0;
+    step = micro_batch = bucket = layer = peer = flow_id = -1;
+  }
+};
+
+// The phase named by a slice's category; `otherwise` for a category this build does not know.
+Phase parse_phase(std::string_view cat, Phase otherwise) {
+  for (int p = 0; p <= static_cast<int>(Phase::eval); ++p)
+    if (cat == phase_name(static_cast<Phase>(p))) return static_cast<Phase>(p);
+  return otherwise;
+}
+
+struct WrongType : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void read_string(detail::JsonScanner& s, std::string_view key, std::string& out) {
+  if (s.peek() != detail::JsonScanner::Kind::string) throw WrongType("'" + std::string(key) + "' is not a string");
+  out.assign(s.string());
+}
+double read_number(detail::JsonScanner& s, std::string_view key) {
+  if (s.peek() != detail::JsonScanner::Kind::number) throw WrongType("'" + std::string(key) + "' is not a number");
+  return s.number();
+}
+int64_t read_integer(detail::JsonScanner& s, std::string_view key) {
+  if (s.peek() != detail::JsonScanner::Kind::number) throw WrongType("'" + std::string(key) + "' is not a number");
+  return s.integer();
+}
+
+void read_args(detail::JsonScanner& s, RawTraceEvent& r) {
+  if (s.peek() != detail::JsonScanner::Kind::object) throw WrongType("'args' is not an object");
+  s.begin_object();
+  std::string_view key;
+  while (s.next_key(key)) {
+    if (key == "kind") read_string(s, key, r.kind);
+    else if (key == "name") { read_string(s, key, r.arg_name); r.has_arg_name = true; }
+    else if (key == "bytes") r.bytes = read_integer(s, key);
+    else if (key == "flops") r.flops = read_number(s, key);
+    else if (key == "step") r.step = read_integer(s, key);
+    else if (key == "micro_batch") r.micro_batch = read_integer(s, key);
+    else if (key == "bucket") r.bucket = read_integer(s, key);
+    else if (key == "layer") r.layer = read_integer(s, key);
+    else if (key == "peer") r.peer = read_integer(s, key);
+    else if (key == "flow_id") r.flow_id = read_integer(s, key);
+    else if (key == "role") read_string(s, key, r.role);
+    else s.skip();
+  }
+}
+
+// One entry of traceEvents: an "X" slice becomes an event, a "C" memory counter a sample; flows
+// and metadata are the writer's for other viewers (the devices come from otherData).
+void read_trace_event(detail::JsonScanner& s, RawTraceEvent& r, TraceContents& t) {
+  if (s.peek() != detail::JsonScanner::Kind::object) throw WrongType("a traceEvents entry is not an object");
+  r.reset();
+  s.begin_object();
+  std::string_view key;
+  while (s.next_key(key)) {
+    if (key == "ph") read_string(s, key, r.ph);
+    else if (key == "name") read_string(s, key, r.name);
+    else if (key == "cat") read_string(s, key, r.cat);
+    else if (key == "ts") r.ts = read_number(s, key);
+    else if (key == "dur") r.dur = read_number(s, key);
+    else if (key == "pid") r.pid = read_integer(s, key);
+    else if (key == "tid") r.tid = read_integer(s, key);
+    else if (key == "args") read_args(s, r);
+    else s.skip();
+  }
+  if (r.ph == "X") {
+    Event e;
+    e.device = static_cast<int>(r.pid);
+    e.lane = static_cast<Lane>(std::clamp<int64_t>(r.tid, 0, kLaneCount - 1));
+    e.kind = std::move(r.kind);
+    e.name = r.has_arg_name ? std::move(r.arg_name) : std::move(r.name);
+    e.phase = parse_phase(r.cat, e.phase);
+    e.t_begin_ns = to_ns(r.ts);
+    e.t_end_ns = e.t_begin_ns + to_ns(r.dur);
+    e.bytes = r.bytes;
+    e.flops = r.flops;
+    e.step = r.step;
+    e.micro_batch = static_cast<int>(r.micro_batch);
+    e.bucket = static_cast<int>(r.bucket);
+    e.layer = static_cast<int>(r.layer);
+    e.peer = static_cast<int>(r.peer);
+    e.flow_id = r.flow_id;
+    e.role = r.role == "none" ? Role::none : parse_role(r.role);
+    t.events.push_back(std::move(e));
+  } else if (r.ph == "C") {
+    if (r.name.rfind(kMemoryPrefix, 0) != 0) return;
+    const std::string_view cat = std::string_view(r.name).substr(std::string_view(kMemoryPrefix).size());
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+      if (cat == memory_category_name(static_cast<MemoryCategory>(c))) {
+        MemorySample m;
+        m.device = static_cast<int>(r.pid);
+        m.t_ns = to_ns(r.ts);
+        m.category = static_cast<MemoryCategory>(c);
+        m.bytes = r.bytes;
+        t.memory.push_back(m);
+      }
+  }
+}
+
+void read_other_data(const json& o, TraceInfo& info) {
+  info.title = o.value("title", std::string());
+  info.simulated = o.value("simulated", false);
+  if (o.contains("devices"))
+    for (const json& d : o["devices"])
+      info.devices.push_back({d.value("name", std::string()), d.value("label", std::string()),
+                              d.contains("profile") && d["profile"].is_object() ? d["profile"].dump() : ""});
+  else if (o.contains("device_names"))  // written before devices carried their profiles
+    for (const std::string& name : o["device_names"].get<std::vector<std::string>>())
+      info.devices.push_back({name, name, ""});
+}
+
+}  // namespace
+
 TraceContents read_chrome_trace(const std::string& path) {
   if (!std::ifstream(path))
     throw Error("trace", path + ": cannot open — check the path (traces come from `scalelab train --trace FILE`)");
-  json j;
-  try {
-    j = json::parse(read_maybe_gzipped(path, "trace"));
-  } catch (const json::parse_error& e) {
-    throw Error("trace", path + ": not valid JSON (" + e.what() + ") — is it a trace written by scalelab?");
-  }
-  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
-    throw Error("trace", path + ": no traceEvents array — not a Chrome trace");
+  const std::string text = read_maybe_gzipped(path, "trace");  // a .gz trace is inflated first
 
+  // Streamed: the events are pulled out of the text as it is scanned (no document tree, which for a
+  // 1M-event trace costs gigabytes and most of the time); the small parts (otherData, the metrics)
+  // are parsed as documents.
   TraceContents t;
+  detail::JsonScanner s(text.data(), text.data() + text.size());
+  bool have_events = false;
   try {
-    if (j.contains("otherData")) {
-      const json& o = j["otherData"];
-      t.info.title = o.value("title", std::string());
-      t.info.simulated = o.value("simulated", false);
-      if (o.contains("devices"))
-        for (const json& d : o["devices"])
-          t.info.devices.push_back({d.value("name", std::string()), d.value("label", std::string()),
-                                    d.contains("profile") && d["profile"].is_object() ? d["profile"].dump() : ""});
-      else if (o.contains("device_names"))  // written before devices carried their profiles
-        for (const std::string& name : o["device_names"].get<std::vector<std::string>>())
-          t.info.devices.push_back({name, name, ""});
+    if (s.peek() != detail::JsonScanner::Kind::object) {
+      s.skip();
+      if (!s.at_end()) s.fail("text after the JSON value");
+      throw Error("trace", path + ": no traceEvents array — not a Chrome trace");
     }
-    for (const json& te : j["traceEvents"]) {
-      const std::string ph = te.value("ph", std::string());
-      if (ph == "X") {
-        Event e;
-        const json& a = te.contains("args") ? te["args"] : json::object();
-        e.device = te.value("pid", 0);
-        e.lane = static_cast<Lane>(std::clamp(te.value("tid", 0), 0, kLaneCount - 1));
-        e.kind = a.value("kind", std::string());
-        e.name = a.contains("name") ? a.value("name", std::string()) : te.value("name", std::string());
-        const std::string cat = te.value("cat", std::string());
-        for (int p = 0; p <= static_cast<int>(Phase::eval); ++p)
-          if (cat == phase_name(static_cast<Phase>(p))) e.phase = static_cast<Phase>(p);
-        const double ts = te.value("ts", 0.0), dur = te.value("dur", 0.0);
-        e.t_begin_ns = to_ns(ts);
-        e.t_end_ns = e.t_begin_ns + to_ns(dur);
-        e.bytes = a.value("bytes", int64_t{0});
-        e.flops = a.value("flops", 0.0);
-        e.step = a.value("step", int64_t{-1});
-        e.micro_batch = a.value("micro_batch", -1);
-        e.bucket = a.value("bucket", -1);
-        e.layer = a.value("layer", -1);
-        e.peer = a.value("peer", -1);
-        e.flow_id = a.value("flow_id", int64_t{-1});
-        e.role = parse_role(a.value("role", std::string("none")));
-        t.events.push_back(std::move(e));
-      } else if (ph == "C") {
-        const std::string name = te.value("name", std::string());
-        if (name.rfind(kMemoryPrefix, 0) != 0) continue;
-        const std::string cat = name.substr(std::string(kMemoryPrefix).size());
-        for (int c = 0; c < kMemoryCategoryCount; ++c)
-          if (cat == memory_category_name(static_cast<MemoryCategory>(c))) {
-            MemorySample m;
-            m.device = te.value("pid", 0);
-            m.t_ns = to_ns(te.value("ts", 0.0));
-            m.category = static_cast<MemoryCategory>(c);
-            m.bytes = te["args"].value("bytes", int64_t{0});
-            t.memory.push_back(m);
-          }
+    s.begin_object();
+    std::string_view key;
+    RawTraceEvent raw;
+    while (s.next_key(key)) {
+      if (key == "traceEvents" && s.peek() == detail::JsonScanner::Kind::array) {
+        have_events = true;
+        t.events.reserve(text.size() / 280);  // at least what an event takes in the file
+        s.begin_array();
+        while (s.next_element()) read_trace_event(s, raw, t);
+      } else if (key == "otherData" || key == "scalelab_metrics") {
+        const bool other = key == "otherData";
+        const char* begin = s.position();
+        s.skip();
+        const json j = json::parse(begin, s.position());
+        if (other) {
+          if (j.is_object()) read_other_data(j, t.info);
+        } else {
+          for (const json& m : j)
+            t.metrics.push_back(Metric{m.value("step", int64_t{0}), m.value("name", std::string()),
+                                       m["value"].is_number() ? m["value"].get<double>() : std::nan("")});
+        }
+      } else {
+        if (key == "traceEvents") have_events = false;
+        s.skip();
       }
     }
-    if (j.contains("scalelab_metrics"))
-      for (const json& m : j["scalelab_metrics"])
-        t.metrics.push_back(Metric{m.value("step", int64_t{0}), m.value("name", std::string()),
-                                   m["value"].is_number() ? m["value"].get<double>() : std::nan("")});
+    if (!s.at_end()) s.fail("text after the JSON value");
+  } catch (const detail::JsonSyntaxError& e) {
+    throw Error("trace", path + ": not valid JSON (" + e.what() + ") — is it a trace written by scalelab?");
+  } catch (const WrongType& e) {
+    throw Error("trace", path + ": an event has a field of the wrong type (" + e.what() + ") — the trace is corrupt");
   } catch (const json::exception& e) {
     throw Error("trace", path + ": an event has a field of the wrong type (" + e.what() + ") — the trace is corrupt");
   }
+  if (!have_events) throw Error("trace", path + ": no traceEvents array — not a Chrome trace");
   return t;
 }
 

@@ -11,7 +11,7 @@ using Intervals = std::vector<std::pair<int64_t, int64_t>>;
 
 // Sorted, disjoint, non-empty intervals covering the same points.
 Intervals merged(Intervals v) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());  // a trace's are, mostly
   Intervals out;
   for (const auto& [b, e] : v) {
     if (e <= b) continue;
