@@ -33,6 +33,25 @@ int64_t Checkpointer::resume(EquivalenceProbe* probe) {
   return ck.header.step;
 }
 
+namespace {
+
+const char* const kStepPattern = "{step}";
+
+// --checkpoint's path for the save after `steps_done` steps: {step} replaced by the number.
+std::string checkpoint_file(const std::string& path, int64_t steps_done) {
+  std::string out = path;
+  for (size_t at = out.find(kStepPattern); at != std::string::npos; at = out.find(kStepPattern, at))
+    out.replace(at, std::string(kStepPattern).size(), std::to_string(steps_done));
+  return out;
+}
+
+}  // namespace
+
+void Checkpointer::at_start(int64_t first_step) {
+  const std::string& path = run_.config.checkpoint_path;
+  if (first_step == 0 && path.find(kStepPattern) != std::string::npos) save(0);
+}
+
 void Checkpointer::after_step(int64_t steps_done) {
   const int64_t every = run_.config.checkpoint_every;
   if (every > 0 && steps_done % every == 0) save(steps_done);
@@ -46,7 +65,7 @@ void Checkpointer::save(int64_t steps_done) {
   const auto t0 = std::chrono::steady_clock::now();
   run_.leave_step();  // the state's downloads are not part of a step
   Checkpoint ck{checkpoint_header(run_.config, run_.data.train.count, steps_done), run_.strategy->state()};
-  if (run_.leader) save_checkpoint(run_.config.checkpoint_path, ck);
+  if (run_.leader) save_checkpoint(checkpoint_file(run_.config.checkpoint_path, steps_done), ck);
   if (run_.local_group) run_.local_group->barrier();  // no rank runs ahead before the file is in place
   saved_step_ = steps_done;
   time_ += std::chrono::steady_clock::now() - t0;

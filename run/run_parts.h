@@ -19,6 +19,8 @@ namespace scalelab {
 
 // How the run's process groups wait and all-reduce (--comm-timeout, --comm-algo).
 CommOptions comm_options(const TrainConfig& config);
+// The run's first weights: --init-weights' file, or drawn from the seed (shapes only for a dry run).
+HostWeights initial_weights(const TrainConfig& config, const ModelSpec& spec);
 
 // 1. Set-up: this process's devices, the data, the ranks and the strategy. With --launch threads
 //    this process is every rank (local_group null); with procs or mpi it is one rank.
@@ -79,6 +81,8 @@ class Checkpointer {
   // The step to start from: the checkpoint's (its state loaded into the strategy and the probe),
   // or 0 without --resume.
   int64_t resume(EquivalenceProbe* probe);
+  // With a {step} pattern in --checkpoint, every save is kept, the untrained weights (step 0) too.
+  void at_start(int64_t first_step);
   void after_step(int64_t steps_done);  // saves every --checkpoint-every steps
   void at_end(int64_t last_step);       // and where the run ended, unless just saved
   std::chrono::steady_clock::duration time_spent() const { return time_; }

@@ -8,6 +8,7 @@
 #include "core/comm/threads/threads_group.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/run/weights_file.h"
 #include "run/run_parts.h"
 
 namespace scalelab {
@@ -63,6 +64,11 @@ std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, in
 
 }  // namespace
 
+HostWeights initial_weights(const TrainConfig& c, const ModelSpec& spec) {
+  if (!c.init_weights_path.empty()) return load_weights_npz(c.init_weights_path, spec);
+  return init_weights(spec, c.seed, !c.dry_run);  // a dry run's: shapes only (no host floats)
+}
+
 CommOptions comm_options(const TrainConfig& c) {
   CommOptions o;
   o.timeout = std::chrono::milliseconds(c.comm_timeout_ms);
@@ -105,8 +111,7 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
     if (group) ranks = std::make_unique<RankSet>(device_list, *group);
     else ranks = std::make_unique<RankSet>(device_list, local_groups(c, c.devices / per_rank));
   }
-  // A dry run's devices compute nothing: its weights are shapes only (no host floats).
-  StrategyContext ctx{c, device_list, bus, init_weights(spec, c.seed, !c.dry_run), ranks.get(), device_options};
+  StrategyContext ctx{c, device_list, bus, initial_weights(c, spec), ranks.get(), device_options};
   strategy = info.make(ctx);
 }
 
@@ -122,7 +127,7 @@ EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config) {
   o.first_index = 0;
   o.bus = &bus_;
   devices_ = make_devices(o);
-  StrategyContext ctx{config_, {devices_[0].get()}, bus_, init_weights(run.spec, config_.seed, !config_.dry_run), nullptr,
+  StrategyContext ctx{config_, {devices_[0].get()}, bus_, initial_weights(config_, run.spec), nullptr,
                       o};
   reference_ = find_strategy(kReferenceStrategy).make(ctx);
 }

@@ -182,6 +182,9 @@ nlohmann::json to_json(const TrainResult& r) {
   j["seed"] = r.config.seed;
   j["steps"] = r.steps;
   j["final_loss"] = std::isfinite(r.final_loss) ? json(r.final_loss) : json(nullptr);
+  json losses = json::array();  // per step, as a PyTorch loop prints them (null: none computed)
+  for (double l : r.losses) losses.push_back(std::isfinite(l) ? json(l) : json(nullptr));
+  j["losses"] = losses;
   j["test_accuracy"] = r.test_accuracy >= 0 ? json(r.test_accuracy) : json(nullptr);
   j["time_s"] = r.time_s;
   j["time_kind"] = r.simulated ? "simulated" : "measured";
@@ -234,7 +237,8 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
   r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
   r.metrics.bytes_moved = j.value("bytes_moved", int64_t{0});
-  if (j.contains("losses")) r.losses = j["losses"].get<std::vector<double>>();
+  if (j.contains("losses"))
+    for (const nlohmann::json& l : j["losses"]) r.losses.push_back(l.is_number() ? l.get<double>() : std::nan(""));
   for (const auto& d : j["per_device"]) {
     DeviceSummary s;
     s.name = d.value("device", std::string());

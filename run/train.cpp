@@ -24,6 +24,7 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
   EventBus& bus = run.bus;
   LoopResult loop;
   loop.first_step = checkpointer.resume(probe);
+  checkpointer.at_start(loop.first_step);
   loop.last_step = run.total;
   HostBatch batch;
   const auto clock_start = std::chrono::steady_clock::now();

@@ -12,6 +12,7 @@ packages=(
   xvfb xauth
   nlohmann-json3-dev libcli11-dev
   dataset-fashion-mnist
+  python3-torch python3-numpy  # the cross-check against PyTorch (tests/pytorch), run as /usr/bin/python3
 )
 
 missing=()

@@ -6,16 +6,25 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
 #include <climits>
+#include <filesystem>
+#include <map>
 #include <cstdio>
 #include <numeric>
 #include <set>
 
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/io/npz.h"
+#include "core/run/checkpoint.h"
+#include "core/run/weights_file.h"
 #include "core/trace/chrome_trace.h"
 #include "core/nn/mlp.h"
 #include "run/train.h"
+#include "support/errors.h"
 #include "support/small_config.h"
 
 using namespace scalelab;
@@ -354,4 +363,59 @@ TEST(Train, BadConfigurationsAreUsageErrors) {
   c = small_cpu_config();
   c.devices = 2;  // single uses one device
   EXPECT_THROW(train(c, bus), UsageError);
+}
+
+TEST(Export, StepZeroCheckpointExportedAndReadBackStartsTheSameRun) {
+  // A run that keeps every checkpoint ({step}), the first before any step; its step-0 weights,
+  // exported with PyTorch's names and read back by --init-weights, start the same run again.
+  const std::string dir = ::testing::TempDir() + "export-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  TrainConfig c = test::small_config("single", 1, DeviceKind::cpu, "adam");
+  c.checkpoint_path = dir + "/ck-{step}.ckpt";
+  c.checkpoint_every = 5;
+  EventBus bus;
+  const TrainResult seeded = train(c, bus);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/ck-0.ckpt"));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/ck-5.ckpt"));
+  const Checkpoint start = load_checkpoint(dir + "/ck-0.ckpt");
+  write_npz(dir + "/init.npz", export_arrays(start));
+  std::map<std::string, NpzArray> arrays;
+  for (NpzArray& a : read_npz(dir + "/init.npz")) arrays[a.name] = a;
+  // nn.Sequential's names and shapes: mlp:32-24-16-12-8 → 0, 2, 4, 6; W is out × in.
+  EXPECT_EQ(arrays.at("0.weight").shape, (std::vector<int64_t>{24, 32}));
+  EXPECT_EQ(arrays.at("6.bias").shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(arrays.at("optimizer.2.weight.exp_avg").shape, (std::vector<int64_t>{16, 24}));
+  EXPECT_EQ(arrays.at("optimizer.step").i64, (std::vector<int64_t>{0}));
+  EXPECT_EQ(arrays.at("0.weight").f32, start.state.weights.weight[0]);
+
+  TrainConfig again = test::small_config("single", 1, DeviceKind::cpu, "adam");
+  again.init_weights_path = dir + "/init.npz";
+  EventBus bus2;
+  EXPECT_EQ(train(again, bus2).losses, seeded.losses);  // the same weights, the same run
+  // And the file's weights, not the seed's, are the ones used: zero a layer, the run changes.
+  std::vector<NpzArray> zeroed = export_arrays(start);
+  std::fill(zeroed[0].f32.begin(), zeroed[0].f32.end(), 0.0f);
+  write_npz(dir + "/zeroed.npz", zeroed);
+  again.init_weights_path = dir + "/zeroed.npz";
+  EventBus bus3;
+  EXPECT_NE(train(again, bus3).losses.front(), seeded.losses.front());
+  // A file for another model is refused, naming the array and both shapes.
+  again.model = "mlp:32-20-16-12-8";
+  const std::string msg = test::message_of([&] {
+    EventBus b;
+    train(again, b);
+  });
+  EXPECT_NE(msg.find("'0.weight' has shape (24, 32)"), std::string::npos) << msg;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Export, NpzRefusesWhatItCannotRead) {
+  const std::string path = ::testing::TempDir() + "bad.npz";
+  write_file_atomically(path, "not a zip at all, just text", "test");
+  EXPECT_NE(test::message_of<Error>([&] { read_npz(path); }).find("not a zip archive"), std::string::npos);
+  write_npz(path, {{"x", {2, 3}, {1, 2, 3, 4, 5, 6}, {}, false}});
+  std::string bytes = read_maybe_gzipped(path, "test");
+  write_file_atomically(path, bytes.substr(0, bytes.size() / 2), "test");
+  EXPECT_NE(test::message_of<Error>([&] { read_npz(path); }).find("[npz]"), std::string::npos);
+  std::remove(path.c_str());
 }

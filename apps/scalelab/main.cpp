@@ -12,6 +12,7 @@
 #include "apps/scalelab/scale.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/run/weights_file.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 
@@ -89,6 +90,12 @@ int main(int argc, char** argv) {
   auto* lr_opt = train_cmd->add_option("--lr", c.optimizer.lr, "learning rate (default 0.03 for sgd, 0.001 for adam)");
   train_cmd->add_option("--momentum", c.optimizer.momentum, "sgd momentum")->capture_default_str();
   train_cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->capture_default_str();
+  std::vector<float> adam_betas;
+  auto* betas_opt = train_cmd->add_option("--adam-betas", adam_betas, "adam: β1,β2 (default 0.9,0.999)")
+                        ->delimiter(',')->expected(2);
+  auto* eps_opt = train_cmd->add_option("--adam-eps", c.optimizer.eps, "adam: ε (default 1e-8)");
+  train_cmd->add_option("--init-weights", c.init_weights_path, "start from these weights: an .npz with PyTorch's "
+                                                                 "nn.Sequential names (`scalelab export`, numpy.savez)");
   train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->capture_default_str();
   train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto); FILE.gz: gzip-compressed");
   std::string trace_steps;
@@ -173,6 +180,12 @@ int main(int argc, char** argv) {
   tour_cmd->add_option("--seed", tour.seed)->capture_default_str();
   tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
 
+  std::string export_checkpoint, export_out;
+  auto* export_cmd = app.add_subcommand("export", "a checkpoint's weights and optimizer state as numpy's .npz, with "
+                                                  "PyTorch's names (0.weight, 0.bias, 2.weight, …)");
+  export_cmd->add_option("checkpoint", export_checkpoint, "a checkpoint written by train --checkpoint")->required();
+  export_cmd->add_option("--out", export_out, "the .npz to write")->required();
+
   ScaleOptions sc;
   bool strong = false;
   auto* scale_cmd = app.add_subcommand("scale", "one strategy dry-run on simulated clusters of growing size: step time, "
@@ -247,6 +260,12 @@ int main(int argc, char** argv) {
         }
       }
       if (!*lr_opt && c.optimizer.kind == "adam") c.optimizer.lr = 1e-3f;
+      if ((*betas_opt || *eps_opt) && c.optimizer.kind != "adam")
+        throw UsageError("train", "--adam-betas / --adam-eps set Adam's moments — add --optimizer adam, or drop them");
+      if (*betas_opt) {
+        c.optimizer.beta1 = adam_betas[0];
+        c.optimizer.beta2 = adam_betas[1];
+      }
       EventBus bus;
       // Under mpirun every rank runs this; rank 0 speaks for all.
       const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -264,6 +283,15 @@ int main(int argc, char** argv) {
     if (*sim_cmd) return bench_sim(bs);
     if (*tour_cmd) return run_tour(tour);
     if (*grade_cmd) return run_grade(grade_opts);
+    if (*export_cmd) {
+      const Checkpoint ck = load_checkpoint(export_checkpoint);
+      const std::vector<NpzArray> arrays = export_arrays(ck);
+      write_npz(export_out, arrays);
+      std::printf("[export] %s: %s at step %lld, %zu arrays (weights and %s state) → %s\n", export_checkpoint.c_str(),
+                  ck.header.model.c_str(), static_cast<long long>(ck.header.step), arrays.size(),
+                  ck.header.optimizer.kind.c_str(), export_out.c_str());
+      return 0;
+    }
     if (*scale_cmd) {
       if (strong && scale_cmd->count("--weak")) throw UsageError("scale", "--weak and --strong: choose one");
       sc.weak = !strong;

@@ -1,5 +1,7 @@
 #include "core/nn/optimizer.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace scalelab {
@@ -10,6 +12,11 @@ void OptimizerConfig::validate() const {
   if (!(lr > 0)) throw UsageError("optim", "--lr must be > 0, got " + std::to_string(lr));
   if (momentum < 0 || momentum >= 1) throw UsageError("optim", "--momentum must be in [0, 1), got " + std::to_string(momentum));
   if (weight_decay < 0) throw UsageError("optim", "--weight-decay must be ≥ 0, got " + std::to_string(weight_decay));
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    throw UsageError("optim", "--adam-betas " + std::to_string(beta1) + "," + std::to_string(beta2) +
+                                  ": each must be in [0, 1) (PyTorch's default 0.9,0.999)");
+  if (!(eps > 0) || !std::isfinite(eps))
+    throw UsageError("optim", "--adam-eps must be a positive number, got " + std::to_string(eps) + " (PyTorch's default 1e-8)");
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Parameter*> params)

@@ -74,6 +74,10 @@ void TrainConfig::validate() const {
       throw UsageError("train", "--trace-steps " + std::to_string(trace_first_step) + ":" + std::to_string(trace_last_step) +
                                     ": give A:B with 0 ≤ A ≤ B (steps numbered from 0)");
   }
+  if (!init_weights_path.empty() && !resume_path.empty())
+    throw UsageError("train", "--init-weights and --resume both give the weights — a resumed run has its checkpoint's; drop one");
+  if (!init_weights_path.empty() && dry_run)
+    throw UsageError("train", "--init-weights gives values, and a dry run computes none — drop --dry-run");
   optimizer.validate();
   if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
   if (comm_algo != "ring" && comm_algo != "direct")

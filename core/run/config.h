@@ -81,6 +81,7 @@ struct TrainConfig {
   std::string checkpoint_path;  // written every checkpoint_every steps (and at the end)
   int64_t checkpoint_every = 0;
   std::string resume_path;      // continue a run from this checkpoint
+  std::string init_weights_path;  // start from these weights (.npz, PyTorch's names) instead of the seed's
   bool check_equivalence = false;  // also train `single` on the same global batches and compare
 
   // The dtype the layers compute in: f32 (--amp off), f16 or bf16.
