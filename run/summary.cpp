@@ -261,8 +261,10 @@ std::string format_summary(const TrainResult& r) {
     std::snprintf(buf, sizeof buf, "  final loss      %.4f (mean of the last %zu steps)\n", r.final_loss,
                   std::min<size_t>(100, r.losses.size()));
     s += buf;
-  } else {
+  } else if (r.config.dry_run) {
     s += "  final loss      — (dry run: no numerics)\n";
+  } else {
+    s += "  final loss      not finite: training diverged (--allow-divergence kept it going)\n";
   }
   if (r.test_accuracy >= 0) {
     std::snprintf(buf, sizeof buf, "  test accuracy   %.4f\n", r.test_accuracy);
