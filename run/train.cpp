@@ -165,6 +165,7 @@ void check_config(const TrainConfig& config) {
 TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, const std::atomic<bool>* stop) {
   check_config(config);
   check_host_memory(config);  // a clear refusal with the figure, not std::bad_alloc mid-run
+  check_output_paths(config);  // not after the last step
   const StrategyInfo& info = find_strategy(config.strategy);
   const int ranks = config.devices / std::max(1, info.devices_per_rank);
   if (config.launch == Launch::mpi) {

@@ -149,6 +149,21 @@ EOF
   bad "bench --hw /dev/zero" 1 hw "device" -- $B --device sim --hw /dev/zero
   bad "bench compute --steps 0" 2 cli "--steps" -- bench compute --steps 0
   bad "bench compute --model garbage" 2 model "--model" -- bench compute --model nope --steps 1
+  bad "bench compute of 10^18 weights" 2 memory "GB" -- bench compute --model mlp:784-999999999-999999999-10 --steps 1
+  bad "bench compute --json a directory" 1 bench "directory" -- bench compute --json "$WORK/dir" --steps 1
+  bad "bench comm --json a directory" 1 bench "directory" -- $B --json "$WORK/dir"
+  bad "scale --json a directory" 1 scale "directory" -- scale --json "$WORK/dir"
+  bad "scale --plot in a missing directory" 1 scale "does not exist" -- scale --plot "$WORK/missing/x.svg"
+  # Outputs that would fail only after the last step.
+  bad "--checkpoint a directory" 1 checkpoint "directory" -- $T --checkpoint "$WORK/dir"
+  bad "--trace in a missing directory" 1 trace "does not exist" -- $T --trace "$WORK/missing/t.json"
+  bad "--json a directory" 1 train "directory" -- $T --json "$WORK/dir"
+  # Options another choice ignores, and values out of range.
+  bad "--momentum with adam" 2 optim "--momentum" -- $T --optimizer adam --momentum 0.5
+  bad "--nodes 0 on sim" 2 train "--nodes" -- $T --device sim --hw h100-ib-16x8 --dry-run --nodes 0
+  bad "--bucket-mb inf" 2 ddp "--bucket-mb" -- $T --strategy ddp --devices 2 --bucket-mb inf
+  bad "--comm-timeout of centuries" 2 train "--comm-timeout" -- $T --strategy ddp --devices 2 --comm-timeout 99999999999999
+  bad "--epochs past counting" 2 train "--epochs" -- $T0 --epochs 9999999999999999
   # tour, profiles, grade.
   bad "tour --devices 0" 2 cli "--devices" -- tour --devices 0
   bad "tour --hw a FIFO" 1 hw "FIFO" -- tour --hw "$WORK/fifo" --dataset synthetic --steps 1 --out "$WORK/tour"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "apps/scalelab/bench.h"
+#include "core/io/file_check.h"
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/comm/threads/threads_group.h"
@@ -422,6 +423,7 @@ int bench_comm(const BenchCommOptions& options) {
   if (o.ranks == 0 && o.comm == "nccl") o.ranks = std::max(1, cuda_device_count());
   if (o.ranks == 0 && o.comm != "mpi") o.ranks = 4;
   validate(o);
+  if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the sweep, not after
   const bool sim = o.device == "sim";
   if (!sim && o.device != "cpu" && o.device != "cuda")
     throw UsageError("bench", "--device must be cpu, cuda (--comm nccl) or sim, got '" + o.device + "'");

@@ -87,6 +87,13 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
     throw UsageError("train", "--shm-sharing chooses how processes share memory, and --launch " +
                                   std::string(launch_name(c.launch)) + " with --strategy " + c.strategy +
                                   " starts none (it would be ignored) — add --launch procs, or drop --shm-sharing");
+  if (given("--momentum") && c.optimizer.kind != "sgd")
+    throw UsageError("optim", "--momentum is SGD's; --optimizer " + c.optimizer.kind +
+                                  " has its own betas (it would be ignored) — drop --momentum, or pass --optimizer sgd");
+  for (const char* flag : {"--nodes", "--devices-per-node"})
+    if (given(flag) && cmd.get_option(flag)->as<int>() == 0)
+      throw UsageError("train", std::string(flag) + " 0 would keep the profile's own shape (as leaving it out does) — pass " +
+                                    flag + " N ≥ 1, or drop it");
   if (given("--checkpoint-every") && c.checkpoint_every == 0)
     throw UsageError("checkpoint", "--checkpoint-every 0 saves only at the end, as leaving it out does — pass "
                                    "--checkpoint-every K ≥ 1, or drop it");

@@ -92,6 +92,16 @@ std::string read_regular_file(const std::string& path, const std::string& compon
   return bytes;
 }
 
+void check_output_path(const std::string& path, const std::string& component) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    refuse(path, component, "is a directory", "name a file to write, e.g. " + path + "/run.out");
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    refuse(path, component, "its directory " + dir + " does not exist", "create it first (mkdir -p " + dir + ")");
+}
+
 int remove_stale_temporaries(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));

@@ -18,6 +18,10 @@ int64_t check_regular_file(const std::string& path, const std::string& component
 std::string read_regular_file(const std::string& path, const std::string& component, int64_t max_bytes,
                               const std::string& hint);
 
+// A file about to be written: throws Error(component, …) when `path` is a directory or its
+// directory does not exist (what would fail only at the end of a long run).
+void check_output_path(const std::string& path, const std::string& component);
+
 // Removes PATH.tmp-PID files (what an atomic write of PATH leaves when its process is killed) whose
 // process is no longer alive. Files of living processes — this one included — are left alone.
 // Never throws; returns how many it removed.

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/io/file_check.h"
 
 namespace scalelab {
 
@@ -86,11 +87,17 @@ void TrainConfig::validate() const {
     throw UsageError("data", "--data-dir names where Fashion-MNIST is, but --dataset " + dataset +
                                  " reads no files (it would be ignored) — drop --data-dir, or pass --dataset fashion-mnist");
   optimizer.validate();
-  if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
+  // A day at most: a longer wait is no timeout, and past ~292 years in ns the deadline overflows.
+  if (comm_timeout_ms < 1 || comm_timeout_ms > 86400000)
+    throw UsageError("train", "--comm-timeout must be between 1 ms and 86400000 ms (a day), got " + std::to_string(comm_timeout_ms));
+  // Steps are counted in int64 (epochs × batches per epoch, at most 70000 a epoch).
+  if (epochs > (int64_t{1} << 40) || steps > (int64_t{1} << 50))
+    throw UsageError("train", "--epochs " + std::to_string(epochs) + " / --steps " + std::to_string(steps) +
+                                  ": more than a run can count — pass fewer");
   if (comm_algo != "ring" && comm_algo != "direct")
     throw UsageError("train", "--comm-algo '" + comm_algo + "' is unknown — use ring or direct");
-  if (!(bucket_mb > 0) || !(first_bucket_mb > 0))
-    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be > 0");
+  if (!(bucket_mb > 0) || !(first_bucket_mb > 0) || !std::isfinite(bucket_mb) || !std::isfinite(first_bucket_mb))
+    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be finite numbers > 0 — e.g. --bucket-mb 25");
   if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");
   if (micro_batches < 1) throw UsageError("pipeline", "--micro-batches must be ≥ 1");
   if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
@@ -103,6 +110,13 @@ void TrainConfig::validate() const {
   if (checkpoint_every < 0) throw UsageError("checkpoint", "--checkpoint-every must be ≥ 0");
   if (checkpoint_every > 0 && checkpoint_path.empty())
     throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");
+}
+
+void check_output_paths(const TrainConfig& c) {
+  const std::pair<const std::string*, const char*> outputs[] = {
+      {&c.checkpoint_path, "checkpoint"}, {&c.trace_path, "trace"}, {&c.json_path, "train"}};
+  for (const auto& [path, component] : outputs)
+    if (!path->empty()) check_output_path(*path, component);
 }
 
 int64_t host_bytes_needed(const TrainConfig& c) {
@@ -122,7 +136,7 @@ int64_t host_bytes_needed(const TrainConfig& c) {
   return bytes > 9.0e18 ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
-void check_host_memory(const TrainConfig& c) {
+void check_host_memory(const TrainConfig& c, bool suggest_dry_run) {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return;  // unknown: nothing to compare with
   const double host = static_cast<double>(pages) * static_cast<double>(page);
@@ -133,7 +147,7 @@ void check_host_memory(const TrainConfig& c) {
                 "optimizer state and activations of --batch %lld), this host has %.3g GB",
                 need / 1e9, static_cast<long long>(c.batch), host / 1e9);
   throw UsageError("memory", "--model " + c.model + " " + buf + " — use a smaller --model or --batch" +
-                                 (c.dry_run ? std::string() : ", or plan it without numerics: --device sim --hw PROFILE --dry-run"));
+                                 (c.dry_run || !suggest_dry_run ? std::string() : ", or plan it without numerics: --device sim --hw PROFILE --dry-run"));
 }
 
 void check_divergence(const TrainConfig& c, int64_t step, double loss) {
