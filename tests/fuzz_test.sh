@@ -111,6 +111,14 @@ if [ "$PART" = cli ]; then
   bad "--data-dir with a FIFO" 1 data "FIFO" -- train --quiet --steps 1 --data-dir "$WORK/idx-fifo"
   bad "--data-dir with a symlink loop" 1 data "loop" -- train --quiet --steps 1 --data-dir "$WORK/idx-loop"
   bad "--data-dir with an empty file" 1 data "truncated" -- train --quiet --steps 1 --data-dir "$WORK/idx-empty"
+  mkdir -p "$WORK/idx-no-test"
+  python3 - "$WORK/idx-no-test" <<'EOF'
+import struct, sys
+d = sys.argv[1]
+for prefix, n in (("train", 300), ("t10k", 0)):
+    open(f"{d}/{prefix}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(n * 784))
+    open(f"{d}/{prefix}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(n))
+EOF
   bad "--data-dir missing" 1 data "not found" -- train --quiet --steps 1 --data-dir "$WORK/missing"
   # Profiles with numbers that are not what they claim.
   python3 - "$SRC/tests/data/tiny.json" "$WORK" <<'EOF'
@@ -176,6 +184,19 @@ EOF
   if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qF "[hw]"; then pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
   bad "grade --timeout 0" 2 cli "--timeout" -- grade 01-collectives --timeout 0
   bad "grade an unknown lab" 2 grade "" -- grade no-such-lab
+  # A rubric that is a FIFO (reading it would block), not JSON, or of the wrong shape.
+  for kind in fifo broken wrong-type; do
+    mkdir -p "$WORK/labs-$kind/01-collectives"
+    cp -r "$SRC/labs/01-collectives/." "$WORK/labs-$kind/01-collectives/"
+    rm -f "$WORK/labs-$kind/01-collectives/checks.json"
+  done
+  mkfifo "$WORK/labs-fifo/01-collectives/checks.json"
+  echo '{"checks": [' >"$WORK/labs-broken/01-collectives/checks.json"
+  echo '[]' >"$WORK/labs-wrong-type/01-collectives/checks.json"
+  bad "grade a FIFO rubric" 1 grade "FIFO" -- grade 01-collectives --labs-dir "$WORK/labs-fifo"
+  bad "grade a broken rubric" 2 grade "not valid JSON (parse error" -- grade 01-collectives --labs-dir "$WORK/labs-broken"
+  bad "grade a rubric of the wrong shape" 2 grade "wrong type" -- grade 01-collectives --labs-dir "$WORK/labs-wrong-type"
+  bad "a test set of 0 images" 1 data "holds 0 images" -- train --quiet --steps 1 --data-dir "$WORK/idx-no-test"
   # Divergence: a real run whose loss goes non-finite stops with exit 1 naming the step.
   bad "divergence stops the run" 1 train "diverged" -- train --dataset synthetic --quiet --model mlp:784-64-10 --steps 30 --lr 1e30
   tried=$((tried + 1))

@@ -253,6 +253,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // "Could not convert: --devices = 99999999999" alone does not say why.
+    std::cerr << "[cli] " << e.what() << ": not a number of the option's kind, or out of its range (counts are whole "
+              << "numbers up to 2147483647) — see `scalelab " << (argc > 1 ? argv[1] : "") << " --help`\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "[cli] " << e.what() << " — see `scalelab " << (argc > 1 ? argv[1] : "") << " --help`\n";
     return 2;
