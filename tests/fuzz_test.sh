@@ -193,7 +193,7 @@ EOF
   mkfifo "$WORK/labs-fifo/01-collectives/checks.json"
   echo '{"checks": [' >"$WORK/labs-broken/01-collectives/checks.json"
   echo '[]' >"$WORK/labs-wrong-type/01-collectives/checks.json"
-  bad "grade a FIFO rubric" 1 grade "FIFO" -- grade 01-collectives --labs-dir "$WORK/labs-fifo"
+  bad "grade a FIFO rubric" 2 grade "FIFO" -- grade 01-collectives --labs-dir "$WORK/labs-fifo"
   bad "grade a broken rubric" 2 grade "not valid JSON (parse error" -- grade 01-collectives --labs-dir "$WORK/labs-broken"
   bad "grade a rubric of the wrong shape" 2 grade "wrong type" -- grade 01-collectives --labs-dir "$WORK/labs-wrong-type"
   bad "a test set of 0 images" 1 data "holds 0 images" -- train --quiet --steps 1 --data-dir "$WORK/idx-no-test"
