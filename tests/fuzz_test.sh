@@ -21,7 +21,7 @@ T0="train --dataset synthetic --quiet"  # for cases that set --steps or --model 
 
 # bad NAME CODE COMPONENT FRAGMENT -- ARGS...: scalelab ARGS exits CODE (2 or 1) within 30 s, its
 # message carries [COMPONENT] and FRAGMENT.
-tried=0
+tried=0 clear=0 accepted=0 crashes=0 hangs=0
 bad() {
   local name=$1 want=$2 component=$3 fragment=$4
   shift 5
@@ -29,8 +29,13 @@ bad() {
   tried=$((tried + 1))
   out=$(timeout -s KILL 30 "$SCALELAB" "$@" 2>&1 </dev/null)
   rc=$?
-  if [ "$rc" -eq 137 ]; then fail "$name: hung (killed after 30 s): scalelab $*"; return; fi
-  if [ "$rc" -gt 128 ]; then fail "$name: died of signal $((rc - 128)): scalelab $*; $(printf '%s' "$out" | tail -n 2)"; return; fi
+  if [ "$rc" -eq 137 ]; then hangs=$((hangs + 1)); fail "$name: hung (killed after 30 s): scalelab $*"; return; fi
+  if [ "$rc" -gt 128 ]; then
+    crashes=$((crashes + 1))
+    fail "$name: died of signal $((rc - 128)): scalelab $*; $(printf '%s' "$out" | tail -n 2)"
+    return
+  fi
+  [ "$rc" -eq 0 ] && accepted=$((accepted + 1))
   if [ "$rc" -ne "$want" ]; then
     fail "$name: exit $rc, wanted $want (scalelab $*); output: $(printf '%s' "$out" | tail -n 2)"
     return
@@ -43,6 +48,7 @@ bad() {
     fail "$name: output lacks '$fragment': $(printf '%s' "$out" | tail -n 2)"
     return
   fi
+  clear=$((clear + 1))
   pass "$name"
 }
 
@@ -181,7 +187,7 @@ EOF
   out=$(SCALELAB_PROFILES="$WORK/profiles-bad" timeout -s KILL 30 "$SCALELAB" profiles 2>&1)
   rc=$?
   tried=$((tried + 1))
-  if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qF "[hw]"; then pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
+  if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qF "[hw]"; then clear=$((clear + 1)); pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
   bad "grade --timeout 0" 2 cli "--timeout" -- grade 01-collectives --timeout 0
   bad "grade an unknown lab" 2 grade "" -- grade no-such-lab
   # A rubric that is a FIFO (reading it would block), not JSON, or of the wrong shape.
@@ -203,11 +209,13 @@ EOF
   out=$(timeout -s KILL 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-64-10 --steps 30 --lr 1e30 --allow-divergence 2>&1)
   rc=$?
   if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qF "diverged" && ! printf '%s' "$out" | grep -qF "dry run"; then
+    accepted=$((accepted + 1))  # as asked
     pass "--allow-divergence keeps going, and the summary says it diverged"
   else
     fail "--allow-divergence: exit $rc: $(printf '%s' "$out" | head -n 3)"
   fi
-  echo "cli: cases tried $tried / failures $failures"
+  echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
+       "/ other failures $((failures - crashes - hangs))"
   finish
 fi
 

@@ -264,7 +264,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 Checkpoint load_checkpoint(const std::string& path) {
   // A directory, a FIFO, /dev/zero or a symlink loop is refused before anything is read.
   const std::string bytes = read_regular_file(path, "checkpoint", int64_t{1} << 38,
-                                              "pass a checkpoint file written by --checkpoint");
+                                              "check the path given to --resume: a checkpoint file written by --checkpoint");
   return decode_checkpoint(bytes, path);
 }
 
