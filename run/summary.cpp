@@ -234,7 +234,9 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
   r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
   r.metrics.bytes_moved = j.value("bytes_moved", int64_t{0});
-  if (j.contains("losses")) r.losses = j["losses"].get<std::vector<double>>();
+  // JSON has no NaN: a diverged run's (--allow-divergence) non-finite losses were written as null.
+  if (j.contains("losses") && j["losses"].is_array())
+    for (const auto& v : j["losses"]) r.losses.push_back(v.is_number() ? v.get<double>() : std::nan(""));
   for (const auto& d : j["per_device"]) {
     DeviceSummary s;
     s.name = d.value("device", std::string());

@@ -205,15 +205,21 @@ EOF
   bad "a test set of 0 images" 1 data "holds 0 images" -- train --quiet --steps 1 --data-dir "$WORK/idx-no-test"
   # Divergence: a real run whose loss goes non-finite stops with exit 1 naming the step.
   bad "divergence stops the run" 1 train "diverged" -- train --dataset synthetic --quiet --model mlp:784-64-10 --steps 30 --lr 1e30
-  tried=$((tried + 1))
-  out=$(timeout -s KILL 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-64-10 --steps 30 --lr 1e30 --allow-divergence 2>&1)
-  rc=$?
-  if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qF "diverged" && ! printf '%s' "$out" | grep -qF "dry run"; then
-    accepted=$((accepted + 1))  # as asked
-    pass "--allow-divergence keeps going, and the summary says it diverged"
-  else
-    fail "--allow-divergence: exit $rc: $(printf '%s' "$out" | head -n 3)"
-  fi
+  bad "divergence stops every rank of a procs launch" 1 train "diverged" -- train --dataset synthetic --quiet \
+    --model mlp:784-64-10 --steps 10 --lr 1e30 --strategy ddp --devices 2 --launch procs
+  # (a procs launch's summary crosses a process boundary as JSON, which has no NaN)
+  for launch in threads procs; do
+    tried=$((tried + 1))
+    out=$(timeout -s KILL 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-64-10 --steps 10 --lr 1e30 \
+      --strategy ddp --devices 2 --launch $launch --allow-divergence 2>&1)
+    rc=$?
+    if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qF "diverged" && ! printf '%s' "$out" | grep -qF "dry run"; then
+      accepted=$((accepted + 1))  # as asked
+      pass "--allow-divergence ($launch) keeps going, and the summary says it diverged"
+    else
+      fail "--allow-divergence ($launch): exit $rc: $(printf '%s' "$out" | head -n 3)"
+    fi
+  done
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish
