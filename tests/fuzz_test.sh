@@ -152,6 +152,8 @@ EOF
   bad "bench --ranks 0" 2 bench "--ranks" -- $B --ranks 0
   bad "bench --ranks 100000" 2 bench "--ranks ≤ 1024" -- $B --ranks 100000
   bad "bench --ranks -3" 2 bench "--ranks" -- $B --ranks -3
+  bad "bench --ranks past the host's memory" 2 bench "GB of buffers" -- bench comm --ranks 1000 --max-bytes 16G
+  bad "bench --ranks past the profile" 2 bench "--ranks ≤ 8" -- $B --ranks 1000 --device sim --hw a100-nvlink-8
   bad "bench --min-bytes 3" 2 bench "0 bytes" -- $B --min-bytes 3
   bad "bench all_gather of 8 bytes on 4 ranks" 2 bench "per rank" -- $B --op all_gather --min-bytes 8
   bad "bench --max-bytes 1P" 2 bench "--max-bytes" -- bench comm --max-bytes 1P

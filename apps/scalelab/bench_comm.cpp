@@ -424,6 +424,18 @@ int bench_comm(const BenchCommOptions& options) {
   if (o.ranks == 0 && o.comm != "mpi") o.ranks = 4;
   validate(o);
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the sweep, not after
+  if (o.device == "cpu" && (o.comm == "threads" || o.comm == "shm")) {
+    // Every rank holds an input and an output of up to --max-bytes in host memory (scatter and
+    // gather: rank 0 the whole buffer); more than the host has ends in std::bad_alloc or the OOM killer.
+    const double need = 2.0 * static_cast<double>(o.max_bytes) * o.ranks;
+    const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (host > 0 && need > host) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "--ranks %d × --max-bytes %lld: about %.3g GB of buffers, this host has %.3g GB",
+                    o.ranks, static_cast<long long>(o.max_bytes), need / 1e9, host / 1e9);
+      throw UsageError("bench", std::string(buf) + " — pass fewer --ranks or a smaller --max-bytes, or model it: --device sim --hw PROFILE");
+    }
+  }
   const bool sim = o.device == "sim";
   if (!sim && o.device != "cpu" && o.device != "cuda")
     throw UsageError("bench", "--device must be cpu, cuda (--comm nccl) or sim, got '" + o.device + "'");
@@ -435,6 +447,11 @@ int bench_comm(const BenchCommOptions& options) {
   dopt.kind = sim ? DeviceKind::sim : DeviceKind::cpu;
   if (sim) {
     dopt.profile = load_profile(o.hw);
+    // Said here in bench's words: the devices' own message names train's --devices.
+    if (o.ranks > dopt.profile.device_count())
+      throw UsageError("bench", "--ranks " + std::to_string(o.ranks) + ": profile " + dopt.profile.name + " has " +
+                                    std::to_string(dopt.profile.device_count()) + " devices — pass --ranks ≤ " +
+                                    std::to_string(dopt.profile.device_count()) + ", or a larger profile (see `scalelab profiles`)");
     dopt.dry_run = true;  // modelled times need no numbers: any size, any number of ranks
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
