@@ -204,6 +204,10 @@ EOF
   bad "grade a FIFO rubric" 2 grade "FIFO" -- grade 01-collectives --labs-dir "$WORK/labs-fifo"
   bad "grade a broken rubric" 2 grade "not valid JSON (parse error" -- grade 01-collectives --labs-dir "$WORK/labs-broken"
   bad "grade a rubric of the wrong shape" 2 grade "wrong type" -- grade 01-collectives --labs-dir "$WORK/labs-wrong-type"
+  mkdir -p "$WORK/class/alice"
+  cp "$SRC/labs/01-collectives/ring.cpp" "$WORK/class/alice/"
+  bad "grade --out under a file" 2 grade "cannot create it" -- grade 01-collectives --submissions "$WORK/class" --out "$WORK/empty/x"
+  bad "grade --submissions a FIFO" 2 grade "not a folder" -- grade 01-collectives --submissions "$WORK/fifo"
   bad "a test set of 0 images" 1 data "holds 0 images" -- train --quiet --steps 1 --data-dir "$WORK/idx-no-test"
   # Divergence: a real run whose loss goes non-finite stops with exit 1 naming the step.
   bad "divergence stops the run" 1 train "diverged" -- train --dataset synthetic --quiet --model mlp:784-64-10 --steps 30 --lr 1e30
