@@ -117,8 +117,9 @@ int remove_stale_temporaries(const std::string& path) {
     if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const long pid = std::strtol(digits.c_str(), nullptr, 10);
     if (pid <= 0 || pid == self) continue;
-    // Only a process that is surely gone: kill(pid, 0) fails with ESRCH. A reused pid (some other
-    // process alive under that number) keeps its file, which is the safe mistake.
+    // Only a process that is surely gone: kill(pid, 0) fails with ESRCH (EPERM: alive, another
+    // user's). A reused pid (some other process alive under that number) keeps its file, which is
+    // the safe mistake. (A writer in another pid namespace sharing this folder is not seen here.)
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     if (::unlink((dir + "/" + name).c_str()) == 0) ++removed;
   }
