@@ -237,8 +237,9 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
   r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
   r.metrics.bytes_moved = j.value("bytes_moved", int64_t{0});
-  if (j.contains("losses"))
-    for (const nlohmann::json& l : j["losses"]) r.losses.push_back(l.is_number() ? l.get<double>() : std::nan(""));
+  // JSON has no NaN: a diverged run's (--allow-divergence) non-finite losses were written as null.
+  if (j.contains("losses") && j["losses"].is_array())
+    for (const auto& v : j["losses"]) r.losses.push_back(v.is_number() ? v.get<double>() : std::nan(""));
   for (const auto& d : j["per_device"]) {
     DeviceSummary s;
     s.name = d.value("device", std::string());
@@ -265,8 +266,10 @@ std::string format_summary(const TrainResult& r) {
     std::snprintf(buf, sizeof buf, "  final loss      %.4f (mean of the last %zu steps)\n", r.final_loss,
                   std::min<size_t>(100, r.losses.size()));
     s += buf;
-  } else {
+  } else if (r.config.dry_run) {
     s += "  final loss      — (dry run: no numerics)\n";
+  } else {
+    s += "  final loss      not finite: training diverged (--allow-divergence kept it going)\n";
   }
   if (r.test_accuracy >= 0) {
     std::snprintf(buf, sizeof buf, "  test accuracy   %.4f\n", r.test_accuracy);

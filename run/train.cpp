@@ -40,6 +40,7 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
 
     const int64_t before_ns = bus.latest_end_ns();
     const double loss = run.strategy->train_step(batch, step);
+    if (run.computes()) check_divergence(c, step, loss);  // a dry run's loss is NaN by design
     const int64_t step_ns = bus.latest_end_ns() - before_ns;
     if (probe) probe->step(batch, step, bus);
     checkpointer.after_step(step + 1);
@@ -164,6 +165,8 @@ void check_config(const TrainConfig& config) {
 
 TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& progress, const std::atomic<bool>* stop) {
   check_config(config);
+  check_host_memory(config);  // a clear refusal with the figure, not std::bad_alloc mid-run
+  check_output_paths(config);  // not after the last step
   const StrategyInfo& info = find_strategy(config.strategy);
   const int ranks = config.devices / std::max(1, info.devices_per_rank);
   if (config.launch == Launch::mpi) {

@@ -183,17 +183,21 @@ std::string device_count_text(const DeviceCountRule& r) {
 
 }  // namespace
 
+void StrategyInfo::check_takes(StrategyOption option, const std::string& option_text) const {
+  if (takes(option)) return;
+  const std::string who = takers(option);
+  const bool few = std::count(who.begin(), who.end(), '|') < 3;  // else: "see `scalelab strategies`"
+  throw UsageError(option_family(option), option_text + " does not apply to --strategy " + name +
+                                              " (it would be ignored) — " +
+                                              (few ? "use --strategy " + who + ", or drop "
+                                                   : "see `scalelab strategies` for those that take it, or drop ") +
+                                              strategy_option_flags(option));
+}
+
 void StrategyInfo::validate(const TrainConfig& c) const {
   for (O option : {O::no_sync, O::buckets, O::micro_batches, O::schedule, O::zero_stage, O::amp, O::comm}) {
     const std::string option_text = given(c, option);
-    if (option_text.empty() || takes(option)) continue;
-    const std::string who = takers(option);
-    const bool few = std::count(who.begin(), who.end(), '|') < 3;  // else: "see `scalelab strategies`"
-    throw UsageError(option_family(option), option_text + " does not apply to --strategy " + name +
-                                                " (it would be ignored) — " +
-                                                (few ? "use --strategy " + who + ", or drop "
-                                                     : "see `scalelab strategies` for those that take it, or drop ") +
-                                                strategy_option_flags(option));
+    if (!option_text.empty()) check_takes(option, option_text);
   }
   if (!supports(c.device)) {
     std::string kinds;

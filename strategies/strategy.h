@@ -103,6 +103,10 @@ struct StrategyInfo {
   bool supports(DeviceKind kind) const;
   // Throws UsageError naming the option that does not fit this strategy and what to do instead.
   void validate(const TrainConfig& config) const;
+  // Throws that UsageError for `option`, given as `given_text` ("--bucket-mb 25"), when this
+  // strategy does not take it: the CLI calls it for an option given at its default value, which
+  // validate() cannot tell from one left out.
+  void check_takes(StrategyOption option, const std::string& given_text) const;
 };
 
 const std::vector<StrategyInfo>& strategy_registry();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "apps/scalelab/bench.h"
+#include "core/io/file_check.h"
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/comm/threads/threads_group.h"
@@ -370,8 +371,25 @@ void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double me
   }
 }
 
+// Every rank of the host backends is a thread (shm: a process) with buffers of its own: past this
+// many, a run measures the scheduler rather than the collective, and the buffers alone can exhaust
+// the host (100000 ranks of a 64 MB all-gather).
+constexpr int kMaxHostRanks = 1024;
+// Sizes double from --min-bytes; past 16 GiB a buffer is larger than any device's memory.
+constexpr int64_t kMaxBenchBytes = int64_t{16} << 30;
+
 void validate(const BenchCommOptions& o) {
   if (o.ranks < 1 && o.comm != "mpi") throw UsageError("bench", "--ranks must be ≥ 1, got " + std::to_string(o.ranks));
+  if (o.ranks > kMaxHostRanks && (o.comm == "threads" || o.comm == "shm"))
+    throw UsageError("bench", "--ranks " + std::to_string(o.ranks) + ": at most " + std::to_string(kMaxHostRanks) +
+                                  " ranks on --comm " + o.comm + " (each rank is a " +
+                                  (o.comm == "shm" ? "process" : "thread") +
+                                  " with buffers of its own; past that the host runs out of memory) — pass --ranks ≤ " +
+                                  std::to_string(kMaxHostRanks));
+  if (o.max_bytes > kMaxBenchBytes)
+    throw UsageError("bench", "--max-bytes " + std::to_string(o.max_bytes) + " is more than 16G — pass --max-bytes ≤ 16G");
+  if (!o.hw.empty() && o.device != "sim")
+    throw UsageError("bench", "--hw models times on simulated devices only (it would be ignored) — add --device sim, or drop --hw");
   if (o.min_bytes < 0 || o.max_bytes < o.min_bytes)
     throw UsageError("bench", "--min-bytes must be ≥ 0 and ≤ --max-bytes, got " + std::to_string(o.min_bytes) + " and " +
                                   std::to_string(o.max_bytes));
@@ -382,6 +400,15 @@ void validate(const BenchCommOptions& o) {
     throw UsageError("bench", "send/recv needs --ranks ≥ 2");
   parse_reduce_op(o.redop);
   if (parse_dtype(o.dtype) == DType::i32) throw UsageError("bench", "--dtype must be f32, f16 or bf16");
+  // The smallest size that moves one element per rank: below it a call moves 0 bytes and the row
+  // measures nothing.
+  const bool split = op == Collective::all_gather || op == Collective::reduce_scatter || op == Collective::scatter ||
+                     op == Collective::gather;
+  const int64_t smallest = dtype_size(parse_dtype(o.dtype)) * (split ? std::max(1, o.ranks) : 1);
+  if (op != Collective::barrier && o.min_bytes > 0 && o.min_bytes < smallest)
+    throw UsageError("bench", "--min-bytes " + std::to_string(o.min_bytes) + " is less than one " + o.dtype +
+                                  " element" + (split ? " per rank" : "") + ", so its calls would move 0 bytes — pass --min-bytes ≥ " +
+                                  std::to_string(smallest));
   if (o.vs != "" && o.vs != "mpi") throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is mpi");
   if (o.iters < 1 || o.warmup < 0) throw UsageError("bench", "--iters must be ≥ 1 and --warmup ≥ 0");
   if (o.timeout_ms < 1) throw UsageError("bench", "--comm-timeout must be ≥ 1 ms");
@@ -396,6 +423,19 @@ int bench_comm(const BenchCommOptions& options) {
   if (o.ranks == 0 && o.comm == "nccl") o.ranks = std::max(1, cuda_device_count());
   if (o.ranks == 0 && o.comm != "mpi") o.ranks = 4;
   validate(o);
+  if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the sweep, not after
+  if (o.device == "cpu" && (o.comm == "threads" || o.comm == "shm")) {
+    // Every rank holds an input and an output of up to --max-bytes in host memory (scatter and
+    // gather: rank 0 the whole buffer); more than the host has ends in std::bad_alloc or the OOM killer.
+    const double need = 2.0 * static_cast<double>(o.max_bytes) * o.ranks;
+    const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (host > 0 && need > host) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "--ranks %d × --max-bytes %lld: about %.3g GB of buffers, this host has %.3g GB",
+                    o.ranks, static_cast<long long>(o.max_bytes), need / 1e9, host / 1e9);
+      throw UsageError("bench", std::string(buf) + " — pass fewer --ranks or a smaller --max-bytes, or model it: --device sim --hw PROFILE");
+    }
+  }
   const bool sim = o.device == "sim";
   if (!sim && o.device != "cpu" && o.device != "cuda")
     throw UsageError("bench", "--device must be cpu, cuda (--comm nccl) or sim, got '" + o.device + "'");
@@ -407,6 +447,11 @@ int bench_comm(const BenchCommOptions& options) {
   dopt.kind = sim ? DeviceKind::sim : DeviceKind::cpu;
   if (sim) {
     dopt.profile = load_profile(o.hw);
+    // Said here in bench's words: the devices' own message names train's --devices.
+    if (o.ranks > dopt.profile.device_count())
+      throw UsageError("bench", "--ranks " + std::to_string(o.ranks) + ": profile " + dopt.profile.name + " has " +
+                                    std::to_string(dopt.profile.device_count()) + " devices — pass --ranks ≤ " +
+                                    std::to_string(dopt.profile.device_count()) + ", or a larger profile (see `scalelab profiles`)");
     dopt.dry_run = true;  // modelled times need no numbers: any size, any number of ranks
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -8,6 +8,7 @@
 
 #include "apps/scalelab/bench.h"
 #include "core/data/dataset.h"
+#include "core/io/file_check.h"
 #include "core/kernels/cpu_kernels.h"
 #include "core/nn/optimizer.h"
 #include "run/train.h"
@@ -56,6 +57,11 @@ int bench_compute(const BenchComputeOptions& o) {
   config.model = o.model;
   config.batch = o.batch;
   config.optimizer.kind = "sgd";
+  config.dataset = "synthetic";
+  config.synthetic_train = o.batch * 4;
+  config.synthetic_test = 16;
+  check_host_memory(config, false);  // a clear refusal with the figure, not std::bad_alloc
+  if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
   DeviceOptions dopt;
   dopt.bus = &bus;
   auto devices = make_devices(dopt);

@@ -43,22 +43,28 @@ std::string points_text(double v) {
 // grader cannot take (a file for a lab of several files) is a row with its reason, not the end of
 // the class. Exit 0 when every submission was graded, whatever its score.
 int grade_class(const GradeCliOptions& o, const grade::Options& base) {
-  if (!fs::is_directory(o.class_dir))
+  std::error_code ec;  // filesystem calls with an error code: their exceptions carry no [component]
+  if (!fs::is_directory(o.class_dir, ec))
     throw UsageError("grade", "--submissions " + o.class_dir + ": not a folder — give a folder with one sub-folder per student");
   if (!o.submission.empty() || !o.results_path.empty() || !o.junit_path.empty() || o.json)
     throw UsageError("grade", "--submissions grades a whole folder: drop --submission, --results, --junit and --json "
                               "(each student's reports go to --out)");
   std::vector<fs::path> entries;
-  for (const auto& e : fs::directory_iterator(o.class_dir)) {
+  for (const auto& e : fs::directory_iterator(o.class_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || name[0] == '.') continue;
-    if (e.is_directory() || e.is_regular_file()) entries.push_back(e.path());
+    std::error_code kind;  // a symlink loop or a FIFO among the submissions is no submission
+    if (e.is_directory(kind) || e.is_regular_file(kind)) entries.push_back(e.path());
   }
+  if (ec) throw UsageError("grade", "--submissions " + o.class_dir + ": cannot list it (" + ec.message() + ")");
   std::sort(entries.begin(), entries.end());
   if (entries.empty()) throw UsageError("grade", "--submissions " + o.class_dir + " holds no submissions (no sub-folders or files)");
   const grade::Lab lab = grade::load_lab(base.labs_dir, base.lab);
   const fs::path out = o.out_dir.empty() ? fs::path("grades-" + lab.name) : fs::path(o.out_dir);
-  fs::create_directories(out);
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out, ec))
+    throw UsageError("grade", "--out " + out.string() + ": cannot create it as a folder" + (ec ? " (" + ec.message() + ")" : "") +
+                                  " — give a folder path that can be created");
 
   std::string csv = "student,score,max_score,builds";
   for (const auto& c : lab.checks) csv.append(",").append(csv_field(c.name));
@@ -76,7 +82,7 @@ int grade_class(const GradeCliOptions& o, const grade::Options& base) {
     try {
       const grade::Report r = grade::grade(g);
       const fs::path dir = out / student;
-      fs::create_directories(dir);
+      fs::create_directories(dir, ec);  // a failure shows as the write's own error below
       write_file_atomically((dir / "results.json").string(), grade::results_json(r), "grade");
       write_file_atomically((dir / "results.xml").string(), grade::junit_xml(r), "grade");
       write_file_atomically((dir / "report.txt").string(), grade::table(r, false), "grade");

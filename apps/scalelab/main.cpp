@@ -62,6 +62,44 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_draw_{};
 };
 
+// What validation of the config cannot see: an option given on the command line at its default
+// value (--steps 0, --zero-stage 0, --bucket-mb 25 with a pipeline) is otherwise silently the
+// same as one left out. Throws UsageError naming the option and the fix.
+void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
+  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (given("--steps") && c.steps == 0)
+    throw UsageError("train", "--steps 0 would train no steps — pass --steps N ≥ 1, or --epochs N for whole passes");
+  if (given("--zero-stage") && c.zero_stage != 1 && c.zero_stage != 2)
+    throw UsageError("zero", "--zero-stage " + std::to_string(c.zero_stage) +
+                                 ": the stages are 1 (optimizer state sharded) and 2 (gradients too) — pass 1 or 2");
+  const StrategyInfo& info = find_strategy(c.strategy);
+  const std::pair<const char*, StrategyOption> flags[] = {
+      {"--bucket-mb", StrategyOption::buckets},   {"--first-bucket-mb", StrategyOption::buckets},
+      {"--no-sync", StrategyOption::no_sync},     {"--micro-batches", StrategyOption::micro_batches},
+      {"--schedule", StrategyOption::schedule},   {"--zero-stage", StrategyOption::zero_stage},
+      {"--amp", StrategyOption::amp},             {"--amp-initial-scale", StrategyOption::amp},
+      {"--comm", StrategyOption::comm},           {"--comm-algo", StrategyOption::comm}};
+  for (const auto& [flag, option] : flags)
+    if (given(flag)) info.check_takes(option, std::string(flag) + " " + cmd.get_option(flag)->as<std::string>());
+  if (given("--amp-initial-scale") && c.amp != Amp::fp16)
+    throw UsageError("amp", "--amp-initial-scale sets the fp16 loss scaler's first scale; --amp " +
+                                std::string(amp_name(c.amp)) + " has no loss scaler — add --amp fp16, or drop --amp-initial-scale");
+  if (given("--shm-sharing") && c.launch != Launch::procs && !(info.devices_per_rank == 0 && !info.synchronous))
+    throw UsageError("train", "--shm-sharing chooses how processes share memory, and --launch " +
+                                  std::string(launch_name(c.launch)) + " with --strategy " + c.strategy +
+                                  " starts none (it would be ignored) — add --launch procs, or drop --shm-sharing");
+  if (given("--momentum") && c.optimizer.kind != "sgd")
+    throw UsageError("optim", "--momentum is SGD's; --optimizer " + c.optimizer.kind +
+                                  " has its own betas (it would be ignored) — drop --momentum, or pass --optimizer sgd");
+  for (const char* flag : {"--nodes", "--devices-per-node"})
+    if (given(flag) && cmd.get_option(flag)->as<int>() == 0)
+      throw UsageError("train", std::string(flag) + " 0 would keep the profile's own shape (as leaving it out does) — pass " +
+                                    flag + " N ≥ 1, or drop it");
+  if (given("--checkpoint-every") && c.checkpoint_every == 0)
+    throw UsageError("checkpoint", "--checkpoint-every 0 saves only at the end, as leaving it out does — pass "
+                                   "--checkpoint-every K ≥ 1, or drop it");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +162,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--checkpoint", c.checkpoint_path, "write a checkpoint here");
   train_cmd->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints");
   train_cmd->add_option("--resume", c.resume_path, "continue from this checkpoint");
+  train_cmd->add_flag("--allow-divergence", c.allow_divergence, "keep training when the loss is nan or infinite "
+                                                                "(default: stop with an error naming the step)");
 
   auto* bench_cmd = app.add_subcommand("bench", "benchmarks that print their bound next to the figure");
   bench_cmd->require_subcommand(1);
@@ -238,6 +278,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // "Could not convert: --devices = 99999999999" alone does not say why.
+    std::cerr << "[cli] " << e.what() << ": not a number of the option's kind, or out of its range (counts are whole "
+              << "numbers up to 2147483647) — see `scalelab " << (argc > 1 ? argv[1] : "") << " --help`\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "[cli] " << e.what() << " — see `scalelab " << (argc > 1 ? argv[1] : "") << " --help`\n";
     return 2;
@@ -266,6 +311,7 @@ int main(int argc, char** argv) {
         c.optimizer.beta1 = adam_betas[0];
         c.optimizer.beta2 = adam_betas[1];
       }
+      check_given_options(*train_cmd, c);
       EventBus bus;
       // Under mpirun every rank runs this; rank 0 speaks for all.
       const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -279,7 +325,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*compute_cmd) return bench_compute(bc);
-    if (*comm_cmd) return bench_comm(bm);
+    if (*comm_cmd) {
+      // 0 would silently become the default 4; a --shm-sharing without --comm shm would be ignored.
+      if (comm_cmd->count("--ranks") && bm.ranks == 0)
+        throw UsageError("bench", "--ranks 0: a collective needs ≥ 1 rank — pass --ranks N, or leave it out for " +
+                                      std::string(bm.comm == "mpi" ? "mpirun's -np" : "4"));
+      if (comm_cmd->count("--shm-sharing") && bm.comm != "shm")
+        throw UsageError("bench", "--shm-sharing chooses how --comm shm shares memory; --comm " + bm.comm +
+                                      " does not (it would be ignored) — add --comm shm, or drop --shm-sharing");
+      return bench_comm(bm);
+    }
     if (*sim_cmd) return bench_sim(bs);
     if (*tour_cmd) return run_tour(tour);
     if (*grade_cmd) return run_grade(grade_opts);

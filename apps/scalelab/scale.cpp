@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/device/sim/cost_model.h"
+#include "core/io/file_check.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
@@ -300,6 +301,8 @@ int run_scale(const ScaleOptions& o) {
   const bool over_m = micro_batches.size() > 1;
   if (over_m && devices.size() != 1)
     throw UsageError("scale", "--micro-batches with several values sweeps m at ONE device count — give one --devices value");
+  if (!o.json_path.empty()) check_output_path(o.json_path, "scale");  // before the sweep, not after
+  if (!o.plot_path.empty()) check_output_path(o.plot_path, "scale");
   if (o.steps < 2) throw UsageError("scale", "--steps " + std::to_string(o.steps) + ": at least 2 (the first is the warm-up)");
 
   std::vector<std::pair<int, int>> plan;  // (devices, micro-batches)

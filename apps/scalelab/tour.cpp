@@ -11,6 +11,7 @@
 
 #include "apps/scalelab/bench.h"
 #include "core/device/memory.h"
+#include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "run/train.h"
@@ -19,6 +20,19 @@
 namespace scalelab {
 
 int run_tour(const TourOptions& o) {
+  {
+    // The settings every row shares, checked once up front: a bad --batch or --hw is one clear
+    // error (exit 2 or 1), not eight failed rows.
+    TrainConfig shared;
+    shared.device = DeviceKind::sim;
+    shared.hw = o.hw;
+    shared.model = o.model;
+    shared.dataset = o.dataset;
+    shared.batch = o.batch;
+    shared.steps = o.steps;
+    check_config(shared);
+    load_profile(o.hw);
+  }
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) throw UsageError("tour", "--out " + o.out_dir + ": cannot create it (" + ec.message() + ")");

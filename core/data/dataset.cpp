@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/io/file_check.h"
 #include "core/rng.h"
 
 namespace scalelab {
@@ -20,9 +21,12 @@ namespace {
 class GzFile {
  public:
   explicit GzFile(const std::string& path) : path_(path) {
-    if (!fs::exists(path))
+    std::error_code ec;
+    if (fs::symlink_status(path, ec).type() == fs::file_type::not_found)
       throw Error("data", path + ": not found — apt-get install dataset-fashion-mnist, pass --data-dir DIR, "
                                  "or pass --dataset synthetic");
+    // A FIFO would block gzopen, /dev/zero would read without end: only a regular file is read.
+    size_ = check_regular_file(path, "data", int64_t{4} << 30, "the IDX files must be regular files");
     file_ = gzopen(path.c_str(), "rb");
     if (!file_) throw Error("data", path + ": cannot open — check its permissions");
   }
@@ -59,9 +63,12 @@ class GzFile {
   }
 
   const std::string& path() const { return path_; }
+  // The most bytes the file can hold: its size, or deflate's largest ratio (1032:1) times it.
+  int64_t max_content() const { return gzdirect(file_) ? size_ : size_ * 1032 + 64; }
 
  private:
   std::string path_;
+  int64_t size_ = 0;
   gzFile file_ = nullptr;
 };
 
@@ -88,6 +95,9 @@ std::vector<float> read_idx_images(const std::string& path, int64_t* count, int6
   const int64_t r = checked_dim(f, f.read_u32("header"), "rows");
   const int64_t c = checked_dim(f, f.read_u32("header"), "columns");
   if (r * c > (1 << 20)) throw Error("data", path + ": images of " + std::to_string(r) + "×" + std::to_string(c) + " pixels are implausible — the file is corrupt");
+  if (n * r * c > f.max_content())
+    throw Error("data", path + ": header says " + std::to_string(n) + " images of " + std::to_string(r) + "×" +
+                            std::to_string(c) + " pixels, more than the file can hold — the file is truncated or corrupt");
   std::vector<unsigned char> bytes(static_cast<size_t>(n * r * c));
   f.read(bytes.data(), bytes.size(), "pixel data");
   std::vector<float> out(bytes.size());
@@ -102,6 +112,9 @@ std::vector<int32_t> read_idx_labels(const std::string& path, int64_t* count) {
   GzFile f(path);
   check_magic(f, f.read_u32("header"), 0x00000801u, "label (idx1-ubyte)");
   const int64_t n = checked_dim(f, f.read_u32("header"), "labels");
+  if (n > f.max_content())
+    throw Error("data", path + ": header says " + std::to_string(n) +
+                            " labels, more than the file can hold — the file is truncated or corrupt");
   std::vector<unsigned char> bytes(static_cast<size_t>(n));
   f.read(bytes.data(), bytes.size(), "label data");
   if (count) *count = n;
@@ -119,8 +132,9 @@ namespace {
 // The .gz name when present, else the plain one; the .gz name is the one reported when neither is.
 std::string find_idx(const std::string& dir, const std::string& stem) {
   const fs::path gz = fs::path(dir) / (stem + ".gz"), plain = fs::path(dir) / stem;
-  if (fs::exists(gz)) return gz.string();
-  if (fs::exists(plain)) return plain.string();
+  std::error_code ec;  // a symlink loop is found here, and refused by the reader by name
+  if (fs::symlink_status(gz, ec).type() != fs::file_type::not_found) return gz.string();
+  if (fs::symlink_status(plain, ec).type() != fs::file_type::not_found) return plain.string();
   return gz.string();
 }
 
@@ -157,6 +171,9 @@ Dataset load_split(const std::string& dir, const std::string& prefix, bool value
     throw Error("data", images_path + " has " + std::to_string(d.count) + " images but " + labels_path + " has " +
                             std::to_string(label_count) + " labels: the counts disagree — the files do not belong "
                             "together; reinstall dataset-fashion-mnist");
+  if (d.count == 0)
+    throw Error("data", images_path + ": holds 0 images — nothing to " + (prefix == "train" ? "train on" : "test on") +
+                            "; reinstall dataset-fashion-mnist, or pass --dataset synthetic");
   d.features = rows * cols;
   d.classes = 10;
   // Standardised with the training set's pixel mean and standard deviation (as the PyTorch
@@ -172,6 +189,11 @@ Dataset load_split(const std::string& dir, const std::string& prefix, bool value
 }  // namespace
 
 DataSplit load_fashion_mnist(const std::string& dir, bool values) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (st.type() != fs::file_type::not_found && st.type() != fs::file_type::directory)
+    throw Error("data", dir + ": not a directory" + (ec ? " (" + ec.message() + ")" : std::string()) +
+                            " — --data-dir names the directory holding the IDX files");
   DataSplit s;
   s.train = load_split(dir, "train", values);
   s.test = load_split(dir, "t10k", values);

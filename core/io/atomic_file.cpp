@@ -12,12 +12,15 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/io/file_check.h"
 
 namespace scalelab {
 
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& component,
                            const std::function<void(const std::string& written)>& verify) {
-  // The temporary name carries the pid so two processes writing the same target do not collide.
+  // The temporary name carries the pid so two processes writing the same target do not collide;
+  // those of processes killed while writing (SIGKILL runs no cleanup) are removed here.
+  remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -67,6 +70,7 @@ struct AtomicFileWriter::Deflate {
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::string& component, bool gzip)
     : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), component_(component) {
+  remove_stale_temporaries(path_);  // left by a process killed while writing this target
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw Error(component_, path_ + ": cannot write here (" + std::strerror(errno) +

@@ -1,6 +1,8 @@
 #pragma once
 // Writing what a user keeps (a trace, a summary, a checkpoint) so it is never left half-written:
-// into a temporary file beside the target, flushed, then renamed over it.
+// into a temporary file beside the target (PATH.tmp-PID), flushed, then renamed over it. A process
+// killed before the rename leaves its temporary behind; the next write of PATH removes those whose
+// process is gone (remove_stale_temporaries in core/io/file_check.h).
 #include <cstddef>
 #include <functional>
 #include <string>

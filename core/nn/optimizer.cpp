@@ -1,6 +1,7 @@
 #include "core/nn/optimizer.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/error.h"
 
@@ -9,14 +10,21 @@ namespace scalelab {
 void OptimizerConfig::validate() const {
   if (kind != "sgd" && kind != "adam")
     throw UsageError("optim", "--optimizer '" + kind + "' is unknown — use sgd or adam");
-  if (!(lr > 0)) throw UsageError("optim", "--lr must be > 0, got " + std::to_string(lr));
-  if (momentum < 0 || momentum >= 1) throw UsageError("optim", "--momentum must be in [0, 1), got " + std::to_string(momentum));
-  if (weight_decay < 0) throw UsageError("optim", "--weight-decay must be ≥ 0, got " + std::to_string(weight_decay));
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-    throw UsageError("optim", "--adam-betas " + std::to_string(beta1) + "," + std::to_string(beta2) +
-                                  ": each must be in [0, 1) (PyTorch's default 0.9,0.999)");
-  if (!(eps > 0) || !std::isfinite(eps))
-    throw UsageError("optim", "--adam-eps must be a positive number, got " + std::to_string(eps) + " (PyTorch's default 1e-8)");
+  // Written so NaN fails each test (every comparison with NaN is false) and inf is named.
+  auto text = [](float v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+    return std::string(buf);
+  };
+  if (!(lr > 0) || !std::isfinite(lr))
+    throw UsageError("optim", "--lr must be a finite number > 0, got " + text(lr) + " — e.g. --lr 0.03 (sgd) or 0.001 (adam)");
+  if (!(momentum >= 0 && momentum < 1))
+    throw UsageError("optim", "--momentum must be in [0, 1), got " + text(momentum) + " — e.g. --momentum 0.9, or 0 for none");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
+    throw UsageError("optim", "--weight-decay must be a finite number ≥ 0, got " + text(weight_decay) + " — e.g. --weight-decay 1e-4");
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0) || !std::isfinite(eps))
+    throw UsageError("optim", "--adam-betas must each be in [0, 1) and --adam-eps a finite number > 0, got " + text(beta1) +
+                                  "," + text(beta2) + " and " + text(eps) + " — PyTorch's defaults are 0.9,0.999 and 1e-8");
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Parameter*> params)

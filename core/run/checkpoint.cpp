@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/io/file_check.h"
 #include "core/io/atomic_file.h"
 
 namespace scalelab {
@@ -75,6 +76,12 @@ class Reader {
     std::memcpy(v.data(), bytes_.data() + pos_, static_cast<size_t>(n) * sizeof(float));
     pos_ += static_cast<size_t>(n) * sizeof(float);
     return v;
+  }
+  // A u32 count of entries of at least `min_bytes` each, refused when the file cannot hold them.
+  uint32_t get_count(size_t min_bytes, const char* what) {
+    const uint32_t n = get<uint32_t>();
+    if (n > (end_ - pos_) / min_bytes) malformed(std::to_string(n) + " " + what);
+    return n;
   }
   size_t position() const { return pos_; }
   [[noreturn]] void malformed(const std::string& what) const {
@@ -218,7 +225,11 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) 
   h.devices = r.get<int32_t>();
 
   TrainingState& s = ck.state;
-  s.weights.spec = ModelSpec::parse(h.model);
+  try {
+    s.weights.spec = ModelSpec::parse(h.model);
+  } catch (const Error&) {
+    r.malformed("its model '" + h.model + "' is not a model spec");
+  }
   const uint32_t layers = r.get<uint32_t>();
   if (static_cast<int>(layers) != s.weights.spec.layer_count())
     r.malformed(std::to_string(layers) + " layers for " + h.model);
@@ -231,9 +242,11 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) 
       r.malformed("layer " + std::to_string(l + 1) + " has the wrong number of weights for " + h.model);
   }
   s.optimizer_steps = r.get<int64_t>();
-  s.optimizer.resize(r.get<uint32_t>());
+  // Counts are bounded by the bytes left (each entry takes at least 4, each tensor 8), so a
+  // damaged count cannot ask for billions of entries.
+  s.optimizer.resize(r.get_count(4, "optimizer entries"));
   for (auto& tensors : s.optimizer) {
-    tensors.resize(r.get<uint32_t>());
+    tensors.resize(r.get_count(8, "optimizer tensors"));
     for (auto& t : tensors) t = r.get_floats();
   }
   s.loss_scale = r.get<double>();
@@ -249,12 +262,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("checkpoint", path + ": cannot open (" + std::strerror(errno) +
-                                  ") — check the path given to --resume");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error("checkpoint", path + ": reading failed (" + std::strerror(errno) + ")");
+  // A directory, a FIFO, /dev/zero or a symlink loop is refused before anything is read.
+  const std::string bytes = read_regular_file(path, "checkpoint", int64_t{1} << 38,
+                                              "check the path given to --resume: a checkpoint file written by --checkpoint");
   return decode_checkpoint(bytes, path);
 }
 

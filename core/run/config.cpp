@@ -1,6 +1,13 @@
 #include "core/run/config.h"
 
+#include <unistd.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
 #include "core/error.h"
+#include "core/io/file_check.h"
 
 namespace scalelab {
 
@@ -78,12 +85,23 @@ void TrainConfig::validate() const {
     throw UsageError("train", "--init-weights and --resume both give the weights — a resumed run has its checkpoint's; drop one");
   if (!init_weights_path.empty() && dry_run)
     throw UsageError("train", "--init-weights gives values, and a dry run computes none — drop --dry-run");
+  if (dry_run && check_equivalence)
+    throw UsageError("train", "--check-equivalence compares weights, but --dry-run computes none — drop one of them");
+  if (!data_dir.empty() && dataset != "fashion-mnist")
+    throw UsageError("data", "--data-dir names where Fashion-MNIST is, but --dataset " + dataset +
+                                 " reads no files (it would be ignored) — drop --data-dir, or pass --dataset fashion-mnist");
   optimizer.validate();
-  if (comm_timeout_ms < 1) throw UsageError("train", "--comm-timeout must be ≥ 1 ms");
+  // A day at most: a longer wait is no timeout, and past ~292 years in ns the deadline overflows.
+  if (comm_timeout_ms < 1 || comm_timeout_ms > 86400000)
+    throw UsageError("train", "--comm-timeout must be between 1 ms and 86400000 ms (a day), got " + std::to_string(comm_timeout_ms));
+  // Steps are counted in int64 (epochs × batches per epoch, at most 70000 a epoch).
+  if (epochs > (int64_t{1} << 40) || steps > (int64_t{1} << 50))
+    throw UsageError("train", "--epochs " + std::to_string(epochs) + " / --steps " + std::to_string(steps) +
+                                  ": more than a run can count — pass fewer");
   if (comm_algo != "ring" && comm_algo != "direct")
     throw UsageError("train", "--comm-algo '" + comm_algo + "' is unknown — use ring or direct");
-  if (!(bucket_mb > 0) || !(first_bucket_mb > 0))
-    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be > 0");
+  if (!(bucket_mb > 0) || !(first_bucket_mb > 0) || !std::isfinite(bucket_mb) || !std::isfinite(first_bucket_mb))
+    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be finite numbers > 0 — e.g. --bucket-mb 25");
   if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");
   if (micro_batches < 1) throw UsageError("pipeline", "--micro-batches must be ≥ 1");
   if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
@@ -96,6 +114,59 @@ void TrainConfig::validate() const {
   if (checkpoint_every < 0) throw UsageError("checkpoint", "--checkpoint-every must be ≥ 0");
   if (checkpoint_every > 0 && checkpoint_path.empty())
     throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");
+}
+
+void check_output_paths(const TrainConfig& c) {
+  const std::pair<const std::string*, const char*> outputs[] = {
+      {&c.checkpoint_path, "checkpoint"}, {&c.trace_path, "trace"}, {&c.json_path, "train"}};
+  for (const auto& [path, component] : outputs)
+    if (!path->empty()) check_output_path(*path, component);
+}
+
+int64_t host_bytes_needed(const TrainConfig& c) {
+  const ModelSpec spec = ModelSpec::parse(c.model);
+  // In doubles: sizes of nine digits multiply past int64.
+  double floats = 0;
+  const double samples = c.dataset == "synthetic" ? static_cast<double>(c.synthetic_train + c.synthetic_test) : 70000.0;
+  floats += samples * static_cast<double>(spec.inputs());
+  if (c.device != DeviceKind::cuda && !c.dry_run) {
+    const double params = static_cast<double>(spec.parameter_count());
+    floats += params * (2 + optimizer_state_tensors(c.optimizer));  // weights, gradients, optimizer state
+    double width = 0;
+    for (int64_t n : spec.sizes) width += static_cast<double>(n);
+    floats += 2.0 * static_cast<double>(c.batch) * width;  // activations and their gradients
+  }
+  const double bytes = 4 * floats;
+  return bytes > 9.0e18 ? INT64_MAX : static_cast<int64_t>(bytes);
+}
+
+void check_host_memory(const TrainConfig& c, bool suggest_dry_run) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: nothing to compare with
+  const double host = static_cast<double>(pages) * static_cast<double>(page);
+  const double need = static_cast<double>(host_bytes_needed(c));
+  if (need <= host) return;
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "needs at least %.3g GB of host memory (the data, then the model's weights, gradients, "
+                "optimizer state and activations of --batch %lld), this host has %.3g GB",
+                need / 1e9, static_cast<long long>(c.batch), host / 1e9);
+  throw UsageError("memory", "--model " + c.model + " " + buf + " — use a smaller --model or --batch" +
+                                 (c.dry_run || !suggest_dry_run ? std::string() : ", or plan it without numerics: --device sim --hw PROFILE --dry-run"));
+}
+
+void check_divergence(const TrainConfig& c, int64_t step, double loss) {
+  if (std::isfinite(loss) || c.allow_divergence) return;
+  const OptimizerConfig& o = c.optimizer;
+  char momentum[64] = "";
+  if (o.kind == "sgd") std::snprintf(momentum, sizeof momentum, " or the momentum (--momentum %g)", static_cast<double>(o.momentum));
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "step %lld: the loss is %s — training diverged; the likely cause is the learning rate (--lr %g), "
+                "the weight decay (--weight-decay %g)%s — lower --lr (%s's default is %g), or pass --allow-divergence "
+                "to keep going",
+                static_cast<long long>(step), std::isnan(loss) ? "nan" : "infinite", static_cast<double>(o.lr),
+                static_cast<double>(o.weight_decay), momentum, o.kind.c_str(), o.kind == "adam" ? 0.001 : 0.03);
+  throw Error("train", buf);
 }
 
 }  // namespace scalelab

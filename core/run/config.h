@@ -83,6 +83,7 @@ struct TrainConfig {
   std::string resume_path;      // continue a run from this checkpoint
   std::string init_weights_path;  // start from these weights (.npz, PyTorch's names) instead of the seed's
   bool check_equivalence = false;  // also train `single` on the same global batches and compare
+  bool allow_divergence = false;   // a non-finite loss ends the run with an error unless this is set
 
   // The dtype the layers compute in: f32 (--amp off), f16 or bf16.
   DType amp_dtype() const;
@@ -92,5 +93,21 @@ struct TrainConfig {
   // entry: StrategyInfo::validate in strategies/strategy.h.)
   void validate() const;
 };
+
+// Where the run will write (--checkpoint, --trace, --json): refused before it starts when the path
+// is a directory or its directory does not exist, not after the last step.
+void check_output_paths(const TrainConfig& config);
+
+// For a run whose numbers live in host memory (cpu, or sim without --dry-run): the least memory it
+// needs — the data set, then the model's parameters, gradients and optimizer state and the
+// activations of the global batch, once (a strategy that replicates the model needs more). Throws
+// UsageError("memory", …) with the figure when that exceeds the host's physical memory, instead of
+// a std::bad_alloc mid-run.
+int64_t host_bytes_needed(const TrainConfig& config);
+void check_host_memory(const TrainConfig& config, bool suggest_dry_run = true);
+
+// Throws Error("train", …) naming the step and the optimizer settings when `loss` is not finite
+// (training diverged), unless config.allow_divergence.
+void check_divergence(const TrainConfig& config, int64_t step, double loss);
 
 }  // namespace scalelab

@@ -28,6 +28,7 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -40,12 +41,17 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// A rubric, an answers file or a source: a regular file (a FIFO in a submission would block the
+// grader, /dev/zero would fill its memory), at most 256 MiB.
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("grade", path + ": cannot be read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_regular_file(path, "grade", int64_t{256} << 20, "a lab's files and a submission's are regular files");
+}
+
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string json_reason(const std::exception& e) {
+  const std::string what = e.what();
+  const size_t end = what.rfind("[json.exception.", 0) == 0 ? what.find("] ") : std::string::npos;
+  return end == std::string::npos ? what : what.substr(end + 2);
 }
 
 std::string trim(const std::string& s) {
@@ -376,7 +382,7 @@ Lab load_lab(const std::string& labs_dir, const std::string& name) {
   try {
     j = json::parse(read_text(file));
   } catch (const json::exception& e) {
-    throw Error("grade", file + ": not valid JSON (" + e.what() + ") — fix the rubric");
+    throw Error("grade", file + ": not valid JSON (" + json_reason(e) + ") — fix the rubric");
   }
   try {
     lab.title = j.value("title", name);
@@ -423,7 +429,8 @@ Lab load_lab(const std::string& labs_dir, const std::string& name) {
       lab.checks.push_back(std::move(s));
     }
   } catch (const json::exception& e) {
-    throw Error("grade", file + ": " + e.what() + " — every check needs name and points (see labs/README.md)");
+    throw Error("grade", file + ": a field is missing or of the wrong type (" + json_reason(e) +
+                             ") — every check needs name and points (see labs/README.md)");
   }
   if (!fs::exists(fs::path(lab.dir) / lab.harness)) throw Error("grade", lab.dir + "/" + lab.harness + ": missing — the lab needs its harness");
   return lab;
@@ -605,7 +612,7 @@ CheckResult grade_answer(const CheckSpec& spec, const std::string& workdir) {
   try {
     j = json::parse(read_text(file));
   } catch (const std::exception& e) {
-    r.output = "FAILED: " + a.file + " is not valid JSON: " + e.what() + "\n  expected: {\"" + a.key + "\": <number>, …}";
+    r.output = "FAILED: " + a.file + " is not valid JSON: " + json_reason(e) + "\n  expected: {\"" + a.key + "\": <number>, …}";
     return r;
   }
   if (!j.is_object() || !j.contains(a.key) || j[a.key].is_null()) {

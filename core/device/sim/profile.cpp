@@ -1,6 +1,8 @@
 #include "core/device/sim/profile.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/io/file_check.h"
 
 #ifndef SCALELAB_SOURCE_DIR
 #define SCALELAB_SOURCE_DIR "."
@@ -34,25 +37,48 @@ const json& field(const json& j, const char* key, const std::string& origin, con
   return j.at(key);
 }
 
+// An optional text field: absent gives `fallback`, anything but a string is refused.
+std::string text(const json& j, const char* key, const std::string& fallback, const std::string& origin,
+                 const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  if (!v.is_string())
+    throw Error("hw", origin + ": field '" + where + key + "' must be a string, got " + v.dump() +
+                          " — see profiles/README.md for the format");
+  return v.get<std::string>();
+}
+
+// Every figure is a finite number in a range a real machine can have (a figure far outside it is a
+// typo — a missing exponent, a unit in the wrong place — that would price every op absurdly).
 double positive(const json& j, const char* key, const std::string& origin, const std::string& where,
-                bool allow_zero = false) {
+                bool allow_zero = false, double max = 1e24) {
   const json& v = field(j, key, origin, where);
   if (!v.is_number())
     throw Error("hw", origin + ": field '" + where + key + "' must be a number, got " + v.dump());
   double d = v.get<double>();
-  if (d < 0 || (!allow_zero && d == 0))
-    throw Error("hw", origin + ": field '" + where + key + "' must be " + (allow_zero ? "≥ 0" : "> 0") +
-                          ", got " + v.dump());
+  if (!std::isfinite(d) || d < 0 || (!allow_zero && d == 0) || d > max) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%s and ≤ %g", allow_zero ? "≥ 0" : "> 0", max);
+    throw Error("hw", origin + ": field '" + where + key + "' must be " + range + ", got " + v.dump());
+  }
   return d;
+}
+
+// A count (nodes, devices): a whole number, not 1.5 silently cut to 1.
+int64_t whole(const json& j, const char* key, const std::string& origin, const std::string& where, double max) {
+  const double d = positive(j, key, origin, where, false, max);
+  if (d != std::floor(d))
+    throw Error("hw", origin + ": field '" + where + key + "' must be a whole number, got " + field(j, key, origin, where).dump());
+  return static_cast<int64_t>(d);
 }
 
 LinkSpec parse_link(const json& j, const char* key, const std::string& origin) {
   const json& l = field(j, key, origin, "links.");
   LinkSpec s;
-  s.kind = l.value("kind", std::string("link"));
   std::string where = std::string("links.") + key + ".";
+  s.kind = text(l, "kind", "link", origin, where);
   s.bandwidth_Bps = positive(l, "bandwidth_Bps", origin, where);
-  s.latency_s = positive(l, "latency_s", origin, where, true);
+  s.latency_s = positive(l, "latency_s", origin, where, true, 60);
   return s;
 }
 
@@ -62,26 +88,33 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw Error("hw", origin + ": not valid JSON (" + e.what() + ")");
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
+    throw Error("hw", origin + ": not valid JSON (" + what + ") — see profiles/README.md for the format");
   }
+  if (!j.is_object()) throw Error("hw", origin + ": a profile is a JSON object — see profiles/README.md for the format");
   HardwareProfile p;
   p.path = origin;
-  p.name = field(j, "name", origin, "").get<std::string>();
-  p.description = j.value("description", std::string());
-  p.nodes = static_cast<int>(positive(j, "nodes", origin, ""));
-  p.devices_per_node = static_cast<int>(positive(j, "devices_per_node", origin, ""));
+  p.name = text(j, "name", "", origin, "");
+  if (p.name.empty()) throw Error("hw", origin + ": missing field 'name' — see profiles/README.md for the format");
+  p.description = text(j, "description", "", origin, "");
+  constexpr double kMaxDevices = 1 << 20;  // as reshaped() allows
+  p.nodes = static_cast<int>(whole(j, "nodes", origin, "", kMaxDevices));
+  p.devices_per_node = static_cast<int>(whole(j, "devices_per_node", origin, "", kMaxDevices));
+  if (static_cast<int64_t>(p.nodes) * p.devices_per_node > static_cast<int64_t>(kMaxDevices))
+    throw Error("hw", origin + ": " + std::to_string(p.nodes) + " nodes × " + std::to_string(p.devices_per_node) +
+                          " devices is more than 2^20 devices — use a smaller cluster");
   const json& d = field(j, "device", origin, "");
-  p.device_model = d.value("model", std::string("device"));
+  p.device_model = text(d, "model", "device", origin, "device.");
   const json& pf = field(d, "peak_flops", origin, "device.");
   p.peak_flops_f32 = positive(pf, "f32", origin, "device.peak_flops.");
   p.peak_flops_f16 = pf.contains("f16") ? positive(pf, "f16", origin, "device.peak_flops.") : 0;
   p.peak_flops_bf16 = pf.contains("bf16") ? positive(pf, "bf16", origin, "device.peak_flops.") : 0;
-  p.gemm_efficiency = positive(d, "gemm_efficiency", origin, "device.");
-  if (p.gemm_efficiency > 1) throw Error("hw", origin + ": device.gemm_efficiency must be in (0, 1]");
+  p.gemm_efficiency = positive(d, "gemm_efficiency", origin, "device.", false, 1);
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
-  p.mem_capacity_bytes = static_cast<int64_t>(positive(d, "mem_capacity_bytes", origin, "device."));
-  p.launch_overhead_s = positive(d, "launch_overhead_s", origin, "device.", true);
+  p.mem_capacity_bytes = whole(d, "mem_capacity_bytes", origin, "device.", 0x1p62);
+  p.launch_overhead_s = positive(d, "launch_overhead_s", origin, "device.", true, 60);
   const json& links = field(j, "links", origin, "");
   p.host_link = parse_link(links, "host", origin);
   p.intra_node = parse_link(links, "intra_node", origin);
@@ -129,17 +162,20 @@ std::vector<std::string> list_profiles() {
 
 HardwareProfile load_profile(const std::string& name_or_path) {
   fs::path path = name_or_path;
-  if (!fs::exists(path)) path = fs::path(profiles_dir()) / (name_or_path + ".json");
-  if (!fs::exists(path)) {
+  // exists() with an error code: a symlink loop or an unreadable directory is "not a path here".
+  std::error_code ec;
+  const bool given_path_exists = fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec;
+  if (!given_path_exists) path = fs::path(profiles_dir()) / (name_or_path + ".json");
+  if (!given_path_exists && !fs::exists(path, ec)) {
     std::string known;
     for (const auto& n : list_profiles()) known += (known.empty() ? "" : ", ") + n;
     throw UsageError("hw", "no hardware profile '" + name_or_path + "' — pass a JSON file or one of: " +
                                (known.empty() ? "(none found in " + profiles_dir() + ")" : known));
   }
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_profile(ss.str(), path.string());
+  // A directory, a FIFO or a device named by mistake is refused before it is read.
+  const std::string text_bytes = read_regular_file(path.string(), "hw", 16 << 20,
+                                                   "pass a profile JSON file (see `scalelab profiles`)");
+  return parse_profile(text_bytes, path.string());
 }
 
 HardwareProfile reshaped(const HardwareProfile& profile, int nodes, int devices_per_node) {

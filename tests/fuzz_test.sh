@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# Hostile input and faults (issue 13), in three parts ctest runs apart (label fuzz):
+#   cli        bad command lines and bad paths: each exits 2 (usage) or 1 (failure) with a
+#              [component] in its message — never 0, never a signal, never a hang (run under timeout)
+#   inputs     the seeded mutation fuzzer (fuzz/fuzz_inputs.cpp) over real checkpoints, profiles and
+#              IDX files: every case a success or a clear error; crashes and hangs must be 0
+#   kill_save  runs SIGKILLed while they checkpoint: what they leave loads or is absent, and the next
+#              save removes the temporaries of dead processes (and only those)
+#   bash fuzz_test.sh PART <scalelab> <fuzz_inputs> <source dir>
+set -u
+
+PART=${1:?usage: fuzz_test.sh cli|inputs|kill_save <scalelab> <fuzz_inputs> <source dir>}
+SCALELAB=${2:?}
+FUZZ=${3:?}
+SRC=${4:?}
+. "$(dirname "$0")/support/checks.sh" "fuzz-$PART"
+
+# A training run small enough to start in a moment.
+T="train --dataset synthetic --quiet --model mlp:784-16-10 --steps 2"
+T0="train --dataset synthetic --quiet"  # for cases that set --steps or --model themselves
+
+# bad NAME CODE COMPONENT FRAGMENT -- ARGS...: scalelab ARGS exits CODE (2 or 1) within 30 s, its
+# message carries [COMPONENT] and FRAGMENT.
+tried=0 clear=0 accepted=0 crashes=0 hangs=0
+bad() {
+  local name=$1 want=$2 component=$3 fragment=$4
+  shift 5
+  local out rc
+  tried=$((tried + 1))
+  out=$(timeout -s KILL 30 "$SCALELAB" "$@" 2>&1 </dev/null)
+  rc=$?
+  if [ "$rc" -eq 137 ]; then hangs=$((hangs + 1)); fail "$name: hung (killed after 30 s): scalelab $*"; return; fi
+  if [ "$rc" -gt 128 ]; then
+    crashes=$((crashes + 1))
+    fail "$name: died of signal $((rc - 128)): scalelab $*; $(printf '%s' "$out" | tail -n 2)"
+    return
+  fi
+  [ "$rc" -eq 0 ] && accepted=$((accepted + 1))
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, wanted $want (scalelab $*); output: $(printf '%s' "$out" | tail -n 2)"
+    return
+  fi
+  if ! printf '%s' "$out" | grep -qF -- "[$component]"; then
+    fail "$name: no [$component] in: $(printf '%s' "$out" | tail -n 2)"
+    return
+  fi
+  if [ -n "$fragment" ] && ! printf '%s' "$out" | grep -qF -- "$fragment"; then
+    fail "$name: output lacks '$fragment': $(printf '%s' "$out" | tail -n 2)"
+    return
+  fi
+  clear=$((clear + 1))
+  pass "$name"
+}
+
+# Paths of every wrong kind: a directory, a FIFO (reading it would block), a device that reads
+# without end, a symbolic-link loop, an empty file, a missing one.
+make_hostile_paths() {
+  mkdir -p "$WORK/dir"
+  mkfifo "$WORK/fifo"
+  ln -s "$WORK/loop-b" "$WORK/loop-a"
+  ln -s "$WORK/loop-a" "$WORK/loop-b"
+  : >"$WORK/empty"
+}
+
+if [ "$PART" = cli ]; then
+  make_hostile_paths
+  # Optimizer numbers that cannot train.
+  for v in nan inf -1 0; do bad "--lr $v" 2 optim "--lr" -- $T --lr "$v"; done
+  for v in nan inf -0.5; do bad "--weight-decay $v" 2 optim "--weight-decay" -- $T --weight-decay "$v"; done
+  for v in nan 1 -0.1 inf; do bad "--momentum $v" 2 optim "--momentum" -- $T --momentum "$v"; done
+  # Values that used to mean something else silently.
+  bad "--steps 0 points to --epochs" 2 train "--epochs" -- $T0 --steps 0
+  bad "--steps -1" 2 train "--steps" -- $T0 --steps -1
+  bad "--epochs 0" 2 train "--epochs" -- train --dataset synthetic --quiet --epochs 0
+  bad "--zero-stage 0 with zero" 2 zero "pass 1 or 2" -- $T --strategy zero --devices 2 --zero-stage 0
+  bad "--zero-stage 3" 2 zero "1 or 2" -- $T --strategy zero --devices 2 --zero-stage 3
+  bad "--dry-run --check-equivalence" 2 train "--dry-run" -- $T --device sim --hw a100-nvlink-8 --dry-run --check-equivalence
+  bad "--checkpoint-every 0" 2 checkpoint "--checkpoint-every" -- $T --checkpoint "$WORK/c" --checkpoint-every 0
+  bad "--checkpoint-every without --checkpoint" 2 checkpoint "--checkpoint" -- $T --checkpoint-every 2
+  # Options that do not apply, given at their default value (validation alone cannot see these).
+  bad "--bucket-mb with pipeline" 2 ddp "--bucket-mb" -- $T --strategy pipeline --devices 2 --bucket-mb 25
+  bad "--micro-batches with ddp" 2 pipeline "--micro-batches" -- $T --strategy ddp --devices 2 --micro-batches 1
+  bad "--schedule with single" 2 pipeline "--schedule" -- $T --schedule gpipe
+  bad "--data-dir with synthetic" 2 data "--data-dir" -- $T --data-dir /tmp
+  bad "--shm-sharing with threads" 2 train "--shm-sharing" -- $T --strategy ddp --devices 2 --shm-sharing fd_passing
+  bad "--amp-initial-scale without fp16" 2 amp "--amp fp16" -- $T --amp-initial-scale 65536
+  bad "--hw without sim" 2 train "--device sim" -- $T --hw a100-nvlink-8
+  # Counts out of range, overflowing, or not numbers.
+  bad "--devices 99999999999" 2 cli "--devices" -- $T --devices 99999999999
+  bad "--devices 0" 2 train "--devices" -- $T --devices 0
+  bad "--batch 0" 2 train "--batch" -- $T --batch 0
+  bad "--batch larger than the data" 2 data "--batch" -- $T --batch 100000
+  bad "--batch 99999999999999" 2 memory "--batch" -- $T --batch 99999999999999
+  bad "--steps text" 2 cli "--steps" -- $T0 --steps many
+  bad "--comm-timeout 0" 2 train "--comm-timeout" -- $T --strategy ddp --devices 2 --comm-timeout 0
+  bad "--trace-steps 5:2" 2 train "--trace-steps" -- $T --trace "$WORK/t.json" --trace-steps 5:2
+  bad "--model garbage" 2 model "--model" -- $T0 --steps 1 --model lstm:3
+  bad "--model of 10^18 weights" 2 memory "--dry-run" -- $T0 --steps 1 --model mlp:784-999999999-999999999-10
+  bad "--model input of 10^9 features" 2 memory "GB" -- $T0 --steps 1 --model mlp:999999999-10
+  bad "--nodes without sim" 2 train "--nodes" -- $T --nodes 2
+  bad "--nodes 99999999 on sim" 2 hw "2^20" -- $T --device sim --hw h100-ib-16x8 --dry-run --nodes 99999999 --devices-per-node 8
+  # Paths of the wrong kind, for every reader: checkpoints, data, profiles.
+  for p in dir fifo loop-a empty missing; do bad "--resume $p" 1 checkpoint "" -- $T --resume "$WORK/$p"; done
+  for p in dir fifo loop-a empty; do bad "--hw $p" 1 hw "" -- $T --device sim --hw "$WORK/$p" --dry-run; done
+  bad "--hw missing" 2 hw "no hardware profile" -- $T --device sim --hw "$WORK/missing"
+  bad "--resume /dev/zero" 1 checkpoint "device" -- $T --resume /dev/zero
+  bad "--resume a FIFO does not block" 1 checkpoint "FIFO" -- $T --resume "$WORK/fifo"
+  bad "--resume a directory" 1 checkpoint "directory" -- $T --resume "$WORK/dir"
+  bad "--resume a symlink loop" 1 checkpoint "loop" -- $T --resume "$WORK/loop-a"
+  bad "--hw /dev/zero" 1 hw "device" -- $T --device sim --hw /dev/zero --dry-run
+  bad "--data-dir a file" 1 data "not a directory" -- train --quiet --steps 1 --data-dir "$WORK/empty"
+  mkdir -p "$WORK/idx-fifo" "$WORK/idx-loop" "$WORK/idx-empty"
+  mkfifo "$WORK/idx-fifo/train-images-idx3-ubyte"
+  ln -s "$WORK/idx-loop/x" "$WORK/idx-loop/train-images-idx3-ubyte.gz"
+  ln -s "$WORK/idx-loop/train-images-idx3-ubyte.gz" "$WORK/idx-loop/x"
+  : >"$WORK/idx-empty/train-images-idx3-ubyte"
+  bad "--data-dir with a FIFO" 1 data "FIFO" -- train --quiet --steps 1 --data-dir "$WORK/idx-fifo"
+  bad "--data-dir with a symlink loop" 1 data "loop" -- train --quiet --steps 1 --data-dir "$WORK/idx-loop"
+  bad "--data-dir with an empty file" 1 data "truncated" -- train --quiet --steps 1 --data-dir "$WORK/idx-empty"
+  mkdir -p "$WORK/idx-no-test"
+  python3 - "$WORK/idx-no-test" <<'EOF'
+import struct, sys
+d = sys.argv[1]
+for prefix, n in (("train", 300), ("t10k", 0)):
+    open(f"{d}/{prefix}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(n * 784))
+    open(f"{d}/{prefix}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(n))
+EOF
+  bad "--data-dir missing" 1 data "not found" -- train --quiet --steps 1 --data-dir "$WORK/missing"
+  # Profiles with numbers that are not what they claim.
+  python3 - "$SRC/tests/data/tiny.json" "$WORK" <<'EOF'
+import json, sys
+base = json.load(open(sys.argv[1]))
+def write(name, edit):
+    j = json.loads(json.dumps(base)); edit(j); open(f"{sys.argv[2]}/{name}.json", "w").write(json.dumps(j))
+write("nodes-frac", lambda j: j.__setitem__("nodes", 1.5))
+write("dpn-huge", lambda j: j.__setitem__("devices_per_node", 1e12))
+write("name-number", lambda j: j.__setitem__("name", 7))
+write("eff-2", lambda j: j["device"].__setitem__("gemm_efficiency", 2))
+write("latency-huge", lambda j: j["links"]["host"].__setitem__("latency_s", 1e9))
+open(f"{sys.argv[2]}/overflow.json", "w").write(json.dumps(base).replace('"nodes": 2', '"nodes": 1e999', 1))
+open(f"{sys.argv[2]}/array.json", "w").write("[1, 2]")
+EOF
+  bad "profile nodes 1.5" 1 hw "whole number" -- $T --device sim --hw "$WORK/nodes-frac.json" --dry-run
+  bad "profile devices_per_node 1e12" 1 hw "devices_per_node" -- $T --device sim --hw "$WORK/dpn-huge.json" --dry-run
+  bad "profile name a number" 1 hw "must be a string" -- $T --device sim --hw "$WORK/name-number.json" --dry-run
+  bad "profile gemm_efficiency 2" 1 hw "gemm_efficiency" -- $T --device sim --hw "$WORK/eff-2.json" --dry-run
+  bad "profile latency 1e9 s" 1 hw "latency_s" -- $T --device sim --hw "$WORK/latency-huge.json" --dry-run
+  bad "profile 1e999" 1 hw "" -- $T --device sim --hw "$WORK/overflow.json" --dry-run
+  bad "profile an array" 1 hw "JSON object" -- $T --device sim --hw "$WORK/array.json" --dry-run
+  # bench comm: counts and sizes that measured nothing or ran something else.
+  B="bench comm --iters 1 --warmup 0 --max-bytes 4K"
+  bad "bench --ranks 0" 2 bench "--ranks" -- $B --ranks 0
+  bad "bench --ranks 100000" 2 bench "--ranks ≤ 1024" -- $B --ranks 100000
+  bad "bench --ranks -3" 2 bench "--ranks" -- $B --ranks -3
+  bad "bench --ranks past the host's memory" 2 bench "GB of buffers" -- bench comm --ranks 1000 --max-bytes 16G
+  bad "bench --ranks past the profile" 2 bench "--ranks ≤ 8" -- $B --ranks 1000 --device sim --hw a100-nvlink-8
+  bad "bench --min-bytes 3" 2 bench "0 bytes" -- $B --min-bytes 3
+  bad "bench all_gather of 8 bytes on 4 ranks" 2 bench "per rank" -- $B --op all_gather --min-bytes 8
+  bad "bench --max-bytes 1P" 2 bench "--max-bytes" -- bench comm --max-bytes 1P
+  bad "bench --min-bytes > --max-bytes" 2 bench "--min-bytes" -- $B --min-bytes 8K
+  bad "bench --hw without sim" 2 bench "--device sim" -- $B --hw a100-nvlink-8
+  bad "bench --shm-sharing without shm" 2 bench "--shm-sharing" -- $B --shm-sharing named_file
+  bad "bench --op nope" 2 comm "all_reduce" -- $B --op nope
+  bad "bench --iters 0" 2 bench "--iters" -- bench comm --max-bytes 4K --iters 0
+  bad "bench --hw /dev/zero" 1 hw "device" -- $B --device sim --hw /dev/zero
+  bad "bench compute --steps 0" 2 cli "--steps" -- bench compute --steps 0
+  bad "bench compute --model garbage" 2 model "--model" -- bench compute --model nope --steps 1
+  bad "bench compute of 10^18 weights" 2 memory "GB" -- bench compute --model mlp:784-999999999-999999999-10 --steps 1
+  bad "bench compute --json a directory" 1 bench "directory" -- bench compute --json "$WORK/dir" --steps 1
+  bad "bench comm --json a directory" 1 bench "directory" -- $B --json "$WORK/dir"
+  bad "scale --json a directory" 1 scale "directory" -- scale --json "$WORK/dir"
+  bad "scale --plot in a missing directory" 1 scale "does not exist" -- scale --plot "$WORK/missing/x.svg"
+  # Outputs that would fail only after the last step.
+  bad "--checkpoint a directory" 1 checkpoint "directory" -- $T --checkpoint "$WORK/dir"
+  bad "--trace in a missing directory" 1 trace "does not exist" -- $T --trace "$WORK/missing/t.json"
+  bad "--json a directory" 1 train "directory" -- $T --json "$WORK/dir"
+  # Options another choice ignores, and values out of range.
+  bad "--momentum with adam" 2 optim "--momentum" -- $T --optimizer adam --momentum 0.5
+  bad "--nodes 0 on sim" 2 train "--nodes" -- $T --device sim --hw h100-ib-16x8 --dry-run --nodes 0
+  bad "--bucket-mb inf" 2 ddp "--bucket-mb" -- $T --strategy ddp --devices 2 --bucket-mb inf
+  bad "--comm-timeout of centuries" 2 train "--comm-timeout" -- $T --strategy ddp --devices 2 --comm-timeout 99999999999999
+  bad "--epochs past counting" 2 train "--epochs" -- $T0 --epochs 9999999999999999
+  # tour, profiles, grade.
+  bad "tour --devices 0" 2 cli "--devices" -- tour --devices 0
+  bad "tour --hw a FIFO" 1 hw "FIFO" -- tour --hw "$WORK/fifo" --dataset synthetic --steps 1 --out "$WORK/tour"
+  bad "tour --batch 0" 2 train "--batch" -- tour --batch 0 --dataset synthetic --steps 1 --out "$WORK/tour"
+  mkdir -p "$WORK/profiles-bad"
+  cp "$WORK/nodes-frac.json" "$WORK/profiles-bad/"
+  out=$(SCALELAB_PROFILES="$WORK/profiles-bad" timeout -s KILL 30 "$SCALELAB" profiles 2>&1)
+  rc=$?
+  tried=$((tried + 1))
+  if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qF "[hw]"; then clear=$((clear + 1)); pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
+  bad "grade --timeout 0" 2 cli "--timeout" -- grade 01-collectives --timeout 0
+  bad "grade an unknown lab" 2 grade "" -- grade no-such-lab
+  # A rubric that is a FIFO (reading it would block), not JSON, or of the wrong shape.
+  for kind in fifo broken wrong-type; do
+    mkdir -p "$WORK/labs-$kind/01-collectives"
+    cp -r "$SRC/labs/01-collectives/." "$WORK/labs-$kind/01-collectives/"
+    rm -f "$WORK/labs-$kind/01-collectives/checks.json"
+  done
+  mkfifo "$WORK/labs-fifo/01-collectives/checks.json"
+  echo '{"checks": [' >"$WORK/labs-broken/01-collectives/checks.json"
+  echo '[]' >"$WORK/labs-wrong-type/01-collectives/checks.json"
+  bad "grade a FIFO rubric" 2 grade "FIFO" -- grade 01-collectives --labs-dir "$WORK/labs-fifo"
+  bad "grade a broken rubric" 2 grade "not valid JSON (parse error" -- grade 01-collectives --labs-dir "$WORK/labs-broken"
+  bad "grade a rubric of the wrong shape" 2 grade "wrong type" -- grade 01-collectives --labs-dir "$WORK/labs-wrong-type"
+  mkdir -p "$WORK/class/alice"
+  cp "$SRC/labs/01-collectives/ring.cpp" "$WORK/class/alice/"
+  bad "grade --out under a file" 2 grade "cannot create it" -- grade 01-collectives --submissions "$WORK/class" --out "$WORK/empty/x"
+  bad "grade --submissions a FIFO" 2 grade "not a folder" -- grade 01-collectives --submissions "$WORK/fifo"
+  bad "a test set of 0 images" 1 data "holds 0 images" -- train --quiet --steps 1 --data-dir "$WORK/idx-no-test"
+  # Divergence: a real run whose loss goes non-finite stops with exit 1 naming the step.
+  bad "divergence stops the run" 1 train "diverged" -- train --dataset synthetic --quiet --model mlp:784-64-10 --steps 30 --lr 1e30
+  bad "divergence stops every rank of a procs launch" 1 train "diverged" -- train --dataset synthetic --quiet \
+    --model mlp:784-64-10 --steps 10 --lr 1e30 --strategy ddp --devices 2 --launch procs
+  # (a procs launch's summary crosses a process boundary as JSON, which has no NaN)
+  for launch in threads procs; do
+    tried=$((tried + 1))
+    out=$(timeout -s KILL 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-64-10 --steps 10 --lr 1e30 \
+      --strategy ddp --devices 2 --launch $launch --allow-divergence 2>&1)
+    rc=$?
+    if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qF "diverged" && ! printf '%s' "$out" | grep -qF "dry run"; then
+      accepted=$((accepted + 1))  # as asked
+      pass "--allow-divergence ($launch) keeps going, and the summary says it diverged"
+    else
+      fail "--allow-divergence ($launch): exit $rc: $(printf '%s' "$out" | head -n 3)"
+    fi
+  done
+  echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
+       "/ other failures $((failures - crashes - hangs))"
+  finish
+fi
+
+if [ "$PART" = inputs ]; then
+  # Real files to mutate: checkpoints of sgd (momentum) and adam runs, the shipped profiles, IDX
+  # images and labels (raw; the fuzzer gzips half of its cases).
+  for opt in sgd adam; do
+    "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-8-10 --steps 2 --optimizer "$opt" \
+      --checkpoint "$WORK/$opt.ckpt" >/dev/null || fail "making a $opt checkpoint"
+  done
+  python3 - "$WORK" <<'EOF'
+import struct, sys
+w = sys.argv[1]
+n, r, c = 6, 28, 28
+open(f"{w}/images", "wb").write(struct.pack(">IIII", 0x803, n, r, c) + bytes((i * 7) % 256 for i in range(n * r * c)))
+open(f"{w}/labels", "wb").write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+EOF
+  summary=""
+  run_kind() {
+    local kind=$1 cases=$2
+    shift 2
+    local line
+    line=$(timeout -s KILL 120 "$FUZZ" "$kind" "$@" --cases "$cases" --seed 13 --budget-s 25 --keep "$WORK" 2>"$WORK/$kind.err")
+    local rc=$?
+    echo "$line"
+    summary="$summary$line"$'\n'
+    grep FAIL "$WORK/$kind.err" | head -n 5
+    if [ "$rc" -eq 0 ]; then pass "$kind: no crash, no hang, every error clear"; else fail "$kind: see above (rc $rc)"; fi
+  }
+  run_kind checkpoint 2500 "$WORK/sgd.ckpt" "$WORK/adam.ckpt"
+  run_kind profile 2500 "$SRC"/profiles/*.json "$SRC/tests/data/tiny.json"
+  run_kind idx-images 1500 "$WORK/images"
+  run_kind idx-labels 1000 "$WORK/labels"
+  echo "--- summary (per input kind) ---"
+  printf '%s' "$summary"
+  finish
+fi
+
+if [ "$PART" = kill_save ]; then
+  # A run saving a checkpoint every step (a few MB each), SIGKILLed at a random moment, N times.
+  CK="$WORK/run.ckpt"
+  RUN="train --dataset synthetic --quiet --model mlp:784-512-512-10 --steps 100000 --checkpoint $CK --checkpoint-every 1"
+  left_tmp=0
+  for i in $(seq 1 12); do
+    "$SCALELAB" $RUN >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    ls "$CK".tmp-* >/dev/null 2>&1 && left_tmp=$((left_tmp + 1))
+    if [ -e "$CK" ]; then
+      if "$FUZZ" load "$CK" >/dev/null 2>"$WORK/load.err"; then pass "kill $i: the checkpoint left loads"
+      else fail "kill $i: the checkpoint left does not load: $(cat "$WORK/load.err")"; fi
+    else
+      pass "kill $i: no checkpoint yet (killed before the first save)"
+    fi
+  done
+  echo "kill_save: $left_tmp of 12 kills left a temporary behind"
+  # Temporaries of a dead process (a pid just exited) and of a living one (this shell).
+  dead=$(sh -c 'echo $$')
+  : >"$CK.tmp-$dead"
+  : >"$CK.tmp-$$"
+  "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-512-512-10 --steps 1 --checkpoint "$CK" >/dev/null 2>&1 ||
+    fail "the next save failed"
+  stale=$(ls "$CK".tmp-* 2>/dev/null | grep -v "\.tmp-$$\$")
+  if [ -z "$stale" ]; then pass "the next save removed every dead process's temporary"; else fail "temporaries left: $stale"; fi
+  if [ -e "$CK.tmp-$$" ]; then pass "a living process's temporary is left alone"; else fail "the temporary of a living pid was removed"; fi
+  rm -f "$CK.tmp-$$"
+  if "$FUZZ" load "$CK" >/dev/null; then pass "the last checkpoint loads"; else fail "the last checkpoint does not load"; fi
+  finish
+fi
+
+echo "unknown part $PART"
+exit 2
