@@ -233,7 +233,7 @@ fi
 
 if [ "$PART" = inputs ]; then
   # Real files to mutate: checkpoints of sgd (momentum) and adam runs, the shipped profiles, IDX
-  # images and labels (raw; the fuzzer gzips half of its cases).
+  # images and labels (raw; the fuzzer gzips half of its cases), a DDP trace.
   for opt in sgd adam; do
     "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-8-10 --steps 2 --optimizer "$opt" \
       --checkpoint "$WORK/$opt.ckpt" >/dev/null || fail "making a $opt checkpoint"
@@ -261,6 +261,9 @@ EOF
   run_kind profile 2500 "$SRC"/profiles/*.json "$SRC/tests/data/tiny.json"
   run_kind idx-images 1500 "$WORK/images"
   run_kind idx-labels 1000 "$WORK/labels"
+  "$SCALELAB" train --strategy ddp --devices 2 --device sim --hw a100-nvlink-8 --dataset synthetic --quiet \
+    --model mlp:16-8-4 --steps 2 --trace "$WORK/ddp.trace.json" >/dev/null || fail "making a trace"
+  run_kind trace 1500 "$WORK/ddp.trace.json"
   echo "--- summary (per input kind) ---"
   printf '%s' "$summary"
   finish

@@ -291,7 +291,8 @@ int main(int argc, char** argv) {
   app.add_option("--replay", o.replay, "a trace written by `scalelab train --trace FILE`");
   app.add_option("--screenshot", o.screenshot, "render (headless: under xvfb-run -a), write the window as a PNG, exit");
   app.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
-  app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)");
+  app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)")
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--bench-copies", o.bench_copies,
                  "with --replay: lay the run end to end N times in memory (a 10M-event benchmark from a 1M-event trace)")
       ->check(CLI::Range(1, 1000));
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
   app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
-  app.add_option("--font-size", o.font_px, "font size in pixels")->capture_default_str();
+  app.add_option("--font-size", o.font_px, "font size in pixels")->capture_default_str()->check(CLI::Range(6, 96));
   // A live run: what the launch panel starts with. Without --replay, --screenshot, --describe,
   // --list-panels and --bench-frames first run it to the end.
   TrainConfig& c = o.run;

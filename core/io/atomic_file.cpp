@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "core/io/file_check.h"
@@ -149,18 +147,8 @@ void AtomicFileWriter::commit() {
 }
 
 std::string read_maybe_gzipped(const std::string& path, const std::string& component) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))  // a directory, a FIFO, a device: not a file's bytes
-    throw Error(component, path + ": " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file") +
-                               " — give the path of a file");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(component, path + ": cannot open — check the path");
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw Error(component, path + ": cannot tell its size — is it a regular file?");
-  std::string bytes(static_cast<size_t>(size), '\0');  // one read, no copies: traces are large
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!in) throw Error(component, path + ": reading failed — is it a regular file?");
+  // A directory, a FIFO, a device or a symbolic-link loop is refused before a byte is read.
+  std::string bytes = read_regular_file(path, component, int64_t{16} << 30, "give the path of a file scalelab wrote");
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b)
     return bytes;
   z_stream s{};

@@ -159,6 +159,12 @@ Phase parse_phase(std::string_view cat, Phase otherwise) {
 struct WrongType : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A field of the right type with a value no run writes (a negative device, a negative duration).
+struct BadValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+constexpr int64_t kMaxTraceDevices = int64_t{1} << 20;
+constexpr double kMaxTraceMicroseconds = 1e12;  // 11.6 days of run
 
 void read_string(detail::JsonScanner& s, std::string_view key, std::string& out) {
   if (s.peek() != detail::JsonScanner::Kind::string) throw WrongType("'" + std::string(key) + "' is not a string");
@@ -210,6 +216,17 @@ void read_trace_event(detail::JsonScanner& s, RawTraceEvent& r, TraceContents& t
     else if (key == "tid") r.tid = read_integer(s, key);
     else if (key == "args") read_args(s, r);
     else s.skip();
+  }
+  if (r.ph == "X" || r.ph == "C") {
+    // What a reader indexes by or adds up must be sane: a device number (an index into per-device
+    // tables), a time and a duration the nanosecond clock holds, bytes that are not negative.
+    if (r.pid < 0 || r.pid >= kMaxTraceDevices)
+      throw BadValue("'pid' " + std::to_string(r.pid) + " is not a device number in [0, " + std::to_string(kMaxTraceDevices) + ")");
+    if (!std::isfinite(r.ts) || std::fabs(r.ts) > kMaxTraceMicroseconds)
+      throw BadValue("'ts' " + std::to_string(r.ts) + " µs is not a time within ±1e12 µs");
+    if (!std::isfinite(r.dur) || r.dur < 0 || r.dur > kMaxTraceMicroseconds)
+      throw BadValue("'dur' " + std::to_string(r.dur) + " µs is not a duration in [0, 1e12] µs");
+    if (r.bytes < 0) throw BadValue("bytes " + std::to_string(r.bytes) + " < 0");
   }
   if (r.ph == "X") {
     Event e;
@@ -307,6 +324,8 @@ TraceContents read_chrome_trace(const std::string& path) {
     throw Error("trace", path + ": not valid JSON (" + e.what() + ") — is it a trace written by scalelab?");
   } catch (const WrongType& e) {
     throw Error("trace", path + ": an event has a field of the wrong type (" + e.what() + ") — the trace is corrupt");
+  } catch (const BadValue& e) {
+    throw Error("trace", path + ": an event has an impossible value (" + e.what() + ") — the trace is corrupt");
   } catch (const json::exception& e) {
     throw Error("trace", path + ": an event has a field of the wrong type (" + e.what() + ") — the trace is corrupt");
   }

@@ -4,7 +4,7 @@
 // and an alarm. Every case must end in success or a clear error (a scalelab::Error with its
 // component); an error of another type, a signal or a hang is a failure, its input kept.
 //   fuzz_inputs KIND SEED_FILE... [--cases N] [--seed S] [--budget-s T] [--keep DIR]
-//   KIND: checkpoint | profile | idx-images | idx-labels
+//   KIND: checkpoint | profile | idx-images | idx-labels | trace
 //   fuzz_inputs load CHECKPOINT: exit 0 when it loads (the kill-during-save loop's check)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -27,6 +27,8 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/run/checkpoint.h"
+#include "core/trace/chrome_trace.h"
+#include "core/trace/metrics.h"
 
 using namespace scalelab;
 using nlohmann::json;
@@ -178,6 +180,19 @@ std::string mutate(const std::string& kind, const std::string& seed, Rng& rng) {
     for (int k = 0, n = 1 + static_cast<int>(rng.below(2)); k < n; ++k) mutate_json(j, rng);
     return j.dump();
   }
+  if (kind == "trace") {
+    // Values swapped for extreme ones (negative devices and durations, huge times, wrong types)
+    // most of the time, the bytes otherwise; gzipped half the time, as a .gz trace is.
+    std::string s;
+    if (rng.below(3) != 0) {
+      json j = json::parse(seed);
+      for (int k = 0, n = 1 + static_cast<int>(rng.below(3)); k < n; ++k) mutate_json(j, rng);
+      s = j.dump();
+    } else {
+      s = mutate_bytes(seed, rng, 0);
+    }
+    return rng.below(2) ? gzip(s) : s;
+  }
   if (kind == "checkpoint") {
     std::string s = mutate_bytes(seed, rng, 64);
     return rng.below(4) != 0 ? fix_checkpoint(s, rng) : s;
@@ -202,6 +217,13 @@ void read_as(const std::string& kind, const std::string& path) {
   } else if (kind == "idx-labels") {
     int64_t n = 0;
     read_idx_labels(path, &n);
+  } else if (kind == "trace") {
+    // As the dashboard takes a replay: the trace, then the metrics over every device it names.
+    const TraceContents t = read_chrome_trace(path);
+    int devices = static_cast<int>(t.info.devices.size());
+    for (const Event& e : t.events) devices = std::max(devices, e.device + 1);
+    for (const MemorySample& m : t.memory) devices = std::max(devices, m.device + 1);
+    compute_metrics(t.events, t.memory, devices);
   }
 }
 
@@ -256,7 +278,7 @@ int main(int argc, char** argv) {
     else if (a == "--keep" && i + 1 < argc) keep = argv[++i];
     else seeds.push_back(read_all(a));
   }
-  if (kind != "checkpoint" && kind != "profile" && kind != "idx-images" && kind != "idx-labels") {
+  if (kind != "checkpoint" && kind != "profile" && kind != "idx-images" && kind != "idx-labels" && kind != "trace") {
     std::fprintf(stderr, "unknown kind %s\n", kind.c_str());
     return 2;
   }
