@@ -80,4 +80,30 @@ if [ -n "$DASH" ]; then
   done
 fi
 
+# A stopped rank (SIGSTOP: alive, silent) under mpirun: the other rank's collective times out
+# (its message says which call and which rank), and the job is aborted (MPI_Abort), not left waiting in MPI_Finalize for ever.
+"$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$SCALELAB" train --strategy ddp --devices 2 --launch mpi \
+  --comm mpi --dataset synthetic --steps 1000000 --seed 4242 --comm-timeout 2000 --quiet >"$WORK/stop.log" 2>&1 &
+job=$!
+for _ in $(seq 1 100); do
+  rank=$(pgrep -f -- "--seed 4242 --comm-timeout 2000" | grep -v "^$job$" | tail -n 1)
+  [ -n "$rank" ] && grep -q . /proc/"$rank"/status 2>/dev/null && break
+  sleep 0.1
+done
+sleep 2  # the ranks are past their start and training
+kill -STOP "$rank" 2>/dev/null
+ended=no
+for _ in $(seq 1 300); do
+  if ! kill -0 "$job" 2>/dev/null; then ended=yes; break; fi
+  sleep 0.1
+done
+if [ "$ended" = yes ] && wait "$job"; then code=0; else code=$?; fi
+if [ "$ended" = yes ] && [ "$code" != 0 ] && grep -q "\[comm\] mpi: rank [01] waited" "$WORK/stop.log" && grep -q "MPI_Abort" "$WORK/stop.log"; then
+  pass "a SIGSTOPped rank under mpirun: the other times out saying where, and the job is aborted (exit $code) within 30 s"
+else
+  fail "a SIGSTOPped rank under mpirun: ended $ended, exit $code: $(head -n 3 "$WORK/stop.log")"
+  kill -KILL "$job" "$rank" 2>/dev/null
+fi
+pkill -KILL -f -- "--seed 4242 --comm-timeout 2000" 2>/dev/null
+
 finish

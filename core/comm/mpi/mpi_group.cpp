@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -271,6 +272,17 @@ bool wait_all(Pending& p, std::chrono::milliseconds timeout, const std::string& 
 }
 
 // MPI itself, initialised on first use and finalised once when the process exits.
+// Set once a call of this process gave up waiting: the job may not end with MPI_Finalize then.
+std::atomic<bool>& collective_timed_out() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+// That call's timeout: how long the end of the job waits for the other ranks before aborting it.
+std::atomic<int64_t>& timeout_after_failure_ms() {
+  static std::atomic<int64_t> ms{10000};
+  return ms;
+}
+
 class Runtime {
  public:
   static Runtime& get() {
@@ -343,6 +355,26 @@ class Runtime {
     // Destructors never throw: errors at exit are ignored, and MPI is finalised only if we began it.
     int finalized = 1;
     if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+    // MPI_Finalize waits for every rank, and a rank that missed a collective (stopped, hung) never
+    // comes. So every rank meets the others at a barrier first; a rank whose call timed out waits
+    // there only as long as its timeout, then ends the whole job (MPI_Abort), so mpirun exits.
+    if (owns_ && world_size_ > 1) {
+      const bool bounded = collective_timed_out();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_after_failure_ms());
+      MPI_Request barrier = MPI_REQUEST_NULL;
+      int met = 0;
+      if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) == MPI_SUCCESS) {
+        while (MPI_Test(&barrier, &met, MPI_STATUS_IGNORE) == MPI_SUCCESS && !met &&
+               (!bounded || std::chrono::steady_clock::now() < deadline))
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (bounded && !met) {
+        std::fprintf(stderr, "[mpi] rank %d: a collective timed out and not every rank came to the end — aborting "
+                             "the job (MPI_Abort) rather than waiting in MPI_Finalize for ever\n", world_rank_);
+        std::fflush(stderr);
+        (void)MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
     std::lock_guard<std::mutex> lock(mpi_mutex());
     if (creation_arrivals_) creation_arrivals_->release([](MPI_Request&, const std::array<int64_t, 4>&) {});
     for (MPI_Op* op : {&f16_sum_, &f16_max_, &bf16_sum_, &bf16_max_})
@@ -509,6 +541,8 @@ class MpiGroup final : public ProcessGroup {
   }
 
   [[noreturn]] void timed_out(Pending& p, const Op& op) {
+    collective_timed_out() = true;
+    timeout_after_failure_ms() = std::max<int64_t>(1000, options().timeout.count());
     const std::string head =
         "mpi: rank " + std::to_string(rank()) + " waited " + seconds(options().timeout) + " in " + op.what;
     if (op.seq < 0) {
