@@ -200,7 +200,7 @@ out=$("$SCALELAB" grade 01-collectives --labs-dir "$LABS" --toolchain "$WORK/non
 
 # --- numeric questions (answers.json) and a class of submissions, on a test lab -------------------
 # alab: twice.cpp and answers.json; the rubric grades two answers itself (abs and rel tolerance),
-# the harness reads one. class/: alice right, bob partly, carol does not compile, dave.cpp is one
+# the harness reads one. class/: alice right, bob partly, carol.late does not compile, dave.cpp is one
 # file for a lab of two.
 ALABS=$DATA/answers-lab
 "$SCALELAB" grade alab --labs-dir "$ALABS" --results "$WORK/alab-stub.json" >"$WORK/alab-stub.out" 2>&1
@@ -219,8 +219,8 @@ code=$?
 if [ "$code" = 0 ] && python3 - "$WORK/class" <<'EOF2'
 import csv, json, sys
 rows = {r["student"]: r for r in csv.DictReader(open(sys.argv[1] + "/grades.csv"))}
-assert sorted(rows) == ["alice", "bob", "carol", "dave"], sorted(rows)
-a, b, c, d = rows["alice"], rows["bob"], rows["carol"], rows["dave"]
+assert sorted(rows) == ["alice", "bob", "carol.late", "dave"], sorted(rows)  # a folder's whole name
+a, b, c, d = rows["alice"], rows["bob"], rows["carol.late"], rows["dave"]
 assert (a["score"], a["max_score"], a["builds"]) == ("30", "30", "passed"), a
 assert b["score"] == "15" and b["twice"] == "10" and b["bytes"] == "5", b
 assert b["bubble"] == "failed" and b["harness_read"] == "failed" and b["hidden_bytes"] == "failed", b

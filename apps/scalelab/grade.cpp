@@ -74,7 +74,8 @@ int grade_class(const GradeCliOptions& o, const grade::Options& base) {
   size_t k = 0;
   for (const fs::path& entry : entries) {
     ++k;
-    const std::string student = entry.stem().string();
+    // A folder is named for its student whole ("alice.v2"); a one-file submission without its .cpp.
+    const std::string student = fs::is_directory(entry) ? entry.filename().string() : entry.stem().string();
     grade::Options g = base;
     g.submission = entry.string();
     g.verbose = false;
