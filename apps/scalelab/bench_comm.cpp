@@ -19,6 +19,7 @@
 
 #include "apps/scalelab/bench.h"
 #include "core/io/file_check.h"
+#include "core/proc/host_memory.h"
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/comm/threads/threads_group.h"
@@ -428,7 +429,7 @@ int bench_comm(const BenchCommOptions& options) {
     // Every rank holds an input and an output of up to --max-bytes in host memory (scatter and
     // gather: rank 0 the whole buffer); more than the host has ends in std::bad_alloc or the OOM killer.
     const double need = 2.0 * static_cast<double>(o.max_bytes) * o.ranks;
-    const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    const double host = host_memory().bytes;
     if (host > 0 && need > host) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "--ranks %d × --max-bytes %lld: about %.3g GB of buffers, this host has %.3g GB",

@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   auto* eps_opt = train_cmd->add_option("--adam-eps", c.optimizer.eps, "adam: ε (default 1e-8)");
   train_cmd->add_option("--init-weights", c.init_weights_path, "start from these weights: an .npz with PyTorch's "
                                                                  "nn.Sequential names (`scalelab export`, numpy.savez)");
-  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->capture_default_str();
+  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->check(CLI::NonNegativeNumber)->capture_default_str();
   train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto); FILE.gz: gzip-compressed");
   std::string trace_steps;
   train_cmd->add_option("--trace-steps", trace_steps, "A:B — keep only steps A to B (from 0) in the trace");
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   tour_cmd->add_option("--dataset", tour.dataset, "fashion-mnist | synthetic")->capture_default_str();
   tour_cmd->add_option("--batch", tour.batch)->capture_default_str();
   tour_cmd->add_option("--steps", tour.steps)->capture_default_str()->check(CLI::PositiveNumber);
-  tour_cmd->add_option("--seed", tour.seed)->capture_default_str();
+  tour_cmd->add_option("--seed", tour.seed)->check(CLI::NonNegativeNumber)->capture_default_str();
   tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
 
   std::string export_checkpoint, export_out;
