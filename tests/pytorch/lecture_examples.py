@@ -11,8 +11,9 @@ PyTorch computes each layer as scalelab does (tests/pytorch/cross_single.py); th
 nn.Linear as students write it, whose addmm differs from that by up to 3e-5 on a layer (a ReLU
 whose input is within rounding of 0 flips), so TOL = 1e-4, relative — for losses to the loss, for
 weights to the tensor's largest value. AMP is held to PyTorch's own bf16-vs-fp32 gap, measured in
-the same run. Hogwild is asynchronous: test accuracy after one epoch within 0.03 (runs that differ
-only in seed or interleaving spread by about 0.01)."""
+the same run. Hogwild is asynchronous: the mean test accuracy of two seeds after one epoch, within
+0.03 or twice the spread either side shows between its own two seeds (PyTorch's, seeds 1-3 with the
+same start: 0.835-0.850)."""
 import json, os, shutil, subprocess, sys, tempfile
 
 import numpy as np
@@ -32,10 +33,10 @@ def check(what, ok, detail=""):
         failed.append(what)
 
 
-def scalelab(work, name, *args, steps=STEPS, every=None, lr=LR):
+def scalelab(work, name, *args, steps=STEPS, every=None, lr=LR, seed=1):
     """A scalelab run with a checkpoint at step 0 and at the end (or every `every`), its JSON."""
     cmd = [SCALELAB, "train", "--device", "cpu", "--model", MODEL, "--batch", str(BATCH), "--steps", str(steps),
-           "--lr", repr(lr), "--seed", "1", "--checkpoint", f"{work}/{name}-{{step}}.ckpt",
+           "--lr", repr(lr), "--seed", str(seed), "--checkpoint", f"{work}/{name}-{{step}}.ckpt",
            "--checkpoint-every", str(every or steps), "--json", f"{work}/{name}.json", "--quiet", *args]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -159,14 +160,22 @@ def amp(work):
 
 
 def hogwild(work):
-    ours = scalelab(work, "ours", "--strategy", "multiprocessing", "--devices", "2", steps=60000 // 128, every=60000 // 128)
-    ours_batch = 128
-    theirs = example(work, "hogwild", "--init", export(work, "ours", 0), "--devices", "2", "--batch", str(ours_batch),
-                     "--lr", repr(LR))
-    check("pytorch: the parent sees the workers' updates in its shared model", theirs["parent_sees_updates"] is True)
-    diff = abs(ours["test_accuracy"] - theirs["test_accuracy"])
-    check(f"test accuracy after one epoch: scalelab {ours['test_accuracy']:.4f} vs pytorch {theirs['test_accuracy']:.4f}",
-          diff <= 0.03 and theirs["test_accuracy"] > 0.7, f"difference {diff:.4f}, bound 0.03")
+    # Asynchronous: two seeds (data order, interleaving) on each side; the means compared, bound by
+    # 0.03 or twice the larger spread either side shows between its own two runs.
+    rounds = 60000 // BATCH  # one epoch of rounds
+    ours, theirs = [], []
+    for seed in (1, 2):
+        j = scalelab(work, f"ours{seed}", "--strategy", "multiprocessing", "--devices", "2", steps=rounds, every=rounds,
+                     seed=seed)
+        ours.append(j["test_accuracy"])
+        r = example(work, "hogwild", "--init", export(work, "ours1", 0), "--devices", "2", "--batch", str(BATCH),
+                    "--lr", repr(LR), "--seed", str(seed))
+        check(f"pytorch (seed {seed}): the parent sees the workers' updates in its shared model", r["parent_sees_updates"] is True)
+        theirs.append(r["test_accuracy"])
+    bound = max(0.03, 2 * abs(ours[0] - ours[1]), 2 * abs(theirs[0] - theirs[1]))
+    diff = abs(sum(ours) / 2 - sum(theirs) / 2)
+    check(f"test accuracy after one epoch: scalelab {ours} vs pytorch {theirs}",
+          diff <= bound and min(theirs) > 0.7, f"means differ by {diff:.4f}, bound {bound:.3f}")
 
 
 if __name__ == "__main__":
