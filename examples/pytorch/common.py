@@ -100,9 +100,11 @@ def init_process_group(rank, world_size, port):
     """gloo on localhost: what a CPU machine has ("nccl" needs GPUs). One thread per process, so
     N processes share the cores as scalelab's ranks do."""
     import torch.distributed as dist
+    from datetime import timedelta
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    # A rank that died makes the others fail within two minutes, not the default thirty.
+    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=120))
 
 
 def my_rows(rank, world_size, rows):
@@ -111,10 +113,22 @@ def my_rows(rank, world_size, rows):
     return list(DistributedSampler(range(rows), num_replicas=world_size, rank=rank, shuffle=False))
 
 
+# Tensors this program handed to gloo. Its worker thread drops its reference to a call's tensors
+# only after the call has returned; if Python had dropped the tensor first, that thread then needs
+# the GIL, and at exit (the main thread joining it, GIL held) the process deadlocks — seen on a
+# loaded machine. Kept here, the last reference is always Python's.
+_given_to_gloo = []
+
+
+def keep(*tensors):
+    _given_to_gloo.extend(tensors)
+    return tensors[0]
+
+
 def global_mean(value):
     """The loss over the whole batch: every rank's mean over its equal shard, averaged."""
     import torch.distributed as dist
-    t = torch.tensor([value], dtype=torch.float64)
+    t = keep(torch.tensor([value], dtype=torch.float64))
     dist.all_reduce(t)
     return t.item() / dist.get_world_size()
 
@@ -122,8 +136,8 @@ def global_mean(value):
 def replicas_equal(module):
     """Whether every rank holds bit-for-bit the same weights (what DDP promises)."""
     import torch.distributed as dist
-    mine = torch.cat([p.detach().flatten() for p in module.parameters()])
-    all_ = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    mine = keep(torch.cat([p.detach().flatten() for p in module.parameters()]))
+    all_ = [keep(torch.empty_like(mine)) for _ in range(dist.get_world_size())]
     dist.all_gather(all_, mine)
     return all(torch.equal(all_[0], other) for other in all_)
 

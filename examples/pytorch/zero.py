@@ -19,7 +19,8 @@ import torch.multiprocessing as mp
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from common import arguments, ddp_steps, fashion_mnist, free_port, init_process_group, load_init, mlp_layers, report
+from common import (arguments, ddp_steps, fashion_mnist, free_port, init_process_group, keep, load_init, mlp_layers,
+                    report)
 
 
 def state_bytes(optimizer):
@@ -39,8 +40,8 @@ def run(rank, world_size, a, x, y, use_zero):
         opt = torch.optim.Adam(ddp_model.parameters(), lr=a.lr)
     losses = ddp_steps(ddp_model, opt, x, y, a, 0, a.steps)  # DDP's loop (common.py), whichever optimizer
     mine = state_bytes(opt.optim if use_zero else opt)  # ZeRO: the local optimizer over this rank's part
-    every = [torch.zeros(1, dtype=torch.int64) for _ in range(world_size)]
-    dist.all_gather(every, torch.tensor([mine]))
+    every = [keep(torch.zeros(1, dtype=torch.int64)) for _ in range(world_size)]
+    dist.all_gather(every, keep(torch.tensor([mine])))
     return losses, [int(t.item()) for t in every]
 
 

@@ -32,6 +32,9 @@ def run_rank(rank, a, port):
     n, dtype = a.ranks, DTYPES[a.dtype]
     elem = torch.tensor([], dtype=dtype).element_size()
     rows, size = [], a.min_bytes
+    # Every tensor given to gloo stays referenced until the group is gone: its worker thread must
+    # never drop the last reference (that needs the GIL, which the exiting main thread holds).
+    kept = []
     while size <= a.max_bytes:
         # all_gather: `size` is the whole gathered buffer, as nccl-tests and scalelab count it.
         count = size // elem // (n if a.op == "all_gather" else 1)
@@ -50,6 +53,7 @@ def run_rank(rank, a, port):
             call()
         iters = max(min(a.iters, 7), min(a.iters, a.iters * (16 << 20) // max(size, 1)))
         mine = torch.zeros(iters, dtype=torch.float64)
+        kept += [x, mine] + (outs or [])
         for i in range(iters):
             dist.barrier()
             t0 = time.perf_counter()

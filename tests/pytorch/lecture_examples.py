@@ -24,6 +24,7 @@ PYTHON = "/usr/bin/python3"
 # Small and short, so the eight tests take little time; the programs' own defaults are larger.
 MODEL, BATCH, STEPS, LR = "mlp:784-32-16-10", 60000, 3, 0.03
 TOL = 1e-4
+LIMIT_S = 200  # a run that hangs fails here, naming its command, before ctest's 300 s
 failed = []
 
 
@@ -39,7 +40,7 @@ def scalelab(work, name, *args, steps=STEPS, every=None, lr=LR, seed=1):
            "--lr", repr(lr), "--seed", str(seed), "--checkpoint", f"{work}/{name}-{{step}}.ckpt",
            "--checkpoint-every", str(every or steps), "--json", f"{work}/{name}.json", "--quiet", *args]
     print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=LIMIT_S)
     return json.load(open(f"{work}/{name}.json"))
 
 
@@ -53,7 +54,7 @@ def example(work, program, *args):
     """A program of examples/pytorch/ with --report; what it reported."""
     cmd = [PYTHON, os.path.join(EXAMPLES, program + ".py"), "--model", MODEL, *args, "--report", f"{work}/{program}.report"]
     print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=work, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, cwd=work, stdout=subprocess.DEVNULL, timeout=LIMIT_S)
     return json.load(open(f"{work}/{program}.report"))
 
 
@@ -112,7 +113,7 @@ def checkpoint(work):
            "--checkpoint", f"{work}/resumed-{{step}}.ckpt", "--checkpoint-every", str(STEPS), "--json",
            f"{work}/resumed.json", "--quiet"]
     print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=LIMIT_S)
     a, b = np.load(export(work, "ours", STEPS)), np.load(export(work, "resumed", STEPS))
     check(f"scalelab: resumed from step 2, the step-{STEPS} weights equal the straight run's bit for bit",
           all(np.array_equal(a[k], b[k]) for k in a.files))
