@@ -443,6 +443,7 @@ int bench_comm(const BenchCommOptions& options) {
   if (o.ranks == 0 && o.comm == "nccl") o.ranks = std::max(1, cuda_device_count());
   if (o.ranks == 0 && o.comm != "mpi") o.ranks = 4;
   validate(o);
+  if (o.vs == "gloo") check_python_peer("gloo_collective.py", "--vs gloo");
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the sweep, not after
   if (o.device == "cpu" && (o.comm == "threads" || o.comm == "shm")) {
     // Every rank holds an input and an output of up to --max-bytes in host memory (scatter and

@@ -52,6 +52,7 @@ double median(std::vector<double> v) {
 
 int bench_compute(const BenchComputeOptions& o) {
   if (!o.vs.empty() && o.vs != "torch") throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is torch");
+  if (o.vs == "torch") check_python_peer("torch_step.py", "--vs torch");
   const ModelSpec spec = ModelSpec::parse(o.model);
   const auto gemms = step_gemms(spec, o.batch);
   double flops = 0;

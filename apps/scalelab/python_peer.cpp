@@ -18,15 +18,22 @@ constexpr const char* kPython = "/usr/bin/python3";
 constexpr const char* kInstall = "apt-get install python3-torch python3-numpy";
 // The peer scripts' exit code when `import torch` fails.
 constexpr int kNoTorch = 3;
+
+std::string peer_path(const std::string& script) { return std::string(SCALELAB_SOURCE_DIR) + "/scripts/peers/" + script; }
 }  // namespace
 
-nlohmann::json run_python_peer(const std::string& script, const std::string& args, const std::string& flag) {
+void check_python_peer(const std::string& script, const std::string& flag) {
   if (::access(kPython, X_OK) != 0)
     throw Error("bench", std::string(kPython) + " not found: " + flag + " runs PyTorch with it — " + kInstall +
                              ", or drop " + flag);
-  const std::string path = std::string(SCALELAB_SOURCE_DIR) + "/scripts/peers/" + script;
-  if (!std::filesystem::exists(path))
-    throw Error("bench", path + ": not found (" + flag + "'s PyTorch script, beside the sources) — run from a full checkout, or drop " + flag);
+  if (!std::filesystem::exists(peer_path(script)))
+    throw Error("bench", peer_path(script) + ": not found (" + flag +
+                             "'s PyTorch script, beside the sources) — run from a full checkout, or drop " + flag);
+}
+
+nlohmann::json run_python_peer(const std::string& script, const std::string& args, const std::string& flag) {
+  check_python_peer(script, flag);
+  const std::string path = peer_path(script);
   const std::string out =
       (std::filesystem::temp_directory_path() / ("scalelab-torch-peer-" + std::to_string(::getpid()) + ".json")).string();
   const std::string cmd = std::string(kPython) + " '" + path + "' " + args + " --out '" + out + "'";
