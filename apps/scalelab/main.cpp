@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
   compute_cmd->add_option("--model", bc.model)->capture_default_str();
   compute_cmd->add_option("--batch", bc.batch)->capture_default_str();
   compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same MLP on as many threads, same run");
   compute_cmd->add_option("--json", bc.json_path, "write the figures as JSON");
 
   BenchCommOptions bm;
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
   comm_cmd->add_option("--max-bytes", bm.max_bytes, "largest size, like 64M")->transform(CLI::AsSizeValue(false))->capture_default_str();
   comm_cmd->add_option("--iters", bm.iters, "timed calls per size (fewer for large sizes)")->capture_default_str();
   comm_cmd->add_option("--warmup", bm.warmup, "untimed calls per size")->capture_default_str();
-  comm_cmd->add_option("--vs", bm.vs, "mpi: Open MPI's collective on the same sizes and ranks, same run");
+  comm_cmd->add_option("--vs", bm.vs, "mpi: Open MPI's collective on the same sizes and ranks, same run; gloo: torch.distributed's");
   comm_cmd->add_option("--device", bm.device, "cpu (measured) | sim (modelled on --hw)")->capture_default_str();
   comm_cmd->add_option("--hw", bm.hw, "hardware profile for --device sim");
   comm_cmd->add_option("--shm-sharing", bm.shm_sharing, "fd_passing | named_file (--comm shm)")->capture_default_str();
