@@ -160,9 +160,11 @@ for op in broadcast reduce all_gather reduce_scatter scatter gather send; do
 done
 S="$WORK/sim.json"
 expect "bench comm on sim prints modelled times" 0 "modelled" -- bench comm --device sim --hw a100-nvlink-8 --ranks 8 --min-bytes 1M --max-bytes 1M --json "$S"
-# 8 ranks on NVLink3 (300 GB/s, 2 µs): 2·7·2 µs + 2·7/8 · 1 MiB / 300 GB/s = 34.23 µs
-if json_check "$S" 'abs(j["rows"][0]["time_us"] - (28 + 1.75 * 1048576 / 300e9 * 1e6)) < 0.01'; then
-  pass "bench comm sim time is the ring formula"
+# 8 ranks on NVLink3 (300 GB/s, of which NCCL achieves 0.8075; launch 8.5 µs, a Simple step 3.25 µs:
+# the profile's "collectives"): at 1 MiB the ring with LL128 is the cheapest, 14 steps at 1.9/3.4 of
+# a Simple one and 2·7/8 · 1 MiB at 120/128 of the bandwidth = 42.01 µs (LL 46.8, Simple 61.6)
+if json_check "$S" 'abs(j["rows"][0]["time_us"] - (8.5 + 14 * 3.25 * 1.9 / 3.4 + 1.75 * 1048576 / (300e9 * 0.8075 * 120 / 128) * 1e6)) < 0.01'; then
+  pass "bench comm sim time is the ring formula (LL128)"
 else
   fail "bench comm sim time: $(head -c 400 "$S")"
 fi

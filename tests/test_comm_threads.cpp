@@ -282,9 +282,10 @@ TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, S, 2), 2 * ai + S / bi);
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, S, 2), ai + 0.5 * S / bi);
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::reduce_scatter, S, 2), ai + 0.5 * S / bi);
-  // Two nodes (4 ranks): reduce-scatter in the node, all-reduce of half across, all-gather in the node.
+  // Two nodes (4 ranks): one ring of 2(n − 1) = 6 steps, 2 of them between the nodes; each node's
+  // 2 NICs carry what each GPU sends (overlapped with NVLink), so the ring runs at min(bi, 2 be).
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, S, 4),
-                   (2 * ai + S / bi) + (2 * ae + (S / 2) / be));
+                   (4 * ai + 2 * ae) + 1.5 * S / std::min(bi, 2 * be));
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::send, S, 4, false), ai + S / bi);
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::send, S, 4, true), ae + S / be);
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::broadcast, S, 2), ai + S / bi);

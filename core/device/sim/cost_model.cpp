@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace scalelab {
 
@@ -21,11 +22,60 @@ double CostModel::seconds(const OpCost& c) const {
   return 0;
 }
 
+namespace {
+
+// NCCL's three protocols (its tuning model, src/graph/tuning.cc), as shares of what Simple gets:
+//   LL     every 8-byte store carries 4 bytes of data and a 4-byte flag, so no fence is needed: the
+//          cheapest step, but NCCL prices its bandwidth at 1/3 of the link (1/4 for all-reduce)
+//   LL128  128-byte lines with 8 bytes of flag: 120/128 of the bandwidth, a middling step
+//   Simple whole buffers behind a fence: all of the bandwidth, the dearest step
+// The step costs are NCCL's NVLink ring latencies (0.6, 1.9, 3.4 µs) relative to Simple's.
+double protocol_bandwidth(Protocol p, Collective op) {
+  switch (p) {
+    case Protocol::ll: return op == Collective::all_reduce ? 1.0 / 4 : 1.0 / 3;
+    case Protocol::ll128: return 120.0 / 128;
+    case Protocol::simple: return 1.0;
+  }
+  return 1.0;
+}
+double protocol_step(Protocol p) {
+  switch (p) {
+    case Protocol::ll: return 0.6 / 3.4;
+    case Protocol::ll128: return 1.9 / 3.4;
+    case Protocol::simple: return 1.0;
+  }
+  return 1.0;
+}
+
+}  // namespace
+
+double CostModel::ring_bandwidth(int k, int m) const {
+  const HardwareProfile& p = profile_;
+  const CollectiveSpec& c = p.collectives;
+  // What NCCL achieves of the links inside a node (protocol overhead, synchronisation).
+  double bw = p.intra_node.bandwidth_Bps * c.intra_efficiency;
+  // Hybrid cube mesh: a ring over k GPUs uses only the links that join them.
+  if (!c.ring_links.empty() && c.links_per_device > 0) {
+    int links = c.ring_links.front().second;
+    for (const auto& [ranks, l] : c.ring_links)
+      if (ranks <= k) links = l;
+    bw *= static_cast<double>(links) / c.links_per_device;
+  }
+  // PCIe through the host: the k devices' traffic all crosses the host's root complex at once.
+  if (c.shared_host_Bps > 0) bw = std::min(bw, c.shared_host_Bps / k);
+  // Across nodes every ring crosses each node boundary, so a node's k NICs carry what each GPU
+  // sends; the NVLink steps run meanwhile (overlapped), and the slower of the two sets the pace.
+  if (m > 1) bw = std::min(bw, k * p.inter_node.bandwidth_Bps * c.inter_efficiency);
+  return bw;
+}
+
 double CostModel::collective_seconds(Collective op, double S, int n, bool crosses_nodes) const {
   const HardwareProfile& p = profile_;
+  const CollectiveSpec& c = p.collectives;
   const LinkSpec& intra = p.intra_node;
   const LinkSpec& inter = p.inter_node;
   if (op == Collective::send || op == Collective::recv) {
+    // A point-to-point copy: the link's own α and raw bandwidth, like a peer copy.
     const LinkSpec& l = crosses_nodes ? inter : intra;
     return l.latency_s + S / l.bandwidth_Bps;
   }
@@ -33,34 +83,57 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   // Ranks fill nodes in order: k ranks on each of m nodes.
   const int k = std::min(n, p.devices_per_node);
   const int m = (n + k - 1) / k;
-  // One ring level over r participants and a link: the steps and the share of S each step moves.
-  auto ring = [](int r, double steps_per_rank, const LinkSpec& l, double bytes) {
-    if (r <= 1) return 0.0;
-    return steps_per_rank * (r - 1) * l.latency_s + steps_per_rank * (r - 1) / r * bytes / l.bandwidth_Bps;
+  // The kernel launch, and the network proxy's start when the collective leaves the node.
+  const double fixed = c.launch_s + (m > 1 ? c.net_overhead_s : 0.0);
+  const double bw = ring_bandwidth(k, m);
+  // NCCL prices every (algorithm, protocol) pair and runs the fastest; so does the model.
+  double best = std::numeric_limits<double>::infinity();
+  // A ring of `steps` steps, `inter_steps` of them between nodes, each rank moving `share` × S.
+  auto ring = [&](int steps, int inter_steps, double share) {
+    for (Protocol q : c.protocols) {
+      const double step_costs = (steps - inter_steps) * c.intra_hop_s + inter_steps * c.inter_hop_s;
+      best = std::min(best, fixed + protocol_step(q) * step_costs + share * S / (bw * protocol_bandwidth(q, op)));
+    }
   };
   switch (op) {
     case Collective::all_reduce:
-      // Hierarchical: reduce-scatter inside each node, all-reduce of each 1/k shard across nodes,
-      // all-gather inside each node. With one node it is the plain ring 2(n−1)α + 2(n−1)/n · S/B.
-      return ring(k, 2, intra, S) + ring(m, 2, inter, S / k);
+      // Ring: reduce-scatter then all-gather, 2(n−1) steps moving 2(n−1)/n · S.
+      ring(2 * (n - 1), 2 * (m - 1), 2.0 * (n - 1) / n);
+      if (c.tree && m > 1) {
+        // Tree (NCCL's double binary tree): a chain inside the node and ⌈log2 m⌉ levels across
+        // nodes, up to reduce and down to broadcast: few steps, so it wins on small messages.
+        // Each tree leaves a node through one NIC (two trees: two NICs), and NCCL rates it at
+        // 0.92 of that bandwidth.
+        const double levels = std::ceil(std::log2(static_cast<double>(m)));
+        const double tree_bw = 0.92 * std::min(bw, 2 * inter.bandwidth_Bps * c.inter_efficiency);
+        for (Protocol q : c.protocols)
+          best = std::min(best, fixed + protocol_step(q) * 2 * ((k - 1) * c.intra_hop_s + levels * c.inter_hop_s) +
+                                    2 * S / (tree_bw * protocol_bandwidth(q, op)));
+      }
+      if (c.nvls_efficiency > 0 && m == 1)
+        // NVLink SHARP: the NVSwitch adds the GPUs' data, so each GPU sends S and reads the sum
+        // once (not 2(n−1)/n · S); it has its own, larger, fixed cost.
+        best = std::min(best, fixed + c.nvls_latency_s + S / (intra.bandwidth_Bps * c.nvls_efficiency));
+      return best;
     case Collective::reduce_scatter:
-    case Collective::all_gather: return ring(k, 1, intra, S) + ring(m, 1, inter, S / k);
+    case Collective::all_gather: ring(n - 1, m - 1, static_cast<double>(n - 1) / n); return best;
     case Collective::broadcast:
-    case Collective::reduce: {
-      // A pipelined chain: every hop's latency, and S once through the slowest link.
-      const double bw = m > 1 ? std::min(intra.bandwidth_Bps, inter.bandwidth_Bps) : intra.bandwidth_Bps;
-      return (k - 1) * intra.latency_s + (m - 1) * inter.latency_s + S / bw;
-    }
+    case Collective::reduce:
+      // A pipelined chain: every hop's step, and S once through the ring's bandwidth.
+      ring(n - 1, m - 1, 1.0);
+      return best;
     case Collective::scatter:
     case Collective::gather: {
-      // The root's link carries everyone else's share.
-      const LinkSpec& l = m > 1 ? (inter.bandwidth_Bps < intra.bandwidth_Bps ? inter : intra) : intra;
-      return (n - 1) * l.latency_s + static_cast<double>(n - 1) / n * S / l.bandwidth_Bps;
+      // The root's link carries everyone else's share, one message after another.
+      const bool via_nic = m > 1 && inter.bandwidth_Bps < intra.bandwidth_Bps;
+      const double root_bw = via_nic ? inter.bandwidth_Bps * c.inter_efficiency : intra.bandwidth_Bps * c.intra_efficiency;
+      const double hop = via_nic ? c.inter_hop_s : c.intra_hop_s;
+      return fixed + (n - 1) * hop + static_cast<double>(n - 1) / n * S / root_bw;
     }
     case Collective::barrier: {
       // Dissemination: ⌈log2 n⌉ rounds of one message.
       const double rounds = std::ceil(std::log2(static_cast<double>(n)));
-      return rounds * (m > 1 ? inter.latency_s : intra.latency_s);
+      return fixed + rounds * (m > 1 ? c.inter_hop_s : c.intra_hop_s);
     }
     default: return 0;
   }

@@ -3,7 +3,10 @@
 //   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch
 //   element-wise bytes / mem_bw + launch
 //   copy         α + bytes / B over the link it crosses
-//   collectives  α-β over a ring (all-reduce 2(n−1)α + 2(n−1)/n · S/B), hierarchical across nodes
+//   collectives  NCCL's way: the cheapest of ring / tree / NVLS × LL / LL128 / Simple, each
+//                launch + steps × step cost + bytes moved / achieved bandwidth; a node's NICs
+//                overlapped with its NVLink (profile "collectives"; without it the textbook ring
+//                2(n−1)α + 2(n−1)/n · S/B)
 #include "core/comm/collective.h"
 #include "core/device/sim/profile.h"
 #include "core/tensor.h"
@@ -31,6 +34,9 @@ class CostModel {
   // For send / recv, `crosses_nodes` says the peer is on another node.
   double collective_seconds(Collective op, double bytes, int world_size, bool crosses_nodes = false) const;
   const HardwareProfile& profile() const { return profile_; }
+  // The bandwidth a ring over k ranks on each of m nodes moves each rank's share at: the links'
+  // achieved bandwidth, capped by the cube mesh, the host's PCIe and the nodes' NICs.
+  double ring_bandwidth(int k, int m) const;
 
  private:
   HardwareProfile profile_;

@@ -82,6 +82,93 @@ LinkSpec parse_link(const json& j, const char* key, const std::string& origin) {
   return s;
 }
 
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::ll: return "LL";
+    case Protocol::ll128: return "LL128";
+    case Protocol::simple: return "Simple";
+  }
+  return "Simple";
+}
+
+// The optional "collectives" section (profiles/README.md): absent, the textbook ring.
+CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const std::string& origin) {
+  CollectiveSpec c;
+  c.intra_hop_s = p.intra_node.latency_s;
+  c.inter_hop_s = p.inter_node.latency_s;
+  if (!j.contains("collectives")) return c;
+  const json& s = j.at("collectives");
+  const std::string where = "collectives.";
+  if (!s.is_object()) throw Error("hw", origin + ": field 'collectives' must be an object — see profiles/README.md for the format");
+  auto optional = [&](const char* key, double fallback, bool allow_zero, double max) {
+    return s.contains(key) ? positive(s, key, origin, where, allow_zero, max) : fallback;
+  };
+  c.calibrated = true;
+  c.tree = true;
+  c.protocols = {Protocol::ll, Protocol::ll128, Protocol::simple};
+  c.launch_s = optional("launch_s", 0, true, 60);
+  c.intra_hop_s = optional("intra_hop_s", c.intra_hop_s, true, 60);
+  c.inter_hop_s = optional("inter_hop_s", c.inter_hop_s, true, 60);
+  c.intra_efficiency = optional("intra_efficiency", 1, false, 1);
+  c.inter_efficiency = optional("inter_efficiency", 1, false, 1);
+  c.net_overhead_s = optional("net_overhead_s", 0, true, 60);
+  c.nvls_efficiency = optional("nvls_efficiency", 0, true, 1);
+  c.nvls_latency_s = optional("nvls_latency_s", 0, true, 60);
+  c.shared_host_Bps = optional("shared_host_Bps", 0, true, 1e24);
+  if (s.contains("tree")) {
+    if (!s.at("tree").is_boolean())
+      throw Error("hw", origin + ": field 'collectives.tree' must be true or false, got " + s.at("tree").dump());
+    c.tree = s.at("tree").get<bool>();
+  }
+  if (s.contains("protocols")) {
+    const json& list = s.at("protocols");
+    c.protocols.clear();
+    for (const json& name : list.is_array() ? list : json::array({list})) {
+      bool known = false;
+      for (Protocol q : {Protocol::ll, Protocol::ll128, Protocol::simple})
+        if (name.is_string() && name.get<std::string>() == protocol_name(q)) c.protocols.push_back(q), known = true;
+      if (!known)
+        throw Error("hw", origin + ": field 'collectives.protocols' holds " + name.dump() +
+                              " — list some of \"LL\", \"LL128\", \"Simple\"");
+    }
+    if (c.protocols.empty()) throw Error("hw", origin + ": field 'collectives.protocols' is empty — list at least \"Simple\"");
+  }
+  if (s.contains("ring_links")) {
+    c.links_per_device = static_cast<int>(whole(s, "links_per_device", origin, where, 1 << 10));
+    const json& table = s.at("ring_links");
+    if (!table.is_object() || table.empty())
+      throw Error("hw", origin + ": field 'collectives.ring_links' must be an object {\"ranks\": links, …}");
+    for (const auto& [ranks, links] : table.items()) {
+      char* end = nullptr;
+      const long r = std::strtol(ranks.c_str(), &end, 10);
+      if (end == ranks.c_str() || *end != '\0' || r < 2 || r > (1 << 20))
+        throw Error("hw", origin + ": collectives.ring_links key '" + ranks + "' must be a rank count ≥ 2");
+      const int64_t l = whole(table, ranks.c_str(), origin, where + "ring_links.", c.links_per_device);
+      c.ring_links.emplace_back(static_cast<int>(r), static_cast<int>(l));
+    }
+    std::sort(c.ring_links.begin(), c.ring_links.end());
+  }
+  return c;
+}
+
+json collectives_to_json(const CollectiveSpec& c) {
+  json protocols = json::array();
+  for (Protocol q : c.protocols) protocols.push_back(protocol_name(q));
+  json j{{"launch_s", c.launch_s},         {"intra_hop_s", c.intra_hop_s},
+         {"inter_hop_s", c.inter_hop_s},   {"intra_efficiency", c.intra_efficiency},
+         {"inter_efficiency", c.inter_efficiency}, {"net_overhead_s", c.net_overhead_s},
+         {"protocols", protocols},         {"tree", c.tree},
+         {"nvls_efficiency", c.nvls_efficiency}, {"nvls_latency_s", c.nvls_latency_s},
+         {"shared_host_Bps", c.shared_host_Bps}};
+  if (!c.ring_links.empty()) {
+    json table = json::object();
+    for (const auto& [ranks, links] : c.ring_links) table[std::to_string(ranks)] = links;
+    j["ring_links"] = table;
+    j["links_per_device"] = c.links_per_device;
+  }
+  return j;
+}
+
 }  // namespace
 
 HardwareProfile parse_profile(const std::string& json_text, const std::string& origin) {
@@ -119,6 +206,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   p.host_link = parse_link(links, "host", origin);
   p.intra_node = parse_link(links, "intra_node", origin);
   p.inter_node = p.nodes > 1 ? parse_link(links, "inter_node", origin) : p.intra_node;
+  p.collectives = parse_collectives(j, p, origin);
   return p;
 }
 
@@ -131,7 +219,7 @@ std::string profile_to_json(const HardwareProfile& p) {
   if (p.peak_flops_bf16 > 0) peak["bf16"] = p.peak_flops_bf16;
   json links{{"host", link(p.host_link)}, {"intra_node", link(p.intra_node)}};
   if (p.nodes > 1) links["inter_node"] = link(p.inter_node);
-  const json j{{"name", p.name},
+  json j{{"name", p.name},
                {"description", p.description},
                {"nodes", p.nodes},
                {"devices_per_node", p.devices_per_node},
@@ -143,6 +231,7 @@ std::string profile_to_json(const HardwareProfile& p) {
                  {"mem_capacity_bytes", p.mem_capacity_bytes},
                  {"launch_overhead_s", p.launch_overhead_s}}},
                {"links", links}};
+  if (p.collectives.calibrated) j["collectives"] = collectives_to_json(p.collectives);
   return j.dump();
 }
 

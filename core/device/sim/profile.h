@@ -3,6 +3,7 @@
 // Profiles are JSON files in profiles/, each figure with its source noted in the file.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -13,6 +14,30 @@ struct LinkSpec {
   std::string kind;            // nvlink, nvswitch, pcie, infiniband, memory
   double bandwidth_Bps = 0;    // one direction, per device
   double latency_s = 0;        // α of the α-β model
+};
+
+// How NCCL-like collectives behave on the machine, beyond its links' raw figures (the profile's
+// optional "collectives" section; see docs/DESIGN.md, "The cost model"). A profile without the
+// section gets the textbook ring: the links' α per step, their raw bandwidth, one protocol.
+enum class Protocol : uint8_t { ll, ll128, simple };
+
+struct CollectiveSpec {
+  bool calibrated = false;          // the section is present
+  double launch_s = 0;              // fixed cost of one collective kernel
+  double intra_hop_s = 0;           // per ring step inside a node (Simple protocol); default the link's α
+  double inter_hop_s = 0;           // per ring step between nodes; default the link's α
+  double intra_efficiency = 1;      // achieved ÷ raw bandwidth of the links inside a node
+  double inter_efficiency = 1;      // achieved ÷ raw bandwidth of a NIC
+  double net_overhead_s = 0;        // once per collective that crosses nodes (the network proxy)
+  std::vector<Protocol> protocols{Protocol::simple};
+  bool tree = false;                // NCCL's tree for all-reduce across nodes
+  double nvls_efficiency = 0;       // NVLink SHARP all-reduce in an NVSwitch node: S / (this × B); 0 = none
+  double nvls_latency_s = 0;
+  double shared_host_Bps = 0;       // PCIe through the host: what all devices of a node share; 0 = none
+  // Hybrid cube mesh (DGX-1): {ranks, links a ring over ranks 0..ranks−1 can use}, ascending, and
+  // the device's link count; empty = every rank reaches every other on the full bandwidth.
+  std::vector<std::pair<int, int>> ring_links;
+  int links_per_device = 0;
 };
 
 struct HardwareProfile {
@@ -31,6 +56,7 @@ struct HardwareProfile {
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
+  CollectiveSpec collectives;
   std::string path;     // where it was loaded from
 
   int device_count() const { return nodes * devices_per_node; }
