@@ -23,6 +23,7 @@ die() { echo "[slides] $*" >&2; exit 1; }
 command -v xvfb-run >/dev/null || die "xvfb-run not found — apt-get install xvfb xauth"
 command -v python3 >/dev/null || die "python3 not found — apt-get install python3"
 t0=$(date +%s)
+since() { echo "$(($(date +%s) - t0)) s"; }
 
 # Marp from npm, at the version slides/package-lock.json pins. A machine where it cannot be
 # installed cannot build the decks: that is an error, not something to skip.
@@ -39,20 +40,20 @@ rm -f "$out"/data/* "$out"/img/* "$out"/*.md "$out"/*.html "$out"/*.pdf "$out"/*
 touch "$out/.stamp"
 
 # ---- 1. runs -------------------------------------------------------------------------------------
-common=(--device sim --hw a100-nvlink-8 --model mlp:784-512-256-128-10 --dataset fashion-mnist --steps 40 --quiet)
+common=(--device sim --hw a100-nvlink-8 --model mlp:784-512-256-128-10 --dataset fashion-mnist --steps 24 --quiet)
 run() {  # name, then the options of `scalelab train`
   local name=$1
   shift
   "$scalelab" train "${common[@]}" "$@" --json "$out/data/$name.json" --trace "$out/data/$name.trace.json" >"$out/data/$name.txt"
 }
-echo "[slides] runs"
+echo "[slides] runs ($(since))"
 run single          --strategy single --devices 1
 run multiprocessing --strategy multiprocessing --devices 4
 run data-parallel   --strategy data-parallel --devices 4
 run model-parallel  --strategy model-parallel --devices 4
 run ddp             --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1
 run ddp-mp          --strategy ddp-mp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1
-run gpipe           --strategy pipeline --devices 4 --micro-batches 4
+run gpipe           --strategy pipeline --devices 4 --micro-batches 8
 run 1f1b            --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
 run ddp-fp16        --strategy ddp --devices 4 --amp fp16
 run zero2           --strategy zero --devices 4 --zero-stage 2 --optimizer adam
@@ -60,23 +61,23 @@ run ddp-adam        --strategy ddp --devices 4 --optimizer adam
 
 # ---- 2. panels -----------------------------------------------------------------------------------
 # One Xvfb for all of them (a server per picture would cost a second each).
-echo "[slides] panels"
+echo "[slides] panels ($(since))"
 panels=(  # run panel size step [more options of scalelab-dash]
-  "multiprocessing timeline 1400x560 20"
-  "multiprocessing training 900x520 39"
-  "data-parallel timeline 1400x560 20"
-  "data-parallel data-parallel 1000x560 20"
-  "model-parallel timeline 1400x560 20"
-  "model-parallel pipeline 1000x520 20"
-  "ddp timeline 1400x560 20"
-  "ddp buckets 1000x560 20"
-  "ddp topology 900x560 20 --at 0.7"
-  "ddp-mp timeline 1400x600 20"
-  "gpipe pipeline 1200x520 20 --at 0.6"
-  "1f1b pipeline 1200x520 20 --at 0.6"
-  "zero2 memory 1000x560 20 --at 0.6"
-  "ddp-adam memory 1000x560 20 --at 0.6"
-  "ddp-fp16 training 900x520 39"
+  "multiprocessing timeline 1400x560 12"
+  "multiprocessing training 900x520 23"
+  "data-parallel timeline 1400x560 12"
+  "data-parallel data-parallel 1000x560 12"
+  "model-parallel timeline 1400x560 12"
+  "model-parallel pipeline 1000x520 12"
+  "ddp timeline 1400x560 12"
+  "ddp buckets 1000x560 12"
+  "ddp topology 900x560 12 --at 0.7"
+  "ddp-mp timeline 1400x600 12"
+  "gpipe pipeline 1200x520 12 --at 0.6"
+  "1f1b pipeline 1200x520 12 --at 0.6"
+  "zero2 memory 1000x560 12 --at 0.6"
+  "ddp-adam memory 1000x560 12 --at 0.6"
+  "ddp-fp16 training 900x520 23"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016
@@ -89,7 +90,7 @@ xvfb-run -a -s '-screen 0 1920x1200x24' bash -c '
   done <"$1/data/panels.txt"' "$dash" "$out"
 
 # ---- 3. plots ------------------------------------------------------------------------------------
-echo "[slides] plots"
+echo "[slides] plots ($(since))"
 "$scalelab" scale --strategy ddp --hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 8..128 --batch 32 \
   --plot "$out/img/scale-ddp.svg" --json "$out/data/scale-ddp.json" >"$out/data/scale-ddp.txt"
 "$scalelab" scale --strategy pipeline --hw a100-nvlink-8 --model mlp:4096-4096-4096-4096-4096 --devices 4 \
@@ -106,7 +107,7 @@ zero_sweep=(--hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 2..64 
 "$scalelab" figure busbw --json "$out/data/busbw.json" --out "$out/img/busbw.svg" >/dev/null
 
 # ---- 4. decks ------------------------------------------------------------------------------------
-echo "[slides] decks"
+echo "[slides] decks ($(since))"
 decks=("$here"/slides/[0-9][0-9]-*.md)
 python3 "$here/scripts/slides_deck.py" expand --root "$here" --data "$out/data" --out "$out" "${decks[@]}"
 theme=(--theme "$here/slides/scalelab.css" --allow-local-files --html)
@@ -131,4 +132,4 @@ else
   built="HTML (no PDF: chromium not installed — apt-get install chromium)"
   [ -z "$pictures" ] || die "the README's pictures of the slides need chromium — apt-get install chromium"
 fi
-echo "[slides] ${#decks[@]} decks, $built, in $out/ ($(($(date +%s) - t0)) s)"
+echo "[slides] ${#decks[@]} decks, $built, in $out/ ($(since))"

@@ -13,7 +13,8 @@ In a deck (slides/NN-topic.md):
                                run/, as a C++ block with the file and line numbers under it
   {{RUN.FIELD|FORMAT}}         a number from a run's JSON (the build's data/RUN.json); FIELD is a
                                dotted path (rows.0.bubble_pct), FORMAT a Python format spec or MiB
-                               (bytes) or pct (a fraction); ms_per_step is time_s/steps in ms
+                               (bytes) or pct (a fraction); ms_per_step is time_s/steps in ms,
+                               bubble_formula (p−1)/(m+p−1) of the run's devices and micro-batches
   ```bash try-it               commands the test runs (each must exit 0); an HTML comment
                                <!-- test-with: --steps 5 --> before the block sets the values the test gives the
                                options its commands have
@@ -78,6 +79,9 @@ def number(data_dir, run, field, fmt, deck, cache):
     v = cache[run]
     if field == "ms_per_step":
         v = 1e3 * v["time_s"] / v["steps"]
+    elif field == "bubble_formula":  # (p−1)/(m+p−1) of the run's stages (devices) and micro-batches
+        p, m = v["devices"], v.get("micro_batches", 1)
+        v = (p - 1) / (m + p - 1)
     else:
         for part in field.split("."):
             try:
@@ -97,7 +101,13 @@ def expand(root, data_dir, out_dir, decks):
             lines = fh.read().split("\n")
         cache = {}
         out = []
-        for line in lines:
+        rulers = 0
+        for k, line in enumerate(lines):
+            rulers += line.strip() == "---"
+            # Markdown reads text followed by '---' as a heading: the slide break would vanish.
+            # (The front matter's closing '---' follows its last line: it is the second ruler.)
+            if line.strip() == "---" and rulers > 2 and lines[k - 1].strip():
+                fail(f"{os.path.basename(deck)}:{k + 1}: '---' right after text is a heading, not a new slide — put a blank line before it")
             m = EXCERPT.match(line)
             if m:
                 out.append(excerpt_block(root, m.group(1), deck))

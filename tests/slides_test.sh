@@ -57,7 +57,9 @@ mkdir -p "$work/try"
 n=0
 while IFS=$'\t' read -r deck command; do
   echo "$deck: $command"
-  (cd "$work/try" && bash -c "$command" >"$work/try.log" 2>&1) || { cat "$work/try.log"; fail "$deck: '$command' exited $?"; }
+  rc=0
+  (cd "$work/try" && bash -c "$command" >"$work/try.log" 2>&1) || rc=$?
+  ((rc == 0)) || { cat "$work/try.log"; fail "$deck: '$command' exited $rc"; }
   n=$((n + 1))
 done < <("${deck_tool[@]}" try-it "${decks[@]}")
 echo "$n commands ran"
