@@ -110,7 +110,7 @@ zero_sweep=(--hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 2..64 
 echo "[slides] decks ($(since))"
 decks=("$here"/slides/[0-9][0-9]-*.md)
 python3 "$here/scripts/slides_deck.py" expand --root "$here" --data "$out/data" --out "$out" "${decks[@]}"
-theme=(--theme "$here/slides/scalelab.css" --allow-local-files --html)
+theme=(--config-file "$here/slides/marp.config.js" --theme "$here/slides/scalelab.css" --allow-local-files --html)
 "$marp" "${theme[@]}" --input-dir "$out" --output "$out" --no-stdin >/dev/null 2>"$out/data/marp.log" ||
   { cat "$out/data/marp.log" >&2; die "marp failed building the HTML"; }
 if command -v chromium >/dev/null; then
