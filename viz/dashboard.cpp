@@ -107,19 +107,24 @@ std::vector<std::string> Dashboard::panel_names() {
   return names;
 }
 
+void Dashboard::check_panel_name(const std::string& name) {
+  const std::vector<std::string> names = panel_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  throw UsageError("dash", "--panel " + name + ": no such panel — one of " + all);
+}
+
 void Dashboard::show_only(const std::string& name) {
-  std::string applying, all;
+  check_panel_name(name);
+  std::string applying;
   for (auto& p : panels_) {
-    const std::string n = panel_name(*p);
-    all += (all.empty() ? "" : ", ") + n;
     if (!p->applies(model_)) continue;
+    const std::string n = panel_name(*p);
     applying += (applying.empty() ? "" : ", ") + n;
     if (n == name) only_ = p.get();
   }
   if (only_) return;
-  const std::vector<std::string> names = panel_names();
-  if (std::find(names.begin(), names.end(), name) == names.end())
-    throw UsageError("dash", "--panel " + name + ": no such panel — one of " + all);
   throw UsageError("dash", "--panel " + name + ": this run has no " + name + " panel — it has " + applying);
 }
 

@@ -48,8 +48,9 @@ class Dashboard {
   // spaces (timeline, buckets, pipeline, data-parallel, topology, memory, training); an unknown
   // name, or a panel that does not apply to the run, is a UsageError naming those that do.
   void show_only(const std::string& name);
-  // The names show_only takes, in layout order.
+  // The names show_only takes, in layout order; check_panel_name throws the UsageError for any other.
   static std::vector<std::string> panel_names();
+  static void check_panel_name(const std::string& name);
 
   static constexpr const char* kReplayTitle = "Replay";
   static constexpr const char* kLiveTitle = "Run";  // the same bar over a live run

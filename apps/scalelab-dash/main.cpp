@@ -120,6 +120,9 @@ int run(const Options& o) {
   int width = 0, height = 0;
   parse_size(o.size, width, height);
   const bool batch = !o.screenshot.empty() || o.bench_frames > 0 || o.list_panels;
+  if (!o.panel.empty() && o.screenshot.empty() && !o.list_panels)  // before a run, not after it
+    throw UsageError("dash", "--panel " + o.panel + " draws one panel for a picture: add --screenshot FILE.png");
+  if (!o.panel.empty()) Dashboard::check_panel_name(o.panel);
   const bool live = o.replay.empty();
 
   std::unique_ptr<DataSource> source;
@@ -171,11 +174,7 @@ int run(const Options& o) {
   if (o.view == "run") dash.fit_run();
   else if (o.view != "step") throw UsageError("dash", "--view " + o.view + ": expected step or run");
 
-  if (!o.panel.empty()) {
-    if (o.screenshot.empty() && !o.list_panels)
-      throw UsageError("dash", "--panel " + o.panel + " draws one panel for a picture: add --screenshot FILE.png");
-    dash.show_only(o.panel);
-  }
+  if (!o.panel.empty()) dash.show_only(o.panel);  // the model is filled: is the panel in this run?
 
   if (o.describe) std::cout << describe(model) << std::flush;
   if (o.describe && !batch) return 0;
