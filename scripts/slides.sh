@@ -122,7 +122,7 @@ if command -v chromium >/dev/null; then
     mkdir -p "$pictures"
     for md in "$out"/[0-9][0-9]-*.md; do
       name=$(basename "$md" .md)
-      k=$(python3 "$here/scripts/slides_deck.py" readme-slide "$md")
+      k=$(python3 "$here/scripts/slides_deck.py" readme-slide "$here/slides/$name.md")
       "$marp" "${theme[@]}" --images png "$md" -o "$out/data/$name.png" --no-stdin >/dev/null 2>>"$out/data/marp.log"
       cp "$out/data/$name.$(printf %03d "$k").png" "$pictures/slides-${name%%-*}.png"
       echo "[slides] $pictures/slides-${name%%-*}.png (slide $k of $name)"

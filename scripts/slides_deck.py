@@ -112,6 +112,8 @@ def expand(root, data_dir, out_dir, decks):
             if m:
                 out.append(excerpt_block(root, m.group(1), deck))
                 continue
+            if TEST_WITH.match(line) or line.strip() == "<!-- readme -->":
+                continue  # for the build and the test: Marp would show them as presenter notes
             out.append(NUMBER.sub(lambda n: number(data_dir, n.group(1), n.group(2), n.group(3), deck, cache), line))
         target = os.path.join(out_dir, os.path.basename(deck))
         with open(target + ".tmp", "w", encoding="utf-8") as fh:
