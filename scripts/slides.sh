@@ -60,7 +60,9 @@ run zero2           --strategy zero --devices 4 --zero-stage 2 --optimizer adam
 run ddp-adam        --strategy ddp --devices 4 --optimizer adam
 
 # ---- 2. panels -----------------------------------------------------------------------------------
-# One Xvfb for all of them (a server per picture would cost a second each).
+# One Xvfb for all of them (a server per picture would cost a second each). Its number is
+# searched from one of our own, not from xvfb-run's 99: two xvfb-runs started at once from 99
+# can both pick the same free number.
 echo "[slides] panels ($(since))"
 panels=(  # run panel size step [more options of scalelab-dash]
   "multiprocessing timeline 1400x390 12"
@@ -81,7 +83,7 @@ panels=(  # run panel size step [more options of scalelab-dash]
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016
-xvfb-run -a -s '-screen 0 1920x1200x24' bash -c '
+xvfb-run -a -n $((100 + $$ % 800)) -s '-screen 0 1920x1200x24' bash -c '
   set -euo pipefail
   while read -r name panel size step more; do
     # shellcheck disable=SC2086
