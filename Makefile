@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 OUT    ?= out
 
-.PHONY: all deps configure build demo test test-sanitizers dash dash-replay screenshots scale-pictures lab-release clean
+.PHONY: all deps configure build demo test test-sanitizers dash dash-replay screenshots scale-pictures slides slides-pictures lab-release clean
 
 all: build
 
@@ -48,6 +48,15 @@ screenshots: build
 # `scalelab scale` from dry runs on simulated H100 clusters of up to 4096 GPUs.
 scale-pictures: build
 	bash scripts/scale-pictures.sh $(BUILD) docs/img
+
+# The lecture decks (slides/NN-*.md) to slides/build/: HTML, and PDF where Chromium is installed.
+# Every figure, excerpt and number is made again first, from runs of this build (slides/README.md).
+slides: build
+	bash scripts/slides.sh $(BUILD) slides/build
+
+# The same, and the README's picture of each deck (docs/img/slides-NN.png; needs Chromium).
+slides-pictures: build
+	bash scripts/slides.sh $(BUILD) slides/build docs/img
 
 # The students' hand-out of the labs: READMEs, stubs, harnesses and public checks — no solutions,
 # no mutants, no hidden checks (labs/README.md).

@@ -61,6 +61,7 @@ void Checkpointer::at_end(int64_t last_step) {
   if (!run_.config.checkpoint_path.empty() && saved_step_ != last_step) save(last_step);
 }
 
+// slide: checkpoint-rank0
 void Checkpointer::save(int64_t steps_done) {
   const auto t0 = std::chrono::steady_clock::now();
   run_.leave_step();  // the state's downloads are not part of a step
@@ -68,6 +69,7 @@ void Checkpointer::save(int64_t steps_done) {
   if (run_.leader) save_checkpoint(checkpoint_file(run_.config.checkpoint_path, steps_done), ck);
   if (run_.local_group) run_.local_group->barrier();  // no rank runs ahead before the file is in place
   saved_step_ = steps_done;
+// end slide
   time_ += std::chrono::steady_clock::now() - t0;
 }
 

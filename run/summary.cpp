@@ -178,6 +178,7 @@ nlohmann::json to_json(const TrainResult& r) {
   j["model"] = r.config.model;
   j["dataset"] = r.config.dataset;
   j["batch"] = r.config.batch;
+  j["micro_batches"] = r.config.micro_batches;
   j["optimizer"] = r.config.optimizer.kind;
   j["seed"] = r.config.seed;
   j["steps"] = r.steps;

@@ -13,7 +13,11 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   dataset-fashion-mnist
   python3-torch python3-numpy  # the cross-check against PyTorch (tests/pytorch), run as /usr/bin/python3
+  chromium  # the slides' PDFs and their render test (make slides: Marp prints through it)
 )
+# The slides' marp-cli (slides/package.json) runs on Node and is installed by npm. A Node from
+# elsewhere (NodeSource) brings its own npm: only a machine with no npm gets Debian's two.
+command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -89,6 +89,7 @@ class DataParallel : public Strategy {
                xs[i]);
     }
 
+    // slide: dp-replicate
     // 2. The weights are replicated: every device copies each parameter from device 0.
     const std::vector<Parameter*> master = model_.parameters();
     for (int i = 1; i < n; ++i) {
@@ -97,6 +98,7 @@ class DataParallel : public Strategy {
         devices_[i]->copy({.name = "replicate " + master[j]->name, .phase = Phase::comm, .layer = master[j]->layer,
                            .role = Role::replicate},
                           master[j]->value, replica[j]->value);
+    // end slide
     }
 
     // 3. Each replica runs forward on its slice, layer by layer, on its own device (with --amp:
@@ -139,6 +141,7 @@ class DataParallel : public Strategy {
       for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) g = layers[l].backward(g, /*need_dx=*/l > 0);
     });
 
+    // slide: dp-reduce
     // 7. The gradients are reduced to device 0: it copies each replica's gradient into a buffer
     //    and adds it to its own. The sum over slices is the gradient of the whole batch.
     for (int i = 1; i < n; ++i) {
@@ -150,6 +153,7 @@ class DataParallel : public Strategy {
                            .layer = master[j]->layer, .role = Role::reduce};
         dev0.copy(reduce, replica[j]->grad, buffer);
         dev0.axpy(reduce, 1.0f, buffer, master[j]->grad);
+    // end slide
       }
     }
 

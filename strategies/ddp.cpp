@@ -62,6 +62,7 @@ class Ddp : public Strategy {
     Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
     const double loss =
         device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, window.grad_scale * r.scaler->scale());
+    // slide: ddp-backward
     // 5. Backward, last layer first. Each layer writes its bias and weight gradients; when they
     //    complete a bucket, the reducer all-reduces that bucket in the background while the
     //    earlier layers' backward continues (PyTorch: autograd hooks firing the Reducer).
@@ -83,6 +84,7 @@ class Ddp : public Strategy {
       const bool overflow = r.scaler->unscale_and_check(r.model->parameters());
       if (!overflow) r.optimizer->step();
       r.scaler->update(overflow);
+    // end slide
     }
     return loss;
   }

@@ -57,6 +57,7 @@ const GradientReducer::Locator& GradientReducer::locate(const Parameter& p) cons
   return it->second;
 }
 
+// slide: ddp-bucket-ready
 void GradientReducer::mark_ready(const Parameter& p) {
   const Locator& at = locate(p);
   if (ready_[static_cast<size_t>(at.param)])
@@ -67,6 +68,7 @@ void GradientReducer::mark_ready(const Parameter& p) {
   // Launch in bucket order only: every rank must issue the same all-reduces in the same order.
   while (next_launch_ < static_cast<int>(buckets_.size()) && buckets_[static_cast<size_t>(next_launch_)].pending == 0)
     launch(next_launch_++);
+// end slide
 }
 
 void GradientReducer::launch(int k) {

@@ -22,10 +22,12 @@ class DdpMp : public Strategy {
  public:
   explicit DdpMp(StrategyContext& ctx)
       : config_(ctx.config),
+        // slide: ddp-mp-placement
         replicas_(ctx, "ddp-mp", [](const std::vector<Device*>& rank_devices, int layers) {
           std::vector<Device*> place;
           for (int l = 0; l < layers; ++l) place.push_back(rank_devices.at(l < first_half(layers) ? 0 : 1));
           return place;
+        // end slide
         }) {}
 
   double train_step(const HostBatch& batch, int64_t step) override {

@@ -62,6 +62,7 @@ class ModelParallel : public Strategy {
     first.upload({"batch.x", Phase::data}, x, batch.x.data());
     last.upload({"batch.y", Phase::data}, y, batch.y.data());
 
+    // slide: mp-forward-backward
     // 2. Forward, layer by layer; across a device boundary the activations are copied first (with
     //    --amp each layer computes from a half copy of its weights, and the copies carry half).
     //    The whole batch is one micro-batch (number 0): model parallel is a pipeline with m = 1,
@@ -84,14 +85,17 @@ class ModelParallel : public Strategy {
       const std::string fc = "fc" + std::to_string(l + 1);
       g = moved_to(layers[l].device(), g, {"gradient back to " + fc, Phase::bwd, l}, fc + ".dout");
       g = layers[l].backward(g, /*need_dx=*/l > 0, /*accumulate=*/false, /*micro_batch=*/0);
+    // end slide
     }
 
+    // slide: amp-step-or-skip
     // 5. Unscale, check for overflow, step or skip: every gradient is unscaled and checked where it
     //    lives; one controller sees all the flags, so one decision needs no communication. Then the
     //    optimizer updates every layer where it lives.
     const bool overflow = scaler_.unscale_and_check(model_.parameters());
     if (!overflow) optimizer_.step();
     scaler_.update(overflow);
+    // end slide
     return loss;
   }
 

@@ -147,6 +147,7 @@ class Worker {
       y.set_ready_ns(order.start_ns);
       device_->upload({"shard.x", Phase::data}, x, seg_.shard_x(r_));
       device_->upload({"shard.y", Phase::data}, y, seg_.shard_y(r_));
+      // slide: hogwild-round
       // 2. Forward: reads the shared weights as they are right now — other workers may be
       //    writing them at this very moment.
       Tensor logits = model_->forward(x);
@@ -157,6 +158,7 @@ class Worker {
       // 4. The update goes straight into the shared weights: no lock, no averaging with the other
       //    workers' gradients (Hogwild accepts the rare lost update).
       optimizer_->step();
+      // end slide
       result.loss_sum = loss * static_cast<double>(order.rows);
     }
     ship();

@@ -62,14 +62,17 @@ namespace {
 using Pass = PipelinePass;  // forward | backward (strategies/pipeline.h)
 using Task = PipelineTask;  // (pass, micro-batch)
 
+// slide: gpipe-schedule
 // GPipe: F 0 … F m−1, then B 0 … B m−1, on every stage.
 std::vector<Task> gpipe_schedule(int micro_batches) {
   std::vector<Task> tasks;
   for (int i = 0; i < micro_batches; ++i) tasks.push_back({Pass::forward, i});
   for (int i = 0; i < micro_batches; ++i) tasks.push_back({Pass::backward, i});
   return tasks;
+// end slide
 }
 
+// slide: one-f-one-b-schedule
 // 1F1B (PipeDream-Flush): stage s of p runs w = min(p − s − 1, m) forwards, then m − w pairs
 // (forward w + i, backward i), then the w backwards left.
 std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches) {
@@ -82,6 +85,7 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
   }
   for (int i = micro_batches - warmup; i < micro_batches; ++i) tasks.push_back({Pass::backward, i});
   return tasks;
+// end slide
 }
 
 // Stage s of p holds layers [⌊s·L/p⌋, ⌊(s+1)·L/p⌋): contiguous, sizes differing by at most one.

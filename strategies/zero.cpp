@@ -249,6 +249,7 @@ class Zero : public Strategy {
     }
     R.model.backward(dlogits);
 
+    // slide: zero-stage2-step
     // 4. Average the gradients over the ranks: one flat bucket (bucket 0), after backward.
     const CommTag grads{.name = "zero.grads", .bucket = 0};
     if (stage_ == 1) {
@@ -271,6 +272,7 @@ class Zero : public Strategy {
     //    skipped step the shards are unchanged; the all-gather still runs, so that every rank
     //    issues the same collectives whatever happened.)
     R.group.all_gather(R.shard.value, R.flat_params, {.name = "zero.params"});
+    // end slide
 
     // 7. The loss of the whole batch: the average of the ranks' means over equal shares of it.
     //    (A dry run computes nothing: the download leaves the NaN.)

@@ -56,13 +56,6 @@ then pass "ddp: the first row is the yardstick, the exposed communication grows 
 else fail "ddp sweep: $(tail -20 "$WORK/ddp.out")"; fi
 
 # Bad sweeps: exit 2 with the option and the fix.
-expect_usage() {  # NAME EXPECTED-TEXT ARGS…
-  local name=$1 want=$2
-  shift 2
-  out=$("$SCALELAB" "$@" 2>&1)
-  local code=$?
-  [ "$code" = 2 ] && [[ "$out" == *"$want"* ]] && pass "$name: exit 2, '$want'" || fail "$name: exit $code: $out"
-}
 expect_usage "m swept at several sizes" "ONE device count" scale --strategy pipeline --devices 2,4 --micro-batches 1,2
 expect_usage "a zero device count" "'0' is not a count" scale --devices 0,8
 expect_usage "a range that runs down" "runs down" scale --devices 64..8

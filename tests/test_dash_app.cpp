@@ -279,4 +279,48 @@ TEST_F(DashApp, BenchFramesPrintsTheFrameAndOpenTimesWithTheirBudgets) {
   EXPECT_NE(out.find("(budget 16 ms at 10M events"), std::string::npos) << out;
 }
 
+// One panel alone (the slides' figures): only that window is drawn, the picture has the size
+// asked for, the same trace and step give the same picture, another step another, and a panel
+// that is unknown or that the run lacks is refused naming those that exist.
+TEST_F(DashApp, OnePanelAloneIsDeterministicAndFollowsTheStep) {
+  REQUIRE_XVFB();
+  const std::string t = trace("pipeline", 6, "--dataset synthetic --micro-batches 4");
+  auto shoot = [&](const std::string& png, const std::string& more) {
+    std::string out;
+    EXPECT_EQ(run(headless("--replay " + t + " --panel pipeline --size 900x500 --list-panels --screenshot " + png + more), out), 0)
+        << out;
+    EXPECT_EQ(panels_in(out), std::vector<std::string>{"Pipeline"}) << out;
+    int w = 0, h = 0;
+    std::vector<uint8_t> rgb;
+    EXPECT_TRUE(decode_png(png, w, h, rgb)) << png;
+    EXPECT_EQ(w, 900);
+    EXPECT_EQ(h, 500);
+    return rgb;
+  };
+  const std::vector<uint8_t> a = shoot((dir / "panel-a.png").string(), " --cursor-step 2 --at 0.5");
+  const std::vector<uint8_t> again = shoot((dir / "panel-b.png").string(), " --cursor-step 2 --at 0.5");
+  const std::vector<uint8_t> other_step = shoot((dir / "panel-c.png").string(), " --cursor-step 4 --at 0.1");
+  EXPECT_TRUE(a == again) << "the same trace, panel and step drew two different pictures";
+  EXPECT_FALSE(a == other_step) << "the cursor at another step drew the same picture";
+  // Not the whole window scaled down: the pipeline panel alone has no replay bar above it, so
+  // it differs from the full dashboard at the same size.
+  std::string out;
+  const std::string whole = (dir / "panel-whole.png").string();
+  ASSERT_EQ(run(headless("--replay " + t + " --size 900x500 --cursor-step 2 --at 0.5 --screenshot " + whole), out), 0) << out;
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb;
+  ASSERT_TRUE(decode_png(whole, w, h, rgb));
+  EXPECT_FALSE(rgb == a);
+
+  EXPECT_EQ(run(headless("--replay " + t + " --panel gantt --screenshot " + (dir / "x.png").string()), out), 2) << out;
+  EXPECT_NE(out.find("--panel gantt: no such panel — one of timeline, pipeline, buckets, data-parallel, topology, memory, training"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(run(headless("--replay " + t + " --panel buckets --screenshot " + (dir / "x.png").string()), out), 2) << out;
+  EXPECT_NE(out.find("this run has no buckets panel — it has timeline, pipeline,"), std::string::npos) << out;
+  EXPECT_EQ(run(headless("--replay " + t + " --panel pipeline"), out), 2) << out;
+  EXPECT_NE(out.find("add --screenshot FILE.png"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "x.png"));
+}
+
 #endif  // SCALELAB_HAVE_DASH

@@ -3,10 +3,12 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
+#include "core/error.h"
 #include "viz/buckets_panel.h"
 #include "viz/data_parallel_panel.h"
 #include "viz/format.h"
@@ -90,7 +92,44 @@ void Dashboard::fit_run() {
   view_.view_end_ns = static_cast<double>(model_.t_end_ns());
 }
 
+namespace {
+// "Data parallel" -> "data-parallel": a title as a command-line word.
+std::string panel_name(const Panel& p) {
+  std::string name = p.title();
+  for (char& ch : name) ch = ch == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
+}
+}  // namespace
+
+std::vector<std::string> Dashboard::panel_names() {
+  std::vector<std::string> names;
+  for (const auto& p : make_all_panels()) names.push_back(panel_name(*p));
+  return names;
+}
+
+void Dashboard::check_panel_name(const std::string& name) {
+  const std::vector<std::string> names = panel_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  throw UsageError("dash", "--panel " + name + ": no such panel — one of " + all);
+}
+
+void Dashboard::show_only(const std::string& name) {
+  check_panel_name(name);
+  std::string applying;
+  for (auto& p : panels_) {
+    if (!p->applies(model_)) continue;
+    const std::string n = panel_name(*p);
+    applying += (applying.empty() ? "" : ", ") + n;
+    if (n == name) only_ = p.get();
+  }
+  if (only_) return;
+  throw UsageError("dash", "--panel " + name + ": this run has no " + name + " panel — it has " + applying);
+}
+
 std::vector<std::string> Dashboard::shown_windows() const {
+  if (only_) return {only_->title()};
   std::vector<std::string> out{live() ? kLiveTitle : kReplayTitle};
   for (const Panel* p : shown_) out.emplace_back(p->title());
   return out;
@@ -133,6 +172,15 @@ void Dashboard::update() {
 void Dashboard::frame(float width, float height, double dt_s, float left) {
   update();
   advance_cursor(dt_s);
+
+  if (only_) {  // one panel, the whole area
+    const ImGuiWindowFlags flags = ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoMove;
+    ImGui::SetNextWindowPos(ImVec2(left, 0), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(width - left, height), ImGuiCond_Always);
+    if (ImGui::Begin(only_->title(), nullptr, flags)) only_->draw(model_, view_);
+    ImGui::End();
+    return;
+  }
 
   // Which panels apply depends only on the data: ask again only when it changed.
   const size_t n_events = model_.events().size();

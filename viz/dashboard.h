@@ -43,6 +43,15 @@ class Dashboard {
   // Titles of the windows drawn in the last frame: the replay bar, then the panels shown.
   std::vector<std::string> shown_windows() const;
 
+  // A picture of one panel (the slides' figures): from now on frame() draws only this panel,
+  // filling the whole area, with no replay bar. `name` is the title in lower case with '-' for
+  // spaces (timeline, buckets, pipeline, data-parallel, topology, memory, training); an unknown
+  // name, or a panel that does not apply to the run, is a UsageError naming those that do.
+  void show_only(const std::string& name);
+  // The names show_only takes, in layout order; check_panel_name throws the UsageError for any other.
+  static std::vector<std::string> panel_names();
+  static void check_panel_name(const std::string& name);
+
   static constexpr const char* kReplayTitle = "Replay";
   static constexpr const char* kLiveTitle = "Run";  // the same bar over a live run
 
@@ -52,6 +61,7 @@ class Dashboard {
   ViewState view_;
   std::vector<std::unique_ptr<Panel>> panels_;
   std::vector<Panel*> shown_;
+  Panel* only_ = nullptr;  // show_only's panel, or none
   uint64_t applies_version_ = 0;  // model version the shown_ list was made for
   // What the shown_ list was made from: a live model that only grew by a little keeps it (each
   // applies() may read every event), a panel shown stays shown.

@@ -5,6 +5,7 @@
 //   scalelab-dash --strategy pipeline --devices 4 --micro-batches 8 --start
 //   scalelab-dash --strategy ddp --steps 40 --screenshot ddp.png     run, then a PNG (headless: xvfb-run -a)
 //   scalelab-dash --replay out/ddp.trace.json                   scrub through a trace
+//   scalelab-dash --replay t.json --panel pipeline --screenshot p.png --size 1200x500   one panel (slides)
 //   scalelab-dash --replay big.trace.json --bench-frames 300     median frame CPU time
 //   scalelab-dash --replay out/ddp.trace.json --describe         counts, no window
 #include <time.h>
@@ -44,6 +45,7 @@ struct Options {
   bool start = false;
   double live_for_s = 0;  // --screenshot of a run in progress, after this many wall seconds
   std::string screenshot;
+  std::string panel;  // --panel: the picture is of this panel alone
   std::string size = "1600x1000";
   int bench_frames = 0;
   int bench_copies = 1;  // --bench-copies: the replayed run laid end to end this many times
@@ -125,6 +127,11 @@ void check_picture_options(const Options& o) {
   char rest = 0;
   if (!o.mouse.empty() && (std::sscanf(o.mouse.c_str(), "%f,%f%c", &mx, &my, &rest) != 2 || !(mx >= 0 && my >= 0)))
     throw UsageError("dash", "--mouse " + o.mouse + ": expected X,Y in pixels, e.g. --mouse 600,180");
+  if (!o.panel.empty()) {
+    if (o.screenshot.empty() && !o.list_panels)
+      throw UsageError("dash", "--panel " + o.panel + " draws one panel for a picture: add --screenshot FILE.png");
+    Dashboard::check_panel_name(o.panel);
+  }
 }
 
 int run(const Options& o) {
@@ -182,6 +189,8 @@ int run(const Options& o) {
 
   if (o.view == "run") dash.fit_run();
 
+  if (!o.panel.empty()) dash.show_only(o.panel);  // the model is filled: is the panel in this run?
+
   if (o.describe) std::cout << describe(model) << std::flush;
   if (o.describe && !batch) return 0;
 
@@ -228,7 +237,7 @@ int run(const Options& o) {
       // What the run had done when the picture was drawn (it goes on while the PNG is written).
       if (last && launch && launch->run()) steps_when_drawn = launch->run()->steps_done();
       window.begin_frame(mx, my);
-      frame(dash, launch.get(), width, height, 1.0 / 60);
+      frame(dash, o.panel.empty() ? launch.get() : nullptr, width, height, 1.0 / 60);
       window.render(/*capture=*/last && !o.screenshot.empty());
       window.present();
       if (last) break;
@@ -247,7 +256,7 @@ int run(const Options& o) {
                 << (si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1) << "\n";
     }
     if (o.list_panels) {
-      if (launch) std::cout << "panel: " << LaunchPanel::kTitle << "\n";
+      if (launch && o.panel.empty()) std::cout << "panel: " << LaunchPanel::kTitle << "\n";
       for (const std::string& title : dash.shown_windows()) std::cout << "panel: " << title << "\n";
     }
   }
@@ -304,6 +313,9 @@ int main(int argc, char** argv) {
   app.add_option("--replay", o.replay, "a trace written by `scalelab train --trace FILE`");
   app.add_option("--screenshot", o.screenshot, "render (headless: under xvfb-run -a), write the window as a PNG, exit");
   app.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
+  app.add_option("--panel", o.panel,
+                 "with --screenshot: draw this panel alone, filling the window (timeline, pipeline, buckets, "
+                 "data-parallel, topology, memory, training)");
   app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--bench-copies", o.bench_copies,
@@ -311,7 +323,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
   app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
-  app.add_option("--step", o.step, "pictures: the cursor at this training step (default: the middle one)")->check(CLI::NonNegativeNumber);
+  app.add_option("--step,--cursor-step", o.step, "pictures: the cursor at this training step (default: the middle one)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");

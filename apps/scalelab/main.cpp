@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "apps/scalelab/bench.h"
+#include "apps/scalelab/figure.h"
 #include "apps/scalelab/scale.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
@@ -247,6 +248,14 @@ int main(int argc, char** argv) {
   scale_cmd->add_option("--json", sc.json_path, "write the rows as JSON");
   scale_cmd->add_option("--plot", sc.plot_path, "write an SVG: efficiency (or the bubble) and memory per device");
 
+  FigureOptions fig;
+  auto* figure_cmd = app.add_subcommand("figure", "an SVG chart from scalelab's own JSON next to its formula: bubble "
+                                                  "(scale --json of a pipeline), zero-memory (scale --json of ddp, zero "
+                                                  "1, 2), busbw (bench comm --json)");
+  figure_cmd->add_option("kind", fig.kind, "bubble | zero-memory | busbw")->required();
+  figure_cmd->add_option("--json", fig.json, "the input file(s)")->required();
+  figure_cmd->add_option("--out", fig.out, "the SVG to write")->required();
+
   GradeCliOptions grade_opts;
   auto* grade_cmd = app.add_subcommand("grade", "build a lab submission and run its checks (labs/): a table, "
                                                 "Gradescope's results.json, JUnit XML");
@@ -348,6 +357,7 @@ int main(int argc, char** argv) {
                   ck.header.optimizer.kind.c_str(), export_out.c_str());
       return 0;
     }
+    if (*figure_cmd) return run_figure(fig);
     if (*scale_cmd) {
       if (strong && scale_cmd->count("--weak")) throw UsageError("scale", "--weak and --strong: choose one");
       sc.weak = !strong;

@@ -9,6 +9,8 @@
 // the global batch. Efficiency is samples/s per device against the first row's.
 #include "apps/scalelab/scale.h"
 
+#include "apps/scalelab/svg_chart.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,89 +116,7 @@ ScalePoint run_point(const TrainConfig& c, int micro_batches) {
   return p;
 }
 
-// ---- the plot: two line charts side by side, drawn as SVG -------------------------------------
-
-struct Series {
-  std::string name, color;
-  std::vector<double> y;
-  bool dashed = false;
-};
-
-std::string fmt(double v, const char* f = "%g") {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-// One chart at (x0, y0), w × h, x on a log2 axis (the sweep doubles) or linear, y from 0.
-void chart(std::ostringstream& s, double x0, double y0, double w, double h, const std::string& title,
-           const std::string& xlabel, const std::string& ylabel, const std::vector<double>& xs,
-           const std::vector<Series>& series, double ymax_hint) {
-  const double left = 64, right = 16, top = 36, bottom = 48;
-  const double pw = w - left - right, ph = h - top - bottom;
-  double ymax = ymax_hint;
-  for (const Series& se : series)
-    for (double v : se.y) ymax = std::max(ymax, v);
-  if (ymax <= 0) ymax = 1;
-  const double mag = std::pow(10.0, std::floor(std::log10(ymax)));
-  double ystep = mag;
-  for (double f : {0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0}) {
-    if (ymax / (f * mag) <= 6) {
-      ystep = f * mag;
-      break;
-    }
-  }
-  ymax = std::ceil(ymax / ystep) * ystep;
-  const bool log_x = xs.size() > 1 && xs.front() > 0 && xs.back() / xs.front() >= 4;
-  auto xpos = [&](double x) {
-    const double a = log_x ? std::log2(xs.front()) : xs.front(), b = log_x ? std::log2(xs.back()) : xs.back();
-    const double v = log_x ? std::log2(x) : x;
-    return x0 + left + (b > a ? (v - a) / (b - a) : 0.5) * pw;
-  };
-  auto ypos = [&](double y) { return y0 + top + ph - y / ymax * ph; };
-  s << "<text x='" << x0 + w / 2 << "' y='" << y0 + 22 << "' text-anchor='middle' font-size='15' font-weight='bold'>"
-    << title << "</text>\n";
-  for (double y = 0; y <= ymax + 1e-9 * ymax; y += ystep) {
-    s << "<line x1='" << x0 + left << "' x2='" << x0 + left + pw << "' y1='" << ypos(y) << "' y2='" << ypos(y)
-      << "' stroke='#e4e4e4'/>\n";
-    s << "<text x='" << x0 + left - 6 << "' y='" << ypos(y) + 4 << "' text-anchor='end' font-size='11'>" << fmt(y)
-      << "</text>\n";
-  }
-  for (double x : xs) {
-    s << "<line x1='" << xpos(x) << "' x2='" << xpos(x) << "' y1='" << y0 + top << "' y2='" << y0 + top + ph
-      << "' stroke='#f0f0f0'/>\n";
-    s << "<text x='" << xpos(x) << "' y='" << y0 + top + ph + 16 << "' text-anchor='middle' font-size='11'>" << fmt(x)
-      << "</text>\n";
-  }
-  s << "<rect x='" << x0 + left << "' y='" << y0 + top << "' width='" << pw << "' height='" << ph
-    << "' fill='none' stroke='#888'/>\n";
-  s << "<text x='" << x0 + left + pw / 2 << "' y='" << y0 + h - 10 << "' text-anchor='middle' font-size='12'>" << xlabel
-    << "</text>\n";
-  s << "<text transform='translate(" << x0 + 16 << "," << y0 + top + ph / 2 << ") rotate(-90)' text-anchor='middle' "
-    << "font-size='12'>" << ylabel << "</text>\n";
-  for (const Series& se : series) {
-    s << "<polyline fill='none' stroke='" << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "")
-      << " points='";
-    for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i) s << xpos(xs[i]) << "," << ypos(se.y[i]) << " ";
-    s << "'/>\n";
-    if (!se.dashed)
-      for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i)
-        s << "<circle cx='" << xpos(xs[i]) << "' cy='" << ypos(se.y[i]) << "' r='3' fill='" << se.color << "'/>\n";
-  }
-  // The legend in a box at the plot's top right, over the lines but readable.
-  size_t longest = 0;
-  for (const Series& se : series) longest = std::max(longest, se.name.size());
-  const double box_w = 36 + 6.2 * static_cast<double>(longest), box_x = x0 + left + pw - box_w - 4;
-  s << "<rect x='" << box_x << "' y='" << y0 + top + 2 << "' width='" << box_w << "' height='" << 16 * series.size() + 6
-    << "' fill='white' fill-opacity='0.85' stroke='#ccc'/>\n";
-  double ly = y0 + top + 12;
-  for (const Series& se : series) {
-    s << "<line x1='" << box_x + 6 << "' x2='" << box_x + 26 << "' y1='" << ly << "' y2='" << ly << "' stroke='"
-      << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "") << "/>\n";
-    s << "<text x='" << box_x + 32 << "' y='" << ly + 4 << "' font-size='11'>" << se.name << "</text>\n";
-    ly += 16;
-  }
-}
+// ---- the plot: three line charts side by side, drawn as SVG (apps/scalelab/svg_chart.h) ----------
 
 std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, const std::vector<ScalePoint>& pts, bool over_m) {
   std::vector<double> xs;
@@ -204,11 +124,6 @@ std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, cons
   const std::string xlabel = over_m ? "micro-batches m" : "devices N";
   std::ostringstream s;
   const double W = 1470, H = 400, C = W / 3;
-  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H + 30 << "' font-family='sans-serif'>\n"
-    << "<rect width='100%' height='100%' fill='white'/>\n";
-  s << "<text x='" << W / 2 << "' y='" << H + 18 << "' text-anchor='middle' font-size='12' fill='#555'>scalelab scale: "
-    << o.strategy << ", " << o.model << ", " << o.hw << ", " << (o.weak ? "weak" : "strong") << " scaling, batch "
-    << o.batch << (o.weak ? " per device" : " global") << " (simulated, dry run)</text>\n";
   // 1. What the sweep teaches: the bubble against its formula, or the efficiency.
   if (over_m) {
     Series measured{"idle share (measured)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
@@ -259,8 +174,10 @@ std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, cons
   for (const ScalePoint& q : pts) total.y.push_back(gib(q.peak_total));
   mem.push_back(total);
   chart(s, 2 * C, 0, C, H, "Peak memory per device", xlabel, "GiB", xs, mem, 0);
-  s << "</svg>\n";
-  return s.str();
+  return svg_document(W, H, s.str(),
+                      "scalelab scale: " + o.strategy + ", " + o.model + ", " + o.hw + ", " + (o.weak ? "weak" : "strong") +
+                          " scaling, batch " + std::to_string(o.batch) + (o.weak ? " per device" : " global") +
+                          " (simulated, dry run)");
 }
 
 }  // namespace
@@ -362,7 +279,9 @@ int run_scale(const ScaleOptions& o) {
                       {"fits", p.fits()}, {"wall_s", p.wall_s}});
     }
     nlohmann::json j = {{"strategy", o.strategy}, {"hw", o.hw}, {"model", o.model}, {"scaling", o.weak ? "weak" : "strong"},
-                        {"batch", o.batch}, {"steps", o.steps}, {"simulated", true}, {"rows", rows}};
+                        {"batch", o.batch}, {"steps", o.steps}, {"optimizer", o.optimizer},
+                        {"zero_stage", find_strategy(o.strategy).takes(StrategyOption::zero_stage) ? o.zero_stage : 0},
+                        {"parameters", ModelSpec::parse(o.model).parameter_count()}, {"simulated", true}, {"rows", rows}};
     write_file_atomically(o.json_path, j.dump(2) + "\n", "scale");
     std::printf("  json  %s\n", o.json_path.c_str());
   }

@@ -9,6 +9,14 @@ fail() {
   echo "FAIL: $1"
   failures=$((failures + 1))
 }
+# `$SCALELAB ARGS…` must exit 2 (a usage error) saying EXPECTED-TEXT.
+expect_usage() {  # NAME EXPECTED-TEXT ARGS…
+  local name=$1 want=$2
+  shift 2
+  out=$("$SCALELAB" "$@" 2>&1)
+  local code=$?
+  [ "$code" = 2 ] && [[ "$out" == *"$want"* ]] && pass "$name: exit 2, '$want'" || fail "$name: exit $code: $out"
+}
 finish() {
   if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"

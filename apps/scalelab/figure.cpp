@@ -1,0 +1,182 @@
+// `scalelab figure`: one chart from scalelab's own JSON, measured next to the formula.
+//   bubble       `scale --json` of a pipeline over micro-batches: idle share vs (p−1)/(m+p−1)
+//   zero-memory  `scale --json` of ddp (stage 0) and zero stages 1, 2 with Adam: weights + gradients
+//                + optimizer state per device vs 16Ψ, 4Ψ+4Ψ+8Ψ/N, 4Ψ+12Ψ/N bytes (Ψ parameters)
+//   busbw        `bench comm --json`: bus bandwidth vs message size, and the α-β model fitted to the
+//                same rows (t = a + b·S): latency-bound below a·/b, bandwidth-bound above
+#include "apps/scalelab/figure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "apps/scalelab/svg_chart.h"
+#include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
+
+namespace scalelab {
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+  const std::string text = read_regular_file(path, "figure", 64 << 20, "give a file written by scalelab scale --json or bench comm --json");
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw UsageError("figure", path + ": not JSON (" + std::string(e.what()) + ") — give a file written by scalelab --json");
+  }
+}
+
+// A field every row must have; a missing one names the file and the command that writes it.
+double field(const json& row, const char* name, const std::string& path, const char* writer) {
+  if (!row.contains(name) || !row[name].is_number())
+    throw UsageError("figure", path + ": a row without '" + name + "' — this figure reads the JSON of " + writer);
+  return row[name].get<double>();
+}
+
+const json& rows_of(const json& j, const std::string& path, const char* writer) {
+  if (!j.is_object() || !j.contains("rows") || !j["rows"].is_array() || j["rows"].empty())
+    throw UsageError("figure", path + ": no rows — this figure reads the JSON of " + writer);
+  return j["rows"];
+}
+
+std::string bubble(const std::vector<std::string>& files) {
+  if (files.size() != 1) throw UsageError("figure", "bubble reads ONE file: scalelab scale --strategy pipeline --micro-batches 1..32 --json F");
+  const char* writer = "scalelab scale --strategy pipeline --micro-batches 1..32";
+  const json j = read_json(files[0]);
+  std::vector<double> xs;
+  Series measured{"idle share (measured)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
+  int p = 0;
+  for (const json& r : rows_of(j, files[0], writer)) {
+    p = static_cast<int>(field(r, "devices", files[0], writer));
+    const double m = field(r, "micro_batches", files[0], writer);
+    xs.push_back(m);
+    measured.y.push_back(field(r, "bubble_pct", files[0], writer));
+    formula.y.push_back(100.0 * (p - 1) / (m + p - 1));
+  }
+  std::ostringstream s;
+  chart(s, 0, 0, 720, 420, "Pipeline bubble: p = " + std::to_string(p) + " stages", "micro-batches m",
+        "idle share of the step (%)", xs, {measured, formula}, 0);
+  return svg_document(720, 420, s.str(),
+                      "scalelab scale: " + j.value("model", std::string()) + ", " + j.value("hw", std::string()) + ", " +
+                          j.value("schedule", std::string("pipeline")) + " (simulated)");
+}
+
+std::string zero_memory(const std::vector<std::string>& files) {
+  const char* writer = "scalelab scale --strategy ddp|zero --optimizer adam";
+  // stage → (devices → bytes of weights + gradients + optimizer state on the fullest device)
+  std::map<int, std::map<int, double>> by_stage;
+  double psi = 0;
+  std::string caption;
+  for (const std::string& f : files) {
+    const json j = read_json(f);
+    if (j.value("optimizer", std::string()) != "adam")
+      throw UsageError("figure", f + ": optimizer '" + j.value("optimizer", std::string("?")) +
+                                     "' — the formulas are for Adam (8 bytes of state per parameter): run scale with --optimizer adam");
+    if (!j.contains("parameters") || !j.contains("zero_stage"))
+      throw UsageError("figure", f + ": no 'parameters' or 'zero_stage' — written by an older scalelab? run scale --json again");
+    psi = j["parameters"].get<double>();
+    const int stage = j["zero_stage"].get<int>();
+    caption = j.value("model", std::string()) + ", " + j.value("hw", std::string());
+    for (const json& r : rows_of(j, f, writer)) {
+      const json& mem = r.at("peak_bytes");
+      const double bytes = mem.value("params", 0.0) + mem.value("grads", 0.0) + mem.value("optimizer", 0.0);
+      by_stage[stage][static_cast<int>(field(r, "devices", f, writer))] = bytes;
+    }
+  }
+  if (by_stage.empty()) throw UsageError("figure", "zero-memory needs --json files of scale runs (ddp, zero stage 1, 2)");
+  std::vector<double> xs;
+  for (const auto& [n, b] : by_stage.begin()->second) xs.push_back(n);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c"};
+  std::vector<Series> series;
+  for (const auto& [stage, points] : by_stage) {
+    if (stage < 0 || stage > 2) throw UsageError("figure", "zero stage " + std::to_string(stage) + ": the figure knows stages 0 (ddp), 1, 2");
+    Series measured{stage == 0 ? "DDP (measured)" : "ZeRO-" + std::to_string(stage) + " (measured)", colors[stage], {}};
+    Series formula{stage == 0 ? "16Ψ" : stage == 1 ? "8Ψ + 8Ψ/N" : "4Ψ + 12Ψ/N", colors[stage], {}, true};
+    for (double n : xs) {
+      const auto it = points.find(static_cast<int>(n));
+      if (it == points.end())
+        throw UsageError("figure", "zero-memory: stage " + std::to_string(stage) + " has no row for " + fmt(n) +
+                                       " devices — run every stage over the same --devices");
+      measured.y.push_back(it->second / gib);
+      const double bytes = stage == 0 ? 16 * psi : stage == 1 ? 8 * psi + 8 * psi / n : 4 * psi + 12 * psi / n;
+      formula.y.push_back(bytes / gib);
+    }
+    series.push_back(measured);
+    series.push_back(formula);
+  }
+  double top = 0;
+  for (const Series& se : series) top = std::max(top, *std::max_element(se.y.begin(), se.y.end()));
+  std::ostringstream s;
+  chart(s, 0, 0, 720, 420, "Model state per device (Ψ = " + fmt(psi, "%.3g") + " parameters, Adam, fp32)", "devices N",
+        "weights + gradients + optimizer (GiB)", xs, series, 1.5 * top);  // the legend above the lines
+  return svg_document(720, 420, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
+}
+
+std::string busbw(const std::vector<std::string>& files) {
+  const char* writer = "scalelab bench comm --json";
+  if (files.size() != 1) throw UsageError("figure", "busbw reads ONE file: scalelab bench comm --json F");
+  const json j = read_json(files[0]);
+  std::vector<double> xs, t, bw;
+  double factor = 1;  // busbw / algbw: nccl-tests' 2(n−1)/n for an all-reduce
+  for (const json& r : rows_of(j, files[0], writer)) {
+    xs.push_back(field(r, "bytes", files[0], writer));
+    t.push_back(1e-6 * field(r, "time_us", files[0], writer));
+    bw.push_back(field(r, "busbw", files[0], writer));
+    const double alg = field(r, "algbw", files[0], writer);
+    if (alg > 0) factor = bw.back() / alg;
+  }
+  // t(S) = a + b·S, least squares on the relative error (small and large messages count alike):
+  // minimise Σ ((a + b·S_i)/t_i − 1)², two normal equations.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (t[i] <= 0) throw UsageError("figure", files[0] + ": a row with time_us ≤ 0 — not a measured run");
+    const double u = 1 / t[i], v = xs[i] / t[i];
+    s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  if (xs.size() < 2 || !(std::abs(det) > 0)) throw UsageError("figure", files[0] + ": the α-β fit needs two sizes or more");
+  const double a = std::max(0.0, (r0 * s11 - r1 * s01) / det), b = (s00 * r1 - s01 * r0) / det;
+  Series measured{"busbw (measured)", "#1f77b4", {}};
+  Series model{"α-β: a = " + fmt(a * 1e6, "%.3g") + " µs, busbw → " + fmt(factor / b * 1e-9, "%.3g") + " GB/s", "#555", {}, true};
+  for (size_t i = 0; i < xs.size(); ++i) {
+    measured.y.push_back(bw[i]);
+    model.y.push_back(xs[i] / (a + b * xs[i]) * factor * 1e-9);
+  }
+  auto bytes_label = [](double v) {
+    const char* units[] = {"B", "K", "M", "G"};
+    int u = 0;
+    while (v >= 1024 && u < 3) v /= 1024, ++u;
+    return fmt(v) + units[u];
+  };
+  std::ostringstream s;
+  chart(s, 0, 0, 720, 420, j.value("op", std::string("all_reduce")) + " of " + std::to_string(j.value("ranks", 0)) +
+                               " ranks: bus bandwidth vs size", "message size", "busbw (GB/s)", xs, {measured, model},
+        1.3 * *std::max_element(measured.y.begin(), measured.y.end()),  // the legend above the lines
+        bytes_label);
+  return svg_document(720, 420, s.str(),
+                      j.value("simulated", false) ? "scalelab bench comm --device sim (the cost model's times)"
+                                                  : "scalelab bench comm --comm " + j.value("comm", std::string()) +
+                                                        " (measured on this machine)");
+}
+
+}  // namespace
+
+int run_figure(const FigureOptions& o) {
+  check_output_path(o.out, "figure");
+  std::string svg;
+  if (o.kind == "bubble") svg = bubble(o.json);
+  else if (o.kind == "zero-memory") svg = zero_memory(o.json);
+  else if (o.kind == "busbw") svg = busbw(o.json);
+  else throw UsageError("figure", "'" + o.kind + "': no such figure — bubble, zero-memory or busbw");
+  write_file_atomically(o.out, svg, "figure");
+  std::printf("[figure] %s: %s\n", o.kind.c_str(), o.out.c_str());
+  return 0;
+}
+
+}  // namespace scalelab

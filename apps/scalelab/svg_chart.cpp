@@ -1,0 +1,98 @@
+// Line charts as SVG text (see svg_chart.h).
+#include "apps/scalelab/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace scalelab {
+
+std::string fmt(double v, const char* f) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// One chart at (x0, y0), w × h, x on a log2 axis (the sweep doubles) or linear, y from 0.
+void chart(std::ostringstream& s, double x0, double y0, double w, double h, const std::string& title,
+           const std::string& xlabel, const std::string& ylabel, const std::vector<double>& xs,
+           const std::vector<Series>& series, double ymax_hint,
+           const std::function<std::string(double)>& x_label_of) {
+  const double left = 64, right = 16, top = 36, bottom = 48;
+  const double pw = w - left - right, ph = h - top - bottom;
+  double ymax = ymax_hint;
+  for (const Series& se : series)
+    for (double v : se.y) ymax = std::max(ymax, v);
+  if (ymax <= 0) ymax = 1;
+  const double mag = std::pow(10.0, std::floor(std::log10(ymax)));
+  double ystep = mag;
+  for (double f : {0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0}) {
+    if (ymax / (f * mag) <= 6) {
+      ystep = f * mag;
+      break;
+    }
+  }
+  ymax = std::ceil(ymax / ystep) * ystep;
+  const bool log_x = xs.size() > 1 && xs.front() > 0 && xs.back() / xs.front() >= 4;
+  auto xpos = [&](double x) {
+    const double a = log_x ? std::log2(xs.front()) : xs.front(), b = log_x ? std::log2(xs.back()) : xs.back();
+    const double v = log_x ? std::log2(x) : x;
+    return x0 + left + (b > a ? (v - a) / (b - a) : 0.5) * pw;
+  };
+  auto ypos = [&](double y) { return y0 + top + ph - y / ymax * ph; };
+  s << "<text x='" << x0 + w / 2 << "' y='" << y0 + 22 << "' text-anchor='middle' font-size='15' font-weight='bold'>"
+    << title << "</text>\n";
+  for (double y = 0; y <= ymax + 1e-9 * ymax; y += ystep) {
+    s << "<line x1='" << x0 + left << "' x2='" << x0 + left + pw << "' y1='" << ypos(y) << "' y2='" << ypos(y)
+      << "' stroke='#e4e4e4'/>\n";
+    s << "<text x='" << x0 + left - 6 << "' y='" << ypos(y) + 4 << "' text-anchor='end' font-size='11'>" << fmt(y)
+      << "</text>\n";
+  }
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i];
+    s << "<line x1='" << xpos(x) << "' x2='" << xpos(x) << "' y1='" << y0 + top << "' y2='" << y0 + top + ph
+      << "' stroke='#f0f0f0'/>\n";
+    s << "<text x='" << xpos(x) << "' y='" << y0 + top + ph + 16 << "' text-anchor='middle' font-size='11'>"
+      << (xs.size() > 10 && i % 2 ? "" : x_label_of ? x_label_of(x) : fmt(x)) << "</text>\n";
+  }
+  s << "<rect x='" << x0 + left << "' y='" << y0 + top << "' width='" << pw << "' height='" << ph
+    << "' fill='none' stroke='#888'/>\n";
+  s << "<text x='" << x0 + left + pw / 2 << "' y='" << y0 + h - 10 << "' text-anchor='middle' font-size='12'>" << xlabel
+    << "</text>\n";
+  s << "<text transform='translate(" << x0 + 16 << "," << y0 + top + ph / 2 << ") rotate(-90)' text-anchor='middle' "
+    << "font-size='12'>" << ylabel << "</text>\n";
+  for (const Series& se : series) {
+    s << "<polyline fill='none' stroke='" << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "")
+      << " points='";
+    for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i) s << xpos(xs[i]) << "," << ypos(se.y[i]) << " ";
+    s << "'/>\n";
+    if (!se.dashed)
+      for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i)
+        s << "<circle cx='" << xpos(xs[i]) << "' cy='" << ypos(se.y[i]) << "' r='3' fill='" << se.color << "'/>\n";
+  }
+  // The legend in a box at the plot's top right, over the lines but readable.
+  size_t longest = 0;
+  for (const Series& se : series) longest = std::max(longest, se.name.size());
+  const double box_w = 36 + 6.2 * static_cast<double>(longest), box_x = x0 + left + pw - box_w - 4;
+  s << "<rect x='" << box_x << "' y='" << y0 + top + 2 << "' width='" << box_w << "' height='" << 16 * series.size() + 6
+    << "' fill='white' fill-opacity='0.85' stroke='#ccc'/>\n";
+  double ly = y0 + top + 12;
+  for (const Series& se : series) {
+    s << "<line x1='" << box_x + 6 << "' x2='" << box_x + 26 << "' y1='" << ly << "' y2='" << ly << "' stroke='"
+      << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "") << "/>\n";
+    s << "<text x='" << box_x + 32 << "' y='" << ly + 4 << "' font-size='11'>" << se.name << "</text>\n";
+    ly += 16;
+  }
+}
+
+std::string svg_document(double width, double height, const std::string& body, const std::string& caption) {
+  std::ostringstream s;
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height + 30
+    << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  s << "<text x='" << width / 2 << "' y='" << height + 18 << "' text-anchor='middle' font-size='12' fill='#555'>" << caption
+    << "</text>\n";
+  s << body << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace scalelab

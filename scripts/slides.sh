@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The lecture decks (slides/NN-*.md) built to HTML (and PDF where Chromium is installed), every
+# figure and number regenerated first from runs of this build's scalelab. `make slides` calls this.
+#   scripts/slides.sh [BUILD_DIR] [OUT_DIR] [README_PICTURES_DIR]
+# With a third argument (and Chromium), the slide each deck marks <!-- readme --> is also written
+# there as slides-NN.png (`make slides-pictures`: the README's pictures in docs/img).
+# 1. runs: each deck's runs on simulated A100s (sim clock: the same run gives the same numbers)
+#    write a summary (data/NAME.json) and a trace (data/NAME.trace.json);
+# 2. panels: one dashboard panel per picture, drawn from a trace under Xvfb (img/NAME-PANEL.png);
+# 3. plots: `scalelab scale`, `bench comm` and `figure` draw the SVGs the dashboard does not;
+# 4. decks: excerpts (// slide: NAME … // end slide) and numbers ({{RUN.field}}) put in
+#    (scripts/slides_deck.py), then Marp (slides/node_modules, pinned in slides/package-lock.json).
+set -euo pipefail
+build=${1:-build/release}
+out=${2:-slides/build}
+pictures=${3:-}
+here=$(cd "$(dirname "$0")/.." && pwd)
+scalelab="$build/scalelab"
+dash="$build/apps/scalelab-dash/scalelab-dash"
+die() { echo "[slides] $*" >&2; exit 1; }
+[ -x "$scalelab" ] || die "$scalelab not built — run make build first"
+[ -x "$dash" ] || die "$dash not built (configure found no ImGui + GLFW + OpenGL) — apt-get install libimgui-dev libglfw3-dev, then make build"
+command -v xvfb-run >/dev/null || die "xvfb-run not found — apt-get install xvfb xauth"
+command -v python3 >/dev/null || die "python3 not found — apt-get install python3"
+t0=$(date +%s)
+since() { echo "$(($(date +%s) - t0)) s"; }
+
+# Marp from npm, at the version slides/package-lock.json pins. A machine where it cannot be
+# installed cannot build the decks: that is an error, not something to skip.
+marp="$here/slides/node_modules/.bin/marp"
+if [ ! -x "$marp" ]; then
+  command -v npm >/dev/null || die "npm not found — apt-get install npm (marp-cli is installed with it)"
+  echo "[slides] installing marp-cli into slides/node_modules (npm ci)"
+  (cd "$here/slides" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci in slides/ failed — is registry.npmjs.org reachable?"
+fi
+
+mkdir -p "$out/data" "$out/img"
+rm -f "$out"/data/* "$out"/img/* "$out"/*.md "$out"/*.html "$out"/*.pdf "$out"/*.png
+# Everything this build writes is newer than this stamp (the test checks every picture is).
+touch "$out/.stamp"
+
+# ---- 1. runs -------------------------------------------------------------------------------------
+common=(--device sim --hw a100-nvlink-8 --model mlp:784-512-256-128-10 --dataset fashion-mnist --steps 24 --quiet)
+run() {  # name, then the options of `scalelab train`
+  local name=$1
+  shift
+  "$scalelab" train "${common[@]}" "$@" --json "$out/data/$name.json" --trace "$out/data/$name.trace.json" >"$out/data/$name.txt"
+}
+echo "[slides] runs ($(since))"
+run single          --strategy single --devices 1
+run multiprocessing --strategy multiprocessing --devices 4
+run data-parallel   --strategy data-parallel --devices 4
+run model-parallel  --strategy model-parallel --devices 4
+run ddp             --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1
+run ddp-mp          --strategy ddp-mp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1
+run gpipe           --strategy pipeline --devices 4 --micro-batches 8
+run 1f1b            --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
+run ddp-fp16        --strategy ddp --devices 4 --amp fp16
+run zero2           --strategy zero --devices 4 --zero-stage 2 --optimizer adam
+run ddp-adam        --strategy ddp --devices 4 --optimizer adam
+
+# ---- 2. panels -----------------------------------------------------------------------------------
+# One Xvfb for all of them (a server per picture would cost a second each). Its number is
+# searched from one of our own, not from xvfb-run's 99: two xvfb-runs started at once from 99
+# can both pick the same free number.
+echo "[slides] panels ($(since))"
+panels=(  # run panel size step [more options of scalelab-dash]
+  "multiprocessing timeline 1400x390 12"
+  "multiprocessing training 900x520 23"
+  "data-parallel timeline 1400x390 12"
+  "data-parallel data-parallel 1000x330 12"
+  "model-parallel timeline 1400x390 12"
+  "model-parallel pipeline 1000x280 12"
+  "ddp timeline 1400x390 12"
+  "ddp buckets 1000x300 12"
+  "ddp topology 900x560 12 --at 0.7"
+  "ddp-mp timeline 1400x390 12"
+  "gpipe pipeline 1200x280 12 --at 0.6"
+  "1f1b pipeline 1200x280 12 --at 0.6"
+  "zero2 memory 1000x300 12 --at 0.6"
+  "ddp-adam memory 1000x300 12 --at 0.6"
+  "ddp-fp16 training 900x520 23"
+)
+printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
+# shellcheck disable=SC2016
+xvfb-run -a -n $((100 + $$ % 800)) -s '-screen 0 1920x1200x24' bash -c '
+  set -euo pipefail
+  while read -r name panel size step more; do
+    # shellcheck disable=SC2086
+    "$0" --replay "$1/data/$name.trace.json" --panel "$panel" --size "$size" --step "$step" $more \
+      --screenshot "$1/img/$name-$panel.png" >/dev/null
+  done <"$1/data/panels.txt"' "$dash" "$out"
+
+# ---- 3. plots ------------------------------------------------------------------------------------
+echo "[slides] plots ($(since))"
+"$scalelab" scale --strategy ddp --hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 8..128 --batch 32 \
+  --plot "$out/img/scale-ddp.svg" --json "$out/data/scale-ddp.json" >"$out/data/scale-ddp.txt"
+"$scalelab" scale --strategy pipeline --hw a100-nvlink-8 --model mlp:4096-4096-4096-4096-4096 --devices 4 \
+  --micro-batches 1..32 --batch 2048 --strong --json "$out/data/scale-pipeline.json" >"$out/data/scale-pipeline.txt"
+"$scalelab" figure bubble --json "$out/data/scale-pipeline.json" --out "$out/img/bubble.svg" >/dev/null
+zero_sweep=(--hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 2..64 --batch 16 --optimizer adam)
+"$scalelab" scale --strategy ddp "${zero_sweep[@]}" --json "$out/data/scale-zero0.json" >/dev/null
+"$scalelab" scale --strategy zero --zero-stage 1 "${zero_sweep[@]}" --json "$out/data/scale-zero1.json" >/dev/null
+"$scalelab" scale --strategy zero --zero-stage 2 "${zero_sweep[@]}" --json "$out/data/scale-zero2.json" >/dev/null
+"$scalelab" figure zero-memory --json "$out/data/scale-zero0.json" --json "$out/data/scale-zero1.json" \
+  --json "$out/data/scale-zero2.json" --out "$out/img/zero-memory.svg" >/dev/null
+"$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --min-bytes 1K --max-bytes 256M \
+  --json "$out/data/busbw.json" >"$out/data/busbw.txt"
+"$scalelab" figure busbw --json "$out/data/busbw.json" --out "$out/img/busbw.svg" >/dev/null
+
+# ---- 4. decks ------------------------------------------------------------------------------------
+echo "[slides] decks ($(since))"
+decks=("$here"/slides/[0-9][0-9]-*.md)
+python3 "$here/scripts/slides_deck.py" expand --root "$here" --data "$out/data" --out "$out" "${decks[@]}"
+theme=(--config-file "$here/slides/marp.config.js" --theme "$here/slides/scalelab.css" --allow-local-files --html)
+"$marp" "${theme[@]}" --input-dir "$out" --output "$out" --no-stdin >/dev/null 2>"$out/data/marp.log" ||
+  { cat "$out/data/marp.log" >&2; die "marp failed building the HTML"; }
+if command -v chromium >/dev/null; then
+  export CHROME_PATH=${CHROME_PATH:-$(command -v chromium)}
+  "$marp" "${theme[@]}" --pdf --input-dir "$out" --output "$out" --no-stdin >/dev/null 2>>"$out/data/marp.log" ||
+    { cat "$out/data/marp.log" >&2; die "marp failed building the PDFs"; }
+  built="HTML and PDF"
+  if [ -n "$pictures" ]; then
+    mkdir -p "$pictures"
+    for md in "$out"/[0-9][0-9]-*.md; do
+      name=$(basename "$md" .md)
+      k=$(python3 "$here/scripts/slides_deck.py" readme-slide "$here/slides/$name.md")
+      "$marp" "${theme[@]}" --images png "$md" -o "$out/data/$name.png" --no-stdin >/dev/null 2>>"$out/data/marp.log"
+      cp "$out/data/$name.$(printf %03d "$k").png" "$pictures/slides-${name%%-*}.png"
+      echo "[slides] $pictures/slides-${name%%-*}.png (slide $k of $name)"
+    done
+  fi
+else
+  built="HTML (no PDF: chromium not installed — apt-get install chromium)"
+  [ -z "$pictures" ] || die "the README's pictures of the slides need chromium — apt-get install chromium"
+fi
+echo "[slides] ${#decks[@]} decks, $built, in $out/ ($(since))"

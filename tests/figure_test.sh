@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `scalelab figure`: the slides' charts from scalelab's own JSON next to their formulas.
+#   - zero-memory: the JSON it reads holds ZeRO's closed forms exactly (S = ⌈P/N⌉ per shard:
+#     DDP 4P+4P+8P; stage 1 4SN+4SN+8S; stage 2 4SN+4S+8S bytes) and the chart has a measured
+#     line and a formula line per stage;
+#   - busbw: the α-β fit recovers a and the bandwidth of rows made from t = a + S/B exactly;
+#   - bubble: measured and (p−1)/(m+p−1) lines from a pipeline sweep;
+#   - bad input (unknown kind, wrong optimizer, two files for one, not JSON, no rows) exits 2 saying why.
+#   bash figure_test.sh <path to scalelab>
+set -u
+SCALELAB=${1:?usage: figure_test.sh <scalelab binary>}
+. "$(dirname "$0")/support/checks.sh" figure-test
+
+sweep=(--optimizer adam --model mlp:784-64-10 --devices 2..16)
+ok=1
+"$SCALELAB" scale --strategy ddp "${sweep[@]}" --json "$WORK/z0.json" >/dev/null 2>&1 || ok=0
+"$SCALELAB" scale --strategy zero --zero-stage 1 "${sweep[@]}" --json "$WORK/z1.json" >/dev/null 2>&1 || ok=0
+"$SCALELAB" scale --strategy zero --zero-stage 2 "${sweep[@]}" --json "$WORK/z2.json" >/dev/null 2>&1 || ok=0
+if ((ok)) && python3 - "$WORK" <<'PY'
+import json, math, sys
+P = 784 * 64 + 64 + 64 * 10 + 10
+for stage in (0, 1, 2):
+    j = json.load(open(f"{sys.argv[1]}/z{stage}.json"))
+    assert j["zero_stage"] == stage and j["parameters"] == P and j["optimizer"] == "adam", j
+    for r in j["rows"]:
+        N, m = r["devices"], r["peak_bytes"]
+        S = math.ceil(P / N)
+        want = {0: (4 * P, 4 * P, 8 * P), 1: (4 * S * N, 4 * S * N, 8 * S), 2: (4 * S * N, 4 * S, 8 * S)}[stage]
+        assert (m["params"], m["grads"], m["optimizer"]) == want, (stage, N, m, want)
+PY
+then pass "scale --json: weights, gradients, optimizer per device are ZeRO's closed forms (stages 0, 1, 2; N = 2…16)"
+else fail "the ZeRO sweeps' memory is not the closed form"; fi
+if "$SCALELAB" figure zero-memory --json "$WORK/z0.json" --json "$WORK/z1.json" --json "$WORK/z2.json" --out "$WORK/z.svg" >/dev/null 2>&1 &&
+  [ "$(grep -c '<polyline' "$WORK/z.svg")" = 6 ] && grep -q "4Ψ + 12Ψ/N" "$WORK/z.svg" && grep -q "ZeRO-2 (measured)" "$WORK/z.svg"; then
+  pass "zero-memory: a measured and a formula line for each of the three stages"
+else fail "zero-memory: $(head -c 300 "$WORK/z.svg" 2>/dev/null)"; fi
+
+# Rows of an all-reduce of 4 ranks made from t = 5 µs + S / (20 GB/s): busbw = S/t · 2(n−1)/n.
+python3 - "$WORK/bw.json" <<'PY'
+import json, sys
+rows = []
+for k in range(10, 27, 2):
+    S = 2 ** k
+    t = 5e-6 + S / 20e9
+    rows.append({"bytes": S, "time_us": t * 1e6, "algbw": S / t * 1e-9, "busbw": S / t * 1.5e-9})
+json.dump({"op": "all_reduce", "comm": "threads", "ranks": 4, "simulated": False, "rows": rows}, open(sys.argv[1], "w"))
+PY
+if "$SCALELAB" figure busbw --json "$WORK/bw.json" --out "$WORK/bw.svg" >/dev/null 2>&1 &&
+  grep -q "α-β: a = 5 µs, busbw → 30 GB/s" "$WORK/bw.svg"; then
+  pass "busbw: the fit recovers a = 5 µs and busbw → 1.5 · 20 GB/s from exact rows"
+else fail "busbw: $(grep -o 'α-β[^<]*' "$WORK/bw.svg" 2>/dev/null)"; fi
+
+if "$SCALELAB" scale --strategy pipeline --model mlp:512-512-512-512-512 --devices 4 --micro-batches 1..8 --batch 256 --strong \
+    --json "$WORK/pipe.json" >/dev/null 2>&1 &&
+  "$SCALELAB" figure bubble --json "$WORK/pipe.json" --out "$WORK/pipe.svg" >/dev/null 2>&1 &&
+  [ "$(grep -c '<polyline' "$WORK/pipe.svg")" = 2 ] && grep -q "p = 4 stages" "$WORK/pipe.svg"; then
+  pass "bubble: measured and (p−1)/(m+p−1) over m = 1…8 at p = 4"
+else fail "bubble: $(head -c 300 "$WORK/pipe.svg" 2>/dev/null)"; fi
+
+"$SCALELAB" scale --strategy zero --optimizer sgd --model mlp:784-64-10 --devices 2,4 --json "$WORK/sgd.json" >/dev/null 2>&1
+echo '{"rows": []}' >"$WORK/empty.json"
+echo 'not json' >"$WORK/bad.json"
+expect_usage "an unknown figure" "no such figure" figure gantt --json "$WORK/z0.json" --out "$WORK/x.svg"
+expect_usage "zero-memory of SGD" "the formulas are for Adam" figure zero-memory --json "$WORK/sgd.json" --out "$WORK/x.svg"
+expect_usage "two files for the bubble" "reads ONE file" figure bubble --json "$WORK/pipe.json" --json "$WORK/pipe.json" --out "$WORK/x.svg"
+expect_usage "not JSON" "not JSON" figure busbw --json "$WORK/bad.json" --out "$WORK/x.svg"
+expect_usage "no rows" "no rows" figure bubble --json "$WORK/empty.json" --out "$WORK/x.svg"
+[ -e "$WORK/x.svg" ] && fail "a refused figure left $WORK/x.svg" || pass "nothing written when refused"
+finish
