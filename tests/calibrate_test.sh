@@ -29,6 +29,18 @@ PYEOF
 then pass "the profile has a GEMM curve, bandwidths, overhead, α-β and the raw measurements"
 else fail "the profile is incomplete: $(head -c 400 "$WORK/me.json")"; fi
 
+# As one of 2 devices sharing the host: every op timed while another device runs it too.
+if "$SCALELAB" calibrate --quick --devices 2 --out "$WORK/me2.json" >/dev/null 2>&1 && $PY -c "
+import json, sys
+p = json.load(open('$WORK/me2.json'))
+sys.exit(0 if p['calibration']['devices'] == 2 and p['name'].endswith('-x2') and 'one of 2 devices' in p['description'] else 1)"; then
+  pass "calibrate --devices 2 measures as one of 2 devices and says so"
+else fail "calibrate --devices 2: $(head -c 300 "$WORK/me2.json" 2>/dev/null)"; fi
+out=$("$SCALELAB" calibrate --quick --devices 0 --out "$WORK/none.json" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\[calibrate\] --devices 0" && [ ! -e "$WORK/none.json" ] \
+  && pass "calibrate --devices 0 is refused" || fail "calibrate --devices 0: rc $rc, $out"
+
 small=(--model mlp:784-64-32-10 --dataset synthetic --batch 64 --steps 6)
 if "$SCALELAB" train --device sim --hw "$WORK/me.json" --devices 2 --strategy ddp --dry-run "${small[@]}" --quiet >"$WORK/sim.out" 2>&1; then
   pass "the sim prices a run on the calibrated profile"

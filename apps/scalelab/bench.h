@@ -96,6 +96,7 @@ struct CalibrateOptions {
   std::string device = "cpu";
   std::string out;     // default: calibrated-<host>.json here
   bool quick = false;  // a smaller grid and shorter timings (~20 s): for tests
+  int devices = 1;     // measure as one of this many cpu devices sharing the host (a run's --devices)
 };
 
 // `scalelab calibrate`: measures the cpu device and writes a profile `--device sim --hw` reads.
@@ -108,7 +109,9 @@ int run_calibrate(const CalibrateOptions& options);
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress);
 
 struct BenchPredictOptions {
-  std::string hw;  // a calibrated profile of this machine (required)
+  // Profiles of this machine (required): each run is priced on the one calibrated with its device
+  // count (`calibrate --devices N`), else the first.
+  std::vector<std::string> hw;
   std::vector<std::string> models = {"mlp:784-512-256-128-10", "mlp:784-1024-1024-1024-10",
                                      "mlp:784-2048-2048-2048-10"};  // the tour's, and two larger
   int devices = 4;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -114,6 +117,30 @@ class ProgressLine {
   int total_, done_ = 0;
 };
 
+// Makes an op on a device (its tensors allocated there) and returns the call to time or repeat.
+using OpMaker = std::function<std::function<void()>(Device&)>;
+
+// `measure()` while `others` more cpu devices, each on a thread of its own, run `make`'s op in a
+// loop: N devices of a run are N threads on this host's cores, and each op of one pays for the others.
+double with_others(int others, const OpMaker& make, const std::function<double()>& measure) {
+  if (others <= 0) return measure();
+  std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < others; ++i)
+    threads.emplace_back([&] {
+      auto devices = make_devices(DeviceOptions{});
+      const std::function<void()> op = make(*devices[0]);
+      ++started;
+      while (!stop.load(std::memory_order_relaxed)) op();
+    });
+  while (started.load() < others) std::this_thread::yield();
+  const double seconds = measure();
+  stop = true;
+  for (auto& t : threads) t.join();
+  return seconds;
+}
+
 struct GemmShape {
   bool ta, tb;
   int64_t m, n, k;
@@ -183,16 +210,20 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.device != "cpu")
     throw UsageError("calibrate", "--device " + o.device + ": only the cpu device is measured here — pass --device cpu "
                                   "(a GPU's figures come from its published tables, see profiles/README.md)");
-  const std::string out = o.out.empty() ? "calibrated-" + host_name() + ".json" : o.out;
+  if (o.devices < 1 || o.devices > kMaxCpuDevices)
+    throw UsageError("calibrate", "--devices " + std::to_string(o.devices) + ": measure as one of 1 … " +
+                                      std::to_string(kMaxCpuDevices) + " cpu devices sharing this host — pass --devices N ≥ 1");
+  const std::string out = o.out.empty() ? "calibrated-" + host_name() + (o.devices > 1 ? "-x" + std::to_string(o.devices) : "") + ".json" : o.out;
   check_output_path(out, "calibrate");
   const auto started = clock_type::now();
-  const double budget = o.quick ? 0.004 : 0.04;  // seconds per measurement
+  const double budget = o.quick ? 0.02 : 0.15;  // seconds per measurement
   const std::vector<int64_t> rows = o.quick ? std::vector<int64_t>{8, 32, 128} : std::vector<int64_t>{8, 32, 128, 512};
   const std::vector<int64_t> widths =
       o.quick ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{16, 64, 256, 1024, 2048};
   const std::vector<GemmShape> grid = gemm_grid(rows, widths);
-  const int elementwise_sizes = o.quick ? 8 : 10;  // 4^i × 256 floats
-  const int copy_sizes = o.quick ? 7 : 9;
+  // Up to 16 MiB: the sizes of a step's tensors (activations, a layer's weights), not beyond.
+  const int elementwise_sizes = o.quick ? 7 : 8;  // 4^i × 256 floats
+  const int copy_sizes = o.quick ? 6 : 7;
   ProgressLine progress(static_cast<int>(grid.size()) + 2 * elementwise_sizes + copy_sizes + (o.quick ? 1 : 2));
 
   EventBus bus;
@@ -201,17 +232,26 @@ int run_calibrate(const CalibrateOptions& o) {
   auto devices = make_devices(dopt);
   Device& dev = *devices[0];
   json raw;
+  // One op measured on this device while the run's other devices (threads on the same cores, as
+  // in a training run of --devices N) each run the same op in a loop.
+  auto measure = [&](const OpMaker& make) {
+    const std::function<void()> op = make(dev);
+    return with_others(o.devices - 1, make, [&] { return time_call(op, budget, bus); });
+  };
 
   // 1. GEMMs: FLOP/s per shape; the best is taken as the peak, the curve is the shares of it.
   std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
   json raw_gemm = json::array();
   for (const GemmShape& g : grid) {
-    Tensor a = dev.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
-    Tensor b = dev.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
-    Tensor c = dev.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
-    dev.fill({"calibrate"}, a, 0.5f);
-    dev.fill({"calibrate"}, b, 0.25f);
-    const double s = time_call([&] { dev.gemm({"calibrate"}, g.ta, g.tb, a, b, c); }, budget, bus);
+    const OpMaker make = [g](Device& d) -> std::function<void()> {
+      Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
+      Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
+      Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
+      d.fill({"calibrate"}, a, 0.5f);
+      d.fill({"calibrate"}, b, 0.25f);
+      return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
+    };
+    const double s = measure(make);
     const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
     rates.push_back({mnk, 2 * mnk / s});
     raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}});
@@ -231,15 +271,22 @@ int run_calibrate(const CalibrateOptions& o) {
   for (int i = 0; i < elementwise_sizes; ++i) {
     const int64_t n = int64_t{256} << (2 * i);
     const int64_t cols = 256, rows_n = n / cols;
-    Tensor x = dev.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "x");
-    Tensor y = dev.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "y");
-    Tensor bias = dev.empty({cols}, DType::f32, MemoryCategory::workspace, "bias");
-    dev.fill({"calibrate"}, x, 1.0f);
-    dev.fill({"calibrate"}, y, 0.0f);
-    dev.fill({"calibrate"}, bias, 0.0f);
-    const double axpy_s = time_call([&] { dev.axpy({"calibrate"}, 1e-3f, x, y); }, budget, bus);
+    auto vectors = [rows_n, cols](Device& d) {
+      std::array<Tensor, 3> t{d.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "x"),
+                              d.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "y"),
+                              d.empty({cols}, DType::f32, MemoryCategory::workspace, "bias")};
+      for (const Tensor& v : t) d.fill({"calibrate"}, v, 0.5f);
+      return t;
+    };
+    const double axpy_s = measure([&](Device& d) -> std::function<void()> {
+      const auto t = vectors(d);
+      return [&d, t] { d.axpy({"calibrate"}, 1e-3f, t[0], t[1]); };
+    });
     progress.step("axpy " + std::to_string(n * 4) + " B");
-    const double bias_s = time_call([&] { dev.bias_act({"calibrate"}, y, bias, Activation::relu); }, budget, bus);
+    const double bias_s = measure([&](Device& d) -> std::function<void()> {
+      const auto t = vectors(d);
+      return [&d, t] { d.bias_act({"calibrate"}, t[1], t[2], Activation::relu); };
+    });
     progress.step("bias_relu " + std::to_string(n * 4) + " B");
     ew_bytes.push_back(static_cast<double>(12 * n));
     ew_seconds.push_back(axpy_s);
@@ -256,9 +303,11 @@ int run_calibrate(const CalibrateOptions& o) {
   json raw_copy = json::array();
   for (int i = 0; i < copy_sizes; ++i) {
     const int64_t n = int64_t{1024} << (2 * i);
-    Tensor dst = dev.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
-    std::vector<float> host(static_cast<size_t>(n), 1.0f);
-    const double s = time_call([&] { dev.upload({"calibrate"}, dst, host.data()); }, budget, bus);
+    const double s = measure([n](Device& d) -> std::function<void()> {
+      Tensor dst = d.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+      auto host = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
+      return [&d, dst, host] { d.upload({"calibrate"}, dst, host->data()); };
+    });
     copy_bytes.push_back(static_cast<double>(4 * n));
     copy_seconds.push_back(s);
     raw_copy.push_back({{"bytes", 4 * n}, {"seconds", s}});
@@ -267,9 +316,9 @@ int run_calibrate(const CalibrateOptions& o) {
   const AlphaBeta host = fit_alpha_beta(copy_bytes, copy_seconds, 1, 1);
   raw["host_copy"] = raw_copy;
 
-  // 4. All-reduce over the threads backend on 4 ranks (the tour's device count): the ring's
-  // 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
-  const int ranks = 4;
+  // 4. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
+  // ring's 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
+  const int ranks = o.devices > 1 ? o.devices : 4;
   std::vector<double> ar_bytes, ar_seconds;
   raw["all_reduce_threads"] = measure_all_reduce("threads", ranks, o.quick ? 1 << 20 : 16 << 20, ar_bytes, ar_seconds);
   progress.step("all_reduce threads");
@@ -291,12 +340,14 @@ int run_calibrate(const CalibrateOptions& o) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const double seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-  const std::string name = "calibrated-" + host_name();
+  const std::string name = "calibrated-" + host_name() + (o.devices > 1 ? "-x" + std::to_string(o.devices) : "");
   json curve_json{{"mnk", curve.mnk}, {"efficiency", curve.efficiency}};
   json profile{
       {"name", name},
-      {"description", "This machine (" + cpu_model() + ", " + std::to_string(cores) + " cores) as the cpu device uses it, measured by "
-                      "`scalelab calibrate" + std::string(o.quick ? " --quick" : "") + "` on " + utc_now()},
+      {"description", "This machine (" + cpu_model() + ", " + std::to_string(cores) + " cores) as the cpu device uses it" +
+                          (o.devices > 1 ? ", one of " + std::to_string(o.devices) + " devices sharing it" : std::string()) +
+                          ", measured by `scalelab calibrate" + (o.quick ? " --quick" : "") +
+                          (o.devices > 1 ? " --devices " + std::to_string(o.devices) : std::string()) + "` on " + utc_now()},
       {"nodes", 1},
       {"devices_per_node", kMaxCpuDevices},
       {"device",
@@ -313,7 +364,7 @@ int run_calibrate(const CalibrateOptions& o) {
        {{"host", {{"kind", "memory"}, {"bandwidth_Bps", host.bandwidth_Bps}, {"latency_s", host.alpha_s}}},
         {"intra_node", {{"kind", "threads"}, {"bandwidth_Bps", threads_link.bandwidth_Bps}, {"latency_s", threads_link.alpha_s}}}}},
       {"calibration",
-       {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"date", utc_now()}, {"quick", o.quick},
+       {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"date", utc_now()}, {"quick", o.quick}, {"devices", o.devices},
         {"seconds", seconds}, {"fits", fits}, {"raw", raw}}},
       {"sources",
        {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
@@ -322,7 +373,7 @@ int run_calibrate(const CalibrateOptions& o) {
                                   " MiB, α + bytes/B fitted (calibration.fits.elementwise)"},
         {"launch_overhead_s", "measured: the α of that fit — the per-op cost of a Device call on the cpu device"},
         {"links.host", "measured: Device::upload, α + bytes/B fitted"},
-        {"links.intra_node", "measured: threads-backend all_reduce on 4 ranks, 2(n−1)α + 2(n−1)/n·S/B fitted"},
+        {"links.intra_node", "measured: threads-backend all_reduce on " + std::to_string(ranks) + " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
   const std::string text = profile.dump(2) + "\n";
   // Read back before it replaces anything: the sim must accept what calibrate writes.

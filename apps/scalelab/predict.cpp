@@ -4,6 +4,8 @@
 // strategy on three models.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -179,15 +181,38 @@ int train_with_prediction(const TrainConfig& config, const std::string& profile,
   return 0;
 }
 
+// The number of devices a profile was calibrated as one of (`calibrate --devices N`); 0 when it
+// is not a calibrated profile.
+int calibrated_devices(const std::string& path) {
+  load_profile(path);  // refused here, with the field, when broken
+  const json j = json::parse(read_regular_file(path, "bench", 16 << 20, "pass a profile JSON file"));
+  return j.contains("calibration") ? j["calibration"].value("devices", 1) : 0;
+}
+
 int bench_predict(const BenchPredictOptions& o) {
   if (o.hw.empty())
     throw UsageError("bench", "bench predict needs --hw PROFILE: a profile of this machine — make one with `scalelab calibrate`");
-  load_profile(o.hw);
+  std::map<int, std::string> by_devices;
+  for (const std::string& path : o.hw) by_devices.try_emplace(calibrated_devices(path), path);
+  auto profile_for = [&](int devices) {
+    auto it = by_devices.find(devices);
+    return it != by_devices.end() ? it->second : o.hw.front();
+  };
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
+  std::string names;
+  for (const std::string& path : o.hw) names += (names.empty() ? "" : ", ") + path;
   std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on %s\n",
-              o.hw.c_str());
+              names.c_str());
+  std::printf("# each run priced on the profile calibrated with its device count where one was given (column cal)\n");
   std::printf("# step time = median over steps 2… of one step's start to the next; bound: the goal, |error| ≤ 3 %% per strategy\n");
-  std::printf("%-28s %-16s %4s %12s %12s %8s  %s\n", "model", "strategy", "dev", "predicted ms", "measured ms", "error",
+  // Whatever else runs on these cores is in the measured times and not in the predicted ones.
+  auto print_load = [](const char* when) {
+    double load[1] = {0};
+    if (::getloadavg(load, 1) == 1)
+      std::printf("# load average %s: %.1f on %u cores\n", when, load[0], std::max(1u, std::thread::hardware_concurrency()));
+  };
+  print_load("before");
+  std::printf("%-28s %-16s %4s %4s %12s %12s %8s  %s\n", "model", "strategy", "dev", "cal", "predicted ms", "measured ms", "error",
               "furthest-off class (pred/meas ms per step)");
   json rows = json::array();
   int within = 0, total = 0;
@@ -207,16 +232,18 @@ int bench_predict(const BenchPredictOptions& o) {
       if (info.showcase) info.showcase(c);
       try {
         TrainResult r;
-        const Comparison cmp = compare(c, o.hw, {}, r);
+        const std::string profile = profile_for(devices);
+        const Comparison cmp = compare(c, profile, {}, r);
         const int w = worst_class(cmp.predicted, cmp.measured);
         char off[96] = "";
         if (std::abs(cmp.error()) > 0.03)
           std::snprintf(off, sizeof off, "%s (%.2f/%.2f)", kClassNames[w], cmp.predicted.class_s[w] * 1e3,
                         cmp.measured.class_s[w] * 1e3);
-        std::printf("%-28s %-16s %4d %12.3f %12.3f %+7.1f%%  %s\n", model.c_str(), info.name.c_str(), devices,
+        std::printf("%-28s %-16s %4d %4d %12.3f %12.3f %+7.1f%%  %s\n", model.c_str(), info.name.c_str(), devices,
+                    calibrated_devices(profile),
                     cmp.predicted.step_s * 1e3, cmp.measured.step_s * 1e3, 100 * cmp.error(), off);
         std::fflush(stdout);
-        json row = comparison_json(cmp, o.hw);
+        json row = comparison_json(cmp, profile);
         row["model"] = model;
         row["strategy"] = info.name;
         row["devices"] = devices;
@@ -228,8 +255,9 @@ int bench_predict(const BenchPredictOptions& o) {
         rows.push_back({{"model", model}, {"strategy", info.name}, {"error", e.what()}});
       }
     }
+  print_load("after");
   std::printf("# %d of %d runs within ±3 %%\n", within, total);
-  if (!o.json_path.empty()) write_file_atomically(o.json_path, json{{"profile", o.hw}, {"rows", rows}}.dump(2) + "\n", "bench");
+  if (!o.json_path.empty()) write_file_atomically(o.json_path, json{{"profiles", o.hw}, {"rows", rows}}.dump(2) + "\n", "bench");
   return 0;
 }
 
