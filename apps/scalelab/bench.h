@@ -109,8 +109,8 @@ int run_calibrate(const CalibrateOptions& options);
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress);
 
 struct BenchPredictOptions {
-  // Profiles of this machine (required): each run is priced on the one calibrated with its device
-  // count (`calibrate --devices N`), else the first.
+  // Profiles of this machine (required; e.g. calibrated alone and as one of 4 devices): each run
+  // is priced on every one, side by side.
   std::vector<std::string> hw;
   std::vector<std::string> models = {"mlp:784-512-256-128-10", "mlp:784-1024-1024-1024-10",
                                      "mlp:784-2048-2048-2048-10"};  // the tour's, and two larger
@@ -120,8 +120,8 @@ struct BenchPredictOptions {
   std::string json_path;
 };
 
-// Predicted next to measured for every strategy on each model: a table with the error, and the
-// op class that is furthest off where the error is large.
+// Predicted next to measured for every strategy on each model, on each profile: a table with the
+// errors, and for the closest profile the op class that is furthest off where the error is large.
 int bench_predict(const BenchPredictOptions& options);
 
 }  // namespace scalelab

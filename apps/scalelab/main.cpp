@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
   auto* predict_cmd = bench_cmd->add_subcommand("predict", "every strategy on the cpu device, measured, next to the cost "
                                                            "model's prediction on a calibrated profile, with the error");
   predict_cmd->add_option("--hw", bp.hw, "profiles of this machine (`scalelab calibrate [--devices N]`; repeatable: "
-                                         "each run is priced on the one calibrated with its device count)")->required();
+                                         "each run is priced on every one, side by side)")->required();
   predict_cmd->add_option("--model", bp.models, "models (repeatable; default: the tour's and two larger)");
   predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(CLI::PositiveNumber);
   predict_cmd->add_option("--batch", bp.batch)->capture_default_str()->check(CLI::PositiveNumber);

@@ -104,77 +104,88 @@ TrainConfig priced_twin(const TrainConfig& c, const std::string& profile) {
   return s;
 }
 
+// A run measured, and priced on one or more profiles.
+struct Prediction {
+  std::string profile;
+  RunFigures figures;
+  TrainResult run;
+};
 struct Comparison {
-  RunFigures predicted, measured;
-  TrainResult predicted_run;
-  double error() const { return error_of(predicted.step_s, measured.step_s); }
+  RunFigures measured;
+  std::vector<Prediction> predicted;
+  double error(size_t i = 0) const { return error_of(predicted[i].figures.step_s, measured.step_s); }
 };
 
-Comparison compare(const TrainConfig& c, const std::string& profile, const ProgressFn& progress, TrainResult& measured_run) {
+Comparison compare(const TrainConfig& c, const std::vector<std::string>& profiles, const ProgressFn& progress,
+                   TrainResult& measured_run) {
   if (c.device != DeviceKind::cpu)
     throw UsageError("predict", "--predict compares a measured run with its prediction: it needs --device cpu, got --device " +
                                     std::string(device_kind_name(c.device)) + " — drop --predict, or pass --device cpu");
-  load_profile(profile);  // a bad profile is refused before the measured run, not after
+  for (const std::string& p : profiles) load_profile(p);  // a bad profile is refused before the measured run
   Comparison out;
   EventBus measured_bus;
   measured_run = train(c, measured_bus, progress);
   out.measured = figures_of(measured_bus.events(), measured_run);
-  EventBus sim_bus;
-  out.predicted_run = train(priced_twin(c, profile), sim_bus);
-  out.predicted = figures_of(sim_bus.events(), out.predicted_run);
+  for (const std::string& p : profiles) {
+    EventBus sim_bus;
+    Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
+    pr.figures = figures_of(sim_bus.events(), pr.run);
+    out.predicted.push_back(std::move(pr));
+  }
   return out;
 }
 
-json comparison_json(const Comparison& cmp, const std::string& profile) {
+json comparison_json(const RunFigures& predicted, const RunFigures& measured, const std::string& profile) {
   json devices = json::array();
-  for (size_t i = 0; i < cmp.measured.devices.size() && i < cmp.predicted.devices.size(); ++i) {
-    const DeviceSummary &p = cmp.predicted.devices[i], &m = cmp.measured.devices[i];
+  for (size_t i = 0; i < measured.devices.size() && i < predicted.devices.size(); ++i) {
+    const DeviceSummary &p = predicted.devices[i], &m = measured.devices[i];
     devices.push_back({{"device", m.name},
                        {"predicted", {{"busy_pct", p.busy_pct}, {"comm_pct", p.comm_pct}, {"idle_pct", p.idle_pct}}},
                        {"measured", {{"busy_pct", m.busy_pct}, {"comm_pct", m.comm_pct}, {"idle_pct", m.idle_pct}}}});
   }
   json classes = json::object();
   for (int i = 0; i < kClassCount; ++i)
-    classes[kClassNames[i]] = {{"predicted_s", cmp.predicted.class_s[i]}, {"measured_s", cmp.measured.class_s[i]}};
+    classes[kClassNames[i]] = {{"predicted_s", predicted.class_s[i]}, {"measured_s", measured.class_s[i]}};
   return {{"profile", profile},
-          {"step_time_s", {{"predicted", cmp.predicted.step_s}, {"measured", cmp.measured.step_s}, {"error", cmp.error()}}},
+          {"step_time_s", {{"predicted", predicted.step_s}, {"measured", measured.step_s},
+                           {"error", error_of(predicted.step_s, measured.step_s)}}},
           {"per_device", devices},
           {"per_step_by_class", classes},
-          {"furthest_class", kClassNames[worst_class(cmp.predicted, cmp.measured)]},
+          {"furthest_class", kClassNames[worst_class(predicted, measured)]},
           {"goal_error", 0.03}};
 }
 
-void print_comparison(const Comparison& cmp, const std::string& profile) {
+void print_comparison(const RunFigures& predicted, const RunFigures& measured, const std::string& profile) {
+  const double error = error_of(predicted.step_s, measured.step_s);
   std::printf("  predicted vs measured (the cost model on %s, a dry run of the same config)\n", profile.c_str());
   std::printf("    %-22s %11s %11s %8s\n", "", "predicted", "measured", "error");
-  std::printf("    %-22s %11.3f %11.3f %+7.1f %%   (goal ±3 %%)\n", "step time (ms)", cmp.predicted.step_s * 1e3,
-              cmp.measured.step_s * 1e3, 100 * cmp.error());
-  for (size_t i = 0; i < cmp.measured.devices.size() && i < cmp.predicted.devices.size(); ++i) {
-    const DeviceSummary &p = cmp.predicted.devices[i], &m = cmp.measured.devices[i];
+  std::printf("    %-22s %11.3f %11.3f %+7.1f %%   (goal ±3 %%)\n", "step time (ms)", predicted.step_s * 1e3,
+              measured.step_s * 1e3, 100 * error);
+  for (size_t i = 0; i < measured.devices.size() && i < predicted.devices.size(); ++i) {
+    const DeviceSummary &p = predicted.devices[i], &m = measured.devices[i];
     std::printf("    %-22s %4.0f/%3.0f/%3.0f %4.0f/%3.0f/%3.0f   busy/comm/idle %%\n", m.name.c_str(), p.busy_pct, p.comm_pct,
                 p.idle_pct, m.busy_pct, m.comm_pct, m.idle_pct);
   }
   for (int i = 0; i < kClassCount; ++i) {
-    if (cmp.predicted.class_s[i] == 0 && cmp.measured.class_s[i] == 0) continue;
+    if (predicted.class_s[i] == 0 && measured.class_s[i] == 0) continue;
     std::printf("    %-22s %11.3f %11.3f %+7.1f %%\n", (std::string(kClassNames[i]) + " ms/step (all dev)").c_str(),
-                cmp.predicted.class_s[i] * 1e3, cmp.measured.class_s[i] * 1e3,
-                100 * error_of(cmp.predicted.class_s[i], cmp.measured.class_s[i]));
+                predicted.class_s[i] * 1e3, measured.class_s[i] * 1e3, 100 * error_of(predicted.class_s[i], measured.class_s[i]));
   }
-  if (std::abs(cmp.error()) > 0.03)
-    std::printf("    furthest off: %s\n", kClassNames[worst_class(cmp.predicted, cmp.measured)]);
+  if (std::abs(error) > 0.03) std::printf("    furthest off: %s\n", kClassNames[worst_class(predicted, measured)]);
 }
 
 }  // namespace
 
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress) {
   TrainResult r;
-  const Comparison cmp = compare(config, profile, progress, r);
+  const Comparison cmp = compare(config, {profile}, progress, r);
+  const Prediction& p = cmp.predicted.front();
   std::fputs(format_summary(r).c_str(), stdout);
-  print_comparison(cmp, profile);
+  print_comparison(p.figures, cmp.measured, profile);
   if (!config.json_path.empty()) {
     json j = to_json(r);
-    j["prediction"] = comparison_json(cmp, profile);
-    j["prediction"]["summary"] = to_json(cmp.predicted_run);
+    j["prediction"] = comparison_json(p.figures, cmp.measured, profile);
+    j["prediction"]["summary"] = to_json(p.run);
     write_file_atomically(config.json_path, j.dump(2) + "\n", "predict");
     std::printf("  json            %s\n", config.json_path.c_str());
   }
@@ -192,18 +203,17 @@ int calibrated_devices(const std::string& path) {
 int bench_predict(const BenchPredictOptions& o) {
   if (o.hw.empty())
     throw UsageError("bench", "bench predict needs --hw PROFILE: a profile of this machine — make one with `scalelab calibrate`");
-  std::map<int, std::string> by_devices;
-  for (const std::string& path : o.hw) by_devices.try_emplace(calibrated_devices(path), path);
-  auto profile_for = [&](int devices) {
-    auto it = by_devices.find(devices);
-    return it != by_devices.end() ? it->second : o.hw.front();
-  };
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
-  std::string names;
-  for (const std::string& path : o.hw) names += (names.empty() ? "" : ", ") + path;
-  std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on %s\n",
-              names.c_str());
-  std::printf("# each run priced on the profile calibrated with its device count where one was given (column cal)\n");
+  std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on each profile\n");
+  std::string header;
+  for (size_t i = 0; i < o.hw.size(); ++i) {
+    const int n = calibrated_devices(o.hw[i]);
+    std::printf("#   P%zu = %s (%s)\n", i + 1, o.hw[i].c_str(),
+                n == 0 ? "not calibrated" : n == 1 ? "calibrated alone" : ("calibrated as one of " + std::to_string(n) + " devices").c_str());
+    char col[64];
+    std::snprintf(col, sizeof col, " %9s %7s", ("P" + std::to_string(i + 1) + " ms").c_str(), "error");
+    header += col;
+  }
   std::printf("# step time = median over steps 2… of one step's start to the next; bound: the goal, |error| ≤ 3 %% per strategy\n");
   // Whatever else runs on these cores is in the measured times and not in the predicted ones.
   auto print_load = [](const char* when) {
@@ -212,10 +222,11 @@ int bench_predict(const BenchPredictOptions& o) {
       std::printf("# load average %s: %.1f on %u cores\n", when, load[0], std::max(1u, std::thread::hardware_concurrency()));
   };
   print_load("before");
-  std::printf("%-28s %-16s %4s %4s %12s %12s %8s  %s\n", "model", "strategy", "dev", "cal", "predicted ms", "measured ms", "error",
-              "furthest-off class (pred/meas ms per step)");
+  std::printf("%-26s %-15s %3s %11s%s  %s\n", "model", "strategy", "dev", "measured ms", header.c_str(),
+              "closest: furthest-off class (pred/meas ms per step)");
   json rows = json::array();
-  int within = 0, total = 0;
+  std::vector<int> within(o.hw.size(), 0);
+  int total = 0;
   for (const std::string& model : o.models)
     for (const StrategyInfo& info : strategy_registry()) {
       const int devices = devices_allowed(info, o.devices);
@@ -232,31 +243,37 @@ int bench_predict(const BenchPredictOptions& o) {
       if (info.showcase) info.showcase(c);
       try {
         TrainResult r;
-        const std::string profile = profile_for(devices);
-        const Comparison cmp = compare(c, profile, {}, r);
-        const int w = worst_class(cmp.predicted, cmp.measured);
+        const Comparison cmp = compare(c, o.hw, {}, r);
+        std::string cols;
+        size_t closest = 0;
+        json predictions = json::array();
+        for (size_t i = 0; i < cmp.predicted.size(); ++i) {
+          char col[64];
+          std::snprintf(col, sizeof col, " %9.2f %+6.1f%%", cmp.predicted[i].figures.step_s * 1e3, 100 * cmp.error(i));
+          cols += col;
+          if (std::abs(cmp.error(i)) < std::abs(cmp.error(closest))) closest = i;
+          within[i] += std::abs(cmp.error(i)) <= 0.03;
+          predictions.push_back(comparison_json(cmp.predicted[i].figures, cmp.measured, cmp.predicted[i].profile));
+        }
+        const RunFigures& best = cmp.predicted[closest].figures;
+        const int w = worst_class(best, cmp.measured);
         char off[96] = "";
-        if (std::abs(cmp.error()) > 0.03)
-          std::snprintf(off, sizeof off, "%s (%.2f/%.2f)", kClassNames[w], cmp.predicted.class_s[w] * 1e3,
+        if (std::abs(cmp.error(closest)) > 0.03)
+          std::snprintf(off, sizeof off, "P%zu: %s (%.2f/%.2f)", closest + 1, kClassNames[w], best.class_s[w] * 1e3,
                         cmp.measured.class_s[w] * 1e3);
-        std::printf("%-28s %-16s %4d %4d %12.3f %12.3f %+7.1f%%  %s\n", model.c_str(), info.name.c_str(), devices,
-                    calibrated_devices(profile),
-                    cmp.predicted.step_s * 1e3, cmp.measured.step_s * 1e3, 100 * cmp.error(), off);
+        std::printf("%-26s %-15s %3d %11.2f%s  %s\n", model.c_str(), info.name.c_str(), devices, cmp.measured.step_s * 1e3,
+                    cols.c_str(), off);
         std::fflush(stdout);
-        json row = comparison_json(cmp, profile);
-        row["model"] = model;
-        row["strategy"] = info.name;
-        row["devices"] = devices;
-        rows.push_back(row);
-        within += std::abs(cmp.error()) <= 0.03;
+        rows.push_back({{"model", model}, {"strategy", info.name}, {"devices", devices},
+                        {"measured_step_s", cmp.measured.step_s}, {"predictions", predictions}});
         ++total;
       } catch (const std::exception& e) {
-        std::printf("%-28s %-16s failed: %s\n", model.c_str(), info.name.c_str(), e.what());
+        std::printf("%-26s %-15s failed: %s\n", model.c_str(), info.name.c_str(), e.what());
         rows.push_back({{"model", model}, {"strategy", info.name}, {"error", e.what()}});
       }
     }
   print_load("after");
-  std::printf("# %d of %d runs within ±3 %%\n", within, total);
+  for (size_t i = 0; i < o.hw.size(); ++i) std::printf("# P%zu: %d of %d runs within ±3 %%\n", i + 1, within[i], total);
   if (!o.json_path.empty()) write_file_atomically(o.json_path, json{{"profiles", o.hw}, {"rows", rows}}.dump(2) + "\n", "bench");
   return 0;
 }
