@@ -27,6 +27,7 @@
 #include "core/run/checkpoint.h"
 #include "run/train.h"
 #include "support/errors.h"
+#include "support/gemm_formula.h"
 #include "support/small_config.h"
 
 using namespace scalelab;
@@ -674,8 +675,7 @@ TEST(AmpSim, HalfGemmUsesTheF16Peak) {
     const double peak = d == DType::f16 ? p.peak_flops_f16 : d == DType::bf16 ? p.peak_flops_bf16 : p.peak_flops_f32;
     const double flops = 2.0 * B * H * H;
     const double bytes = static_cast<double>(dtype_size(d)) * (B * H + H * H + B * H);
-    const double seconds =
-        std::max(flops / (peak * p.gemm_efficiency), bytes / p.mem_bandwidth_Bps) + p.launch_overhead_s;
+    const double seconds = gemm_formula_seconds(p, d, flops, bytes);
     std::printf("    %-4s fc2.fwd gemm: %.1f µs modelled, formula %.1f µs (peak %.1f TFLOP/s)\n", amp,
                 (gemm->t_end_ns - gemm->t_begin_ns) / 1e3, seconds * 1e6, peak / 1e12);
     EXPECT_EQ(gemm->t_end_ns - gemm->t_begin_ns, seconds_to_ns(seconds)) << amp;

@@ -25,6 +25,7 @@
 #include "core/nn/mlp.h"
 #include "run/train.h"
 #include "support/errors.h"
+#include "support/gemm_formula.h"
 #include "support/small_config.h"
 
 using namespace scalelab;
@@ -138,9 +139,7 @@ namespace {
 struct Priced {
   HardwareProfile p;
   static int64_t ns(double s) { return std::llround(s * 1e9); }
-  int64_t gemm(double flops, double bytes) const {
-    return ns(std::max(flops / (p.peak_flops_f32 * p.gemm_efficiency), bytes / p.mem_bandwidth_Bps) + p.launch_overhead_s);
-  }
+  int64_t gemm(double flops, double bytes) const { return ns(gemm_formula_seconds(p, DType::f32, flops, bytes)); }
   int64_t elementwise(double bytes) const { return ns(bytes / p.mem_bandwidth_Bps + p.launch_overhead_s); }
   int64_t host_copy(double bytes) const { return ns(p.host_link.latency_s + bytes / p.host_link.bandwidth_Bps); }
 };

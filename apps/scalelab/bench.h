@@ -2,6 +2,9 @@
 #include <string>
 #include <vector>
 
+#include "core/run/config.h"
+#include "run/train.h"
+
 namespace scalelab {
 
 struct BenchComputeOptions {
@@ -59,6 +62,10 @@ struct TourOptions {
   std::string out_dir = "out";
 };
 
+struct StrategyInfo;
+// The devices a strategy runs on in a side-by-side table: `wanted`, as its rule allows (single: one).
+int devices_allowed(const StrategyInfo& info, int wanted);
+
 // Every strategy on the same simulated machine, in one table; a trace of each in out_dir.
 int run_tour(const TourOptions& options);
 
@@ -85,5 +92,37 @@ struct GradeCliOptions {
 
 // The lab grader (labs/grader): builds a submission into a lab's harness and runs its rubric.
 int run_grade(const GradeCliOptions& options);
+
+struct CalibrateOptions {
+  std::string device = "cpu";
+  std::string out;     // default: calibrated-<host>.json here
+  bool quick = false;  // a smaller grid and shorter timings (~20 s): for tests
+  int devices = 1;     // measure as one of this many cpu devices sharing the host (a run's --devices)
+};
+
+// `scalelab calibrate`: measures the cpu device and writes a profile `--device sim --hw` reads.
+int run_calibrate(const CalibrateOptions& options);
+
+// `scalelab train --device cpu --predict PROFILE`: the run measured, then the same run priced on
+// the profile (sim, dry run); the summary, then both step times and per-device busy/comm/idle with
+// the error, and the time per op class (which class is off). `json_path` (the run's --json) gets
+// both. Returns the process exit code.
+int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress);
+
+struct BenchPredictOptions {
+  // Profiles of this machine (required; e.g. calibrated alone and as one of 4 devices): each run
+  // is priced on every one, side by side.
+  std::vector<std::string> hw;
+  std::vector<std::string> models = {"mlp:784-512-256-128-10", "mlp:784-1024-1024-1024-10",
+                                     "mlp:784-2048-2048-2048-10"};  // the tour's, and two larger
+  int devices = 4;
+  int64_t batch = 128;
+  int64_t steps = 20;
+  std::string json_path;
+};
+
+// Predicted next to measured for every strategy on each model, on each profile: a table with the
+// errors, and for the closest profile the op class that is furthest off where the error is large.
+int bench_predict(const BenchPredictOptions& options);
 
 }  // namespace scalelab

@@ -163,6 +163,11 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--checkpoint", c.checkpoint_path, "write a checkpoint here");
   train_cmd->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints");
   train_cmd->add_option("--resume", c.resume_path, "continue from this checkpoint");
+  std::string predict_profile;
+  train_cmd->add_option("--predict", predict_profile, "cpu: also price this run on PROFILE (`scalelab calibrate`) and "
+                                                      "print predicted next to measured, with the error");
+  train_cmd->add_flag("--tf32", c.tf32, "sim: f32 GEMMs run as TF32 on tensor cores (PyTorch's allow_tf32), where the "
+                                        "profile has a TF32 peak");
   train_cmd->add_flag("--allow-divergence", c.allow_divergence, "keep training when the loss is nan or infinite "
                                                                 "(default: stop with an error naming the step)");
 
@@ -279,6 +284,27 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   grade_cmd->add_flag("--keep", grade_opts.keep_scratch, "keep the scratch build folder (its path is printed)");
 
+  CalibrateOptions cal;
+  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (GEMM curve, memory, overhead, copies, "
+                                                        "collectives) and write a profile for --device sim --hw FILE");
+  calibrate_cmd->add_option("--device", cal.device, "cpu (the device measured)")->capture_default_str();
+  calibrate_cmd->add_option("--out", cal.out, "the profile to write (default: calibrated-<host>.json here)");
+  calibrate_cmd->add_flag("--quick", cal.quick, "a smaller grid, shorter timings (~20 s)");
+  calibrate_cmd->add_option("--devices", cal.devices, "measure as one of N cpu devices sharing this host (each op "
+                                                      "timed while N−1 others run it too): the profile for --devices N runs")
+      ->capture_default_str();
+
+  BenchPredictOptions bp;
+  auto* predict_cmd = bench_cmd->add_subcommand("predict", "every strategy on the cpu device, measured, next to the cost "
+                                                           "model's prediction on a calibrated profile, with the error");
+  predict_cmd->add_option("--hw", bp.hw, "profiles of this machine (`scalelab calibrate [--devices N]`; repeatable: "
+                                         "each run is priced on every one, side by side)")->required();
+  predict_cmd->add_option("--model", bp.models, "models (repeatable; default: the tour's and two larger)");
+  predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(CLI::PositiveNumber);
+  predict_cmd->add_option("--batch", bp.batch)->capture_default_str()->check(CLI::PositiveNumber);
+  predict_cmd->add_option("--steps", bp.steps, "steps per run")->capture_default_str()->check(CLI::Range(3, 100000));
+  predict_cmd->add_option("--json", bp.json_path, "write the rows as JSON");
+
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
 
@@ -327,6 +353,7 @@ int main(int argc, char** argv) {
       const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
       const bool speaker = !mpi_rank || std::string(mpi_rank) == "0" || c.launch != Launch::mpi;
       ProgressPrinter printer(quiet || !speaker);
+      if (!predict_profile.empty()) return train_with_prediction(c, predict_profile, [&](const Progress& p) { printer(p); });
       TrainResult r = train(c, bus, [&](const Progress& p) { printer(p); });
       if (!speaker) return 0;
       std::cout << format_summary(r);
@@ -335,6 +362,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*compute_cmd) return bench_compute(bc);
+    if (*predict_cmd) return bench_predict(bp);
+    if (*calibrate_cmd) return run_calibrate(cal);
     if (*comm_cmd) {
       // 0 would silently become the default 4; a --shm-sharing without --comm shm would be ignored.
       if (comm_cmd->count("--ranks") && bm.ranks == 0)

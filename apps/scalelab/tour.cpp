@@ -19,6 +19,12 @@
 
 namespace scalelab {
 
+int devices_allowed(const StrategyInfo& info, int wanted) {
+  const DeviceCountRule& rule = info.device_count;
+  const int devices = rule.max > 0 ? std::min(rule.max, wanted) : wanted;
+  return std::max(rule.min, devices / rule.multiple_of * rule.multiple_of);
+}
+
 int run_tour(const TourOptions& o) {
   {
     // The settings every row shares, checked once up front: a bad --batch or --hw is one clear
@@ -50,9 +56,7 @@ int run_tour(const TourOptions& o) {
   // Every registered strategy, in the registry's order, on the devices its rule allows (single:
   // one), with what it needs to show itself (a pipeline's micro-batches, zero's stage).
   for (const StrategyInfo& info : strategy_registry()) {
-    const DeviceCountRule& rule = info.device_count;
-    int devices = rule.max > 0 ? std::min(rule.max, o.devices) : o.devices;
-    devices = std::max(rule.min, devices / rule.multiple_of * rule.multiple_of);
+    const int devices = devices_allowed(info, o.devices);
     TrainConfig c;
     c.strategy = info.name;
     c.device = DeviceKind::sim;

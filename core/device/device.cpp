@@ -152,7 +152,8 @@ void Device::gemm(const OpTag& tag, bool ta, bool tb, const Tensor& a, const Ten
                            std::to_string(k) + ", op(B) " + std::to_string(kb) + "x" + std::to_string(n) + ", C " +
                            c.shape_string());
   OpCost cost{OpClass::gemm, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
-              static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes() * (beta != 0.0f ? 2 : 1)), a.dtype()};
+              static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes() * (beta != 0.0f ? 2 : 1)), a.dtype(),
+              static_cast<double>(m), static_cast<double>(n), static_cast<double>(k)};
   run_op(tag, "gemm", Lane::compute, cost, {&a, &b}, {&c}, [&] { executor_->gemm(ta, tb, alpha, a, b, beta, c); });
 }
 

@@ -9,11 +9,7 @@ namespace scalelab {
 double CostModel::seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   switch (c.cls) {
-    case OpClass::gemm: {
-      double compute = c.flops / (p.peak_flops(c.dtype) * p.gemm_efficiency);
-      double memory = c.bytes / p.mem_bandwidth_Bps;
-      return std::max(compute, memory) + p.launch_overhead_s;
-    }
+    case OpClass::gemm: return gemm_seconds(c);
     case OpClass::elementwise: return c.bytes / p.mem_bandwidth_Bps + p.launch_overhead_s;
     case OpClass::copy_host: return p.host_link.latency_s + c.bytes / p.host_link.bandwidth_Bps;
     case OpClass::copy_peer: return p.intra_node.latency_s + c.bytes / p.intra_node.bandwidth_Bps;
@@ -67,6 +63,18 @@ double CostModel::ring_bandwidth(int k, int m) const {
   // sends; the NVLink steps run meanwhile (overlapped), and the slower of the two sets the pace.
   if (m > 1) bw = std::min(bw, k * p.inter_node.bandwidth_Bps * c.inter_efficiency);
   return bw;
+}
+
+double CostModel::gemm_seconds(const OpCost& c) const {
+  const HardwareProfile& p = profile_;
+  const double memory = c.bytes / p.mem_bandwidth_Bps;
+  if (const GemmCurve* curve = p.gemm_curve(c.dtype)) {
+    // Measured whole calls: the curve already holds the launch and the small-size fall-off.
+    const double size = c.m > 0 && c.n > 0 && c.k > 0 ? c.m * c.n * c.k : c.flops / 2;
+    return std::max(c.flops / (p.gemm_peak_flops(c.dtype) * curve->at(size)), memory);
+  }
+  const double compute = c.flops / (p.gemm_peak_flops(c.dtype) * p.gemm_efficiency);
+  return std::max(compute, memory) + p.launch_overhead_s;
 }
 
 double CostModel::collective_seconds(Collective op, double S, int n, bool crosses_nodes) const {

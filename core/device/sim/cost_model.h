@@ -1,6 +1,7 @@
 #pragma once
 // Prices an op on a hardware profile (see docs/DESIGN.md, "The cost model"):
-//   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch
+//   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch; with a GEMM curve
+//                max(flops / (peak × curve(m·n·k)), bytes / mem_bw) — the curve's time is the whole call
 //   element-wise bytes / mem_bw + launch
 //   copy         α + bytes / B over the link it crosses
 //   collectives  NCCL's way: the cheapest of ring / tree / NVLS × LL / LL128 / Simple, each
@@ -22,12 +23,16 @@ struct OpCost {
   double flops = 0;
   double bytes = 0;
   DType dtype = DType::f32;
+  double m = 0, n = 0, k = 0;  // a GEMM's shape (0: unknown, its size is taken as flops / 2)
 };
 
 class CostModel {
  public:
   explicit CostModel(HardwareProfile profile) : profile_(std::move(profile)) {}
   double seconds(const OpCost& cost) const;
+  // A GEMM: by the profile's curve for its dtype and size where it has one, else its single
+  // efficiency (see HardwareProfile::gemm_curve).
+  double gemm_seconds(const OpCost& cost) const;
   // A collective over ranks 0..world_size−1, rank i on device i of the profile (so the ring spans
   // ⌈n / devices_per_node⌉ nodes). `bytes` is S: the tensor of all_reduce, broadcast, reduce,
   // send and recv; the whole (size × piece) buffer of all_gather, reduce_scatter, scatter, gather.

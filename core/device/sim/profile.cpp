@@ -29,6 +29,34 @@ double HardwareProfile::peak_flops(DType dtype) const {
   }
 }
 
+double HardwareProfile::gemm_peak_flops(DType dtype) const {
+  if (dtype == DType::f32 && tf32 && peak_flops_tf32 > 0) return peak_flops_tf32;
+  return peak_flops(dtype);
+}
+
+const GemmCurve* HardwareProfile::gemm_curve(DType dtype) const {
+  const GemmCurve* c = nullptr;
+  switch (dtype) {
+    case DType::f16: c = &gemm_curves.f16; break;
+    case DType::bf16: c = &gemm_curves.bf16; break;
+    default: c = tf32 && peak_flops_tf32 > 0 ? &gemm_curves.tf32 : &gemm_curves.f32; break;
+  }
+  return c->empty() ? nullptr : c;
+}
+
+double GemmCurve::at(double size) const {
+  if (mnk.empty()) return 1.0;
+  // Below the smallest size measured a GEMM takes no less time than that one (it is bound by the
+  // launch and the latency, not the FLOPs), so its share of peak falls with its size.
+  if (!(size > mnk.front())) return efficiency.front() * std::max(size, 0.0) / mnk.front();
+  if (size >= mnk.back()) return efficiency.back();
+  // The first point at or above `size`, and the one before: a straight line in log(m·n·k).
+  const size_t hi = static_cast<size_t>(std::lower_bound(mnk.begin(), mnk.end(), size) - mnk.begin());
+  const size_t lo = hi - 1;
+  const double t = std::log(size / mnk[lo]) / std::log(mnk[hi] / mnk[lo]);
+  return efficiency[lo] + t * (efficiency[hi] - efficiency[lo]);
+}
+
 namespace {
 
 const json& field(const json& j, const char* key, const std::string& origin, const std::string& where) {
@@ -151,6 +179,41 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
   return c;
 }
 
+// One curve: {"mnk": [...], "efficiency": [...]}, sizes strictly increasing, shares in (0, 1].
+GemmCurve parse_curve(const json& curves, const char* key, const std::string& origin) {
+  GemmCurve c;
+  if (!curves.contains(key)) return c;
+  const std::string where = std::string("device.gemm_curves.") + key;
+  const json& j = curves.at(key);
+  const char* fix = " — see profiles/README.md for the format";
+  if (!j.is_object() || !j.contains("mnk") || !j.contains("efficiency") || !j.at("mnk").is_array() ||
+      !j.at("efficiency").is_array())
+    throw Error("hw", origin + ": field '" + where + "' must be {\"mnk\": [...], \"efficiency\": [...]}" + fix);
+  const json& sizes = j.at("mnk");
+  const json& shares = j.at("efficiency");
+  if (sizes.empty() || sizes.size() != shares.size())
+    throw Error("hw", origin + ": field '" + where + "' has " + std::to_string(sizes.size()) + " sizes and " +
+                          std::to_string(shares.size()) + " efficiencies — give one efficiency per size, at least one");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!sizes[i].is_number() || !shares[i].is_number())
+      throw Error("hw", origin + ": field '" + at + "' must be numbers, got mnk " + sizes[i].dump() + ", efficiency " +
+                            shares[i].dump() + fix);
+    const double s = sizes[i].get<double>(), e = shares[i].get<double>();
+    if (!std::isfinite(s) || s <= 0)
+      throw Error("hw", origin + ": field '" + at + "': m·n·k " + sizes[i].dump() + " must be > 0" + fix);
+    if (!c.mnk.empty() && s <= c.mnk.back())
+      throw Error("hw", origin + ": field '" + where + ".mnk' must increase: " + sizes[i].dump() + " comes after " +
+                            sizes[i - 1].dump() + " — list the sizes from small to large, each once");
+    if (!std::isfinite(e) || e <= 0 || e > 1)
+      throw Error("hw", origin + ": field '" + where + ".efficiency[" + std::to_string(i) + "]' is " + shares[i].dump() +
+                            ": a share of peak is in (0, 1] — above 1 the peak is wrong, ≤ 0 the measurement is");
+    c.mnk.push_back(s);
+    c.efficiency.push_back(e);
+  }
+  return c;
+}
+
 json collectives_to_json(const CollectiveSpec& c) {
   json protocols = json::array();
   for (Protocol q : c.protocols) protocols.push_back(protocol_name(q));
@@ -198,7 +261,26 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   p.peak_flops_f32 = positive(pf, "f32", origin, "device.peak_flops.");
   p.peak_flops_f16 = pf.contains("f16") ? positive(pf, "f16", origin, "device.peak_flops.") : 0;
   p.peak_flops_bf16 = pf.contains("bf16") ? positive(pf, "bf16", origin, "device.peak_flops.") : 0;
+  p.peak_flops_tf32 = pf.contains("tf32") ? positive(pf, "tf32", origin, "device.peak_flops.") : 0;
   p.gemm_efficiency = positive(d, "gemm_efficiency", origin, "device.", false, 1);
+  if (d.contains("gemm_curves")) {
+    const json& gc = d.at("gemm_curves");
+    if (!gc.is_object()) throw Error("hw", origin + ": field 'device.gemm_curves' must be an object — see profiles/README.md for the format");
+    p.gemm_curves.source = text(gc, "source", "", origin, "device.gemm_curves.");
+    p.gemm_curves.f32 = parse_curve(gc, "f32", origin);
+    p.gemm_curves.tf32 = parse_curve(gc, "tf32", origin);
+    p.gemm_curves.f16 = parse_curve(gc, "f16", origin);
+    p.gemm_curves.bf16 = parse_curve(gc, "bf16", origin);
+    if (!p.gemm_curves.tf32.empty() && p.peak_flops_tf32 == 0)
+      throw Error("hw", origin + ": field 'device.gemm_curves.tf32' needs 'device.peak_flops.tf32' — add the TF32 peak, or drop the curve");
+  }
+  if (d.contains("tf32")) {
+    if (!d.at("tf32").is_boolean())
+      throw Error("hw", origin + ": field 'device.tf32' must be true or false, got " + d.at("tf32").dump());
+    p.tf32 = d.at("tf32").get<bool>();
+    if (p.tf32 && p.peak_flops_tf32 == 0)
+      throw Error("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
+  }
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
   p.mem_capacity_bytes = whole(d, "mem_capacity_bytes", origin, "device.", 0x1p62);
   p.launch_overhead_s = positive(d, "launch_overhead_s", origin, "device.", true, 60);
@@ -217,6 +299,16 @@ std::string profile_to_json(const HardwareProfile& p) {
   json peak{{"f32", p.peak_flops_f32}};
   if (p.peak_flops_f16 > 0) peak["f16"] = p.peak_flops_f16;
   if (p.peak_flops_bf16 > 0) peak["bf16"] = p.peak_flops_bf16;
+  if (p.peak_flops_tf32 > 0) peak["tf32"] = p.peak_flops_tf32;
+  json curves = json::object();
+  auto curve = [&](const char* key, const GemmCurve& c) {
+    if (!c.empty()) curves[key] = json{{"mnk", c.mnk}, {"efficiency", c.efficiency}};
+  };
+  curve("f32", p.gemm_curves.f32);
+  curve("tf32", p.gemm_curves.tf32);
+  curve("f16", p.gemm_curves.f16);
+  curve("bf16", p.gemm_curves.bf16);
+  if (!curves.empty() && !p.gemm_curves.source.empty()) curves["source"] = p.gemm_curves.source;
   json links{{"host", link(p.host_link)}, {"intra_node", link(p.intra_node)}};
   if (p.nodes > 1) links["inter_node"] = link(p.inter_node);
   json j{{"name", p.name},
@@ -232,6 +324,8 @@ std::string profile_to_json(const HardwareProfile& p) {
                  {"launch_overhead_s", p.launch_overhead_s}}},
                {"links", links}};
   if (p.collectives.calibrated) j["collectives"] = collectives_to_json(p.collectives);
+  if (!curves.empty()) j["device"]["gemm_curves"] = curves;
+  if (p.tf32) j["device"]["tf32"] = true;
   return j.dump();
 }
 

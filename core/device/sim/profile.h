@@ -40,6 +40,25 @@ struct CollectiveSpec {
   int links_per_device = 0;
 };
 
+// GEMM efficiency by size (issue 15): the share of peak a GEMM reaches as a function of its m·n·k,
+// from a table of measurements, interpolated linearly in log(m·n·k); held flat beyond the largest
+// size, and below the smallest the time is held (the share falls in proportion to the size). The
+// time it stands for is the whole call (launch included): small GEMMs are far from peak because of it.
+struct GemmCurve {
+  std::vector<double> mnk;         // strictly increasing, > 0
+  std::vector<double> efficiency;  // each in (0, 1]
+  bool empty() const { return mnk.empty(); }
+  double at(double mnk) const;
+};
+
+// The compute side of a profile that has curves: one per kind of GEMM. f32 is PyTorch's default
+// (no TF32); tf32 prices f32 GEMMs when the profile's `tf32` is on. An empty curve: that kind
+// falls back to the single gemm_efficiency.
+struct GemmCurves {
+  GemmCurve f32, tf32, f16, bf16;
+  std::string source;  // where the figures come from (published table, or `scalelab calibrate`)
+};
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -49,7 +68,10 @@ struct HardwareProfile {
   double peak_flops_f32 = 0;
   double peak_flops_f16 = 0;
   double peak_flops_bf16 = 0;
-  double gemm_efficiency = 1.0;  // the share of peak a large GEMM reaches
+  double peak_flops_tf32 = 0;     // f32 GEMMs on tensor cores (0: the device has none)
+  double gemm_efficiency = 1.0;  // the share of peak a large GEMM reaches (without a curve)
+  GemmCurves gemm_curves;        // by size; empty curves fall back to gemm_efficiency
+  bool tf32 = false;             // f32 GEMMs run as TF32 (PyTorch's allow_tf32; `--tf32`)
   double mem_bandwidth_Bps = 0;
   int64_t mem_capacity_bytes = 0;
   double launch_overhead_s = 0;
@@ -61,6 +83,10 @@ struct HardwareProfile {
 
   int device_count() const { return nodes * devices_per_node; }
   double peak_flops(DType dtype) const;
+  // The peak and the curve an f32/f16/bf16 GEMM is priced with (TF32's when `tf32` is on); the
+  // curve is null when the profile has none for it.
+  double gemm_peak_flops(DType dtype) const;
+  const GemmCurve* gemm_curve(DType dtype) const;
 };
 
 // Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.

@@ -1,0 +1,396 @@
+// `scalelab calibrate`: measures this machine as the cpu device uses it — GEMMs over a grid of
+// shapes (an efficiency curve), element-wise ops (memory bandwidth and per-op overhead), host
+// copies, and the threads (and shm) all-reduce's α and β — and writes a hardware profile that
+// `--device sim --hw FILE` prices runs with. Every op is timed through the same Device calls a
+// training step makes, so the per-call costs a step pays (bookkeeping, the event bus) are in the figures.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "apps/scalelab/bench.h"
+#include "core/device/device.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+namespace {
+
+using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+// The median time of one call of `op`, repeated for about `budget_s` (at least 5 calls, after 2
+// untimed ones): the median, so one descheduled call on a shared machine does not move it.
+double time_call(const std::function<void()>& op, double budget_s, EventBus& bus) {
+  op();
+  op();
+  std::vector<double> t;
+  const auto start = clock_type::now();
+  while (t.size() < 5 || (std::chrono::duration<double>(clock_type::now() - start).count() < budget_s && t.size() < 10000)) {
+    const auto t0 = clock_type::now();
+    op();
+    t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    if (bus.events().size() > 4096) bus.clear();  // the bus is there as in training; its store is not
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// α and B of t = a·α + b·S/B that fit the measurements best in relative terms (least squares of
+// log t over a log grid): small sizes pin α, large ones B, and neither swamps the other.
+struct AlphaBeta {
+  double alpha_s = 0, bandwidth_Bps = 0, rms_log_error = 0;
+};
+AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds, double alpha_count,
+                         double bytes_factor) {
+  AlphaBeta best;
+  double best_err = INFINITY;
+  for (int i = 0; i <= 240; ++i) {
+    const double alpha = 1e-9 * std::pow(10.0, i / 40.0);  // 1 ns … 1 ms
+    for (int j = 0; j <= 240; ++j) {
+      const double bw = 1e7 * std::pow(10.0, j / 40.0);  // 10 MB/s … 10 TB/s
+      double err = 0;
+      for (size_t s = 0; s < bytes.size(); ++s) {
+        const double d = std::log((alpha_count * alpha + bytes_factor * bytes[s] / bw) / seconds[s]);
+        err += d * d;
+      }
+      if (err < best_err) {
+        best_err = err;
+        best = {alpha, bw, std::sqrt(err / static_cast<double>(bytes.size()))};
+      }
+    }
+  }
+  return best;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "cpu";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "this-machine";
+  std::string s = buf;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
+  return s;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+class ProgressLine {
+ public:
+  explicit ProgressLine(int total) : total_(total) {}
+  void step(const std::string& what) {
+    ++done_;
+    std::fprintf(stderr, "\r[calibrate] %3d%%  %-48s", 100 * done_ / std::max(1, total_), what.c_str());
+    std::fflush(stderr);
+  }
+  void end() { std::fprintf(stderr, "\n"); }
+
+ private:
+  int total_, done_ = 0;
+};
+
+// Makes an op on a device (its tensors allocated there) and returns the call to time or repeat.
+using OpMaker = std::function<std::function<void()>(Device&)>;
+
+// `measure()` while `others` more cpu devices, each on a thread of its own, run `make`'s op in a
+// loop: N devices of a run are N threads on this host's cores, and each op of one pays for the others.
+double with_others(int others, const OpMaker& make, const std::function<double()>& measure) {
+  if (others <= 0) return measure();
+  std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < others; ++i)
+    threads.emplace_back([&] {
+      auto devices = make_devices(DeviceOptions{});
+      const std::function<void()> op = make(*devices[0]);
+      ++started;
+      while (!stop.load(std::memory_order_relaxed)) op();
+    });
+  while (started.load() < others) std::this_thread::yield();
+  const double seconds = measure();
+  stop = true;
+  for (auto& t : threads) t.join();
+  return seconds;
+}
+
+struct GemmShape {
+  bool ta, tb;
+  int64_t m, n, k;
+};
+
+// The GEMMs an MLP step makes — forward x·Wᵀ, dW = dyᵀ·x, dx = dy·W — for batches `rows` and
+// layer widths `widths`.
+std::vector<GemmShape> gemm_grid(const std::vector<int64_t>& rows, const std::vector<int64_t>& widths) {
+  std::vector<GemmShape> g;
+  for (int64_t b : rows)
+    for (int64_t w : widths) {
+      g.push_back({false, true, b, w, w});
+      g.push_back({true, false, w, w, b});
+      g.push_back({false, false, b, w, w});
+    }
+  return g;
+}
+
+// The curve from the measured shapes: sizes grouped in factors of 2 of m·n·k, the median share of
+// peak of each group at the group's geometric mean size.
+GemmCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficiency) {
+  std::map<int, std::vector<std::pair<double, double>>> groups;
+  for (const auto& [mnk, eff] : mnk_efficiency) groups[static_cast<int>(std::lround(std::log2(mnk)))].push_back({mnk, eff});
+  GemmCurve c;
+  for (auto& [bucket, v] : groups) {
+    double log_sum = 0;
+    std::vector<double> e;
+    for (const auto& [mnk, eff] : v) {
+      log_sum += std::log(mnk);
+      e.push_back(eff);
+    }
+    std::sort(e.begin(), e.end());
+    c.mnk.push_back(std::exp(log_sum / static_cast<double>(v.size())));
+    c.efficiency.push_back(std::clamp(e[e.size() / 2], 1e-6, 1.0));
+  }
+  return c;
+}
+
+json measure_all_reduce(const std::string& comm, int ranks, int64_t max_bytes, std::vector<double>& bytes,
+                        std::vector<double>& seconds) {
+  BenchCommOptions o;
+  o.comm = comm;
+  o.ranks = ranks;
+  o.op = "all_reduce";
+  o.min_bytes = 4096;
+  o.max_bytes = max_bytes;
+  o.iters = 10;
+  o.warmup = 2;
+  o.quiet = true;
+  o.json_path = (std::filesystem::temp_directory_path() / ("scalelab-calibrate-" + comm + "-" + std::to_string(::getpid()) + ".json")).string();
+  bench_comm(o);
+  std::ifstream in(o.json_path);
+  json j = json::parse(in);
+  std::filesystem::remove(o.json_path);
+  json raw = json::array();
+  for (const json& r : j.at("rows")) {
+    bytes.push_back(r.at("bytes").get<double>());
+    seconds.push_back(r.at("time_us").get<double>() * 1e-6);
+    raw.push_back({{"bytes", r.at("bytes")}, {"seconds", r.at("time_us").get<double>() * 1e-6}});
+  }
+  return raw;
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o) {
+  if (o.device != "cpu")
+    throw UsageError("calibrate", "--device " + o.device + ": only the cpu device is measured here — pass --device cpu "
+                                  "(a GPU's figures come from its published tables, see profiles/README.md)");
+  if (o.devices < 1 || o.devices > kMaxCpuDevices)
+    throw UsageError("calibrate", "--devices " + std::to_string(o.devices) + ": measure as one of 1 … " +
+                                      std::to_string(kMaxCpuDevices) + " cpu devices sharing this host — pass --devices N ≥ 1");
+  const std::string out = o.out.empty() ? "calibrated-" + host_name() + (o.devices > 1 ? "-x" + std::to_string(o.devices) : "") + ".json" : o.out;
+  check_output_path(out, "calibrate");
+  const auto started = clock_type::now();
+  const double budget = o.quick ? 0.02 : 0.15;  // seconds per measurement
+  const std::vector<int64_t> rows = o.quick ? std::vector<int64_t>{8, 32, 128} : std::vector<int64_t>{8, 32, 128, 512};
+  const std::vector<int64_t> widths =
+      o.quick ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{16, 64, 256, 1024, 2048};
+  const std::vector<GemmShape> grid = gemm_grid(rows, widths);
+  // Up to 16 MiB: the sizes of a step's tensors (activations, a layer's weights), not beyond.
+  const int elementwise_sizes = o.quick ? 7 : 8;  // 4^i × 256 floats
+  const int copy_sizes = o.quick ? 6 : 7;
+  ProgressLine progress(static_cast<int>(grid.size()) + 2 * elementwise_sizes + copy_sizes + (o.quick ? 1 : 2));
+
+  EventBus bus;
+  DeviceOptions dopt;
+  dopt.bus = &bus;
+  auto devices = make_devices(dopt);
+  Device& dev = *devices[0];
+  json raw;
+  // One op measured on this device while the run's other devices (threads on the same cores, as
+  // in a training run of --devices N) each run the same op in a loop.
+  auto measure = [&](const OpMaker& make) {
+    const std::function<void()> op = make(dev);
+    return with_others(o.devices - 1, make, [&] { return time_call(op, budget, bus); });
+  };
+
+  // 1. GEMMs: FLOP/s per shape; the best is taken as the peak, the curve is the shares of it.
+  std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
+  json raw_gemm = json::array();
+  for (const GemmShape& g : grid) {
+    const OpMaker make = [g](Device& d) -> std::function<void()> {
+      Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
+      Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
+      Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
+      d.fill({"calibrate"}, a, 0.5f);
+      d.fill({"calibrate"}, b, 0.25f);
+      return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
+    };
+    const double s = measure(make);
+    const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    rates.push_back({mnk, 2 * mnk / s});
+    raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}});
+    progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k));
+  }
+  double peak = 0;
+  for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
+  std::vector<std::pair<double, double>> shares;
+  for (const auto& [mnk, rate] : rates) shares.push_back({mnk, rate / peak});
+  const GemmCurve curve = curve_from(shares);
+  raw["gemm"] = raw_gemm;
+
+  // 2. Element-wise ops: y += a·x (12 bytes per element as the cost model counts them) and a
+  // bias + ReLU (8 bytes per element), each size a factor of 4 up.
+  std::vector<double> ew_bytes, ew_seconds;
+  json raw_ew = json::array();
+  for (int i = 0; i < elementwise_sizes; ++i) {
+    const int64_t n = int64_t{256} << (2 * i);
+    const int64_t cols = 256, rows_n = n / cols;
+    auto vectors = [rows_n, cols](Device& d) {
+      std::array<Tensor, 3> t{d.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "x"),
+                              d.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "y"),
+                              d.empty({cols}, DType::f32, MemoryCategory::workspace, "bias")};
+      for (const Tensor& v : t) d.fill({"calibrate"}, v, 0.5f);
+      return t;
+    };
+    const double axpy_s = measure([&](Device& d) -> std::function<void()> {
+      const auto t = vectors(d);
+      return [&d, t] { d.axpy({"calibrate"}, 1e-3f, t[0], t[1]); };
+    });
+    progress.step("axpy " + std::to_string(n * 4) + " B");
+    const double bias_s = measure([&](Device& d) -> std::function<void()> {
+      const auto t = vectors(d);
+      return [&d, t] { d.bias_act({"calibrate"}, t[1], t[2], Activation::relu); };
+    });
+    progress.step("bias_relu " + std::to_string(n * 4) + " B");
+    ew_bytes.push_back(static_cast<double>(12 * n));
+    ew_seconds.push_back(axpy_s);
+    ew_bytes.push_back(static_cast<double>(8 * n + 4 * cols));
+    ew_seconds.push_back(bias_s);
+    raw_ew.push_back({{"op", "axpy"}, {"bytes", 12 * n}, {"seconds", axpy_s}});
+    raw_ew.push_back({{"op", "bias_relu"}, {"bytes", 8 * n + 4 * cols}, {"seconds", bias_s}});
+  }
+  const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
+  raw["elementwise"] = raw_ew;
+
+  // 3. Host copies (upload: host → device memory; on cpu a memcpy).
+  std::vector<double> copy_bytes, copy_seconds;
+  json raw_copy = json::array();
+  for (int i = 0; i < copy_sizes; ++i) {
+    const int64_t n = int64_t{1024} << (2 * i);
+    const double s = measure([n](Device& d) -> std::function<void()> {
+      Tensor dst = d.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+      auto host = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
+      return [&d, dst, host] { d.upload({"calibrate"}, dst, host->data()); };
+    });
+    copy_bytes.push_back(static_cast<double>(4 * n));
+    copy_seconds.push_back(s);
+    raw_copy.push_back({{"bytes", 4 * n}, {"seconds", s}});
+    progress.step("upload " + std::to_string(4 * n) + " B");
+  }
+  const AlphaBeta host = fit_alpha_beta(copy_bytes, copy_seconds, 1, 1);
+  raw["host_copy"] = raw_copy;
+
+  // 4. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
+  // ring's 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
+  const int ranks = o.devices > 1 ? o.devices : 4;
+  std::vector<double> ar_bytes, ar_seconds;
+  raw["all_reduce_threads"] = measure_all_reduce("threads", ranks, o.quick ? 1 << 20 : 16 << 20, ar_bytes, ar_seconds);
+  progress.step("all_reduce threads");
+  const AlphaBeta threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
+  json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
+            {"host_copy", {{"latency_s", host.alpha_s}, {"bandwidth_Bps", host.bandwidth_Bps}, {"rms_log_error", host.rms_log_error}}},
+            {"all_reduce_threads", {{"ranks", ranks}, {"latency_s", threads_link.alpha_s}, {"bandwidth_Bps", threads_link.bandwidth_Bps},
+                                    {"rms_log_error", threads_link.rms_log_error}}}};
+  if (!o.quick) {
+    std::vector<double> shm_bytes, shm_seconds;
+    raw["all_reduce_shm"] = measure_all_reduce("shm", ranks, 16 << 20, shm_bytes, shm_seconds);
+    progress.step("all_reduce shm");
+    const AlphaBeta shm = fit_alpha_beta(shm_bytes, shm_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
+    fits["all_reduce_shm"] = {{"ranks", ranks}, {"latency_s", shm.alpha_s}, {"bandwidth_Bps", shm.bandwidth_Bps},
+                              {"rms_log_error", shm.rms_log_error}};
+  }
+  progress.end();
+
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+  const std::string name = "calibrated-" + host_name() + (o.devices > 1 ? "-x" + std::to_string(o.devices) : "");
+  json curve_json{{"mnk", curve.mnk}, {"efficiency", curve.efficiency}};
+  json profile{
+      {"name", name},
+      {"description", "This machine (" + cpu_model() + ", " + std::to_string(cores) + " cores) as the cpu device uses it" +
+                          (o.devices > 1 ? ", one of " + std::to_string(o.devices) + " devices sharing it" : std::string()) +
+                          ", measured by `scalelab calibrate" + (o.quick ? " --quick" : "") +
+                          (o.devices > 1 ? " --devices " + std::to_string(o.devices) : std::string()) + "` on " + utc_now()},
+      {"nodes", 1},
+      {"devices_per_node", kMaxCpuDevices},
+      {"device",
+       {{"model", cpu_model()},
+        {"peak_flops", {{"f32", peak}}},
+        {"gemm_efficiency", curve.efficiency.back()},
+        {"gemm_curves", {{"source", "scalelab calibrate: Device::gemm on the cpu device over " + std::to_string(grid.size()) +
+                                        " MLP shapes (forward, dW, dx), median time per call; peak = the best rate measured"},
+                         {"f32", curve_json}}},
+        {"mem_bandwidth_Bps", ew.bandwidth_Bps},
+        {"mem_capacity_bytes", static_cast<int64_t>(pages > 0 && page > 0 ? static_cast<double>(pages) * page : 1e9)},
+        {"launch_overhead_s", ew.alpha_s}}},
+      {"links",
+       {{"host", {{"kind", "memory"}, {"bandwidth_Bps", host.bandwidth_Bps}, {"latency_s", host.alpha_s}}},
+        {"intra_node", {{"kind", "threads"}, {"bandwidth_Bps", threads_link.bandwidth_Bps}, {"latency_s", threads_link.alpha_s}}}}},
+      {"calibration",
+       {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"date", utc_now()}, {"quick", o.quick}, {"devices", o.devices},
+        {"seconds", seconds}, {"fits", fits}, {"raw", raw}}},
+      {"sources",
+       {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
+        {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
+        {"mem_bandwidth_Bps", "measured: axpy and bias+ReLU from 1 KiB to " + std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) +
+                                  " MiB, α + bytes/B fitted (calibration.fits.elementwise)"},
+        {"launch_overhead_s", "measured: the α of that fit — the per-op cost of a Device call on the cpu device"},
+        {"links.host", "measured: Device::upload, α + bytes/B fitted"},
+        {"links.intra_node", "measured: threads-backend all_reduce on " + std::to_string(ranks) + " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted"},
+        {"mem_capacity_bytes", "this machine's RAM"}}}};
+  const std::string text = profile.dump(2) + "\n";
+  // Read back before it replaces anything: the sim must accept what calibrate writes.
+  write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
+  std::printf("# scalelab calibrate: %s, %u cores, %.1f s%s\n", cpu_model().c_str(), cores, seconds, o.quick ? " (--quick)" : "");
+  std::printf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
+  for (size_t i = 0; i < curve.mnk.size(); ++i)
+    std::printf("                 %12.3g  %5.3f\n", curve.mnk[i], curve.efficiency[i]);
+  std::printf("  element-wise   %.2f GB/s, %.2f µs per op (fit rms %.0f %%)\n", ew.bandwidth_Bps * 1e-9, ew.alpha_s * 1e6,
+              100 * (std::exp(ew.rms_log_error) - 1));
+  std::printf("  host copy      %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", host.bandwidth_Bps * 1e-9, host.alpha_s * 1e6,
+              100 * (std::exp(host.rms_log_error) - 1));
+  std::printf("  all_reduce     threads, %d ranks: B %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", ranks,
+              threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
+  std::printf("  profile        %s (use it: --device sim --hw %s, or train --device cpu --predict %s)\n", out.c_str(),
+              out.c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace scalelab

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `scalelab calibrate --quick` and `train --predict` (issue 15): the profile it writes is valid and
+# the sim accepts it; a run with --predict prints and writes both figures; broken profiles and
+# misplaced options are refused with a clear message.
+#   bash calibrate_test.sh <path to scalelab>
+set -u
+SCALELAB=${1:?usage: calibrate_test.sh <scalelab binary>}
+PY=/usr/bin/python3
+. "$(dirname "$0")/support/checks.sh" calibrate-test
+
+out=$("$SCALELAB" calibrate --quick --out "$WORK/me.json" 2>"$WORK/progress")
+rc=$?
+[ "$rc" -eq 0 ] && pass "calibrate --quick exits 0" || fail "calibrate --quick exited $rc: $(tail -n 5 "$WORK/progress")"
+grep -q "\[calibrate\] 100%" "$WORK/progress" && pass "progress is shown on stderr" || fail "no progress on stderr"
+if $PY - "$WORK/me.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+d = p["device"]
+c = d["gemm_curves"]["f32"]
+assert len(c["mnk"]) >= 4 and c["mnk"] == sorted(c["mnk"]), c["mnk"]
+assert all(0 < e <= 1 for e in c["efficiency"]), c["efficiency"]
+assert d["peak_flops"]["f32"] > 1e8 and d["mem_bandwidth_Bps"] > 1e8 and d["launch_overhead_s"] > 0
+assert p["links"]["intra_node"]["bandwidth_Bps"] > 1e6 and p["links"]["host"]["bandwidth_Bps"] > 1e6
+cal = p["calibration"]
+assert cal["machine"] and cal["date"] and cal["quick"] is True
+for k in ("gemm", "elementwise", "host_copy", "all_reduce_threads"):
+    assert len(cal["raw"][k]) >= 3 and all(r["seconds"] > 0 for r in cal["raw"][k]), k
+PYEOF
+then pass "the profile has a GEMM curve, bandwidths, overhead, α-β and the raw measurements"
+else fail "the profile is incomplete: $(head -c 400 "$WORK/me.json")"; fi
+
+# As one of 2 devices sharing the host: every op timed while another device runs it too.
+if "$SCALELAB" calibrate --quick --devices 2 --out "$WORK/me2.json" >/dev/null 2>&1 && $PY -c "
+import json, sys
+p = json.load(open('$WORK/me2.json'))
+sys.exit(0 if p['calibration']['devices'] == 2 and p['name'].endswith('-x2') and 'one of 2 devices' in p['description'] else 1)"; then
+  pass "calibrate --devices 2 measures as one of 2 devices and says so"
+else fail "calibrate --devices 2: $(head -c 300 "$WORK/me2.json" 2>/dev/null)"; fi
+out=$("$SCALELAB" calibrate --quick --devices 0 --out "$WORK/none.json" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\[calibrate\] --devices 0" && [ ! -e "$WORK/none.json" ] \
+  && pass "calibrate --devices 0 is refused" || fail "calibrate --devices 0: rc $rc, $out"
+
+small=(--model mlp:784-64-32-10 --dataset synthetic --batch 64 --steps 6)
+if "$SCALELAB" train --device sim --hw "$WORK/me.json" --devices 2 --strategy ddp --dry-run "${small[@]}" --quiet >"$WORK/sim.out" 2>&1; then
+  pass "the sim prices a run on the calibrated profile"
+else fail "sim refused the calibrated profile: $(tail -n 3 "$WORK/sim.out")"; fi
+
+out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && pass "train --predict exits 0" || fail "train --predict exited $rc: $(printf '%s' "$out" | tail -n 5)"
+printf '%s\n' "$out" | grep -qE "^    step time \(ms\) +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ %" \
+  && pass "the summary prints predicted, measured and the error" || fail "no predicted/measured line: $out"
+printf '%s\n' "$out" | grep -q "busy/comm/idle" && pass "per-device busy/comm/idle, both" || fail "no per-device line: $out"
+if $PY - "$WORK/run.json" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["prediction"]
+s = p["step_time_s"]
+assert s["predicted"] > 0 and s["measured"] > 0
+assert abs(s["error"] - (s["predicted"] - s["measured"]) / s["measured"]) < 1e-9
+assert len(p["per_device"]) == 2 and "busy_pct" in p["per_device"][0]["predicted"] and "busy_pct" in p["per_device"][0]["measured"]
+assert p["per_step_by_class"]["gemm"]["predicted_s"] > 0 and p["per_step_by_class"]["gemm"]["measured_s"] > 0
+assert p["summary"]["time_kind"] == "simulated" and j["time_kind"] == "measured"
+PYEOF
+then pass "--json carries both figures and the error"
+else fail "--json lacks the prediction: $(head -c 400 "$WORK/run.json")"; fi
+
+# Refused, with the fix: --predict off the cpu device, a broken curve, calibrate of a device it cannot measure.
+out=$("$SCALELAB" train --device sim --hw a100-nvlink-8 --predict "$WORK/me.json" "${small[@]}" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\[predict\].*--device cpu" \
+  && pass "--predict on sim is a usage error" || fail "--predict on sim: rc $rc, $out"
+$PY - "$WORK/me.json" "$WORK/broken.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+c = p["device"]["gemm_curves"]["f32"]
+c["mnk"][1], c["mnk"][2] = c["mnk"][2], c["mnk"][1]
+json.dump(p, open(sys.argv[2], "w"))
+PYEOF
+out=$("$SCALELAB" train --device sim --hw "$WORK/broken.json" --dry-run "${small[@]}" 2>&1)
+rc=$?
+[ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "\[hw\] .*broken.json: field 'device.gemm_curves.f32.mnk' must increase" \
+  && pass "a curve with sizes out of order is refused, naming the field" || fail "broken curve: rc $rc, $out"
+out=$("$SCALELAB" calibrate --device cuda --out "$WORK/gpu.json" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\[calibrate\] --device cuda" && [ ! -e "$WORK/gpu.json" ] \
+  && pass "calibrate --device cuda is refused and writes nothing" || fail "calibrate --device cuda: rc $rc, $out"
+out=$("$SCALELAB" train --device cpu --tf32 "${small[@]}" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\-\-tf32" && pass "--tf32 on cpu is refused" || fail "--tf32 on cpu: rc $rc, $out"
+out=$("$SCALELAB" train --device sim --hw t4-pcie-4 --tf32 --dry-run "${small[@]}" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "no TF32" && pass "--tf32 on a T4 is refused: it has no TF32" || fail "--tf32 on t4: rc $rc, $out"
+"$SCALELAB" train --device sim --hw a100-nvlink-8 --dry-run "${small[@]}" --quiet --json "$WORK/f32.json" >/dev/null 2>&1
+"$SCALELAB" train --device sim --hw a100-nvlink-8 --tf32 --dry-run "${small[@]}" --quiet --json "$WORK/tf32.json" >/dev/null 2>&1
+if $PY -c "
+import json, sys
+a = json.load(open('$WORK/f32.json'))['time_s']; b = json.load(open('$WORK/tf32.json'))['time_s']
+sys.exit(0 if 0 < b < a else 1)"; then pass "--tf32 on an A100 makes the same run faster"
+else fail "--tf32 did not change the A100's time"; fi
+finish

@@ -1,0 +1,193 @@
+// GEMM efficiency by size (issue 15): the curve's interpolation in closed form, the cost model
+// pricing a GEMM by it (TF32 included), the shipped GPU curves, and broken curves refused with a
+// message that names the field and the fix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/device/sim/cost_model.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+
+using namespace scalelab;
+using nlohmann::json;
+
+namespace {
+
+// A one-device profile with round figures: 1 TFLOP/s f32, 8 TFLOP/s TF32, memory fast enough that
+// no GEMM here is memory-bound, 1 µs launch.
+json round_profile() {
+  return json::parse(R"({
+    "name": "round", "nodes": 1, "devices_per_node": 1,
+    "device": {"peak_flops": {"f32": 1e12, "tf32": 8e12, "bf16": 4e12}, "gemm_efficiency": 0.5,
+               "mem_bandwidth_Bps": 1e18, "mem_capacity_bytes": 1e9, "launch_overhead_s": 1e-6,
+               "gemm_curves": {"f32": {"mnk": [1e3, 1e6], "efficiency": [0.1, 0.4]},
+                               "tf32": {"mnk": [1e6], "efficiency": [0.5]}}},
+    "links": {"host": {"bandwidth_Bps": 1e10, "latency_s": 1e-6},
+              "intra_node": {"bandwidth_Bps": 1e10, "latency_s": 1e-6}}})");
+}
+
+OpCost gemm(double m, double n, double k, DType d = DType::f32) {
+  return OpCost{OpClass::gemm, 2 * m * n * k, static_cast<double>(dtype_size(d)) * (m * k + k * n + m * n), d, m, n, k};
+}
+
+std::string hw_error(const json& j) {
+  try {
+    parse_profile(j.dump(), "broken.json");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("[hw] broken.json: ", 0), 0u) << what;
+    return what;
+  }
+  ADD_FAILURE() << "accepted: " << j.dump();
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(GemmCurve, InterpolatesInLogSizeAndHoldsTheEnds) {
+  const GemmCurve c{{1e3, 1e6}, {0.1, 0.4}};
+  EXPECT_DOUBLE_EQ(c.at(1e3), 0.1);
+  EXPECT_DOUBLE_EQ(c.at(1e6), 0.4);
+  // √(1e3 · 1e6) is half-way in log(m·n·k): half-way in efficiency.
+  EXPECT_NEAR(c.at(std::sqrt(1e9)), 0.25, 1e-12);
+  // A third of the way (1e4) → 0.1 + 0.3/3.
+  EXPECT_NEAR(c.at(1e4), 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(c.at(1e9), 0.4);  // beyond the largest: held
+  // Below the smallest the time is held: half the size, half the share of peak.
+  EXPECT_NEAR(c.at(500), 0.05, 1e-15);
+  const GemmCurve one{{1e6}, {0.5}};
+  EXPECT_DOUBLE_EQ(one.at(1e9), 0.5);
+  EXPECT_DOUBLE_EQ(one.at(1e5), 0.05);
+}
+
+TEST(GemmCurve, TheCostModelPricesAGemmByItsSize) {
+  const HardwareProfile p = parse_profile(round_profile().dump(), "round.json");
+  const CostModel model(p);
+  // 100³ = 1e6: 2e6 FLOP at 0.4 × 1 TFLOP/s = 5 µs; the curve's time is the whole call, no launch added.
+  EXPECT_NEAR(model.seconds(gemm(100, 100, 100)), 5e-6, 1e-18);
+  // 10 × 100 × 1000 is the same size and costs the same.
+  EXPECT_NEAR(model.seconds(gemm(10, 100, 1000)), 5e-6, 1e-18);
+  // 1e4 (efficiency 0.2): 2e4 / (0.2 × 1e12) = 0.1 µs.
+  EXPECT_NEAR(model.seconds(gemm(10, 10, 100)), 1e-7, 1e-19);
+  // No bf16 curve: bf16 falls back to the single efficiency, plus the launch.
+  EXPECT_NEAR(model.seconds(gemm(100, 100, 100, DType::bf16)), 2e6 / (4e12 * 0.5) + 1e-6, 1e-18);
+  // Without m, n, k the size is flops / 2 (2·m·n·k = flops for every GEMM).
+  OpCost shapeless = gemm(100, 100, 100);
+  shapeless.m = shapeless.n = shapeless.k = 0;
+  EXPECT_NEAR(model.seconds(shapeless), 5e-6, 1e-18);
+  // Memory-bound: the bytes over the bandwidth when that is longer.
+  HardwareProfile slow = p;
+  slow.mem_bandwidth_Bps = 1e9;
+  const OpCost g = gemm(100, 100, 100);
+  EXPECT_NEAR(CostModel(slow).seconds(g), g.bytes / 1e9, 1e-15);
+}
+
+TEST(GemmCurve, Tf32PricesF32GemmsByTheTf32PeakAndCurve) {
+  HardwareProfile p = parse_profile(round_profile().dump(), "round.json");
+  EXPECT_FALSE(p.tf32);  // PyTorch's default: f32 GEMMs are f32
+  p.tf32 = true;
+  // 2e6 FLOP at 0.5 × 8 TFLOP/s = 0.5 µs.
+  EXPECT_NEAR(CostModel(p).seconds(gemm(100, 100, 100)), 5e-7, 1e-18);
+  // A profile that turns TF32 on must have its peak.
+  json j = round_profile();
+  j["device"]["tf32"] = true;
+  EXPECT_TRUE(parse_profile(j.dump(), "round.json").tf32);
+  j["device"]["peak_flops"].erase("tf32");
+  j["device"]["gemm_curves"].erase("tf32");
+  EXPECT_TRUE(contains(hw_error(j), "device.peak_flops.tf32"));
+}
+
+TEST(GemmCurve, ACurveSurvivesTheTracesProfileJson) {
+  HardwareProfile p = parse_profile(round_profile().dump(), "round.json");
+  p.tf32 = true;
+  const HardwareProfile q = parse_profile(profile_to_json(p), "again.json");
+  EXPECT_EQ(q.gemm_curves.f32.mnk, p.gemm_curves.f32.mnk);
+  EXPECT_EQ(q.gemm_curves.f32.efficiency, p.gemm_curves.f32.efficiency);
+  EXPECT_EQ(q.gemm_curves.tf32.efficiency, p.gemm_curves.tf32.efficiency);
+  EXPECT_EQ(q.peak_flops_tf32, p.peak_flops_tf32);
+  EXPECT_TRUE(q.tf32);
+}
+
+TEST(GemmCurve, BrokenCurvesAreRefusedNamingTheField) {
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"]["mnk"] = {1e6, 1e3};
+    const std::string e = hw_error(j);
+    EXPECT_TRUE(contains(e, "device.gemm_curves.f32.mnk' must increase")) << e;
+    EXPECT_TRUE(contains(e, "from small to large")) << e;
+  }
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"]["mnk"] = {1e3, 1e3};
+    EXPECT_TRUE(contains(hw_error(j), "must increase"));
+  }
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"]["efficiency"] = {-0.1, 0.4};
+    const std::string e = hw_error(j);
+    EXPECT_TRUE(contains(e, "device.gemm_curves.f32.efficiency[0]' is -0.1")) << e;
+    EXPECT_TRUE(contains(e, "(0, 1]")) << e;
+  }
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"]["efficiency"] = {0.1, 1.2};
+    const std::string e = hw_error(j);
+    EXPECT_TRUE(contains(e, "efficiency[1]' is 1.2")) << e;
+    EXPECT_TRUE(contains(e, "the peak is wrong")) << e;
+  }
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"]["efficiency"] = {0.1};
+    EXPECT_TRUE(contains(hw_error(j), "2 sizes and 1 efficiencies"));
+  }
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"] = {1, 2};
+    EXPECT_TRUE(contains(hw_error(j), "device.gemm_curves.f32' must be"));
+  }
+  {
+    json j = round_profile();
+    j["device"]["gemm_curves"]["f32"]["mnk"] = {0, 1e3};
+    EXPECT_TRUE(contains(hw_error(j), "must be > 0"));
+  }
+  {
+    json j = round_profile();
+    j["device"]["peak_flops"].erase("tf32");
+    EXPECT_TRUE(contains(hw_error(j), "'device.gemm_curves.tf32' needs 'device.peak_flops.tf32'"));
+  }
+}
+
+TEST(GemmCurve, ShippedGpuProfilesHaveCurvesAndPriceWhatTheDeviceHas) {
+  for (const char* name : {"a100-nvlink-8", "h100-nvswitch-8", "v100-nvlink-8", "t4-pcie-4"}) {
+    const HardwareProfile p = load_profile(name);
+    EXPECT_FALSE(p.gemm_curves.f32.empty()) << name;
+    EXPECT_FALSE(p.gemm_curves.f16.empty()) << name;
+    EXPECT_FALSE(p.gemm_curves.source.empty()) << name;
+    // Small GEMMs are further from peak than large ones.
+    for (const GemmCurve* c : {&p.gemm_curves.f16, &p.gemm_curves.bf16}) {
+      if (c->empty()) continue;
+      EXPECT_LT(c->at(1e6), c->at(1e11)) << name;
+    }
+  }
+  // T4 and V100 have no bf16 tensor cores: bf16 is priced at the f32 CUDA cores' rate, and the
+  // profile says so in a figure of its own (not a silent fall-back).
+  for (const char* name : {"t4-pcie-4", "v100-nvlink-8"}) {
+    const HardwareProfile p = load_profile(name);
+    EXPECT_EQ(p.peak_flops_bf16, p.peak_flops_f32) << name;
+    EXPECT_LT(p.peak_flops_bf16 * 4, p.peak_flops_f16) << name;
+    EXPECT_EQ(p.peak_flops_tf32, 0) << name;
+  }
+  // H100: a 256×4096×4096 bf16 GEMM — XLA's sm_90 table measured 412 TFLOP/s for that shape; the
+  // curve (the median of every shape of that m·n·k) is printed next to it and to the old single
+  // efficiency (551).
+  const HardwareProfile h100 = load_profile("h100-nvswitch-8");
+  const OpCost g = gemm(256, 4096, 4096, DType::bf16);
+  const double tflops = g.flops / CostModel(h100).seconds(g) * 1e-12;
+  std::printf("    H100 bf16 256x4096x4096: %.0f TFLOP/s modelled, 412 in XLA's sm_90 table, %.0f with the single efficiency\n",
+              tflops, h100.peak_flops_bf16 * h100.gemm_efficiency * 1e-12);
+  EXPECT_LT(std::abs(tflops / 412 - 1), 0.2);
+}
