@@ -13,8 +13,8 @@ Two checks, each bounded by PyTorch's own float32 spread measured here, in the s
   step by step: at each step t PyTorch starts from *our* state at t−1 (weights and optimizer
     state, exported) and takes one step; our state at t must be within max(1e-5, 4 × spread) of
     it, relative to the tensor's largest value, where spread is how far PyTorch's float32 step is
-    from its float64 step (and from the float32 step with the gradient summed from two halves of
-    the batch). Starting each step from the same state keeps rounding from compounding: Adam's
+    from its float64 step (and its float32 step with the gradient summed from the strategy's shards
+    of the batch, or from two halves, is from the float64 step). Starting each step from the same state keeps rounding from compounding: Adam's
     update lr·g/(|g|+ε) turns a rounding-sized change in a gradient of order ε into a change of
     order lr, a changed weight then flips a ReLU whose input is within rounding of zero, and two
     equally valid float32 programs drift apart by more than either's error at one step.
@@ -135,13 +135,14 @@ class Setup:
             return torch.nn.functional.cross_entropy(logits, y)
         return torch.nn.functional.cross_entropy(logits, y, reduction="sum") / denominator
 
-    def step(self, model, opt, t, dtype, bf16=False, halves=False):
-        """One step on step t's global batch; the gradient summed from two halves with halves."""
+    def step(self, model, opt, t, dtype, bf16=False, parts=False):
+        """One step on step t's global batch; with parts, the gradient summed from parts of it:
+        the strategy's shards from the dump where it has several, else two halves."""
         opt.zero_grad()
         rows = self.batches[t]
-        if halves:
+        if parts:
             h, total = len(rows) // 2, 0.0
-            for part in (rows[:h], rows[h:]):
+            for part in self.shards[t] if len(self.shards[t]) > 1 else (rows[:h], rows[h:]):
                 loss = self.loss(model, part, dtype, bf16, denominator=len(rows))
                 loss.backward()
                 total += loss.item()
@@ -159,11 +160,11 @@ class Setup:
 
 # --- one PyTorch model -------------------------------------------------------------------------
 
-def one_step(s, state, t, dtype, bf16=False, halves=False):
+def one_step(s, state, t, dtype, bf16=False, parts=False):
     model = s.model(dtype, bf16)
     opt = s.optimizer(model.parameters())
     s.load(model, opt, state, dtype)
-    s.step(model, opt, t, dtype, bf16, halves)
+    s.step(model, opt, t, dtype, bf16, parts)
     return s.snapshot(model, opt)
 
 
@@ -288,13 +289,14 @@ def compare(a, work):
         ref_losses, ref_acc = whole_run(s, ours[0], dtype32, bf16)
     else:
         refs, ref_losses, ref_acc = distributed(a, work, a.devices, a.steps)
-    # PyTorch's own spread: its float32 (bfloat16) step against its float64 step, and against its
-    # float32 step with the gradient summed from two halves.
+    # PyTorch's own spread: its float32 (bfloat16) step against its float64 step, and its float32
+    # step with the gradient summed from parts of the batch (the strategy's shards, or two halves)
+    # against the same float64 step.
     worst_tensor, failed = {}, []
     for t in range(a.steps):
         f64 = one_step(s, ours[t], t, torch.float64)
         others = [one_step(s, ours[t], t, dtype32, bf16)] if a.reference != "model" else [refs[t]]
-        others.append(one_step(s, ours[t], t, dtype32, bf16, halves=True))
+        others.append(one_step(s, ours[t], t, dtype32, bf16, parts=True))
         for k in sorted(f64):
             if k not in ours[t + 1] or k not in refs[t]:
                 failed.append(f"{k}: missing at step {t + 1} ({'ours' if k not in ours[t + 1] else 'reference'})")
@@ -336,7 +338,10 @@ def compare(a, work):
           f"diff {acc_diff:.4f} bound {acc_bound:.4f}")
     if acc_diff > acc_bound + 1e-12:
         failed.append(f"test accuracy: ours {run['test_accuracy']}, torch {ref_acc}")
-    print(f"SUMMARY {json.dumps(dict(strategy=a.strategy, devices=a.devices, reference=a.reference, optimizer=a.optimizer, amp=a.amp, worst_diff=max(v[0] for v in worst_tensor.values()), worst_spread=max(v[1] for v in worst_tensor.values()), worst_of_bound=worst, worst_loss_of_bound=worst_loss))}")
+    name, (diff, spread, bound, t) = max(worst_tensor.items(), key=lambda kv: kv[1][0] / kv[1][2])
+    print("SUMMARY " + json.dumps(dict(strategy=a.strategy, devices=a.devices, reference=a.reference, optimizer=a.optimizer,
+                                       amp=a.amp, tensor=name, step=t, diff=diff, spread=spread, bound=bound,
+                                       loss_of_bound=worst_loss, accuracy=run["test_accuracy"], torch_accuracy=ref_acc)))
     if failed:
         print("FAIL: " + "; ".join(failed))
         return 1
