@@ -13,14 +13,16 @@ Two checks, each bounded by PyTorch's own float32 spread measured here, in the s
   step by step: at each step t PyTorch starts from *our* state at t−1 (weights and optimizer
     state, exported) and takes one step; our state at t must be within max(1e-5, 4 × spread) of
     it, relative to the tensor's largest value, where spread is how far PyTorch's float32 step is
-    from its float64 step (and its float32 step with the gradient summed from the strategy's shards
-    of the batch, or from two halves, is from the float64 step). Starting each step from the same state keeps rounding from compounding: Adam's
-    update lr·g/(|g|+ε) turns a rounding-sized change in a gradient of order ε into a change of
-    order lr, a changed weight then flips a ReLU whose input is within rounding of zero, and two
-    equally valid float32 programs drift apart by more than either's error at one step.
+    from its float64 step (and how far its float32 step with the gradient summed from the
+    strategy's shards, or from two halves, is). Starting each step from the same state keeps
+    rounding from compounding: Adam's update lr·g/(|g|+ε) turns a rounding-sized change in a
+    gradient below ε into a change of order lr, a changed weight then flips a ReLU whose input is
+    within rounding of zero, and two equally valid float32 programs drift apart by more than
+    either's error at one step.
   the run: our per-step loss against PyTorch's float32 run from our init (bound: the larger of
-    1e-5 and 4× its largest float32-vs-float64 difference over the steps, relative) and our test accuracy against its
-    (bound: 4× its float32-vs-float64 difference, at least 2 of the 10 000 test images).
+    1e-5 and 4× its largest float32-vs-float64 difference over the steps, relative) and our test
+    accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the 10 000
+    test images).
 
 PyTorch's layers compute x @ W.T, then + b, then ReLU, as ours do (nn.Linear's addmm is an equally
 valid float32 program, but flips a few ReLUs at 2048 rows); with --amp bf16 they are nn.Linear
