@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Hostile input and faults (issue 13), in three parts ctest runs apart (label fuzz):
+# Hostile input and faults (issue 13), in four parts ctest runs apart (label fuzz):
 #   cli        bad command lines and bad paths: each exits 2 (usage) or 1 (failure) with a
 #              [component] in its message — never 0, never a signal, never a hang (run under timeout)
 #   inputs     the seeded mutation fuzzer (fuzz/fuzz_inputs.cpp) over real checkpoints, profiles and
 #              IDX files: every case a success or a clear error; crashes and hangs must be 0
 #   kill_save  runs SIGKILLed while they checkpoint: what they leave loads or is absent, and the next
 #              save removes the temporaries of dead processes (and only those)
-#   bash fuzz_test.sh PART <scalelab> <fuzz_inputs> <source dir>
+#   faults     a procs rank SIGKILLed or SIGSTOPped, the run SIGTERMed or SIGINTed: each ends in
+#              bounded time naming the rank, leaves no process or /dev/shm segment, a whole checkpoint
+#   bash fuzz_test.sh PART <scalelab> <fuzz_inputs> <source dir> [<scalelab-dash>]
 set -u
 
-PART=${1:?usage: fuzz_test.sh cli|inputs|kill_save <scalelab> <fuzz_inputs> <source dir>}
+PART=${1:?usage: fuzz_test.sh cli|inputs|kill_save|faults <scalelab> <fuzz_inputs> <source dir>}
 SCALELAB=${2:?}
 FUZZ=${3:?}
 SRC=${4:?}
+DASH=${5:-}   # the cli part tries the dashboard's options too when it is built
+PROG=$SCALELAB  # what `bad` runs
 . "$(dirname "$0")/support/checks.sh" "fuzz-$PART"
 
 # A training run small enough to start in a moment.
@@ -27,9 +31,9 @@ bad() {
   shift 5
   local out rc
   tried=$((tried + 1))
-  out=$(timeout -s KILL 30 "$SCALELAB" "$@" 2>&1 </dev/null)
+  out=$(timeout -s KILL 30 "$PROG" "$@" 2>&1 </dev/null)
   rc=$?
-  if [ "$rc" -eq 137 ]; then hangs=$((hangs + 1)); fail "$name: hung (killed after 30 s): scalelab $*"; return; fi
+  if [ "$rc" -eq 137 ]; then hangs=$((hangs + 1)); fail "$name: hung (killed after 30 s): $(basename "$PROG") $*"; return; fi
   if [ "$rc" -gt 128 ]; then
     crashes=$((crashes + 1))
     fail "$name: died of signal $((rc - 128)): scalelab $*; $(printf '%s' "$out" | tail -n 2)"
@@ -226,6 +230,38 @@ EOF
       fail "--allow-divergence ($launch): exit $rc: $(printf '%s' "$out" | head -n 3)"
     fi
   done
+  bad "--seed -1" 2 cli "--seed" -- $T --seed -1
+  bad "tour --seed -1" 2 cli "--seed" -- tour --seed -1
+  # The dashboard's options: refused before a window opens (no display here), never a hang.
+  if [ -n "$DASH" ]; then
+    PROG=$DASH
+    echo '{"traceEvents":' >"$WORK/trunc.trace.json"
+    for v in 0x0 99999x99999 abc 100x; do bad "dash --size $v" 2 dash "--size" -- --size "$v" --describe; done
+    for v in 0 -1 abc; do bad "dash --bench-frames $v" 2 cli "--bench-frames" -- --bench-frames "$v"; done
+    for v in 0 5000; do bad "dash --bench-copies $v" 2 cli "--bench-copies" -- --replay "$WORK/empty" --bench-copies "$v"; done
+    for v in 0 200 nan; do bad "dash --font-size $v" 2 cli "--font-size" -- --font-size "$v" --describe; done
+    for v in 2 -0.5 nan; do bad "dash --at $v" 2 dash "--at" -- --at "$v" --describe; done
+    for v in -1 nan 1e99; do bad "dash --live-for $v" 2 dash "--live-for" -- --live-for "$v" --describe; done
+    for v in -1 nan; do bad "dash --speed $v" 2 dash "--speed" -- --speed "$v" --describe; done
+    for v in garbage 1,2,3 -5,10; do bad "dash --mouse $v" 2 dash "--mouse" -- --mouse "$v" --describe; done
+    bad "dash --view sideways" 2 dash "--view" -- --view sideways --describe
+    bad "dash --step -1" 2 cli "--step" -- --step -1 --describe
+    bad "dash --seed -1" 2 cli "--seed" -- --seed -1 --describe
+    bad "dash --strategy nope" 2 strategy "--strategy" -- --strategy nope --describe
+    bad "dash --device tpu" 2 device "tpu" -- --device tpu --describe
+    bad "dash --batch 0" 2 train "--batch" -- --batch 0 --describe
+    bad "dash --zero-stage 7" 2 zero "--zero-stage" -- --strategy zero --zero-stage 7 --describe
+    bad "dash --amp fp8" 2 train "--amp" -- --amp fp8 --describe
+    bad "dash --bucket-mb -1" 2 ddp "--bucket-mb" -- --strategy ddp --bucket-mb -1 --describe
+    bad "dash --replay a FIFO does not block" 1 trace "FIFO" -- --replay "$WORK/fifo" --describe
+    bad "dash --replay a directory" 1 trace "directory" -- --replay "$WORK/dir" --describe
+    bad "dash --replay a symlink loop" 1 trace "loop" -- --replay "$WORK/loop-a" --describe
+    bad "dash --replay /dev/zero" 1 trace "device" -- --replay /dev/zero --describe
+    bad "dash --replay missing" 1 trace "cannot open" -- --replay "$WORK/missing" --describe
+    bad "dash --replay empty" 1 trace "not valid JSON" -- --replay "$WORK/empty" --describe
+    bad "dash --replay truncated" 1 trace "not valid JSON" -- --replay "$WORK/trunc.trace.json" --describe
+    PROG=$SCALELAB
+  fi
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish
@@ -300,6 +336,83 @@ if [ "$PART" = kill_save ]; then
   if [ -e "$CK.tmp-$$" ]; then pass "a living process's temporary is left alone"; else fail "the temporary of a living pid was removed"; fi
   rm -f "$CK.tmp-$$"
   if "$FUZZ" load "$CK" >/dev/null; then pass "the last checkpoint loads"; else fail "the last checkpoint does not load"; fi
+  finish
+fi
+
+if [ "$PART" = faults ]; then
+  # Faults of a launch as a user meets them: a rank process killed (SIGKILL) or stopped (SIGSTOP)
+  # under --launch procs, and the whole run ended by SIGTERM or SIGINT. Each ends the run within a
+  # bound, says which rank, and leaves no process and nothing in /dev/shm behind; a checkpoint the
+  # run wrote is whole. (Thread ranks share one process: a signal ends them all; a thread rank that
+  # fails is covered by test_comm_threads, a stopped mpirun rank by the launches test.)
+  P="train --launch procs --strategy ddp --devices 4 --dataset synthetic --model mlp:784-64-10 --steps 100000 --quiet"
+  # start ARGS...: the run in the background, $job its pid, once its ranks are all forked.
+  start() {
+    "$SCALELAB" "$@" >"$WORK/run.log" 2>&1 &
+    job=$!
+    for _ in $(seq 1 100); do
+      [ "$(pgrep -P "$job" | wc -l)" -ge 4 ] && break
+      sleep 0.1
+    done
+    sleep 1  # into the steps
+  }
+  # ended_within SECONDS: $job ended by then ($code its exit status), or it is killed and 1 returned.
+  tried=0 hangs=0
+  ended_within() {
+    tried=$((tried + 1))
+    for _ in $(seq 1 $(($1 * 10))); do
+      if ! kill -0 "$job" 2>/dev/null; then wait "$job"; code=$?; return 0; fi
+      sleep 0.1
+    done
+    kill -KILL "$job" 2>/dev/null; wait "$job" 2>/dev/null
+    hangs=$((hangs + 1))
+    return 1
+  }
+  # nothing_left NAME: no process of the run and no shared memory segment of ours remain.
+  nothing_left() {
+    sleep 0.5
+    local procs shm
+    procs=$(pgrep -f -- "--model mlp:784-64-10 --steps 100000" | wc -l)
+    shm=$(ls /dev/shm | grep -c "^scalelab-$job-" || true)  # a segment is named for the process that made it
+    if [ "$procs" -eq 0 ] && [ "$shm" -eq 0 ]; then pass "$1: no process and no /dev/shm segment left"
+    else fail "$1: left $procs process(es) and $shm /dev/shm segment(s)"; pkill -KILL -f -- "--model mlp:784-64-10 --steps 100000"; fi
+  }
+
+  start $P
+  victim=$(pgrep -P "$job" | sort -n | sed -n 3p)
+  kill -KILL "$victim"
+  if ended_within 30; then
+    if [ "$code" -eq 1 ] && grep -q 'rank 2 killed by signal 9' "$WORK/run.log"; then pass "a SIGKILLed rank: exit 1 naming it (rank 2 killed by signal 9)"
+    else fail "a SIGKILLed rank: exit $code: $(tail -n 3 "$WORK/run.log")"; fi
+  else fail "a SIGKILLed rank: the run did not end within 30 s"; fi
+  nothing_left "a SIGKILLed rank"
+
+  start $P --comm-timeout 2000
+  victim=$(pgrep -P "$job" | sort -n | sed -n 2p)
+  kill -STOP "$victim"
+  if ended_within 30; then
+    if [ "$code" -eq 1 ] && grep -q 'rank 1' "$WORK/run.log"; then pass "a SIGSTOPped rank: the others time out, exit 1 naming rank 1"
+    else fail "a SIGSTOPped rank: exit $code: $(tail -n 3 "$WORK/run.log")"; fi
+  else fail "a SIGSTOPped rank: the run did not end within 30 s"; kill -KILL "$victim" 2>/dev/null; fi
+  nothing_left "a SIGSTOPped rank"
+
+  # SIGTERM and SIGINT (Ctrl-C reaches the parent; a background job of a script ignores SIGINT, so
+  # perl restores its default action first) while the run checkpoints every step.
+  for sig in TERM INT; do
+    CK="$WORK/sig-$sig.ckpt"
+    perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV' -- "$SCALELAB" $P --checkpoint "$CK" --checkpoint-every 1 >"$WORK/run.log" 2>&1 &
+    job=$!
+    sleep 3
+    kill -"$sig" "$job"
+    if ended_within 10; then
+      want=$((128 + $(kill -l "$sig")))
+      if [ "$code" -eq "$want" ]; then pass "SIG$sig: the run ends at once (exit $code)"; else fail "SIG$sig: exit $code, wanted $want"; fi
+    else fail "SIG$sig: the run did not end within 10 s"; fi
+    nothing_left "SIG$sig"
+    if [ -e "$CK" ] && "$FUZZ" load "$CK" >/dev/null 2>"$WORK/load.err"; then pass "SIG$sig: the last checkpoint is whole"
+    else fail "SIG$sig: no whole checkpoint: $(cat "$WORK/load.err" 2>/dev/null)"; fi
+  done
+  echo "faults      cases tried $tried / hangs $hangs / other failures $((failures - hangs))"
   finish
 fi
 

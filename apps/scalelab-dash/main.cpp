@@ -114,9 +114,23 @@ void frame(Dashboard& dash, LaunchPanel* launch, int width, int height, double d
   dash.frame(static_cast<float>(width), static_cast<float>(height), dt, left);
 }
 
+// The options that shape the picture, checked before anything runs or is read.
+void check_picture_options(const Options& o) {
+  if (!(o.at >= 0 && o.at <= 1))
+    throw UsageError("dash", "--at " + std::to_string(o.at) + ": where in the step the cursor starts must be within 0 … 1 (0: its start, 1: its end)");
+  if (o.view != "step" && o.view != "run") throw UsageError("dash", "--view " + o.view + ": expected step or run");
+  if (!(o.live_for_s >= 0 && o.live_for_s < 86400))
+    throw UsageError("dash", "--live-for " + std::to_string(o.live_for_s) + ": wall seconds must be within 0 … 86400 — e.g. --live-for 3");
+  float mx = 0, my = 0;
+  char rest = 0;
+  if (!o.mouse.empty() && (std::sscanf(o.mouse.c_str(), "%f,%f%c", &mx, &my, &rest) != 2 || !(mx >= 0 && my >= 0)))
+    throw UsageError("dash", "--mouse " + o.mouse + ": expected X,Y in pixels, e.g. --mouse 600,180");
+}
+
 int run(const Options& o) {
   int width = 0, height = 0;
   parse_size(o.size, width, height);
+  check_picture_options(o);
   const bool batch = !o.screenshot.empty() || o.bench_frames > 0 || o.list_panels;
   const bool live = o.replay.empty();
 
@@ -167,7 +181,6 @@ int run(const Options& o) {
   }
 
   if (o.view == "run") dash.fit_run();
-  else if (o.view != "step") throw UsageError("dash", "--view " + o.view + ": expected step or run");
 
   if (o.describe) std::cout << describe(model) << std::flush;
   if (o.describe && !batch) return 0;
@@ -298,7 +311,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
   app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
-  app.add_option("--step", o.step, "pictures: the cursor at this training step (default: the middle one)");
+  app.add_option("--step", o.step, "pictures: the cursor at this training step (default: the middle one)")->check(CLI::NonNegativeNumber);
   app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
@@ -321,7 +334,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", c.dataset, "live: fashion-mnist | synthetic")->capture_default_str();
   app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
-  app.add_option("--seed", c.seed, "live: seed for weights and data order")->capture_default_str();
+  app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
   app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
@@ -331,8 +344,11 @@ int main(int argc, char** argv) {
   app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "[cli] " << e.what() << " — see `scalelab-dash --help`\n";
+    return 2;
   }
   try {
     return run(o);

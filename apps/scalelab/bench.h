@@ -8,6 +8,7 @@ struct BenchComputeOptions {
   std::string model = "mlp:784-1024-1024-10";
   int64_t batch = 512;
   int steps = 20;
+  std::string vs;  // "torch": PyTorch's step of the same MLP on as many threads, same run
   std::string json_path;
 };
 
@@ -21,7 +22,7 @@ struct BenchCommOptions {
   int64_t max_bytes = 64ll << 20;
   int iters = 20;
   int warmup = 5;
-  std::string vs;      // "mpi": Open MPI's collective on the same sizes, same run
+  std::string vs;      // mpi: Open MPI's collective, gloo: torch.distributed's; same sizes, same run
   std::string device = "cpu";
   std::string hw;      // --device sim: modelled times on this profile
   std::string shm_sharing = "fd_passing";

@@ -1,6 +1,7 @@
 // `scalelab bench comm`: collectives timed like nccl-tests (size count type redop time algbw busbw
 // #wrong), with the bound this machine's memory bandwidth puts on a shared-memory implementation,
-// and with --vs mpi, Open MPI's own collective on the same sizes and ranks, measured in the same run.
+// and with --vs mpi (Open MPI's own collective) or --vs gloo (torch.distributed over gloo, one
+// process per rank), the peer on the same sizes and ranks, measured in the same run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +19,9 @@
 #include <vector>
 
 #include "apps/scalelab/bench.h"
+#include "apps/scalelab/python_peer.h"
 #include "core/io/file_check.h"
+#include "core/proc/host_memory.h"
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/comm/threads/threads_group.h"
@@ -317,12 +320,25 @@ std::map<int64_t, double> run_mpi_peer(const BenchCommOptions& o) {
   return peer;
 }
 
+// PyTorch's run on the same sizes and ranks: torch.distributed over gloo, N processes on localhost.
+std::map<int64_t, double> run_gloo_peer(const BenchCommOptions& o) {
+  std::ostringstream args;
+  args << "--ranks " << o.ranks << " --op " << o.op << " --dtype " << o.dtype << " --min-bytes " << o.min_bytes
+       << " --max-bytes " << o.max_bytes << " --iters " << o.iters << " --warmup " << o.warmup;
+  const json j = run_python_peer("gloo_collective.py", args.str(), "--vs gloo");
+  std::map<int64_t, double> peer;
+  for (const json& r : j["rows"])
+    peer[r["bytes"].get<int64_t>()] = r["busbw"].get<double>();
+  return peer;
+}
+
 void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double memcpy_Bps, bool simulated,
                     const std::string& hw) {
   const Collective op = parse_collective(o.op);
   const int n = o.ranks;
   std::map<int64_t, double> peer;
   if (o.vs == "mpi") peer = run_mpi_peer(o);
+  if (o.vs == "gloo") peer = run_gloo_peer(o);
   for (Row& r : rows) {
     if (memcpy_Bps > 0) {
       const double t = least_copy_bytes(op, static_cast<double>(r.bytes), n) / memcpy_Bps;
@@ -347,7 +363,7 @@ void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double me
     std::printf("%12s %12s %6s %6s %12s %9s %9s %7s", "size", "count", "type", "redop", "time(us)", "algbw", "busbw",
                 "#wrong");
     if (memcpy_Bps > 0) std::printf(" %9s %6s", "bound", "%bound");
-    if (!peer.empty()) std::printf(" %9s %6s", "mpi", "ratio");
+    if (!peer.empty()) std::printf(" %9s %6s", o.vs == "gloo" ? "pytorch" : "mpi", "ratio");
     std::printf("\n");
     for (const Row& r : rows) {
       std::printf("%12s %12lld %6s %6s %12.2f %9.3f %9.3f %7s", human_bytes(r.bytes).c_str(), static_cast<long long>(r.count),
@@ -409,7 +425,12 @@ void validate(const BenchCommOptions& o) {
     throw UsageError("bench", "--min-bytes " + std::to_string(o.min_bytes) + " is less than one " + o.dtype +
                                   " element" + (split ? " per rank" : "") + ", so its calls would move 0 bytes — pass --min-bytes ≥ " +
                                   std::to_string(smallest));
-  if (o.vs != "" && o.vs != "mpi") throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is mpi");
+  if (o.vs != "" && o.vs != "mpi" && o.vs != "gloo")
+    throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is mpi or gloo");
+  // What torch.distributed's gloo backend has on the CPU, summed as ours sums.
+  if (o.vs == "gloo" && ((op != Collective::all_reduce && op != Collective::broadcast && op != Collective::all_gather) ||
+                         o.redop != "sum"))
+    throw UsageError("bench", "--vs gloo times all_reduce, broadcast and all_gather with --redop sum — pass one of those, or drop --vs gloo");
   if (o.iters < 1 || o.warmup < 0) throw UsageError("bench", "--iters must be ≥ 1 and --warmup ≥ 0");
   if (o.timeout_ms < 1) throw UsageError("bench", "--comm-timeout must be ≥ 1 ms");
   parse_comm_algorithm(o.algorithm);
@@ -423,12 +444,13 @@ int bench_comm(const BenchCommOptions& options) {
   if (o.ranks == 0 && o.comm == "nccl") o.ranks = std::max(1, cuda_device_count());
   if (o.ranks == 0 && o.comm != "mpi") o.ranks = 4;
   validate(o);
+  if (o.vs == "gloo") check_python_peer("gloo_collective.py", "--vs gloo");
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the sweep, not after
   if (o.device == "cpu" && (o.comm == "threads" || o.comm == "shm")) {
     // Every rank holds an input and an output of up to --max-bytes in host memory (scatter and
     // gather: rank 0 the whole buffer); more than the host has ends in std::bad_alloc or the OOM killer.
     const double need = 2.0 * static_cast<double>(o.max_bytes) * o.ranks;
-    const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    const double host = host_memory().bytes;
     if (host > 0 && need > host) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "--ranks %d × --max-bytes %lld: about %.3g GB of buffers, this host has %.3g GB",

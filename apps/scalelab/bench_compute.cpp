@@ -1,5 +1,8 @@
 // `scalelab bench compute`: how close does a training step on the cpu device come to the GEMMs it
-// is made of? The bound is OpenBLAS sgemm on exactly the step's GEMM shapes, timed in the same run.
+// is made of? The bound is OpenBLAS sgemm on exactly the step's GEMM shapes, timed in the same run;
+// with --vs torch, PyTorch's step of the same MLP on as many threads is the peer.
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,7 +10,9 @@
 #include <vector>
 
 #include "apps/scalelab/bench.h"
+#include "apps/scalelab/python_peer.h"
 #include "core/data/dataset.h"
+#include "core/error.h"
 #include "core/io/file_check.h"
 #include "core/kernels/cpu_kernels.h"
 #include "core/nn/optimizer.h"
@@ -46,6 +51,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int bench_compute(const BenchComputeOptions& o) {
+  if (!o.vs.empty() && o.vs != "torch") throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is torch");
+  if (o.vs == "torch") check_python_peer("torch_step.py", "--vs torch");
   const ModelSpec spec = ModelSpec::parse(o.model);
   const auto gemms = step_gemms(spec, o.batch);
   double flops = 0;
@@ -121,10 +128,25 @@ int bench_compute(const BenchComputeOptions& o) {
   std::printf("  %-28s %12.3f %12.2f\n", "training step (scalelab)", step_t * 1e3, achieved);
   std::printf("  %-28s %12.3f %12.2f\n", "sgemm alone (OpenBLAS)", gemm_t * 1e3, sgemm);
   std::printf("  ratio %.3f  (GEMM FLOPs per step %.3f G, %d timed steps)\n", ratio, flops * 1e-9, o.steps);
+  // The peer after ours, not interleaved: it is another process with a thread pool of its own.
+  double torch_t = 0;
+  const int threads = openblas_get_num_threads();
+  if (o.vs == "torch") {
+    char args[400];
+    std::snprintf(args, sizeof args, "--model '%s' --batch %lld --steps %d --threads %d", o.model.c_str(),
+                  static_cast<long long>(o.batch), o.steps, threads);
+    torch_t = run_python_peer("torch_step.py", args, "--vs torch")["step_time_s"].get<double>();
+    std::printf("  %-28s %12.3f %12.2f\n", "training step (pytorch)", torch_t * 1e3, flops / torch_t * 1e-9);
+    std::printf("  pytorch / scalelab step time %.2f×  (both on %d threads; same model, batch, SGD with momentum)\n",
+                torch_t / step_t, threads);
+  }
+  std::fflush(stdout);
   if (!o.json_path.empty()) {
     nlohmann::json j{{"model", o.model},          {"batch", o.batch},       {"flops_per_step", flops},
                      {"step_time_s", step_t},     {"sgemm_time_s", gemm_t}, {"achieved_gflops", achieved},
-                     {"sgemm_gflops", sgemm},     {"ratio", ratio},         {"steps", o.steps}};
+                     {"sgemm_gflops", sgemm},     {"ratio", ratio},         {"steps", o.steps},
+                     {"threads", threads},
+                     {"torch_step_time_s", o.vs == "torch" ? nlohmann::json(torch_t) : nlohmann::json(nullptr)}};
     write_file_atomically(o.json_path, j.dump(2) + "\n", "bench");
   }
   return 0;

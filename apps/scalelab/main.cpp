@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   auto* eps_opt = train_cmd->add_option("--adam-eps", c.optimizer.eps, "adam: ε (default 1e-8)");
   train_cmd->add_option("--init-weights", c.init_weights_path, "start from these weights: an .npz with PyTorch's "
                                                                  "nn.Sequential names (`scalelab export`, numpy.savez)");
-  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->capture_default_str();
+  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->check(CLI::NonNegativeNumber)->capture_default_str();
   train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto); FILE.gz: gzip-compressed");
   std::string trace_steps;
   train_cmd->add_option("--trace-steps", trace_steps, "A:B — keep only steps A to B (from 0) in the trace");
@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   compute_cmd->add_option("--model", bc.model)->capture_default_str();
   compute_cmd->add_option("--batch", bc.batch)->capture_default_str();
   compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same MLP on as many threads, same run");
   compute_cmd->add_option("--json", bc.json_path, "write the figures as JSON");
 
   BenchCommOptions bm;
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
   comm_cmd->add_option("--max-bytes", bm.max_bytes, "largest size, like 64M")->transform(CLI::AsSizeValue(false))->capture_default_str();
   comm_cmd->add_option("--iters", bm.iters, "timed calls per size (fewer for large sizes)")->capture_default_str();
   comm_cmd->add_option("--warmup", bm.warmup, "untimed calls per size")->capture_default_str();
-  comm_cmd->add_option("--vs", bm.vs, "mpi: Open MPI's collective on the same sizes and ranks, same run");
+  comm_cmd->add_option("--vs", bm.vs, "mpi: Open MPI's collective on the same sizes and ranks, same run; gloo: torch.distributed's");
   comm_cmd->add_option("--device", bm.device, "cpu (measured) | sim (modelled on --hw)")->capture_default_str();
   comm_cmd->add_option("--hw", bm.hw, "hardware profile for --device sim");
   comm_cmd->add_option("--shm-sharing", bm.shm_sharing, "fd_passing | named_file (--comm shm)")->capture_default_str();
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
   tour_cmd->add_option("--dataset", tour.dataset, "fashion-mnist | synthetic")->capture_default_str();
   tour_cmd->add_option("--batch", tour.batch)->capture_default_str();
   tour_cmd->add_option("--steps", tour.steps)->capture_default_str()->check(CLI::PositiveNumber);
-  tour_cmd->add_option("--seed", tour.seed)->capture_default_str();
+  tour_cmd->add_option("--seed", tour.seed)->check(CLI::NonNegativeNumber)->capture_default_str();
   tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
 
   std::string export_checkpoint, export_out;

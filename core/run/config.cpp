@@ -1,13 +1,12 @@
 #include "core/run/config.h"
 
-#include <unistd.h>
-
 #include <climits>
 #include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
 #include "core/io/file_check.h"
+#include "core/proc/host_memory.h"
 
 namespace scalelab {
 
@@ -142,15 +141,15 @@ int64_t host_bytes_needed(const TrainConfig& c) {
 }
 
 void check_host_memory(const TrainConfig& c, bool suggest_dry_run) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return;  // unknown: nothing to compare with
-  const double host = static_cast<double>(pages) * static_cast<double>(page);
+  const HostMemory memory = host_memory();
+  if (memory.bytes <= 0) return;  // unknown: nothing to compare with
+  const double host = memory.bytes;
   const double need = static_cast<double>(host_bytes_needed(c));
   if (need <= host) return;
   char buf[320];
   std::snprintf(buf, sizeof buf, "needs at least %.3g GB of host memory (the data, then the model's weights, gradients, "
-                "optimizer state and activations of --batch %lld), this host has %.3g GB",
-                need / 1e9, static_cast<long long>(c.batch), host / 1e9);
+                "optimizer state and activations of --batch %lld), this host has %.3g GB%s",
+                need / 1e9, static_cast<long long>(c.batch), host / 1e9, memory.cgroup_limited ? " (its cgroup's limit)" : "");
   throw UsageError("memory", "--model " + c.model + " " + buf + " — use a smaller --model or --batch" +
                                  (c.dry_run || !suggest_dry_run ? std::string() : ", or plan it without numerics: --device sim --hw PROFILE --dry-run"));
 }

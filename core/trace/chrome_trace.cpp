@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -277,7 +278,8 @@ void read_other_data(const json& o, TraceInfo& info) {
 }  // namespace
 
 TraceContents read_chrome_trace(const std::string& path) {
-  if (!std::ifstream(path))
+  std::error_code ec;  // not std::ifstream: opening a FIFO to test it blocks until a writer comes
+  if (!std::filesystem::exists(path, ec) && !ec)
     throw Error("trace", path + ": cannot open — check the path (traces come from `scalelab train --trace FILE`)");
   const std::string text = read_maybe_gzipped(path, "trace");  // a .gz trace is inflated first
 
