@@ -52,6 +52,20 @@ struct RunSetup {
   void leave_step() const;
 };
 
+// --dump-batches F: the training-set indices of each step's global batch (the Loader's order) and
+// of each rank's or device's shard of it, written atomically at the end of the loop — so a
+// program outside (the PyTorch cross-check) trains on our batches without re-deriving our order.
+class BatchDump {
+ public:
+  explicit BatchDump(const RunSetup& run) : run_(run) {}
+  void record(int64_t step);  // after the loader filled the step's batch
+  void write() const;
+
+ private:
+  const RunSetup& run_;
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> steps_;  // (step, global batch's indices)
+};
+
 // 2. --check-equivalence: the reference strategy on its own device and event bus (it is the
 //    yardstick, not part of the run), trained on the same global batches.
 class EquivalenceProbe {

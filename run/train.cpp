@@ -27,6 +27,8 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
   checkpointer.at_start(loop.first_step);
   loop.last_step = run.total;
   HostBatch batch;
+  std::optional<BatchDump> dump;
+  if (run.leader && !c.dump_batches_path.empty()) dump.emplace(run);
   const auto clock_start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::duration eval_time{};
   for (int64_t step = loop.first_step; step < run.total; ++step) {
@@ -37,6 +39,7 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
     const int64_t epoch = step / run.per_epoch;
     if (step % run.per_epoch == 0 || step == loop.first_step) run.loader->set_epoch(epoch);
     run.loader->fill(step % run.per_epoch, batch);
+    if (dump) dump->record(step);
 
     const int64_t before_ns = bus.latest_end_ns();
     const double loss = run.strategy->train_step(batch, step);
@@ -61,6 +64,7 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
     if (progress) progress(p);
   }
   checkpointer.at_end(loop.last_step);
+  if (dump) dump->write();
   loop.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start - eval_time -
                                               checkpointer.time_spent())
                     .count();

@@ -39,6 +39,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     "gradients on device 0",
                     make_data_parallel);
     dp.options = {O::amp};
+    dp.batch_shards = StrategyInfo::BatchShards::contiguous;
     r.push_back(dp);
 
     StrategyInfo mp = entry("model-parallel",
@@ -51,6 +52,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                      make_ddp, 1);
     ddp.options = {O::no_sync, O::buckets, O::amp, O::comm};
     ddp.launches = kRankLaunches;
+    ddp.batch_shards = StrategyInfo::BatchShards::interleaved;
     r.push_back(ddp);
 
     StrategyInfo ddp_mp = entry("ddp-mp", "DDP whose replicas each span two devices (model parallel inside, DDP across)",
@@ -58,6 +60,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
     ddp_mp.options = {O::no_sync, O::buckets, O::amp, O::comm};
     ddp_mp.launches = kRankLaunches;
     ddp_mp.device_count = {2, 0, 2};
+    ddp_mp.batch_shards = StrategyInfo::BatchShards::interleaved;
     r.push_back(ddp_mp);
 
     StrategyInfo pipeline = entry("pipeline", "stages on ranks, micro-batches flowing through them; GPipe or 1F1B schedule",
@@ -77,6 +80,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
     zero.options = {O::zero_stage, O::amp, O::comm};
     zero.launches = kRankLaunches;
     zero.showcase = [](TrainConfig& c) { c.zero_stage = 1; };
+    zero.batch_shards = StrategyInfo::BatchShards::interleaved;
     r.push_back(zero);
 
     StrategyInfo hogwild = entry("multiprocessing",
@@ -86,6 +90,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
     // Forked workers share host memory, and CUDA does not survive a fork: cpu, or sim to model GPUs.
     hogwild.device_kinds = {DeviceKind::cpu, DeviceKind::sim};
     hogwild.device_count = {1, 64, 1};
+    hogwild.batch_shards = StrategyInfo::BatchShards::interleaved;
     r.push_back(hogwild);
     return r;
   }();

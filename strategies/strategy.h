@@ -87,6 +87,11 @@ struct StrategyInfo {
   // 0: one controller drives every device (single, data-parallel, model-parallel, multiprocessing);
   // k ≥ 1: ranks, each with k devices (ddp, pipeline, zero: 1; ddp-mp: 2).
   int devices_per_rank = 0;
+  // How a step's global batch is split among the ranks or devices that train on rows of it (what
+  // `train --dump-batches` writes): whole (each sees every row: single, model-parallel, pipeline),
+  // interleaved (of N, the k-th takes rows k, k+N, …: DistributedSampler's shards — ddp, ddp-mp,
+  // zero, Hogwild), contiguous (the k-th takes rows [k·B/N, (k+1)·B/N): DataParallel's scatter).
+  enum class BatchShards { whole, interleaved, contiguous } batch_shards = BatchShards::whole;
   // Synchronous strategies compute single's training on the same global batch and are held to its
   // weights (--check-equivalence); the others (Hogwild) are held to test accuracy.
   bool synchronous = true;

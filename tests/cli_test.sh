@@ -189,5 +189,23 @@ expect "--zero-stage without zero exits 2" 2 "--strategy zero" -- train --datase
 expect "--micro-batches without pipeline exits 2" 2 "--strategy pipeline" -- train --dataset synthetic --steps 1 --micro-batches 4
 expect "--check-equivalence with Hogwild exits 2" 2 "" -- train --dataset synthetic --steps 1 --strategy multiprocessing --devices 2 --check-equivalence
 
+# --dump-batches: each step's global batch is B distinct training-set indices, and the shards are
+# its rows by the strategy's rule — DistributedSampler's interleave for ddp, DataParallel's slices.
+D="$WORK/batches.json"
+for run in "ddp interleaved" "data-parallel contiguous"; do
+  set -- $run
+  if "$SCALELAB" train --dataset synthetic --model mlp:784-8-10 --batch 12 --steps 3 --strategy "$1" --devices 3 \
+       --quiet --dump-batches "$D" >/dev/null 2>&1 &&
+     json_check "$D" "j['shard_rule'] == '$2' and len(j['steps']) == 3 and all(len(set(s['global'])) == 12 and
+       all(s['shards'][k] == (s['global'][k::3] if j['shard_rule'] == 'interleaved' else s['global'][4 * k:4 * k + 4])
+           for k in range(3)) for s in j['steps'])"; then
+    pass "--dump-batches $1: the global batches and the $2 shards"
+  else
+    fail "--dump-batches $1: $(head -c 400 "$D" 2>/dev/null)"
+  fi
+done
+expect "--dump-batches into a missing directory exits before training" nonzero "dump-batches" -- \
+  train --dataset synthetic --steps 1 --dump-batches "$WORK/no-such-dir/b.json"
+
 echo
 finish

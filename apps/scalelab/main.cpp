@@ -140,6 +140,8 @@ int main(int argc, char** argv) {
   std::string trace_steps;
   train_cmd->add_option("--trace-steps", trace_steps, "A:B — keep only steps A to B (from 0) in the trace");
   train_cmd->add_option("--json", c.json_path, "write the summary as JSON");
+  train_cmd->add_option("--dump-batches", c.dump_batches_path, "write each step's sample indices (the global batch, "
+                                                                "each rank's shard) as JSON");
   train_cmd->add_flag("--quiet", quiet, "no progress bar");
   train_cmd->add_flag("--check-equivalence", c.check_equivalence, "also train single on the same batches and compare weights");
   train_cmd->add_option("--launch", choice.launch, "threads | procs | mpi: how ranks start (ddp, ddp-mp, pipeline, zero)")

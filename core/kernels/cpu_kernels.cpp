@@ -117,16 +117,23 @@ void sgd(float* w, const float* g, float* buf, int64_t n, const SgdOptions& o) {
   }
 }
 
+AdamStep adam_step(const AdamOptions& o, int64_t t) {
+  const double bias_correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
+  const double bias_correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+  return AdamStep{static_cast<float>(o.beta1),          static_cast<float>(1.0 - o.beta1),
+                  static_cast<float>(o.beta2),          static_cast<float>(1.0 - o.beta2),
+                  static_cast<float>(o.lr / bias_correction1), static_cast<float>(std::sqrt(bias_correction2)),
+                  static_cast<float>(o.eps),            o.weight_decay};
+}
+
 void adam(float* w, const float* g, float* m, float* v, int64_t n, const AdamOptions& o, int64_t t) {
-  const float bc1 = 1.0f - std::pow(o.beta1, static_cast<float>(t));
-  const float bc2 = 1.0f - std::pow(o.beta2, static_cast<float>(t));
-  const float step = o.lr / bc1;
-  const float inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  const AdamStep s = adam_step(o, t);
   for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i] + o.weight_decay * w[i];
-    m[i] = o.beta1 * m[i] + (1.0f - o.beta1) * gi;
-    v[i] = o.beta2 * v[i] + (1.0f - o.beta2) * gi * gi;
-    w[i] -= step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + o.eps);
+    const float gi = g[i] + s.weight_decay * w[i];
+    m[i] = m[i] * s.beta1 + s.one_minus_beta1 * gi;
+    v[i] = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+    const float denom = std::sqrt(v[i]) / s.bias_correction2_sqrt + s.eps;
+    w[i] = w[i] + -s.step_size * m[i] / denom;
   }
 }
 

@@ -35,14 +35,26 @@ struct SgdOptions {
 // PyTorch's SGD: g += wd·w; buf = momentum·buf + g; w -= lr·buf (buf may be null without momentum).
 void sgd(float* w, const float* g, float* momentum_buf, int64_t n, const SgdOptions& o);
 
+// In double, as torch.optim.Adam holds them (Python floats): 1 − 0.999 is 0.001, where
+// 1 − 0.999f is 0.00099998713 — a 1.3e-5 difference in exp_avg_sq at every step.
 struct AdamOptions {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
   float weight_decay = 0;
 };
-// PyTorch's Adam at step t (1-based) with bias correction.
+// The scalars of step t (1-based) as torch.optim.Adam computes them: in double on the host, each
+// rounded to float once where the float kernel takes it (the CPU and CUDA kernels share these).
+struct AdamStep {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float step_size;                // lr / (1 − β1ᵗ)
+  float bias_correction2_sqrt;    // √(1 − β2ᵗ)
+  float eps, weight_decay;
+};
+AdamStep adam_step(const AdamOptions& o, int64_t t);
+// PyTorch's Adam at step t (1-based), torch.optim.Adam's float program element by element:
+// g += wd·w; m = m·β1 + (1−β1)·g; v = v·β2 + (1−β2)·g·g; w += (−step_size·m) / (√v / √bc2 + ε).
 void adam(float* w, const float* g, float* m, float* v, int64_t n, const AdamOptions& o, int64_t t);
 
 // y += alpha · x

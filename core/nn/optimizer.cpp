@@ -1,5 +1,6 @@
 #include "core/nn/optimizer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -41,6 +42,22 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Parameter*> para
   }
 }
 
+namespace {
+
+// The number the user wrote, as a double: --adam-betas 0.9,0.999 is held as the floats 0.9f and
+// 0.999f, but PyTorch holds the Python floats 0.9 and 0.999, and Adam's 1 − β2 magnifies the
+// difference (1 − 0.999f is 1.3e-5 off 0.001). The shortest decimal that gives back the float is
+// what was written (for up to 7 significant digits), read again as a double.
+double as_written(float value) {
+  char text[32];
+  const auto written = std::to_chars(text, text + sizeof text, value);
+  double out = value;
+  std::from_chars(text, written.ptr, out);
+  return out;
+}
+
+}  // namespace
+
 void Optimizer::step() {
   ++t_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -48,7 +65,8 @@ void Optimizer::step() {
     Device& d = *p.value.device();
     OpTag tag{p.name + ".step", Phase::optim, p.layer};
     if (config_.kind == "adam") {
-      AdamOptions o{config_.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
+      AdamOptions o{as_written(config_.lr), as_written(config_.beta1), as_written(config_.beta2), as_written(config_.eps),
+                    config_.weight_decay};
       d.adam(tag, p.value, p.grad, m_[i], v_[i], o, t_);
     } else {
       SgdOptions o{config_.lr, config_.momentum, config_.weight_decay};

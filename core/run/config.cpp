@@ -117,7 +117,8 @@ void TrainConfig::validate() const {
 
 void check_output_paths(const TrainConfig& c) {
   const std::pair<const std::string*, const char*> outputs[] = {
-      {&c.checkpoint_path, "checkpoint"}, {&c.trace_path, "trace"}, {&c.json_path, "train"}};
+      {&c.checkpoint_path, "checkpoint"}, {&c.trace_path, "trace"}, {&c.json_path, "train"},
+      {&c.dump_batches_path, "dump-batches"}};
   for (const auto& [path, component] : outputs)
     if (!path->empty()) check_output_path(*path, component);
 }

@@ -59,6 +59,7 @@ struct TrainConfig {
   int64_t trace_first_step = -1;  // --trace-steps A:B keeps steps A…B (numbered from 0) in the trace;
   int64_t trace_last_step = -1;   // -1: every step
   std::string json_path;
+  std::string dump_batches_path;  // the sample indices of each step's global batch and shards (JSON)
   int64_t synthetic_train = 8192;  // sizes of the synthetic set
   int64_t synthetic_test = 2048;
 

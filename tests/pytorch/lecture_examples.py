@@ -7,7 +7,7 @@ deterministic, and what they report is compared.
 
 Tolerances. The synchronous strategies train full batches of Fashion-MNIST (60 000 rows), so the
 data order does not matter and the numbers are single's. scalelab matches PyTorch to 1e-5 when
-PyTorch computes each layer as scalelab does (tests/pytorch/cross_single.py); these programs use
+PyTorch computes each layer as scalelab does (tests/pytorch/cross_check.py); these programs use
 nn.Linear as students write it, whose addmm differs from that by up to 3e-5 on a layer (a ReLU
 whose input is within rounding of 0 flips), so TOL = 1e-4, relative — for losses to the loss, for
 weights to the tensor's largest value. AMP is held to PyTorch's own bf16-vs-fp32 gap, measured in

@@ -271,7 +271,8 @@ void CudaExecutor::adam(const Tensor& w, const Tensor& g, const Tensor& m, const
   require_f32(m, "adam");
   require_f32(v, "adam");
   activate();
-  cuda::adam(w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), o, t, stream_);
+  cuda::adam(w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), kernels::adam_step(o, t),
+             stream_);
 }
 
 void CudaExecutor::axpy(float alpha, const Tensor& x, const Tensor& y) {

@@ -234,13 +234,13 @@ __global__ void sgd_kernel(float* w, const float* g, float* buf, int64_t n, floa
   }
 }
 
-__global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_t n, float beta1, float beta2,
-                            float eps, float weight_decay, float step, float inv_sqrt_bc2) {
-  GRID_STRIDE(i, n) {
-    const float gi = g[i] + weight_decay * w[i];
-    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    w[i] -= step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+__global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_t n, kernels::AdamStep s) {
+  GRID_STRIDE(i, n) {  // kernels::adam's formula, operation for operation (no fused multiply-adds)
+    const float gi = __fadd_rn(g[i], __fmul_rn(s.weight_decay, w[i]));
+    m[i] = __fadd_rn(__fmul_rn(m[i], s.beta1), __fmul_rn(s.one_minus_beta1, gi));
+    v[i] = __fadd_rn(__fmul_rn(v[i], s.beta2), __fmul_rn(__fmul_rn(s.one_minus_beta2, gi), gi));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v[i]), s.bias_correction2_sqrt), s.eps);
+    w[i] = __fadd_rn(w[i], __fdiv_rn(__fmul_rn(-s.step_size, m[i]), denom));
   }
 }
 
@@ -341,16 +341,9 @@ void sgd(float* w, const float* g, float* momentum_buf, int64_t n, const kernels
   CHECK_LAUNCH("sgd_kernel");
 }
 
-void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamOptions& o, int64_t t,
-          cudaStream_t stream) {
+void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamStep& s, cudaStream_t stream) {
   if (n == 0) return;
-  // The bias corrections in float on the host, exactly as kernels::adam computes them.
-  const float bc1 = 1.0f - std::pow(o.beta1, static_cast<float>(t));
-  const float bc2 = 1.0f - std::pow(o.beta2, static_cast<float>(t));
-  const float step = o.lr / bc1;
-  const float inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
-  adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, m, v, n, o.beta1, o.beta2, o.eps, o.weight_decay, step,
-                                                      inv_sqrt_bc2);
+  adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, m, v, n, s);
   CHECK_LAUNCH("adam_kernel");
 }
 

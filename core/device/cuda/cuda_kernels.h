@@ -42,9 +42,8 @@ void mse(const float* pred, const float* target, float* dpred, int64_t n, float 
 
 // PyTorch's SGD (momentum_buf may be null without momentum).
 void sgd(float* w, const float* g, float* momentum_buf, int64_t n, const kernels::SgdOptions& o, cudaStream_t stream);
-// PyTorch's Adam at step t (1-based) with bias correction.
-void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamOptions& o, int64_t t,
-          cudaStream_t stream);
+// PyTorch's Adam, kernels::adam's formula, with the step's scalars from kernels::adam_step.
+void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels::AdamStep& s, cudaStream_t stream);
 
 // y += alpha · x. y in x's dtype, or f32 (a half gradient added into an f32 master gradient).
 void axpy(float alpha, const void* x, int x_dtype, void* y, int y_dtype, int64_t n, cudaStream_t stream);

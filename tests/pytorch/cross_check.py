@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+"""A scalelab strategy against PyTorch: the same MLP from the same initial weights (`scalelab
+export`) on the same batches of Fashion-MNIST (`train --dump-batches`), trained a few steps with
+the same optimizer; weights, optimizer state, per-step loss and test accuracy compared.
+
+The reference is one PyTorch model (`--reference model`: every strategy's contract is single's
+numbers), or PyTorch's own distributed program over gloo with one process per rank, each on the
+rank's shard from the dump: `ddp` (DistributedDataParallel) or `zero` (ZeroRedundancyOptimizer
+over DistributedDataParallel).
+
+Two checks, each bounded by PyTorch's own float32 spread measured here, in the same run:
+
+  step by step: at each step t PyTorch starts from *our* state at t−1 (weights and optimizer
+    state, exported) and takes one step; our state at t must be within max(1e-5, 4 × spread) of
+    it, relative to the tensor's largest value, where spread is how far PyTorch's float32 step is
+    from its float64 step (and how far its float32 step with the gradient summed from the
+    strategy's shards, or from two halves, is). Starting each step from the same state keeps
+    rounding from compounding: Adam's update lr·g/(|g|+ε) turns a rounding-sized change in a
+    gradient below ε into a change of order lr, a changed weight then flips a ReLU whose input is
+    within rounding of zero, and two equally valid float32 programs drift apart by more than
+    either's error at one step.
+  the run: our per-step loss against PyTorch's float32 run from our init (bound: the larger of
+    1e-5 and 4× its largest float32-vs-float64 difference over the steps, relative) and our test
+    accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the 10 000
+    test images).
+
+PyTorch's layers compute x @ W.T, then + b, then ReLU, as ours do (nn.Linear's addmm is an equally
+valid float32 program, but flips a few ReLUs at 2048 rows); with --amp bf16 they are nn.Linear
+under torch.autocast("cpu", torch.bfloat16), whose GEMM rounds its output, bias included, to
+bfloat16 as our half layer does, and the spread is PyTorch's bfloat16 step against its float64 step.
+
+  cross_check.py SCALELAB sgd|adam [--strategy S --devices N] [--reference model|ddp|zero] …
+"""
+import argparse, gzip, json, os, shutil, subprocess, sys, tempfile
+
+import numpy as np
+import torch
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = np.float32(0.2860), np.float32(0.3530)
+
+
+def idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def find(stem):
+    for p in (f"{DATA}/{stem}.gz", f"{DATA}/{stem}"):
+        if os.path.exists(p):
+            return p
+    sys.exit(f"[cross-check] {DATA}/{stem}: not found — apt-get install dataset-fashion-mnist")
+
+
+def images(prefix):  # standardised as scalelab's loader does, in float32
+    x = idx(find(f"{prefix}-images-idx3-ubyte")).reshape(-1, 784)
+    xs = (x.astype(np.float32) * np.float32(1.0 / 255.0) - MEAN) / STD
+    return torch.from_numpy(xs), torch.from_numpy(idx(find(f"{prefix}-labels-idx1-ubyte")).astype(np.int64))
+
+
+class BiasAfter(torch.nn.Linear):  # scalelab's order: the matmul, then the bias
+    def forward(self, x):
+        return x @ self.weight.T + self.bias
+
+
+class Setup:
+    """What a PyTorch run needs: the options, the data, the batches, and how to build the model,
+    its optimizer, and load our exported state into them."""
+
+    def __init__(self, a, work):
+        self.a, self.work = a, work
+        self.sizes = [int(s) for s in a.model.split(":")[1].split("-")]
+        self.X, self.Y = images("train")
+        self.Xt, self.Yt = images("t10k")
+        dump = json.load(open(f"{work}/batches.json"))
+        self.batches = [torch.tensor(s["global"]) for s in dump["steps"]]
+        self.shards = [[torch.tensor(r) for r in s["shards"]] for s in dump["steps"]]
+
+    def model(self, dtype, bf16=False):
+        linear = torch.nn.Linear if bf16 else BiasAfter
+        layers = []
+        for i in range(len(self.sizes) - 1):
+            layers += [linear(self.sizes[i], self.sizes[i + 1]), torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers[:-1]).to(dtype)
+
+    def optimizer(self, params, zero=False):
+        a = self.a
+        if a.optimizer == "sgd":
+            cls, kw = torch.optim.SGD, dict(lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+        else:
+            cls, kw = torch.optim.Adam, dict(lr=a.lr, weight_decay=a.weight_decay)
+        if zero:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            return ZeroRedundancyOptimizer(params, optimizer_class=cls, **kw)
+        return cls(params, **kw)
+
+    def load(self, model, opt, state, dtype):
+        """Our exported state (weights, optimizer state) into a PyTorch model and optimizer."""
+        names = list(model.state_dict())
+        with torch.no_grad():
+            for name, p in zip(names, model.parameters()):
+                p.copy_(torch.from_numpy(state[name]).to(dtype))
+        inner = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: the rank's own optimizer
+        owned = {id(p) for g in inner.param_groups for p in g["params"]}
+        step = int(state["optimizer.step"]) if "optimizer.step" in state else 0
+        for name, p in zip(names, model.parameters()):
+            if id(p) not in owned:
+                continue
+            inner.state[p] = {}
+            if step == 0:
+                continue  # torch.optim's fresh state: SGD's buffer is the first gradient, Adam's zeros
+            for key in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
+                if f"optimizer.{name}.{key}" in state:
+                    inner.state[p][key] = torch.from_numpy(state[f"optimizer.{name}.{key}"]).to(dtype).clone()
+            if self.a.optimizer == "adam":
+                inner.state[p]["step"] = torch.tensor(float(step))
+
+    def snapshot(self, model, opt):
+        state = {k: v.detach().double().numpy().copy() for k, v in model.state_dict().items()}
+        inner = getattr(opt, "optim", opt)
+        for name, p in zip(list(model.state_dict()), model.parameters()):
+            for key, v in inner.state.get(p, {}).items():
+                if torch.is_tensor(v) and v.dim() > 0:
+                    state[f"optimizer.{name}.{key}"] = v.double().numpy().copy()
+        return state
+
+    def loss(self, model, rows, dtype, bf16, denominator=None):
+        x, y = self.X[rows].to(dtype), self.Y[rows]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x)
+        logits = logits.float() if bf16 else logits
+        if denominator is None:
+            return torch.nn.functional.cross_entropy(logits, y)
+        return torch.nn.functional.cross_entropy(logits, y, reduction="sum") / denominator
+
+    def step(self, model, opt, t, dtype, bf16=False, parts=False):
+        """One step on step t's global batch; with parts, the gradient summed from parts of it:
+        the strategy's shards from the dump where it has several, else two halves."""
+        opt.zero_grad()
+        rows = self.batches[t]
+        if parts:
+            h, total = len(rows) // 2, 0.0
+            for part in self.shards[t] if len(self.shards[t]) > 1 else (rows[:h], rows[h:]):
+                loss = self.loss(model, part, dtype, bf16, denominator=len(rows))
+                loss.backward()
+                total += loss.item()
+        else:
+            loss = self.loss(model, rows, dtype, bf16)
+            loss.backward()
+            total = loss.item()
+        opt.step()
+        return total
+
+    def accuracy(self, model, dtype):
+        with torch.no_grad():
+            return (model(self.Xt.to(dtype)).argmax(1) == self.Yt).double().mean().item()
+
+
+# --- one PyTorch model -------------------------------------------------------------------------
+
+def one_step(s, state, t, dtype, bf16=False, parts=False):
+    model = s.model(dtype, bf16)
+    opt = s.optimizer(model.parameters())
+    s.load(model, opt, state, dtype)
+    s.step(model, opt, t, dtype, bf16, parts)
+    return s.snapshot(model, opt)
+
+
+def whole_run(s, init, dtype, bf16=False):
+    model = s.model(dtype, bf16)
+    opt = s.optimizer(model.parameters())
+    s.load(model, opt, init, dtype)
+    losses = [s.step(model, opt, t, dtype, bf16) for t in range(len(s.batches))]
+    return losses, s.accuracy(model, dtype)
+
+
+# --- PyTorch's distributed programs over gloo, one process per rank ----------------------------
+
+def rank_main(rank, world, a, work, port):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    s = Setup(a, work)
+    steps = len(s.batches)
+    states = [dict(np.load(f"{work}/w{t}.npz")) for t in range(steps + 1)]
+
+    def program():
+        model = s.model(torch.float32)
+        ddp = DistributedDataParallel(model)
+        return model, ddp, s.optimizer(ddp.parameters(), zero=a.reference == "zero")
+
+    def rank_step(model, ddp, opt, t):  # this rank's shard; DDP averages the gradients
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ddp(s.X[s.shards[t][rank]]), s.Y[s.shards[t][rank]])
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        return total.item() / world
+
+    # Step by step from our state; each rank saves its part of the optimizer state (all of it
+    # under DDP, its shard under ZeRO), rank 0 the weights (the same on every rank).
+    model, ddp, opt = program()
+    for t in range(steps):
+        s.load(model, opt, states[t], torch.float32)
+        rank_step(model, ddp, opt, t)
+        np.savez(f"{work}/ref{t + 1}-rank{rank}.npz", **s.snapshot(model, opt))
+    # The whole run from our init.
+    model, ddp, opt = program()
+    s.load(model, opt, states[0], torch.float32)
+    losses = [rank_step(model, ddp, opt, t) for t in range(steps)]
+    if rank == 0:
+        json.dump({"losses": losses, "accuracy": s.accuracy(model, torch.float32)}, open(f"{work}/ref-run.json", "w"))
+    dist.destroy_process_group()
+
+
+def distributed(a, work, world, steps):
+    import socket
+    import torch.multiprocessing as mp
+    with socket.socket() as sock:  # a free port for the rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(rank_main, args=(world, a, work, port), nprocs=world, join=True)
+    refs = []
+    for t in range(1, steps + 1):
+        merged = {}
+        for r in range(world):
+            merged.update(dict(np.load(f"{work}/ref{t}-rank{r}.npz")))
+        refs.append(merged)
+    run = json.load(open(f"{work}/ref-run.json"))
+    return refs, run["losses"], run["accuracy"]
+
+
+# --- the comparison ----------------------------------------------------------------------------
+
+def relative(a, b, scale):
+    return np.abs(a.astype(np.float64) - b).max() / scale
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scalelab")
+    ap.add_argument("optimizer", choices=["sgd", "adam"])
+    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--model", default="mlp:784-128-64-32-10")
+    ap.add_argument("--strategy", default="single")
+    ap.add_argument("--devices", type=int, default=1)
+    ap.add_argument("--reference", choices=["model", "ddp", "zero"], default="model")
+    ap.add_argument("--amp", choices=["off", "bf16"], default="off")
+    ap.add_argument("--scalelab-args", default="", help="more options for scalelab's train, e.g. '--micro-batches 4'")
+    a = ap.parse_args()
+    a.lr = a.lr if a.lr is not None else (0.03 if a.optimizer == "sgd" else 1e-3)
+    torch.set_num_threads(2)
+    work = tempfile.mkdtemp(prefix="scalelab-cross-")
+    try:
+        return compare(a, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(a, work):
+    cmd = [a.scalelab, "train", "--strategy", a.strategy, "--devices", str(a.devices), "--device", "cpu",
+           "--model", a.model, "--batch", str(a.batch), "--steps", str(a.steps), "--optimizer", a.optimizer,
+           "--lr", repr(a.lr), "--weight-decay", repr(a.weight_decay), "--amp", a.amp,
+           "--checkpoint", f"{work}/ck-{{step}}.ckpt", "--checkpoint-every", "1", "--dump-batches",
+           f"{work}/batches.json", "--json", f"{work}/run.json", "--quiet"] + a.scalelab_args.split()
+    if a.optimizer == "sgd":
+        cmd += ["--momentum", repr(a.momentum)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    for t in range(a.steps + 1):
+        subprocess.run([a.scalelab, "export", f"{work}/ck-{t}.ckpt", "--out", f"{work}/w{t}.npz"], check=True,
+                       stdout=subprocess.DEVNULL)
+    ours = [dict(np.load(f"{work}/w{t}.npz")) for t in range(a.steps + 1)]
+    run = json.load(open(f"{work}/run.json"))
+    s = Setup(a, work)
+    bf16 = a.amp == "bf16"
+    dtype32 = torch.float32
+
+    if a.reference == "model":
+        refs = [one_step(s, ours[t], t, dtype32, bf16) for t in range(a.steps)]
+        ref_losses, ref_acc = whole_run(s, ours[0], dtype32, bf16)
+    else:
+        refs, ref_losses, ref_acc = distributed(a, work, a.devices, a.steps)
+    # PyTorch's own spread: its float32 (bfloat16) step against its float64 step, and its float32
+    # step with the gradient summed from parts of the batch (the strategy's shards, or two halves)
+    # against the same float64 step.
+    worst_tensor, failed = {}, []
+    for t in range(a.steps):
+        f64 = one_step(s, ours[t], t, torch.float64)
+        others = [one_step(s, ours[t], t, dtype32, bf16)] if a.reference != "model" else [refs[t]]
+        others.append(one_step(s, ours[t], t, dtype32, bf16, parts=True))
+        for k in sorted(f64):
+            if k not in ours[t + 1] or k not in refs[t]:
+                failed.append(f"{k}: missing at step {t + 1} ({'ours' if k not in ours[t + 1] else 'reference'})")
+                continue
+            scale = max(np.abs(f64[k]).max(), 1e-30)
+            diff = relative(ours[t + 1][k], refs[t][k], scale)
+            spread = max(relative(o[k], f64[k], scale) for o in others)
+            bound = max(1e-5, 4 * spread)
+            if k not in worst_tensor or diff / bound > worst_tensor[k][0] / worst_tensor[k][2]:
+                worst_tensor[k] = (diff, spread, bound, t + 1)
+    print(f"{a.strategy} ({a.devices}) vs {a.reference} · {a.optimizer} · amp {a.amp} · {a.steps} steps of {a.batch}")
+    print(f"{'tensor (worst step)':40} {'ours vs torch':>14} {'torch spread':>13} {'bound':>9}")
+    worst = 0.0
+    for k, (diff, spread, bound, t) in sorted(worst_tensor.items()):
+        worst = max(worst, diff / bound)
+        print(f"{k + f' ({t})':40} {diff:14.3e} {spread:13.3e} {bound:9.2e}{'' if diff <= bound else '  <-- beyond'}")
+        if diff > bound:
+            failed.append(f"{k} at step {t}: {diff:.3e} relative, bound {bound:.2e}")
+
+    # The run: per-step loss and test accuracy against PyTorch's run from our init.
+    losses64, acc64 = whole_run(s, ours[0], torch.float64)
+    if a.reference != "model":
+        own32, own_acc32 = whole_run(s, ours[0], dtype32, bf16)
+    else:
+        own32, own_acc32 = ref_losses, ref_acc
+    # One bound for the run's losses, from PyTorch's largest float32 (bfloat16) error over its
+    # steps: a single step's error is one draw, and can land near zero by chance.
+    bound = max(1e-5, 4 * max(abs(o - r) / abs(r) for o, r in zip(own32, losses64)))
+    worst_loss = 0.0
+    for i, (o, r) in enumerate(zip(run["losses"], ref_losses)):
+        rel = abs(o - r) / abs(losses64[i])
+        worst_loss = max(worst_loss, rel / bound)
+        print(f"loss step {i}: ours {o:.7f} torch {r:.7f} (float64 {losses64[i]:.7f}) rel {rel:.2e} bound {bound:.2e}")
+        if rel > bound:
+            failed.append(f"loss at step {i}: ours {o}, torch {r}")
+    acc_bound = max(2 / len(s.Yt), 4 * abs(own_acc32 - acc64))
+    acc_diff = abs(run["test_accuracy"] - ref_acc)
+    print(f"test accuracy: ours {run['test_accuracy']:.4f} torch {ref_acc:.4f} (float64 {acc64:.4f}) "
+          f"diff {acc_diff:.4f} bound {acc_bound:.4f}")
+    if acc_diff > acc_bound + 1e-12:
+        failed.append(f"test accuracy: ours {run['test_accuracy']}, torch {ref_acc}")
+    name, (diff, spread, bound, t) = max(worst_tensor.items(), key=lambda kv: kv[1][0] / kv[1][2])
+    print("SUMMARY " + json.dumps(dict(strategy=a.strategy, devices=a.devices, reference=a.reference, optimizer=a.optimizer,
+                                       amp=a.amp, tensor=name, step=t, diff=diff, spread=spread, bound=bound,
+                                       loss_of_bound=worst_loss, accuracy=run["test_accuracy"], torch_accuracy=ref_acc)))
+    if failed:
+        print("FAIL: " + "; ".join(failed))
+        return 1
+    print(f"PASS: {a.strategy} on {a.devices} device(s) with {a.optimizer} matches PyTorch ({a.reference}) "
+          f"within its bounds (worst tensor at {worst:.2f} of its bound, worst loss at {worst_loss:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
