@@ -67,12 +67,11 @@ test: build
 	cd $(BUILD) && ctest -j $(JOBS) --no-tests=error --output-on-failure --timeout 900
 
 # The fuzz suite and the unit tests again, built with AddressSanitizer and UndefinedBehaviorSanitizer
-# (the debug preset, at -O1). CI runs it after `make test`. Leak checking is off: Open MPI and Mesa
-# keep their allocations to exit, which is not ours to fix.
+# (the debug preset, at -O1; LeakSanitizer on). CI runs it after `make test`.
 SANITIZER_TESTS ?= ^(test_|fuzz_)
 test-sanitizers:
 	$(MAKE) build PRESET=debug
-	cd build/debug && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	cd build/debug && UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -j $(JOBS) --no-tests=error --output-on-failure --timeout 900 -R '$(SANITIZER_TESTS)' -LE cuda
 
 clean:

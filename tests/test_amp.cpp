@@ -667,7 +667,8 @@ TEST(AmpSim, HalfGemmUsesTheF16Peak) {
     EventBus bus;
     train(c, bus);
     const Event* gemm = nullptr;
-    for (const Event& e : bus.events())
+    const std::vector<Event> events = bus.events();  // a copy: the pointer below must outlive the loop
+    for (const Event& e : events)
       if (e.step == 0 && e.kind == "gemm" && e.name == "fc2.fwd") gemm = &e;
     ASSERT_NE(gemm, nullptr) << amp;
     // fc2.fwd: [B × H] · [H × H]ᵀ → [B × H]: 2·B·H·H flop; A, B and C read or written once.

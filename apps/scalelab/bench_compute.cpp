@@ -56,7 +56,7 @@ int bench_compute(const BenchComputeOptions& o) {
   const ModelSpec spec = ModelSpec::parse(o.model);
   const auto gemms = step_gemms(spec, o.batch);
   double flops = 0;
-  for (const auto& g : gemms) flops += 2.0 * static_cast<double>(g.m * g.n * g.k);
+  for (const auto& g : gemms) flops += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);  // in double: a hostile --model overflows int64
 
   // The training step, through the same strategy code `scalelab train` runs.
   EventBus bus;

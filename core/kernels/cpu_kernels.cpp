@@ -170,7 +170,7 @@ void convert_to_f32(const uint16_t* src, float* dst, int64_t n, Convert convert)
 
 void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n) {
   if (src_dtype == dst_dtype) {
-    std::memmove(dst, src, static_cast<size_t>(n) * (src_dtype == 0 ? 4 : 2));
+    if (n > 0) std::memmove(dst, src, static_cast<size_t>(n) * (src_dtype == 0 ? 4 : 2));  // an empty tensor's data may be null
     return;
   }
   // One loop per pair of dtypes, so each is a plain loop the compiler can inline and unroll.
