@@ -197,6 +197,7 @@ class Hogwild : public Strategy {
     for (int r = 0; r < n_; ++r)
       mem_.fork_child(workers_, "hogwild-" + std::to_string(r), std::chrono::milliseconds(p_.config.comm_timeout_ms),
                       [this, r](char* base, int64_t) { return Worker(r, View{base, &p_}).run(); });
+    share_cores(1);  // after the forks OpenBLAS ran this process on one thread (70 ms a step, not 38): every core again
     // 3. Once every worker has mapped the segment and built its model, the name (if any) has
     //    served its purpose: the mappings keep the memory.
     commands_.issue_all(Command::attach);

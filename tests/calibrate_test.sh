@@ -29,17 +29,33 @@ PYEOF
 then pass "the profile has a GEMM curve, bandwidths, overhead, α-β and the raw measurements"
 else fail "the profile is incomplete: $(head -c 400 "$WORK/me.json")"; fi
 
-# As one of 2 devices sharing the host: every op timed while another device runs it too.
+# Element-wise curves by kind, and the link between devices (copies) apart from the all-reduce's ring.
+if $PY - "$WORK/me.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+ec = p["device"]["elementwise_curves"]
+for kind in ("sgd", "adam", "bias_relu", "bias_relu_bwd", "softmax_xent", "axpy", "copy", "scale"):
+    c = ec[kind]
+    assert len(c["bytes"]) >= 4 and c["bytes"] == sorted(c["bytes"]), (kind, c)
+    assert all(0 < e <= 1 for e in c["efficiency"]), (kind, c)
+assert max(max(c["efficiency"]) for k, c in ec.items() if k != "source") == 1  # the best rate is the peak
+assert p["collectives"]["protocols"] == ["Simple"] and 0 < p["collectives"]["intra_efficiency"] <= 1
+assert len(p["calibration"]["raw"]["peer_copy"]) >= 3
+PYEOF
+then pass "element-wise curves for every kind a step makes; peer copies and the all-reduce measured apart"
+else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi
+
+# The threads all-reduce on 2 ranks.
 if "$SCALELAB" calibrate --quick --devices 2 --out "$WORK/me2.json" >/dev/null 2>&1 && $PY -c "
 import json, sys
 p = json.load(open('$WORK/me2.json'))
-sys.exit(0 if p['calibration']['devices'] == 2 and p['name'].endswith('-x2') and 'one of 2 devices' in p['description'] else 1)"; then
-  pass "calibrate --devices 2 measures as one of 2 devices and says so"
+sys.exit(0 if p['calibration']['fits']['all_reduce_threads']['ranks'] == 2 else 1)"; then
+  pass "calibrate --devices 2 measures the all-reduce on 2 ranks"
 else fail "calibrate --devices 2: $(head -c 300 "$WORK/me2.json" 2>/dev/null)"; fi
-out=$("$SCALELAB" calibrate --quick --devices 0 --out "$WORK/none.json" 2>&1)
+out=$("$SCALELAB" calibrate --quick --devices 1 --out "$WORK/none.json" 2>&1)
 rc=$?
-[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\[calibrate\] --devices 0" && [ ! -e "$WORK/none.json" ] \
-  && pass "calibrate --devices 0 is refused" || fail "calibrate --devices 0: rc $rc, $out"
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "\[calibrate\] --devices 1" && [ ! -e "$WORK/none.json" ] \
+  && pass "calibrate --devices 1 is refused (an all-reduce needs 2 ranks)" || fail "calibrate --devices 1: rc $rc, $out"
 
 small=(--model mlp:784-64-32-10 --dataset synthetic --batch 64 --steps 6)
 if "$SCALELAB" train --device sim --hw "$WORK/me.json" --devices 2 --strategy ddp --dry-run "${small[@]}" --quiet >"$WORK/sim.out" 2>&1; then

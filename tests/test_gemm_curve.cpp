@@ -48,8 +48,8 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
-TEST(GemmCurve, InterpolatesInLogSizeAndHoldsTheEnds) {
-  const GemmCurve c{{1e3, 1e6}, {0.1, 0.4}};
+TEST(SizeCurve, InterpolatesInLogSizeAndHoldsTheEnds) {
+  const SizeCurve c{{1e3, 1e6}, {0.1, 0.4}};
   EXPECT_DOUBLE_EQ(c.at(1e3), 0.1);
   EXPECT_DOUBLE_EQ(c.at(1e6), 0.4);
   // √(1e3 · 1e6) is half-way in log(m·n·k): half-way in efficiency.
@@ -59,12 +59,12 @@ TEST(GemmCurve, InterpolatesInLogSizeAndHoldsTheEnds) {
   EXPECT_DOUBLE_EQ(c.at(1e9), 0.4);  // beyond the largest: held
   // Below the smallest the time is held: half the size, half the share of peak.
   EXPECT_NEAR(c.at(500), 0.05, 1e-15);
-  const GemmCurve one{{1e6}, {0.5}};
+  const SizeCurve one{{1e6}, {0.5}};
   EXPECT_DOUBLE_EQ(one.at(1e9), 0.5);
   EXPECT_DOUBLE_EQ(one.at(1e5), 0.05);
 }
 
-TEST(GemmCurve, TheCostModelPricesAGemmByItsSize) {
+TEST(SizeCurve, TheCostModelPricesAGemmByItsSize) {
   const HardwareProfile p = parse_profile(round_profile().dump(), "round.json");
   const CostModel model(p);
   // 100³ = 1e6: 2e6 FLOP at 0.4 × 1 TFLOP/s = 5 µs; the curve's time is the whole call, no launch added.
@@ -86,7 +86,7 @@ TEST(GemmCurve, TheCostModelPricesAGemmByItsSize) {
   EXPECT_NEAR(CostModel(slow).seconds(g), g.bytes / 1e9, 1e-15);
 }
 
-TEST(GemmCurve, Tf32PricesF32GemmsByTheTf32PeakAndCurve) {
+TEST(SizeCurve, Tf32PricesF32GemmsByTheTf32PeakAndCurve) {
   HardwareProfile p = parse_profile(round_profile().dump(), "round.json");
   EXPECT_FALSE(p.tf32);  // PyTorch's default: f32 GEMMs are f32
   p.tf32 = true;
@@ -101,18 +101,18 @@ TEST(GemmCurve, Tf32PricesF32GemmsByTheTf32PeakAndCurve) {
   EXPECT_TRUE(contains(hw_error(j), "device.peak_flops.tf32"));
 }
 
-TEST(GemmCurve, ACurveSurvivesTheTracesProfileJson) {
+TEST(SizeCurve, ACurveSurvivesTheTracesProfileJson) {
   HardwareProfile p = parse_profile(round_profile().dump(), "round.json");
   p.tf32 = true;
   const HardwareProfile q = parse_profile(profile_to_json(p), "again.json");
-  EXPECT_EQ(q.gemm_curves.f32.mnk, p.gemm_curves.f32.mnk);
+  EXPECT_EQ(q.gemm_curves.f32.sizes, p.gemm_curves.f32.sizes);
   EXPECT_EQ(q.gemm_curves.f32.efficiency, p.gemm_curves.f32.efficiency);
   EXPECT_EQ(q.gemm_curves.tf32.efficiency, p.gemm_curves.tf32.efficiency);
   EXPECT_EQ(q.peak_flops_tf32, p.peak_flops_tf32);
   EXPECT_TRUE(q.tf32);
 }
 
-TEST(GemmCurve, BrokenCurvesAreRefusedNamingTheField) {
+TEST(SizeCurve, BrokenCurvesAreRefusedNamingTheField) {
   {
     json j = round_profile();
     j["device"]["gemm_curves"]["f32"]["mnk"] = {1e6, 1e3};
@@ -161,14 +161,14 @@ TEST(GemmCurve, BrokenCurvesAreRefusedNamingTheField) {
   }
 }
 
-TEST(GemmCurve, ShippedGpuProfilesHaveCurvesAndPriceWhatTheDeviceHas) {
+TEST(SizeCurve, ShippedGpuProfilesHaveCurvesAndPriceWhatTheDeviceHas) {
   for (const char* name : {"a100-nvlink-8", "h100-nvswitch-8", "v100-nvlink-8", "t4-pcie-4"}) {
     const HardwareProfile p = load_profile(name);
     EXPECT_FALSE(p.gemm_curves.f32.empty()) << name;
     EXPECT_FALSE(p.gemm_curves.f16.empty()) << name;
     EXPECT_FALSE(p.gemm_curves.source.empty()) << name;
     // Small GEMMs are further from peak than large ones.
-    for (const GemmCurve* c : {&p.gemm_curves.f16, &p.gemm_curves.bf16}) {
+    for (const SizeCurve* c : {&p.gemm_curves.f16, &p.gemm_curves.bf16}) {
       if (c->empty()) continue;
       EXPECT_LT(c->at(1e6), c->at(1e11)) << name;
     }
@@ -190,4 +190,36 @@ TEST(GemmCurve, ShippedGpuProfilesHaveCurvesAndPriceWhatTheDeviceHas) {
   std::printf("    H100 bf16 256x4096x4096: %.0f TFLOP/s modelled, 412 in XLA's sm_90 table, %.0f with the single efficiency\n",
               tflops, h100.peak_flops_bf16 * h100.gemm_efficiency * 1e-12);
   EXPECT_LT(std::abs(tflops / 412 - 1), 0.2);
+}
+
+TEST(ElementwiseCurve, AKindWithACurveIsPricedByItTheOthersByBandwidthAndLaunch) {
+  json j = round_profile();
+  j["device"]["mem_bandwidth_Bps"] = 1e10;
+  j["device"]["elementwise_curves"] = {{"sgd", {{"bytes", {1e3, 1e6}}, {"efficiency", {0.1, 0.5}}}}, {"source", "test"}};
+  const CostModel model(parse_profile(j.dump(), "round"));
+  OpCost sgd{OpClass::elementwise, 0, 1e6, DType::f32};
+  sgd.kind = "sgd";
+  EXPECT_NEAR(model.seconds(sgd), 1e6 / (1e10 * 0.5), 1e-12);
+  sgd.bytes = 1e3;  // at the smallest size: 0.1 µs ÷ 0.1
+  EXPECT_NEAR(model.seconds(sgd), 1e3 / (1e10 * 0.1), 1e-12);
+  sgd.bytes = 1e2;  // below it the time is held
+  EXPECT_NEAR(model.seconds(sgd), 1e3 / (1e10 * 0.1), 1e-12);
+  OpCost axpy{OpClass::elementwise, 0, 1e6, DType::f32};
+  axpy.kind = "axpy";
+  EXPECT_NEAR(model.seconds(axpy), 1e6 / 1e10 + 1e-6, 1e-12);
+  // Written into a trace and read back: the same curves.
+  const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
+  ASSERT_EQ(back.elementwise_curves.count("sgd"), 1u);
+  EXPECT_EQ(back.elementwise_curves.at("sgd").sizes, (std::vector<double>{1e3, 1e6}));
+  EXPECT_EQ(back.elementwise_curves_source, "test");
+}
+
+TEST(ElementwiseCurve, ABrokenCurveIsRefusedNamingTheField) {
+  json j = round_profile();
+  j["device"]["elementwise_curves"] = {{"sgd", {{"bytes", {1e6, 1e3}}, {"efficiency", {0.1, 0.5}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "device.elementwise_curves.sgd.bytes' must increase")) << hw_error(j);
+  j["device"]["elementwise_curves"] = {{"sgd", {{"mnk", {1e3}}, {"efficiency", {0.1}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "device.elementwise_curves.sgd' must be {\"bytes\"")) << hw_error(j);
+  j["device"]["elementwise_curves"] = 3;
+  EXPECT_TRUE(contains(hw_error(j), "device.elementwise_curves' must be an object")) << hw_error(j);
 }

@@ -97,7 +97,7 @@ struct CalibrateOptions {
   std::string device = "cpu";
   std::string out;     // default: calibrated-<host>.json here
   bool quick = false;  // a smaller grid and shorter timings (~20 s): for tests
-  int devices = 1;     // measure as one of this many cpu devices sharing the host (a run's --devices)
+  int devices = 4;     // ranks of the threads all-reduce measured
 };
 
 // `scalelab calibrate`: measures the cpu device and writes a profile `--device sim --hw` reads.

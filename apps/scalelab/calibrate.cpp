@@ -120,27 +120,6 @@ class ProgressLine {
 // Makes an op on a device (its tensors allocated there) and returns the call to time or repeat.
 using OpMaker = std::function<std::function<void()>(Device&)>;
 
-// `measure()` while `others` more cpu devices, each on a thread of its own, run `make`'s op in a
-// loop: N devices of a run are N threads on this host's cores, and each op of one pays for the others.
-double with_others(int others, const OpMaker& make, const std::function<double()>& measure) {
-  if (others <= 0) return measure();
-  std::atomic<bool> stop{false};
-  std::atomic<int> started{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < others; ++i)
-    threads.emplace_back([&] {
-      auto devices = make_devices(DeviceOptions{});
-      const std::function<void()> op = make(*devices[0]);
-      ++started;
-      while (!stop.load(std::memory_order_relaxed)) op();
-    });
-  while (started.load() < others) std::this_thread::yield();
-  const double seconds = measure();
-  stop = true;
-  for (auto& t : threads) t.join();
-  return seconds;
-}
-
 struct GemmShape {
   bool ta, tb;
   int64_t m, n, k;
@@ -161,10 +140,10 @@ std::vector<GemmShape> gemm_grid(const std::vector<int64_t>& rows, const std::ve
 
 // The curve from the measured shapes: sizes grouped in factors of 2 of m·n·k, the median share of
 // peak of each group at the group's geometric mean size.
-GemmCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficiency) {
+SizeCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficiency) {
   std::map<int, std::vector<std::pair<double, double>>> groups;
   for (const auto& [mnk, eff] : mnk_efficiency) groups[static_cast<int>(std::lround(std::log2(mnk)))].push_back({mnk, eff});
-  GemmCurve c;
+  SizeCurve c;
   for (auto& [bucket, v] : groups) {
     double log_sum = 0;
     std::vector<double> e;
@@ -173,7 +152,7 @@ GemmCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficienc
       e.push_back(eff);
     }
     std::sort(e.begin(), e.end());
-    c.mnk.push_back(std::exp(log_sum / static_cast<double>(v.size())));
+    c.sizes.push_back(std::exp(log_sum / static_cast<double>(v.size())));
     c.efficiency.push_back(std::clamp(e[e.size() / 2], 1e-6, 1.0));
   }
   return c;
@@ -210,10 +189,10 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.device != "cpu")
     throw UsageError("calibrate", "--device " + o.device + ": only the cpu device is measured here — pass --device cpu "
                                   "(a GPU's figures come from its published tables, see profiles/README.md)");
-  if (o.devices < 1 || o.devices > kMaxCpuDevices)
-    throw UsageError("calibrate", "--devices " + std::to_string(o.devices) + ": measure as one of 1 … " +
-                                      std::to_string(kMaxCpuDevices) + " cpu devices sharing this host — pass --devices N ≥ 1");
-  const std::string out = o.out.empty() ? "calibrated-" + host_name() + (o.devices > 1 ? "-x" + std::to_string(o.devices) : "") + ".json" : o.out;
+  if (o.devices < 2 || o.devices > kMaxCpuDevices)
+    throw UsageError("calibrate", "--devices " + std::to_string(o.devices) + ": the threads all-reduce is measured on 2 … " +
+                                      std::to_string(kMaxCpuDevices) + " ranks — pass --devices N ≥ 2");
+  const std::string out = o.out.empty() ? "calibrated-" + host_name() + ".json" : o.out;
   check_output_path(out, "calibrate");
   const auto started = clock_type::now();
   const double budget = o.quick ? 0.02 : 0.15;  // seconds per measurement
@@ -221,10 +200,11 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::vector<int64_t> widths =
       o.quick ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{16, 64, 256, 1024, 2048};
   const std::vector<GemmShape> grid = gemm_grid(rows, widths);
-  // Up to 16 MiB: the sizes of a step's tensors (activations, a layer's weights), not beyond.
-  const int elementwise_sizes = o.quick ? 7 : 8;  // 4^i × 256 floats
+  // Up to 16 MiB per tensor (64 MiB in a full run): past the last-level cache, as a large layer's
+  // weights and their optimizer state are.
+  const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
   const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) + 2 * elementwise_sizes + copy_sizes + (o.quick ? 1 : 2));
+  ProgressLine progress(static_cast<int>(grid.size()) + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 1 : 2));
 
   EventBus bus;
   DeviceOptions dopt;
@@ -232,12 +212,10 @@ int run_calibrate(const CalibrateOptions& o) {
   auto devices = make_devices(dopt);
   Device& dev = *devices[0];
   json raw;
-  // One op measured on this device while the run's other devices (threads on the same cores, as
-  // in a training run of --devices N) each run the same op in a loop.
-  auto measure = [&](const OpMaker& make) {
-    const std::function<void()> op = make(dev);
-    return with_others(o.devices - 1, make, [&] { return time_call(op, budget, bus); });
-  };
+  // One op measured alone: the cpu devices of a run take turns on the host's cores (HostCores),
+  // so an op of one costs about what it costs alone; the turns are the model's to price
+  // (core/device/sim/host_turns.h).
+  auto measure = [&](const OpMaker& make) { return time_call(make(dev), budget, bus); };
 
   // 1. GEMMs: FLOP/s per shape; the best is taken as the peak, the curve is the shares of it.
   std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
@@ -261,41 +239,97 @@ int run_calibrate(const CalibrateOptions& o) {
   for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
   std::vector<std::pair<double, double>> shares;
   for (const auto& [mnk, rate] : rates) shares.push_back({mnk, rate / peak});
-  const GemmCurve curve = curve_from(shares);
+  const SizeCurve curve = curve_from(shares);
   raw["gemm"] = raw_gemm;
 
-  // 2. Element-wise ops: y += a·x (12 bytes per element as the cost model counts them) and a
-  // bias + ReLU (8 bytes per element), each size a factor of 4 up.
+  // 2. Element-wise ops, each kind a step makes, over sizes a factor of 4 apart up to past the
+  // last-level cache: the share of the best bandwidth measured, by bytes touched, is that kind's
+  // curve (an SGD step on a layer's 4 MiB weights reads from DRAM; a bias+ReLU on a batch's
+  // activations from cache). The bytes are those the cost model counts, read off the op's event.
+  // axpy and bias+ReLU also give α + bytes/B: the price of a kind without a curve.
+  struct Kind {
+    const char* name;
+    std::function<std::function<void()>(Device&, int64_t rows, int64_t cols)> make;
+  };
+  const auto filled = [](Device& d, std::vector<int64_t> shape, const char* what) {
+    Tensor t = d.empty(std::move(shape), DType::f32, MemoryCategory::workspace, what);
+    d.fill({"calibrate"}, t, 0.5f);
+    return t;
+  };
+  const std::vector<Kind> kinds = {
+      {"axpy", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled(d, {r, c}, "x"), y = filled(d, {r, c}, "y");
+         return [&d, x, y] { d.axpy({"calibrate"}, 1e-3f, x, y); };
+       }},
+      {"bias_relu", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor y = filled(d, {r, c}, "y"), bias = filled(d, {c}, "bias");
+         return [&d, y, bias] { d.bias_act({"calibrate"}, y, bias, Activation::relu); };
+       }},
+      {"bias_relu_bwd", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor dy = filled(d, {r, c}, "dy"), y = filled(d, {r, c}, "y"), db = filled(d, {c}, "dbias");
+         return [&d, dy, y, db] { d.bias_act_backward({"calibrate"}, dy, y, db, Activation::relu); };
+       }},
+      {"sgd", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), buf = filled(d, {r, c}, "momentum");
+         SgdOptions o;
+         o.lr = 1e-6f;
+         o.momentum = 0.9f;  // the trainer's default
+         return [&d, w, g, buf, o] { d.sgd({"calibrate"}, w, g, buf, o); };
+       }},
+      {"adam", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), m = filled(d, {r, c}, "m"), v = filled(d, {r, c}, "v");
+         return [&d, w, g, m, v] { d.adam({"calibrate"}, w, g, m, v, AdamOptions{}, 1); };
+       }},
+      {"copy", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled(d, {r, c}, "src"), y = filled(d, {r, c}, "dst");
+         return [&d, x, y] { d.copy({"calibrate"}, x, y); };
+       }},
+      {"scale", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled(d, {r, c}, "x");
+         return [&d, x] { d.scale({"calibrate"}, 1.0f, x); };
+       }},
+      {"softmax_xent", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         // rows × 10 classes: a step's loss, by batch size
+         const int64_t rows = r * c / 10;
+         Tensor logits = filled(d, {rows, 10}, "logits"), dlogits = filled(d, {rows, 10}, "dlogits");
+         Tensor labels = d.empty({rows}, DType::i32, MemoryCategory::workspace, "labels");
+         d.fill({"calibrate"}, labels, 0.0f);
+         return [&d, logits, labels, dlogits] { d.softmax_xent({"calibrate"}, logits, labels, dlogits); };
+       }},
+  };
   std::vector<double> ew_bytes, ew_seconds;
+  std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
   json raw_ew = json::array();
-  for (int i = 0; i < elementwise_sizes; ++i) {
-    const int64_t n = int64_t{256} << (2 * i);
-    const int64_t cols = 256, rows_n = n / cols;
-    auto vectors = [rows_n, cols](Device& d) {
-      std::array<Tensor, 3> t{d.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "x"),
-                              d.empty({rows_n, cols}, DType::f32, MemoryCategory::workspace, "y"),
-                              d.empty({cols}, DType::f32, MemoryCategory::workspace, "bias")};
-      for (const Tensor& v : t) d.fill({"calibrate"}, v, 0.5f);
-      return t;
-    };
-    const double axpy_s = measure([&](Device& d) -> std::function<void()> {
-      const auto t = vectors(d);
-      return [&d, t] { d.axpy({"calibrate"}, 1e-3f, t[0], t[1]); };
-    });
-    progress.step("axpy " + std::to_string(n * 4) + " B");
-    const double bias_s = measure([&](Device& d) -> std::function<void()> {
-      const auto t = vectors(d);
-      return [&d, t] { d.bias_act({"calibrate"}, t[1], t[2], Activation::relu); };
-    });
-    progress.step("bias_relu " + std::to_string(n * 4) + " B");
-    ew_bytes.push_back(static_cast<double>(12 * n));
-    ew_seconds.push_back(axpy_s);
-    ew_bytes.push_back(static_cast<double>(8 * n + 4 * cols));
-    ew_seconds.push_back(bias_s);
-    raw_ew.push_back({{"op", "axpy"}, {"bytes", 12 * n}, {"seconds", axpy_s}});
-    raw_ew.push_back({{"op", "bias_relu"}, {"bytes", 8 * n + 4 * cols}, {"seconds", bias_s}});
-  }
+  for (const Kind& kind : kinds)
+    for (int i = 0; i < elementwise_sizes; ++i) {
+      const int64_t n = int64_t{256} << (2 * i);
+      const int64_t cols = 256, rows_n = n / cols;
+      const OpMaker make = [&](Device& d) { return kind.make(d, rows_n, cols); };
+      const double s = measure(make);
+      make(dev)();
+      const double bytes = static_cast<double>(bus.events().back().bytes);
+      ew_rates[kind.name].push_back({bytes, bytes / s});
+      if (std::string(kind.name) == "axpy" || std::string(kind.name) == "bias_relu") {
+        ew_bytes.push_back(bytes);
+        ew_seconds.push_back(s);
+      }
+      raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", s}});
+      progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
+    }
   const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
+  double mem_peak = 0;
+  for (const auto& [kind, rates] : ew_rates)
+    for (const auto& [bytes, rate] : rates) mem_peak = std::max(mem_peak, rate);
+  json ew_curves{{"source", "scalelab calibrate: each kind's Device call on the cpu device, median time per call, " +
+                                std::to_string(elementwise_sizes) + " sizes; share of the best rate of any kind"}};
+  for (const auto& [kind, rates] : ew_rates) {
+    json sizes = json::array(), shares = json::array();
+    for (const auto& [bytes, rate] : rates) {
+      sizes.push_back(bytes);
+      shares.push_back(std::clamp(rate / mem_peak, 1e-6, 1.0));
+    }
+    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}};
+  }
   raw["elementwise"] = raw_ew;
 
   // 3. Host copies (upload: host → device memory; on cpu a memcpy).
@@ -316,15 +350,40 @@ int run_calibrate(const CalibrateOptions& o) {
   const AlphaBeta host = fit_alpha_beta(copy_bytes, copy_seconds, 1, 1);
   raw["host_copy"] = raw_copy;
 
-  // 4. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
+  // 4. Copies between two cpu devices (Device::copy across devices: a memcpy): the link between
+  // devices, which point-to-point copies (model parallel's activations, DataParallel's scatter and
+  // replicate) are priced with.
+  std::vector<double> p2p_bytes, p2p_seconds;
+  json raw_p2p = json::array();
+  {
+    DeviceOptions two = dopt;
+    two.count = 2;
+    auto pair = make_devices(two);
+    for (int i = 0; i < copy_sizes; ++i) {
+      const int64_t n = int64_t{1024} << (2 * i);
+      Tensor src = pair[0]->empty({n}, DType::f32, MemoryCategory::workspace, "src");
+      Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+      pair[0]->fill({"calibrate"}, src, 1.0f);
+      const double s = time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, budget, bus);  // the destination copies in
+      p2p_bytes.push_back(static_cast<double>(4 * n));
+      p2p_seconds.push_back(s);
+      raw_p2p.push_back({{"bytes", 4 * n}, {"seconds", s}});
+      progress.step("copy between devices " + std::to_string(4 * n) + " B");
+    }
+  }
+  const AlphaBeta peer = fit_alpha_beta(p2p_bytes, p2p_seconds, 1, 1);
+  raw["peer_copy"] = raw_p2p;
+
+  // 5. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
   // ring's 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
-  const int ranks = o.devices > 1 ? o.devices : 4;
+  const int ranks = o.devices;
   std::vector<double> ar_bytes, ar_seconds;
   raw["all_reduce_threads"] = measure_all_reduce("threads", ranks, o.quick ? 1 << 20 : 16 << 20, ar_bytes, ar_seconds);
   progress.step("all_reduce threads");
   const AlphaBeta threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
   json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
             {"host_copy", {{"latency_s", host.alpha_s}, {"bandwidth_Bps", host.bandwidth_Bps}, {"rms_log_error", host.rms_log_error}}},
+            {"peer_copy", {{"latency_s", peer.alpha_s}, {"bandwidth_Bps", peer.bandwidth_Bps}, {"rms_log_error", peer.rms_log_error}}},
             {"all_reduce_threads", {{"ranks", ranks}, {"latency_s", threads_link.alpha_s}, {"bandwidth_Bps", threads_link.bandwidth_Bps},
                                     {"rms_log_error", threads_link.rms_log_error}}}};
   if (!o.quick) {
@@ -340,14 +399,13 @@ int run_calibrate(const CalibrateOptions& o) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const double seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-  const std::string name = "calibrated-" + host_name() + (o.devices > 1 ? "-x" + std::to_string(o.devices) : "");
-  json curve_json{{"mnk", curve.mnk}, {"efficiency", curve.efficiency}};
+  const std::string name = "calibrated-" + host_name();
+  json curve_json{{"mnk", curve.sizes}, {"efficiency", curve.efficiency}};
   json profile{
       {"name", name},
       {"description", "This machine (" + cpu_model() + ", " + std::to_string(cores) + " cores) as the cpu device uses it" +
-                          (o.devices > 1 ? ", one of " + std::to_string(o.devices) + " devices sharing it" : std::string()) +
                           ", measured by `scalelab calibrate" + (o.quick ? " --quick" : "") +
-                          (o.devices > 1 ? " --devices " + std::to_string(o.devices) : std::string()) + "` on " + utc_now()},
+                          (o.devices != 4 ? " --devices " + std::to_string(o.devices) : std::string()) + "` on " + utc_now()},
       {"nodes", 1},
       {"devices_per_node", kMaxCpuDevices},
       {"device",
@@ -357,35 +415,52 @@ int run_calibrate(const CalibrateOptions& o) {
         {"gemm_curves", {{"source", "scalelab calibrate: Device::gemm on the cpu device over " + std::to_string(grid.size()) +
                                         " MLP shapes (forward, dW, dx), median time per call; peak = the best rate measured"},
                          {"f32", curve_json}}},
-        {"mem_bandwidth_Bps", ew.bandwidth_Bps},
+        {"mem_bandwidth_Bps", mem_peak},
+        {"elementwise_curves", ew_curves},
         {"mem_capacity_bytes", static_cast<int64_t>(pages > 0 && page > 0 ? static_cast<double>(pages) * page : 1e9)},
         {"launch_overhead_s", ew.alpha_s}}},
       {"links",
        {{"host", {{"kind", "memory"}, {"bandwidth_Bps", host.bandwidth_Bps}, {"latency_s", host.alpha_s}}},
-        {"intra_node", {{"kind", "threads"}, {"bandwidth_Bps", threads_link.bandwidth_Bps}, {"latency_s", threads_link.alpha_s}}}}},
+        {"intra_node", {{"kind", "memory"}, {"bandwidth_Bps", peer.bandwidth_Bps}, {"latency_s", peer.alpha_s}}}}},
+      // The threads all-reduce as the ring's closed form on that link: α per step, its bandwidth a
+      // share of the copies' (the ranks reduce as they go, and wait for each other).
+      {"collectives",
+       {{"launch_s", 0},
+        {"intra_hop_s", threads_link.alpha_s},
+        {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / peer.bandwidth_Bps, 1e-6, 1.0)},
+        {"protocols", {"Simple"}},
+        {"tree", false}}},
       {"calibration",
        {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"date", utc_now()}, {"quick", o.quick}, {"devices", o.devices},
         {"seconds", seconds}, {"fits", fits}, {"raw", raw}}},
       {"sources",
        {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
         {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
-        {"mem_bandwidth_Bps", "measured: axpy and bias+ReLU from 1 KiB to " + std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) +
-                                  " MiB, α + bytes/B fitted (calibration.fits.elementwise)"},
-        {"launch_overhead_s", "measured: the α of that fit — the per-op cost of a Device call on the cpu device"},
+        {"mem_bandwidth_Bps", "measured: the best rate of any element-wise kind from 1 KiB to " +
+                                  std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) + " MiB per tensor (calibration.raw.elementwise)"},
+        {"elementwise_curves", "measured: each kind's share of that rate by bytes touched"},
+        {"launch_overhead_s", "measured: the α of α + bytes/B fitted to axpy and bias+ReLU — the per-op cost of a kind without a curve"},
         {"links.host", "measured: Device::upload, α + bytes/B fitted"},
-        {"links.intra_node", "measured: threads-backend all_reduce on " + std::to_string(ranks) + " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted"},
+        {"links.intra_node", "measured: Device::copy between two cpu devices, α + bytes/B fitted"},
+        {"collectives", "measured: threads-backend all_reduce on " + std::to_string(ranks) +
+                            " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted; intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
   const std::string text = profile.dump(2) + "\n";
   // Read back before it replaces anything: the sim must accept what calibrate writes.
   write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
   std::printf("# scalelab calibrate: %s, %u cores, %.1f s%s\n", cpu_model().c_str(), cores, seconds, o.quick ? " (--quick)" : "");
   std::printf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
-  for (size_t i = 0; i < curve.mnk.size(); ++i)
-    std::printf("                 %12.3g  %5.3f\n", curve.mnk[i], curve.efficiency[i]);
-  std::printf("  element-wise   %.2f GB/s, %.2f µs per op (fit rms %.0f %%)\n", ew.bandwidth_Bps * 1e-9, ew.alpha_s * 1e6,
-              100 * (std::exp(ew.rms_log_error) - 1));
+  for (size_t i = 0; i < curve.sizes.size(); ++i)
+    std::printf("                 %12.3g  %5.3f\n", curve.sizes[i], curve.efficiency[i]);
+  std::printf("  element-wise   best %.2f GB/s; by kind, GB/s at the smallest / largest size:\n", mem_peak * 1e-9);
+  for (const auto& [kind, rates] : ew_rates)
+    std::printf("                 %-14s %7.2f / %7.2f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
+  std::printf("                 α + bytes/B (kinds without a curve): %.2f µs, %.2f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
+              ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
   std::printf("  host copy      %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", host.bandwidth_Bps * 1e-9, host.alpha_s * 1e6,
               100 * (std::exp(host.rms_log_error) - 1));
+  std::printf("  peer copy      %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", peer.bandwidth_Bps * 1e-9, peer.alpha_s * 1e6,
+              100 * (std::exp(peer.rms_log_error) - 1));
   std::printf("  all_reduce     threads, %d ranks: B %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", ranks,
               threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
   std::printf("  profile        %s (use it: --device sim --hw %s, or train --device cpu --predict %s)\n", out.c_str(),

@@ -292,14 +292,13 @@ int main(int argc, char** argv) {
   calibrate_cmd->add_option("--device", cal.device, "cpu (the device measured)")->capture_default_str();
   calibrate_cmd->add_option("--out", cal.out, "the profile to write (default: calibrated-<host>.json here)");
   calibrate_cmd->add_flag("--quick", cal.quick, "a smaller grid, shorter timings (~20 s)");
-  calibrate_cmd->add_option("--devices", cal.devices, "measure as one of N cpu devices sharing this host (each op "
-                                                      "timed while N−1 others run it too): the profile for --devices N runs")
+  calibrate_cmd->add_option("--devices", cal.devices, "ranks of the threads all-reduce measured (the collectives' α and bandwidth)")
       ->capture_default_str();
 
   BenchPredictOptions bp;
   auto* predict_cmd = bench_cmd->add_subcommand("predict", "every strategy on the cpu device, measured, next to the cost "
                                                            "model's prediction on a calibrated profile, with the error");
-  predict_cmd->add_option("--hw", bp.hw, "profiles of this machine (`scalelab calibrate [--devices N]`; repeatable: "
+  predict_cmd->add_option("--hw", bp.hw, "profiles of this machine (`scalelab calibrate`; repeatable: "
                                          "each run is priced on every one, side by side)")->required();
   predict_cmd->add_option("--model", bp.models, "models (repeatable; default: the tour's and two larger)");
   predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(CLI::PositiveNumber);

@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/scalelab/bench.h"
+#include "core/device/sim/host_turns.h"
 #include "core/device/sim/profile.h"
+#include "core/trace/metrics.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
@@ -129,7 +131,15 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
   for (const std::string& p : profiles) {
     EventBus sim_bus;
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
-    pr.figures = figures_of(sim_bus.events(), pr.run);
+    // The cpu devices measured took turns on this host's cores; the sim priced each alone.
+    const std::vector<Event> served = take_turns_on_host(sim_bus.events());
+    pr.figures = figures_of(served, pr.run);
+    const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));
+    for (size_t d = 0; d < pr.figures.devices.size() && d < turns.per_device.size(); ++d) {
+      pr.figures.devices[d].busy_pct = turns.per_device[d].busy_pct;
+      pr.figures.devices[d].comm_pct = turns.per_device[d].comm_pct;
+      pr.figures.devices[d].idle_pct = turns.per_device[d].idle_pct;
+    }
     out.predicted.push_back(std::move(pr));
   }
   return out;
@@ -192,12 +202,13 @@ int train_with_prediction(const TrainConfig& config, const std::string& profile,
   return 0;
 }
 
-// The number of devices a profile was calibrated as one of (`calibrate --devices N`); 0 when it
-// is not a calibrated profile.
-int calibrated_devices(const std::string& path) {
+// Where a profile's figures come from: "calibrated on MACHINE, DATE", or "not calibrated" (a
+// shipped GPU profile: its cpu prediction means nothing).
+std::string calibration_of(const std::string& path) {
   load_profile(path);  // refused here, with the field, when broken
   const json j = json::parse(read_regular_file(path, "bench", 16 << 20, "pass a profile JSON file"));
-  return j.contains("calibration") ? j["calibration"].value("devices", 1) : 0;
+  if (!j.contains("calibration") || !j["calibration"].is_object()) return "not calibrated";
+  return "calibrated on " + j["calibration"].value("machine", std::string("?")) + ", " + j["calibration"].value("date", std::string("?"));
 }
 
 int bench_predict(const BenchPredictOptions& o) {
@@ -207,9 +218,7 @@ int bench_predict(const BenchPredictOptions& o) {
   std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on each profile\n");
   std::string header;
   for (size_t i = 0; i < o.hw.size(); ++i) {
-    const int n = calibrated_devices(o.hw[i]);
-    std::printf("#   P%zu = %s (%s)\n", i + 1, o.hw[i].c_str(),
-                n == 0 ? "not calibrated" : n == 1 ? "calibrated alone" : ("calibrated as one of " + std::to_string(n) + " devices").c_str());
+    std::printf("#   P%zu = %s (%s)\n", i + 1, o.hw[i].c_str(), calibration_of(o.hw[i]).c_str());
     char col[64];
     std::snprintf(col, sizeof col, " %9s %7s", ("P" + std::to_string(i + 1) + " ms").c_str(), "error");
     header += col;

@@ -7,7 +7,31 @@ namespace scalelab {
 
 int64_t seconds_to_ns(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
 
-Interval WallClock::run(Lane, int64_t, const OpCost&, const std::function<void()>& work) {
+void HostCores::acquire() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t ticket = next_ticket_++;
+  turn_.wait(lock, [&] { return serving_ == ticket; });
+}
+
+void HostCores::release() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++serving_;
+  }
+  turn_.notify_all();
+}
+
+HostCores& host_cores() {
+  static HostCores cores;
+  return cores;
+}
+
+Interval WallClock::run(Lane lane, int64_t, const OpCost&, const std::function<void()>& work) {
+  struct Turn {  // released even when the op throws
+    HostCores* cores;
+    explicit Turn(HostCores* c) : cores(c) { if (cores) cores->acquire(); }
+    ~Turn() { if (cores) cores->release(); }
+  } turn(lane == Lane::compute || lane == Lane::copy ? cores_ : nullptr);
   Interval i;
   i.begin_ns = now_ns();
   if (work) work();

@@ -4,6 +4,7 @@
 // are ready. The wall clock measures (cpu); the sim clock prices the op with a cost model.
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,17 +31,40 @@ class Clock {
   virtual bool simulated() const = 0;
 };
 
-// Measured time: ops run synchronously on the calling thread and are timed with steady_clock.
+// The host's cores, shared by every cpu device of this process: one op at a time, with all
+// the cores (OpenBLAS's threads), in the order the devices asked — as the kernels of N logical
+// devices share one GPU. Without it N device threads each start OpenBLAS's threads on the same
+// cores, which then spin against each other (4 devices' GEMMs ran 8× slower than one's), and how
+// long an op takes would depend on what the other devices happen to do: nothing a model can price.
+class HostCores {
+ public:
+  void acquire();
+  void release() noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  uint64_t next_ticket_ = 0;
+  uint64_t serving_ = 0;
+};
+HostCores& host_cores();  // this process's
+
+// Measured time: ops run synchronously on the calling thread and are timed with steady_clock. A
+// compute or copy op (on the cpu device a copy is a memcpy: the cores' work too) waits for the
+// host's cores first (`cores`, when given), and its time is from when it got them. Collectives do
+// not: a rank waits in them for the others.
 class WallClock : public Clock {
  public:
   using time_point = std::chrono::steady_clock::time_point;
-  explicit WallClock(time_point epoch = std::chrono::steady_clock::now()) : epoch_(epoch) {}
+  explicit WallClock(time_point epoch = std::chrono::steady_clock::now(), HostCores* cores = nullptr)
+      : epoch_(epoch), cores_(cores) {}
   Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) override;
   int64_t now_ns() const override;
   bool simulated() const override { return false; }
 
  private:
   time_point epoch_;
+  HostCores* cores_;
 };
 
 // Modelled time: durations come from the cost model, so the same run gives the same times on any

@@ -108,7 +108,9 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
   for (const Tensor* t : outputs)  // an op that writes must wait for the last write too
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
-  Interval when = clock_->run(lane, ready, cost, [&] {
+  OpCost priced = cost;
+  priced.kind = kind;
+  Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();
   });
   for (const Tensor* t : outputs)
@@ -349,7 +351,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
                                    " — use fewer, or model them: --device sim --hw h100-ib-1024x8 --dry-run (up to 8192)");
       for (int i = o.first_index; i < o.first_index + o.count; ++i)
         devices.push_back(std::make_unique<Device>(i, DeviceKind::cpu, "cpu:" + std::to_string(i),
-                                                   std::make_unique<CpuExecutor>(), std::make_unique<WallClock>(epoch),
+                                                   std::make_unique<CpuExecutor>(), std::make_unique<WallClock>(epoch, &host_cores()),
                                                    0, o.bus));
       break;
     case DeviceKind::sim: {

@@ -11,7 +11,7 @@ namespace scalelab {
 
 inline double gemm_formula_seconds(const HardwareProfile& p, DType d, double flops, double bytes) {
   const double peak = d == DType::f16 ? p.peak_flops_f16 : d == DType::bf16 ? p.peak_flops_bf16 : p.peak_flops_f32;
-  const GemmCurve& curve = d == DType::f16 ? p.gemm_curves.f16 : d == DType::bf16 ? p.gemm_curves.bf16 : p.gemm_curves.f32;
+  const SizeCurve& curve = d == DType::f16 ? p.gemm_curves.f16 : d == DType::bf16 ? p.gemm_curves.bf16 : p.gemm_curves.f32;
   if (!curve.empty()) return std::max(flops / (peak * curve.at(flops / 2)), bytes / p.mem_bandwidth_Bps);
   return std::max(flops / (peak * p.gemm_efficiency), bytes / p.mem_bandwidth_Bps) + p.launch_overhead_s;
 }

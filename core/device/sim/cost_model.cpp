@@ -10,7 +10,13 @@ double CostModel::seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   switch (c.cls) {
     case OpClass::gemm: return gemm_seconds(c);
-    case OpClass::elementwise: return c.bytes / p.mem_bandwidth_Bps + p.launch_overhead_s;
+    case OpClass::elementwise: {
+      // Measured whole calls of this kind where the profile has them (launch included).
+      const auto curve = c.kind ? p.elementwise_curves.find(c.kind) : p.elementwise_curves.end();
+      if (curve != p.elementwise_curves.end() && c.bytes > 0)
+        return c.bytes / (p.mem_bandwidth_Bps * curve->second.at(c.bytes));
+      return c.bytes / p.mem_bandwidth_Bps + p.launch_overhead_s;
+    }
     case OpClass::copy_host: return p.host_link.latency_s + c.bytes / p.host_link.bandwidth_Bps;
     case OpClass::copy_peer: return p.intra_node.latency_s + c.bytes / p.intra_node.bandwidth_Bps;
     case OpClass::none: return 0;
@@ -68,7 +74,7 @@ double CostModel::ring_bandwidth(int k, int m) const {
 double CostModel::gemm_seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   const double memory = c.bytes / p.mem_bandwidth_Bps;
-  if (const GemmCurve* curve = p.gemm_curve(c.dtype)) {
+  if (const SizeCurve* curve = p.gemm_curve(c.dtype)) {
     // Measured whole calls: the curve already holds the launch and the small-size fall-off.
     const double size = c.m > 0 && c.n > 0 && c.k > 0 ? c.m * c.n * c.k : c.flops / 2;
     return std::max(c.flops / (p.gemm_peak_flops(c.dtype) * curve->at(size)), memory);

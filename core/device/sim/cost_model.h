@@ -2,7 +2,7 @@
 // Prices an op on a hardware profile (see docs/DESIGN.md, "The cost model"):
 //   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch; with a GEMM curve
 //                max(flops / (peak × curve(m·n·k)), bytes / mem_bw) — the curve's time is the whole call
-//   element-wise bytes / mem_bw + launch
+//   element-wise bytes / mem_bw + launch; with a curve for its kind bytes / (mem_bw × curve(bytes))
 //   copy         α + bytes / B over the link it crosses
 //   collectives  NCCL's way: the cheapest of ring / tree / NVLS × LL / LL128 / Simple, each
 //                launch + steps × step cost + bytes moved / achieved bandwidth; a node's NICs
@@ -24,6 +24,7 @@ struct OpCost {
   double bytes = 0;
   DType dtype = DType::f32;
   double m = 0, n = 0, k = 0;  // a GEMM's shape (0: unknown, its size is taken as flops / 2)
+  const char* kind = nullptr;  // the op's kind ("sgd", "bias_relu", …): an element-wise curve's key
 };
 
 class CostModel {

@@ -34,8 +34,8 @@ double HardwareProfile::gemm_peak_flops(DType dtype) const {
   return peak_flops(dtype);
 }
 
-const GemmCurve* HardwareProfile::gemm_curve(DType dtype) const {
-  const GemmCurve* c = nullptr;
+const SizeCurve* HardwareProfile::gemm_curve(DType dtype) const {
+  const SizeCurve* c = nullptr;
   switch (dtype) {
     case DType::f16: c = &gemm_curves.f16; break;
     case DType::bf16: c = &gemm_curves.bf16; break;
@@ -44,16 +44,16 @@ const GemmCurve* HardwareProfile::gemm_curve(DType dtype) const {
   return c->empty() ? nullptr : c;
 }
 
-double GemmCurve::at(double size) const {
-  if (mnk.empty()) return 1.0;
-  // Below the smallest size measured a GEMM takes no less time than that one (it is bound by the
-  // launch and the latency, not the FLOPs), so its share of peak falls with its size.
-  if (!(size > mnk.front())) return efficiency.front() * std::max(size, 0.0) / mnk.front();
-  if (size >= mnk.back()) return efficiency.back();
-  // The first point at or above `size`, and the one before: a straight line in log(m·n·k).
-  const size_t hi = static_cast<size_t>(std::lower_bound(mnk.begin(), mnk.end(), size) - mnk.begin());
+double SizeCurve::at(double size) const {
+  if (sizes.empty()) return 1.0;
+  // Below the smallest size measured an op takes no less time than that one (it is bound by the
+  // launch and the latency, not the FLOPs or bytes), so its share of peak falls with its size.
+  if (!(size > sizes.front())) return efficiency.front() * std::max(size, 0.0) / sizes.front();
+  if (size >= sizes.back()) return efficiency.back();
+  // The first point at or above `size`, and the one before: a straight line in log(size).
+  const size_t hi = static_cast<size_t>(std::lower_bound(sizes.begin(), sizes.end(), size) - sizes.begin());
   const size_t lo = hi - 1;
-  const double t = std::log(size / mnk[lo]) / std::log(mnk[hi] / mnk[lo]);
+  const double t = std::log(size / sizes[lo]) / std::log(sizes[hi] / sizes[lo]);
   return efficiency[lo] + t * (efficiency[hi] - efficiency[lo]);
 }
 
@@ -179,17 +179,18 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
   return c;
 }
 
-// One curve: {"mnk": [...], "efficiency": [...]}, sizes strictly increasing, shares in (0, 1].
-GemmCurve parse_curve(const json& curves, const char* key, const std::string& origin) {
-  GemmCurve c;
+// One curve: {"<size_key>": [...], "efficiency": [...]}, sizes strictly increasing, shares in (0, 1].
+SizeCurve parse_curve(const json& curves, const std::string& key, const std::string& origin,
+                      const std::string& section = "device.gemm_curves.", const char* size_key = "mnk") {
+  SizeCurve c;
   if (!curves.contains(key)) return c;
-  const std::string where = std::string("device.gemm_curves.") + key;
+  const std::string where = section + key;
   const json& j = curves.at(key);
   const char* fix = " — see profiles/README.md for the format";
-  if (!j.is_object() || !j.contains("mnk") || !j.contains("efficiency") || !j.at("mnk").is_array() ||
+  if (!j.is_object() || !j.contains(size_key) || !j.contains("efficiency") || !j.at(size_key).is_array() ||
       !j.at("efficiency").is_array())
-    throw Error("hw", origin + ": field '" + where + "' must be {\"mnk\": [...], \"efficiency\": [...]}" + fix);
-  const json& sizes = j.at("mnk");
+    throw Error("hw", origin + ": field '" + where + "' must be {\"" + size_key + "\": [...], \"efficiency\": [...]}" + fix);
+  const json& sizes = j.at(size_key);
   const json& shares = j.at("efficiency");
   if (sizes.empty() || sizes.size() != shares.size())
     throw Error("hw", origin + ": field '" + where + "' has " + std::to_string(sizes.size()) + " sizes and " +
@@ -197,18 +198,18 @@ GemmCurve parse_curve(const json& curves, const char* key, const std::string& or
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!sizes[i].is_number() || !shares[i].is_number())
-      throw Error("hw", origin + ": field '" + at + "' must be numbers, got mnk " + sizes[i].dump() + ", efficiency " +
+      throw Error("hw", origin + ": field '" + at + "' must be numbers, got " + size_key + " " + sizes[i].dump() + ", efficiency " +
                             shares[i].dump() + fix);
     const double s = sizes[i].get<double>(), e = shares[i].get<double>();
     if (!std::isfinite(s) || s <= 0)
-      throw Error("hw", origin + ": field '" + at + "': m·n·k " + sizes[i].dump() + " must be > 0" + fix);
-    if (!c.mnk.empty() && s <= c.mnk.back())
-      throw Error("hw", origin + ": field '" + where + ".mnk' must increase: " + sizes[i].dump() + " comes after " +
+      throw Error("hw", origin + ": field '" + at + "': " + size_key + " " + sizes[i].dump() + " must be > 0" + fix);
+    if (!c.sizes.empty() && s <= c.sizes.back())
+      throw Error("hw", origin + ": field '" + where + "." + size_key + "' must increase: " + sizes[i].dump() + " comes after " +
                             sizes[i - 1].dump() + " — list the sizes from small to large, each once");
     if (!std::isfinite(e) || e <= 0 || e > 1)
       throw Error("hw", origin + ": field '" + where + ".efficiency[" + std::to_string(i) + "]' is " + shares[i].dump() +
                             ": a share of peak is in (0, 1] — above 1 the peak is wrong, ≤ 0 the measurement is");
-    c.mnk.push_back(s);
+    c.sizes.push_back(s);
     c.efficiency.push_back(e);
   }
   return c;
@@ -282,6 +283,14 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
       throw Error("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
   }
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
+  if (d.contains("elementwise_curves")) {
+    const json& ec = d.at("elementwise_curves");
+    if (!ec.is_object())
+      throw Error("hw", origin + ": field 'device.elementwise_curves' must be an object of curves by op kind — see profiles/README.md for the format");
+    p.elementwise_curves_source = text(ec, "source", "", origin, "device.elementwise_curves.");
+    for (const auto& [kind, curve] : ec.items())
+      if (kind != "source") p.elementwise_curves[kind] = parse_curve(ec, kind, origin, "device.elementwise_curves.", "bytes");
+  }
   p.mem_capacity_bytes = whole(d, "mem_capacity_bytes", origin, "device.", 0x1p62);
   p.launch_overhead_s = positive(d, "launch_overhead_s", origin, "device.", true, 60);
   const json& links = field(j, "links", origin, "");
@@ -301,8 +310,8 @@ std::string profile_to_json(const HardwareProfile& p) {
   if (p.peak_flops_bf16 > 0) peak["bf16"] = p.peak_flops_bf16;
   if (p.peak_flops_tf32 > 0) peak["tf32"] = p.peak_flops_tf32;
   json curves = json::object();
-  auto curve = [&](const char* key, const GemmCurve& c) {
-    if (!c.empty()) curves[key] = json{{"mnk", c.mnk}, {"efficiency", c.efficiency}};
+  auto curve = [&](const char* key, const SizeCurve& c) {
+    if (!c.empty()) curves[key] = json{{"mnk", c.sizes}, {"efficiency", c.efficiency}};
   };
   curve("f32", p.gemm_curves.f32);
   curve("tf32", p.gemm_curves.tf32);
@@ -325,6 +334,12 @@ std::string profile_to_json(const HardwareProfile& p) {
                {"links", links}};
   if (p.collectives.calibrated) j["collectives"] = collectives_to_json(p.collectives);
   if (!curves.empty()) j["device"]["gemm_curves"] = curves;
+  if (!p.elementwise_curves.empty()) {
+    json ec = json::object();
+    for (const auto& [kind, c] : p.elementwise_curves) ec[kind] = json{{"bytes", c.sizes}, {"efficiency", c.efficiency}};
+    if (!p.elementwise_curves_source.empty()) ec["source"] = p.elementwise_curves_source;
+    j["device"]["elementwise_curves"] = ec;
+  }
   if (p.tf32) j["device"]["tf32"] = true;
   return j.dump();
 }

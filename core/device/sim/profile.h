@@ -2,6 +2,7 @@
 // A hardware profile: the public figures of a machine that the sim cost model prices ops with.
 // Profiles are JSON files in profiles/, each figure with its source noted in the file.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,22 +41,24 @@ struct CollectiveSpec {
   int links_per_device = 0;
 };
 
-// GEMM efficiency by size (issue 15): the share of peak a GEMM reaches as a function of its m·n·k,
-// from a table of measurements, interpolated linearly in log(m·n·k); held flat beyond the largest
-// size, and below the smallest the time is held (the share falls in proportion to the size). The
-// time it stands for is the whole call (launch included): small GEMMs are far from peak because of it.
-struct GemmCurve {
-  std::vector<double> mnk;         // strictly increasing, > 0
+// Efficiency by size (issue 15): the share of a peak an op reaches as a function of its size, from
+// a table of measurements, interpolated linearly in log(size); held flat beyond the largest size,
+// and below the smallest the time is held (the share falls in proportion to the size). The time it
+// stands for is the whole call (launch included): small ops are far from peak because of it.
+// A GEMM's size is m·n·k and its peak the FLOP/s; an element-wise op's size is the bytes it
+// touches and its peak the memory bandwidth (cache-resident tensors go faster than DRAM's).
+struct SizeCurve {
+  std::vector<double> sizes;       // strictly increasing, > 0
   std::vector<double> efficiency;  // each in (0, 1]
-  bool empty() const { return mnk.empty(); }
-  double at(double mnk) const;
+  bool empty() const { return sizes.empty(); }
+  double at(double size) const;
 };
 
 // The compute side of a profile that has curves: one per kind of GEMM. f32 is PyTorch's default
 // (no TF32); tf32 prices f32 GEMMs when the profile's `tf32` is on. An empty curve: that kind
 // falls back to the single gemm_efficiency.
 struct GemmCurves {
-  GemmCurve f32, tf32, f16, bf16;
+  SizeCurve f32, tf32, f16, bf16;
   std::string source;  // where the figures come from (published table, or `scalelab calibrate`)
 };
 
@@ -73,6 +76,10 @@ struct HardwareProfile {
   GemmCurves gemm_curves;        // by size; empty curves fall back to gemm_efficiency
   bool tf32 = false;             // f32 GEMMs run as TF32 (PyTorch's allow_tf32; `--tf32`)
   double mem_bandwidth_Bps = 0;
+  // Element-wise ops by kind (the event's kind: "sgd", "bias_relu", …), each a share of
+  // mem_bandwidth_Bps by bytes touched; a kind without one is priced bytes / mem_bw + launch.
+  std::map<std::string, SizeCurve> elementwise_curves;
+  std::string elementwise_curves_source;
   int64_t mem_capacity_bytes = 0;
   double launch_overhead_s = 0;
   LinkSpec host_link;   // host <-> device copies
@@ -86,7 +93,7 @@ struct HardwareProfile {
   // The peak and the curve an f32/f16/bf16 GEMM is priced with (TF32's when `tf32` is on); the
   // curve is null when the profile has none for it.
   double gemm_peak_flops(DType dtype) const;
-  const GemmCurve* gemm_curve(DType dtype) const;
+  const SizeCurve* gemm_curve(DType dtype) const;
 };
 
 // Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.

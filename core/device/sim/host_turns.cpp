@@ -1,0 +1,141 @@
+#include "core/device/sim/host_turns.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+#include <utility>
+
+namespace scalelab {
+
+namespace {
+
+// The host's cores: busy intervals [begin, end), none overlapping. An op takes the earliest gap
+// at or after `earliest` that holds it whole (an op, once on the cores, runs to its end).
+class HostServer {
+ public:
+  int64_t reserve(int64_t earliest, int64_t duration) {
+    if (duration <= 0) return earliest;
+    int64_t start = earliest;
+    auto it = busy_.upper_bound(start);
+    if (it != busy_.begin() && std::prev(it)->second > start) start = std::prev(it)->second;
+    for (; it != busy_.end() && it->first < start + duration; ++it) start = std::max(start, it->second);
+    busy_.emplace(start, start + duration);
+    return start;
+  }
+
+ private:
+  std::map<int64_t, int64_t> busy_;
+};
+
+struct LaneState {
+  int64_t end = 0;    // re-timed end of the lane's last event
+  int64_t delay = 0;  // how much later than priced it ended
+};
+
+}  // namespace
+
+std::vector<Event> take_turns_on_host(std::vector<Event> events) {
+  const size_t n = events.size();
+  // Steps one after another — on the cpu device the host thread starts step s + 1 when every rank
+  // has finished step s — and in each step the events in their priced order. Events of no step
+  // (set-up, the final evaluation) go before the first step or after the last, as they lay.
+  int64_t first_step_begin = INT64_MAX;
+  for (const Event& e : events)
+    if (e.step >= 0) first_step_begin = std::min(first_step_begin, e.t_begin_ns);
+  auto stage = [&](const Event& e) { return e.step >= 0 ? e.step : e.t_begin_ns < first_step_begin ? -1 : INT64_MAX; };
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Event &x = events[a], &y = events[b];
+    if (stage(x) != stage(y)) return stage(x) < stage(y);
+    return x.t_begin_ns != y.t_begin_ns ? x.t_begin_ns < y.t_begin_ns : x.t_end_ns < y.t_end_ns;
+  });
+  std::unordered_map<int64_t, int> members;  // flow_id → events in its collective
+  for (const Event& e : events)
+    if (e.flow_id >= 0 && e.role != Role::send && e.role != Role::recv) ++members[e.flow_id];
+
+  std::map<std::pair<int, int>, LaneState> lanes;                        // (device, lane)
+  std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
+  std::vector<int64_t> begin(n);
+  for (size_t i = 0; i < n; ++i) begin[i] = events[i].t_begin_ns;
+  HostServer cores;
+
+  auto lane_of = [&](size_t i) -> LaneState& { return lanes[{events[i].device, static_cast<int>(events[i].lane)}]; };
+  // The delay event i inherits from what it waited for on its own device.
+  auto own_delay = [&](size_t i) {
+    const Event& e = events[i];
+    int64_t d = lane_of(i).delay;
+    const auto& ends = ended[e.device];
+    if (const auto it = ends.find(e.t_begin_ns); it != ends.end()) d = std::max(d, it->second);
+    return d;
+  };
+  // Places event i at the earliest time its lane, its delay and (compute) the host's cores allow.
+  int64_t current_stage = INT64_MIN, stage_floor = 0, stage_end = 0;  // the barrier between steps
+  auto place = [&](size_t i, int64_t delay) {
+    const Event& e = events[i];
+    LaneState& lane = lane_of(i);
+    const int64_t duration = e.t_end_ns - e.t_begin_ns;
+    int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
+    if (e.lane == Lane::compute || e.lane == Lane::copy) start = cores.reserve(start, duration);
+    begin[i] = start;
+    lane.end = start + duration;
+    lane.delay = start - e.t_begin_ns;
+    int64_t& at_end = ended[e.device][e.t_end_ns];
+    at_end = std::max(at_end, lane.delay);
+    stage_end = std::max(stage_end, lane.end);
+    return lane.delay;
+  };
+  // What waits for a collective's last member or a recv's send when a step ends: placed as their
+  // own delay allows.
+  std::unordered_map<int64_t, int64_t> sent;                            // flow_id → a send's delay
+  std::unordered_map<int64_t, std::vector<size_t>> waiting_recv;        // flow_id → recvs before their send
+  std::unordered_map<int64_t, std::vector<std::pair<size_t, int64_t>>> gathering;  // flow_id → (event, its delay)
+  auto flush = [&] {
+    for (auto& [flow, recvs] : waiting_recv)
+      for (size_t r : recvs) place(r, own_delay(r));
+    for (auto& [flow, group] : gathering)
+      for (const auto& [j, d] : group) place(j, d);
+    waiting_recv.clear();
+    gathering.clear();
+  };
+
+  for (size_t i : order) {
+    const Event& e = events[i];
+    if (stage(e) != current_stage) {
+      flush();
+      if (current_stage != INT64_MIN && stage(e) != INT64_MAX) stage_floor = stage_end;
+      current_stage = stage(e);
+    }
+    if (e.flow_id >= 0 && e.role == Role::send) {
+      sent[e.flow_id] = place(i, own_delay(i));
+      if (auto w = waiting_recv.find(e.flow_id); w != waiting_recv.end()) {
+        for (size_t r : w->second) place(r, std::max(own_delay(r), sent[e.flow_id]));
+        waiting_recv.erase(w);
+      }
+    } else if (e.flow_id >= 0 && e.role == Role::recv) {
+      if (const auto s = sent.find(e.flow_id); s != sent.end()) place(i, std::max(own_delay(i), s->second));
+      else waiting_recv[e.flow_id].push_back(i);
+    } else if (e.flow_id >= 0) {
+      auto& group = gathering[e.flow_id];
+      group.emplace_back(i, own_delay(i));
+      if (static_cast<int>(group.size()) < members[e.flow_id]) continue;
+      int64_t delay = 0;  // the collective starts when its last member can
+      for (const auto& [j, d] : group) delay = std::max(delay, std::max(d + events[j].t_begin_ns, lane_of(j).end) - events[j].t_begin_ns);
+      for (const auto& [j, d] : group) place(j, delay);
+      gathering.erase(e.flow_id);
+    } else {
+      place(i, own_delay(i));
+    }
+  }
+  flush();  // a recv whose send is not among the events, a collective missing members
+
+  for (size_t i = 0; i < n; ++i) {
+    events[i].t_end_ns = begin[i] + (events[i].t_end_ns - events[i].t_begin_ns);
+    events[i].t_begin_ns = begin[i];
+  }
+  return events;
+}
+
+}  // namespace scalelab

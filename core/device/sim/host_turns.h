@@ -1,0 +1,20 @@
+#pragma once
+// The cpu devices of a run take turns on the host's cores (HostCores, core/device/clock.h): one
+// compute or copy op at a time, with all the cores. The sim prices each device as though it had the host
+// to itself; take_turns_on_host re-times a priced run as one host would serve it — what
+// `train --device cpu --predict` compares with the measured run.
+#include <vector>
+
+#include "core/trace/events.h"
+
+namespace scalelab {
+
+// Every event keeps its priced duration. An event starts no earlier than its priced start plus the
+// delay of what it waited for — the event before it on its lane, and any event of its device that
+// ended exactly when it began (in a priced run, an op begins when what it waits for ends) — and
+// not before the event before it on its lane has ended. Compute- and copy-lane events then take
+// the host's one server at the earliest gap that fits them. The events of one collective (one
+// flow_id) move together, by the largest delay among them; a recv moves at least as far as its send.
+std::vector<Event> take_turns_on_host(std::vector<Event> events);
+
+}  // namespace scalelab

@@ -1,0 +1,142 @@
+// The cpu devices of a run take turns on the host's cores (issue 15): HostCores lets one op in at a
+// time in the order asked, and take_turns_on_host re-times a priced run as that host serves it —
+// closed forms on small timelines.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "core/device/clock.h"
+#include "core/device/device.h"
+#include "core/device/sim/host_turns.h"
+
+using namespace scalelab;
+
+namespace {
+
+Event op(int device, Lane lane, int64_t begin, int64_t end, int64_t step = 0, int64_t flow = -1, Role role = Role::none) {
+  Event e;
+  e.device = device;
+  e.lane = lane;
+  e.kind = lane == Lane::comm ? "all_reduce" : "gemm";
+  e.t_begin_ns = begin;
+  e.t_end_ns = end;
+  e.step = step;
+  e.flow_id = flow;
+  e.role = role;
+  return e;
+}
+
+void expect_at(const Event& e, int64_t begin, int64_t end) {
+  EXPECT_EQ(e.t_begin_ns, begin) << "device " << e.device << " lane " << lane_name(e.lane);
+  EXPECT_EQ(e.t_end_ns, end) << "device " << e.device << " lane " << lane_name(e.lane);
+}
+
+}  // namespace
+
+TEST(HostTurns, TwoDevicesComputingAtOnceTakeTurns) {
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10)});
+  expect_at(t[0], 0, 10);
+  expect_at(t[1], 10, 20);
+}
+
+TEST(HostTurns, ADelayCarriesAlongTheLaneAndToWhatWaitedForIt) {
+  // Device 1: two ops, a copy later, and (host lane) one that began when the second op ended.
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 1, 6), op(1, Lane::compute, 6, 9),
+                                     op(1, Lane::copy, 20, 22), op(1, Lane::host, 9, 10)});
+  expect_at(t[1], 10, 15);
+  expect_at(t[2], 15, 18);
+  expect_at(t[3], 20, 22);  // a copy that did not wait for them keeps its place: the cores are free by then
+  expect_at(t[4], 18, 19);  // the host lane waited for the second op: it moves with it
+}
+
+TEST(HostTurns, ACollectiveStartsWhenItsLastMemberCan) {
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10),
+                                     op(0, Lane::comm, 10, 15, 0, 7), op(1, Lane::comm, 10, 15, 0, 7),
+                                     op(0, Lane::compute, 15, 17)});
+  expect_at(t[1], 10, 20);
+  expect_at(t[2], 20, 25);  // device 0 was ready at 10, device 1 only at 20
+  expect_at(t[3], 20, 25);
+  expect_at(t[4], 25, 27);  // the update waited for the all-reduce
+}
+
+TEST(HostTurns, ARecvMovesWithItsSendAndCommsTakeNoTurn) {
+  // Device 0 computes then sends; device 1 posted its recv early and computes on what came; device
+  // 2 computes meanwhile and takes the cores first when device 1 is ready.
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(2, Lane::compute, 0, 10),
+                                     op(0, Lane::comm, 10, 12, 0, 3, Role::send), op(1, Lane::comm, 0, 12, 0, 3, Role::recv),
+                                     op(1, Lane::compute, 12, 20)});
+  expect_at(t[1], 10, 20);
+  expect_at(t[2], 10, 12);  // the send waited for nothing delayed
+  expect_at(t[3], 0, 12);
+  expect_at(t[4], 20, 28);  // ready at 12, the cores free at 20
+}
+
+TEST(HostTurns, ADelayedSendDelaysItsRecv) {
+  const auto t = take_turns_on_host({op(2, Lane::compute, 0, 10), op(0, Lane::compute, 0, 10),
+                                     op(0, Lane::comm, 10, 12, 0, 3, Role::send), op(1, Lane::comm, 0, 12, 0, 3, Role::recv)});
+  expect_at(t[1], 10, 20);
+  expect_at(t[2], 20, 22);
+  expect_at(t[3], 10, 22);
+}
+
+TEST(HostTurns, AStepStartsWhenThePreviousOneHasEnded) {
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10, 0), op(1, Lane::compute, 0, 10, 0), op(0, Lane::compute, 10, 20, 1)});
+  expect_at(t[1], 10, 20);
+  expect_at(t[2], 20, 30);
+}
+
+TEST(HostTurns, AShortOpFillsAGapItFits) {
+  // Device 1 waits its turn (20..40), so its next op, priced at 22, can start only at 42; device
+  // 2's short op, priced at 23, fits in the gap before it.
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 20), op(1, Lane::compute, 0, 20), op(1, Lane::compute, 22, 30),
+                                     op(2, Lane::compute, 23, 25)});
+  expect_at(t[1], 20, 40);
+  expect_at(t[2], 42, 50);
+  expect_at(t[3], 40, 42);
+}
+
+TEST(HostCores, OneOpAtATimeInTheOrderAsked) {
+  HostCores cores;
+  std::atomic<int> inside{0}, most{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 200; ++k) {
+        cores.acquire();
+        const int now = ++inside;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {}
+        --inside;
+        cores.release();
+        ++done;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(most.load(), 1);
+  EXPECT_EQ(done.load(), 800);
+}
+
+TEST(HostCores, TheComputeOfCpuDevicesNeverOverlaps) {
+  EventBus bus;
+  DeviceOptions o;
+  o.count = 2;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  std::vector<std::thread> threads;
+  for (auto& d : devices)
+    threads.emplace_back([&d] {
+      Tensor a = d->empty({64, 64}, DType::f32, MemoryCategory::workspace, "a");
+      Tensor c = d->empty({64, 64}, DType::f32, MemoryCategory::workspace, "c");
+      d->fill({"t"}, a, 1.0f);
+      for (int k = 0; k < 50; ++k) d->gemm({"t"}, false, false, a, a, c);
+    });
+  for (auto& t : threads) t.join();
+  std::vector<Event> ops;
+  for (const Event& e : bus.events())
+    if (e.lane == Lane::compute) ops.push_back(e);
+  ASSERT_EQ(ops.size(), 2u * 51u);
+  std::sort(ops.begin(), ops.end(), [](const Event& x, const Event& y) { return x.t_begin_ns < y.t_begin_ns; });
+  for (size_t i = 1; i < ops.size(); ++i) EXPECT_GE(ops[i].t_begin_ns, ops[i - 1].t_end_ns) << "ops " << i - 1 << " and " << i;
+}
