@@ -130,6 +130,7 @@ void write_outputs(const RunSetup& run, const TrainResult& r, const Records& rec
     ti.title = "scalelab train --strategy " + c.strategy + " --device " + device_kind_name(c.device) +
                (r.hw_name.empty() ? "" : " --hw " + r.hw_name) + " --model " + c.model;
     ti.simulated = r.simulated;
+    ti.predicted_with = c.trace_predicted_with;
     // The metrics are rank 0's, read now: conclude() emitted the run's last ones after the
     // records were taken on the other ranks.
     if (c.trace_first_step < 0) {

@@ -58,11 +58,28 @@ rc=$?
   && pass "calibrate --devices 1 is refused (an all-reduce needs 2 ranks)" || fail "calibrate --devices 1: rc $rc, $out"
 
 small=(--model mlp:784-64-32-10 --dataset synthetic --batch 64 --steps 6)
-if "$SCALELAB" train --device sim --hw "$WORK/me.json" --devices 2 --strategy ddp --dry-run "${small[@]}" --quiet >"$WORK/sim.out" 2>&1; then
+if "$SCALELAB" train --device sim --hw "$WORK/me.json" --devices 2 --strategy ddp --dry-run "${small[@]}" --quiet \
+     --trace "$WORK/sim.trace.json" >"$WORK/sim.out" 2>&1; then
   pass "the sim prices a run on the calibrated profile"
 else fail "sim refused the calibrated profile: $(tail -n 3 "$WORK/sim.out")"; fi
+# Its trace carries the profile it was priced with, whole: the calibration record and the curve.
+if $PY - "$WORK/me.json" "$WORK/sim.trace.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))["otherData"]
+assert t["simulated"] is True
+for d in t["devices"]:
+    q = d["profile"]
+    assert q["name"] == p["name"], q["name"]
+    assert q["calibration"] == p["calibration"], "calibration record differs"
+    assert q["device"]["gemm_curves"]["f32"] == p["device"]["gemm_curves"]["f32"]
+    assert q["links"] == p["links"]
+PYEOF
+then pass "the sim run's trace carries the calibrated profile whole (machine, date, raw measurements, curve)"
+else fail "the sim run's trace lacks the calibrated profile"; fi
 
-out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" 2>&1)
+out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \
+      --trace "$WORK/measured.trace.json" 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] && pass "train --predict exits 0" || fail "train --predict exited $rc: $(printf '%s' "$out" | tail -n 5)"
 printf '%s\n' "$out" | grep -qE "^    step time \(ms\) +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ %" \
@@ -81,6 +98,15 @@ assert p["summary"]["time_kind"] == "simulated" and j["time_kind"] == "measured"
 PYEOF
 then pass "--json carries both figures and the error"
 else fail "--json lacks the prediction: $(head -c 400 "$WORK/run.json")"; fi
+if $PY - "$WORK/me.json" "$WORK/measured.trace.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))["otherData"]
+assert t["simulated"] is False and all(d["profile"] is None for d in t["devices"])
+assert t["predicted_with"]["name"] == p["name"] and t["predicted_with"]["calibration"] == p["calibration"]
+PYEOF
+then pass "the measured run's trace names the profile its prediction was priced on"
+else fail "the --predict run's trace does not name its profile"; fi
 
 # Refused, with the fix: --predict off the cpu device, a broken curve, calibrate of a device it cannot measure.
 out=$("$SCALELAB" train --device sim --hw a100-nvlink-8 --predict "$WORK/me.json" "${small[@]}" 2>&1)

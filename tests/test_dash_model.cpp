@@ -305,6 +305,52 @@ TEST(DashModel, DevicesComeWithTheirProfileAsData) {
   EXPECT_EQ(m.devices()[3].name, "device 3");  // not described at all
 }
 
+// The Run bar says where the figures come from: modelled, on which profile (a calibrated one with
+// its machine and date, TF32 on or off), or measured and how — and for a --predict run, the
+// profile its prediction was priced on.
+TEST(DashRunBar, SaysModelledOnWhichProfileOrMeasured) {
+  HardwareProfile cal = load_profile(std::string(SCALELAB_TEST_DATA) + "/calibrated-tiny.json");
+  cal.tf32 = true;
+  TraceContents t = gpipe_trace();
+  for (int d = 0; d < kP; ++d) t.info.devices[static_cast<size_t>(d)] = sim_device(d, cal);
+  RunProvenance r = describe_provenance(model_of(t));
+  EXPECT_EQ(r.summary, "modelled times (simulated) · profile calibrated-testhost (calibrated on testhost, 2026-11-24 01:30 UTC) · TF32 on");
+  for (const char* detail : {"computed by the cost model", "profile calibrated-testhost — Shaped like",
+                             "GEMM efficiency by m·n·k: f32 (3 sizes) — scalelab calibrate: made up for tests",
+                             "TF32 on (--tf32)", "collectives NCCL-like: launch 4.00 µs, intra-node link efficiency 0.80",
+                             "calibrated by `scalelab calibrate` on testhost (Test CPU @ 1 GHz, 2 cores), 2026-11-24 01:30 UTC, "
+                             "as one of 2 devices (--quick)"})
+    EXPECT_NE(r.details.find(detail), std::string::npos) << "no '" << detail << "' in:\n" << r.details;
+
+  // A published profile, TF32 off (PyTorch's default).
+  r = describe_provenance(model_of(gpipe_trace()));
+  EXPECT_EQ(r.summary, "modelled times (simulated) · profile a100-nvlink-8 (published figures) · TF32 off");
+  EXPECT_EQ(r.details.find("calibrated by"), std::string::npos);
+
+  // Simulated, but the trace carries no profile (written before devices carried theirs).
+  for (auto& d : t.info.devices) d.profile.clear();
+  EXPECT_EQ(describe_provenance(model_of(t)).summary, "modelled times (simulated) · profile not recorded in this trace");
+
+  // Measured on 4 cpu devices of one host, with the profile a --predict run was priced on.
+  t.info.simulated = false;
+  for (int d = 0; d < kP; ++d) t.info.devices[static_cast<size_t>(d)] = {"cpu:" + std::to_string(d), "cpu:" + std::to_string(d), ""};
+  EXPECT_EQ(describe_provenance(model_of(t)).summary, "measured times (wall clock) · 4 cpu devices share one host's cores");
+  t.info.predicted_with = profile_to_json(cal);
+  r = describe_provenance(model_of(t));
+  EXPECT_EQ(r.summary, "measured times (wall clock) · 4 cpu devices share one host's cores · predicted on calibrated-testhost "
+                       "(calibrated on testhost, 2026-11-24 01:30 UTC)");
+  EXPECT_NE(r.details.find("The prediction beside this run (--predict) was priced on:\nprofile calibrated-testhost"), std::string::npos)
+      << r.details;
+
+  // One cpu device shares nothing; CUDA times are CUDA events.
+  t.info.predicted_with.clear();
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
+  t.events.clear();
+  EXPECT_EQ(describe_provenance(model_of(t)).summary, "measured times (wall clock)");
+  t.info.devices = {{"cuda:0", "cuda:0", ""}, {"cuda:1", "cuda:1", ""}};
+  EXPECT_EQ(describe_provenance(model_of(t)).summary, "measured times (CUDA events)");
+}
+
 // DataParallel's phases are found by the events' roles: a copy named like a scatter but without
 // the role is none of them, and a scatter is one whatever it is called.
 TEST(DashDataParallel, PhasesComeFromRolesNotNames) {
@@ -766,6 +812,7 @@ TEST(DashCli, DescribeCountsAKnownTrace) {
   EXPECT_EQ(kv["bubble_share_theory"], "42.86%");
   EXPECT_EQ(kv["buckets"], "0");
   EXPECT_EQ(kv["panels"], "Timeline, Pipeline, Training");
+  EXPECT_EQ(kv["provenance"], "modelled times (simulated) · profile a100-nvlink-8 (published figures) · TF32 off");
 
   const TraceContents d = ddp_trace();
   const std::string ddp = (dir.path / "ddp.trace.json").string();

@@ -348,6 +348,72 @@ TEST_F(TraceFixture, AnOlderTraceNamesItsDevicesWithoutProfiles) {
   EXPECT_EQ(c.info.devices[1].profile, "");
 }
 
+// A sim run priced on a calibrated profile: its trace carries the profile whole — the name, the
+// calibration record (machine, date, the raw measurements), the GEMM curve, the collectives and
+// --tf32 — and it reads back to the same figures.
+TEST_F(TraceFixture, ACalibratedProfileRoundTripsWholeThroughATrace) {
+  const std::string file = std::string(SCALELAB_TEST_DATA) + "/calibrated-tiny.json";
+  HardwareProfile cal = load_profile(file);
+  cal.tf32 = true;  // as `train --tf32` sets it
+  const std::string described = profile_to_json(cal);
+  info.devices = {{"sim:0 (" + cal.name + ")", "sim:0", described}, {"sim:1 (" + cal.name + ")", "sim:1", described}};
+
+  const json raw = written();
+  const json& in_file = raw.at("otherData").at("devices").at(1).at("profile");
+  std::ifstream source(file);
+  const json original = json::parse(source);
+  EXPECT_EQ(in_file.at("calibration"), original.at("calibration")) << "the calibration record, raw measurements included";
+  EXPECT_EQ(in_file.at("collectives").at("launch_s"), 4e-6);
+  EXPECT_EQ(in_file.at("device").at("gemm_curves").at("f32"), original.at("device").at("gemm_curves").at("f32"));
+
+  const TraceContents c = read_chrome_trace((dir / "trace.json").string());
+  ASSERT_EQ(c.info.devices.size(), 2u);
+  const HardwareProfile q = parse_profile(c.info.devices[1].profile, "the trace");
+  EXPECT_EQ(q.name, "calibrated-testhost");
+  EXPECT_EQ(q.calibrated_machine, "testhost");
+  EXPECT_EQ(q.calibrated_date, "2026-11-24T01:30:12Z");
+  EXPECT_EQ(json::parse(q.calibration), original.at("calibration"));
+  EXPECT_EQ(q.gemm_curves.f32.mnk, (std::vector<double>{1e3, 1e5, 1e7}));
+  EXPECT_EQ(q.gemm_curves.f32.efficiency, (std::vector<double>{0.1, 0.5, 0.9}));
+  EXPECT_EQ(q.gemm_curves.source, "scalelab calibrate: made up for tests");
+  EXPECT_TRUE(q.tf32);
+  EXPECT_EQ(q.peak_flops_tf32, 4e11);
+  EXPECT_TRUE(q.collectives.calibrated);
+  EXPECT_EQ(q.collectives.launch_s, 4e-6);
+  EXPECT_EQ(q.collectives.intra_efficiency, 0.8);
+  EXPECT_FALSE(q.collectives.tree);
+  EXPECT_EQ(q.collectives.protocols, std::vector<Protocol>{Protocol::simple});
+  // And once more through the JSON: the same text, so nothing is lost or added on a second trip.
+  EXPECT_EQ(profile_to_json(q), described);
+}
+
+// `train --device cpu --predict PROFILE`: the measured run's trace names the profile its prediction
+// was priced on; a trace without one (any other run, or an older trace) reads back without.
+TEST_F(TraceFixture, AMeasuredRunsTraceNamesTheProfileItsPredictionUsed) {
+  EXPECT_FALSE(written().at("otherData").contains("predicted_with"));
+  EXPECT_EQ(read_chrome_trace((dir / "trace.json").string()).info.predicted_with, "");
+
+  const HardwareProfile cal = load_profile(std::string(SCALELAB_TEST_DATA) + "/calibrated-tiny.json");
+  info.devices = {{"cpu:0", "cpu:0", ""}, {"cpu:1", "cpu:1", ""}};
+  info.simulated = false;
+  info.predicted_with = profile_to_json(cal);
+  EXPECT_EQ(written().at("otherData").at("predicted_with").at("calibration").at("machine"), "testhost");
+  const TraceContents c = read_chrome_trace((dir / "trace.json").string());
+  EXPECT_FALSE(c.info.simulated);
+  EXPECT_EQ(c.info.predicted_with, info.predicted_with);
+}
+
+// A "calibration" that is not an object is refused with the field and the fix.
+TEST(DeviceDescription, ABrokenCalibrationRecordIsRefused) {
+  json p = json::parse(profile_to_json(load_profile(std::string(SCALELAB_TEST_DATA) + "/calibrated-tiny.json")));
+  p["calibration"] = "yesterday";
+  const std::string m = test::message_of<Error>([&] { parse_profile(p.dump(), "x.json"); });
+  EXPECT_NE(m.find("x.json: field 'calibration' must be an object"), std::string::npos) << m;
+  p["calibration"] = {{"machine", 7}};
+  const std::string m2 = test::message_of<Error>([&] { parse_profile(p.dump(), "x.json"); });
+  EXPECT_NE(m2.find("'calibration.machine' must be a string"), std::string::npos) << m2;
+}
+
 // A device made on sim describes itself on the bus with its hardware profile as data, and the
 // profile's JSON reads back to the same figures (every shipped profile).
 TEST(DeviceDescription, SimDevicesCarryTheirProfileAndItReadsBack) {

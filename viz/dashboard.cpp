@@ -13,6 +13,7 @@
 #include "viz/data_parallel_panel.h"
 #include "viz/format.h"
 #include "viz/pipeline_panel.h"
+#include "viz/style.h"
 #include "viz/topology_panel.h"
 
 namespace scalelab::viz {
@@ -203,7 +204,8 @@ void Dashboard::frame(float width, float height, double dt_s, float left) {
 
   const ImGuiStyle& style = ImGui::GetStyle();
   const float m = 6;
-  const float bar_h = ImGui::GetFrameHeight() + 2 * ImGui::GetFrameHeightWithSpacing() + 2 * style.WindowPadding.y;
+  const float bar_h = ImGui::GetFrameHeight() + 2 * ImGui::GetFrameHeightWithSpacing() + ImGui::GetTextLineHeightWithSpacing() +
+                      2 * style.WindowPadding.y;
   draw_replay_bar(relayout, left, width, bar_h);
 
   // Timeline across the top, as tall as its rows need and at most 45% of what is left; the other
@@ -257,9 +259,18 @@ void Dashboard::draw_replay_bar(bool relayout, float left, float width, float he
   }
   const TraceInfo& info = model_.info();
   const std::string file = model_.origin().substr(model_.origin().find_last_of('/') + 1);
-  ImGui::Text("%s  ·  %s clock  ·  %d device%s  ·  %zu events  ·  %zu steps  ·  %s", file.c_str(),
-              info.simulated ? "simulated" : "measured", model_.device_count(), model_.device_count() == 1 ? "" : "s",
-              model_.events().size(), model_.steps().size(), info.title.c_str());
+  ImGui::Text("%s  ·  %d device%s  ·  %zu events  ·  %zu steps  ·  %s", file.c_str(), model_.device_count(),
+              model_.device_count() == 1 ? "" : "s", model_.events().size(), model_.steps().size(), info.title.c_str());
+  // Where the figures come from, in the colour of the clock (amber: modelled, green: measured);
+  // the profile's figures in the tooltip.
+  if (provenance_version_ != model_.version()) {
+    provenance_ = describe_provenance(model_);
+    provenance_version_ = model_.version();
+  }
+  ImGui::PushStyleColor(ImGuiCol_Text, info.simulated ? kModelledText : kMeasuredText);
+  ImGui::TextUnformatted(provenance_.summary.c_str());
+  ImGui::PopStyleColor();
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", provenance_.details.c_str());
 
   const auto& steps = model_.steps();
   int si = std::max(model_.step_index_at(view_.cursor_ns), 0);
@@ -322,6 +333,7 @@ std::string describe(const DashboardModel& model) {
   out << "trace: " << model.origin() << "\n";
   out << "title: " << model.info().title << "\n";
   out << "clock: " << (model.info().simulated ? "simulated" : "measured") << "\n";
+  out << "provenance: " << describe_provenance(model).summary << "\n";
   out << "devices: " << model.device_count() << "\n";
   out << "events: " << model.events().size() << "\n";
   out << "timeline_rows: " << model.rows().size() << "\n";

@@ -3,6 +3,7 @@
 // cursor. It makes ImGui calls only (between ImGui::NewFrame and ImGui::Render); the window
 // backend is elsewhere, so the same dashboard can be drawn into any ImGui host.
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ class Dashboard {
   size_t laid_out_count_ = 0;
   bool first_data_ = true;
   float laid_out_left_ = 0;
+  // What the Run bar says the figures are (modelled on which profile, or measured), remade when the
+  // model is: the tooltip's details parse a profile.
+  RunProvenance provenance_;
+  uint64_t provenance_version_ = UINT64_MAX;
   // A live source's update derives the model again; an unpaced run can emit faster than that is
   // worth doing, so once an update takes over 2 ms the next waits 3 times as long.
   std::chrono::steady_clock::time_point next_live_update_{};

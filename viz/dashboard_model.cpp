@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "viz/format.h"
 
 namespace scalelab::viz {
 
@@ -513,6 +516,128 @@ Interval step_or_run_span(const DashboardModel& model, int step_index) {
     return {s.begin_ns, std::max(s.end_ns, s.begin_ns + 1)};
   }
   return {model.t_begin_ns(), model.t_end_ns()};
+}
+
+namespace {
+
+// calibrate's date, 2026-11-24T01:30:12Z, as people read it: 2026-11-24 01:30 UTC.
+std::string readable_date(const std::string& iso) {
+  if (iso.size() >= 17 && iso[10] == 'T' && iso.back() == 'Z') return iso.substr(0, 10) + " " + iso.substr(11, 5) + " UTC";
+  return iso;
+}
+
+std::string seconds_text(double s) { return format_duration(s * 1e9); }
+
+// The profile's figures, a line each, for the tooltip.
+std::string profile_details(const HardwareProfile& p) {
+  std::string out = "profile " + p.name + (p.description.empty() ? "" : " — " + p.description) + "\n";
+  out += "  device " + p.device_model + ", " + std::to_string(p.nodes) + " node" + (p.nodes == 1 ? "" : "s") + " × " +
+         std::to_string(p.devices_per_node) + " devices\n";
+  out += "  GEMM peak f32 " + format_rate(p.peak_flops_f32, "FLOP");
+  if (p.peak_flops_tf32 > 0) out += ", tf32 " + format_rate(p.peak_flops_tf32, "FLOP");
+  if (p.peak_flops_bf16 > 0) out += ", bf16 " + format_rate(p.peak_flops_bf16, "FLOP");
+  out += "\n";
+  std::string curves;
+  for (const auto& [name, curve] : {std::pair("f32", &p.gemm_curves.f32), std::pair("tf32", &p.gemm_curves.tf32),
+                                    std::pair("f16", &p.gemm_curves.f16), std::pair("bf16", &p.gemm_curves.bf16)})
+    if (!curve->empty()) curves += (curves.empty() ? "" : ", ") + std::string(name) + " (" + std::to_string(curve->mnk.size()) + " sizes)";
+  char share[32];
+  std::snprintf(share, sizeof share, "%.2f", p.gemm_efficiency);
+  out += curves.empty() ? "  GEMM efficiency " + std::string(share) + " of peak at every size\n"
+                        : "  GEMM efficiency by m·n·k: " + curves + (p.gemm_curves.source.empty() ? "" : " — " + p.gemm_curves.source) + "\n";
+  if (p.peak_flops_tf32 > 0)
+    out += p.tf32 ? "  TF32 on (--tf32): f32 GEMMs priced at the TF32 peak\n"
+                  : "  TF32 off: f32 GEMMs priced at the f32 peak (PyTorch's default; --tf32 turns it on)\n";
+  out += "  memory " + format_rate(p.mem_bandwidth_Bps, "B") + ", per-op overhead " + seconds_text(p.launch_overhead_s) + "\n";
+  auto link = [](const char* what, const LinkSpec& l) {
+    return std::string("  ") + what + " " + l.kind + " " + format_rate(l.bandwidth_Bps, "B") + ", α " + seconds_text(l.latency_s) + "\n";
+  };
+  out += link("host link", p.host_link) + link("intra-node", p.intra_node);
+  if (p.nodes > 1) out += link("inter-node", p.inter_node);
+  if (p.collectives.calibrated) {
+    char eff[32];
+    std::snprintf(eff, sizeof eff, "%.2f", p.collectives.intra_efficiency);
+    out += "  collectives NCCL-like: launch " + seconds_text(p.collectives.launch_s) + ", intra-node link efficiency " + eff +
+           (p.collectives.tree ? ", tree across nodes" : "") + (p.collectives.nvls_efficiency > 0 ? ", NVLS" : "") +
+           ", protocol by size\n";
+  } else {
+    out += "  collectives: the textbook ring on the links' raw figures\n";
+  }
+  if (!p.calibration.empty()) {
+    const nlohmann::json c = nlohmann::json::parse(p.calibration, nullptr, false);
+    auto field = [&c](const char* key) { return c.is_object() && c.contains(key) ? c[key] : nlohmann::json(); };
+    std::string where = p.calibrated_machine.empty() ? "an unnamed machine" : p.calibrated_machine;
+    if (field("cpu").is_string()) {
+      where += " (" + field("cpu").get<std::string>();
+      if (field("cores").is_number_integer()) where += ", " + std::to_string(field("cores").get<int64_t>()) + " cores";
+      where += ")";
+    }
+    out += "  calibrated by `scalelab calibrate` on " + where + ", " + readable_date(p.calibrated_date);
+    if (field("devices").is_number_integer() && field("devices").get<int64_t>() > 1)
+      out += ", as one of " + std::to_string(field("devices").get<int64_t>()) + " devices";
+    if (field("quick").is_boolean() && field("quick").get<bool>()) out += " (--quick)";
+    out += "; its raw measurements are in the trace\n";
+  }
+  return out;
+}
+
+std::optional<HardwareProfile> parsed_profile(const std::string& json_text) {
+  if (json_text.empty()) return std::nullopt;
+  try {
+    return parse_profile(json_text, "--predict profile");
+  } catch (const Error&) {
+    return std::nullopt;  // a later format: the bar says it cannot name it rather than failing
+  }
+}
+
+}  // namespace
+
+std::string profile_label(const HardwareProfile& p) {
+  if (p.calibration.empty()) return p.name + " (published figures)";
+  return p.name + " (calibrated on " + (p.calibrated_machine.empty() ? "an unnamed machine" : p.calibrated_machine) +
+         (p.calibrated_date.empty() ? "" : ", " + readable_date(p.calibrated_date)) + ")";
+}
+
+RunProvenance describe_provenance(const DashboardModel& model) {
+  RunProvenance r;
+  // The device kind is the label's prefix ("cpu:0", "cuda:1", "sim:2"): what made the device.
+  int cpu = 0, cuda = 0;
+  for (const DeviceInfo& d : model.devices()) {
+    if (d.label.rfind("cpu:", 0) == 0) ++cpu;
+    if (d.label.rfind("cuda:", 0) == 0) ++cuda;
+  }
+  if (model.info().simulated) {
+    r.summary = "modelled times (simulated)";
+    r.details = "Every time shown was computed by the cost model from the profile below; nothing was measured.\n";
+    if (const auto& p = model.profile()) {
+      r.summary += " · profile " + profile_label(*p);
+      if (p->peak_flops_tf32 > 0) r.summary += p->tf32 ? " · TF32 on" : " · TF32 off";
+      r.details += profile_details(*p);
+    } else {
+      r.summary += " · profile not recorded in this trace";
+      r.details += "The trace carries no profile this build can read (an older or later trace).\n";
+    }
+  } else {
+    r.summary = cuda > 0 ? "measured times (CUDA events)" : "measured times (wall clock)";
+    r.details = cuda > 0 ? "Every time shown was measured on the GPU with CUDA events around each op.\n"
+                         : "Every time shown was measured with the host's wall clock around each op.\n";
+    if (cpu > 1) {
+      r.summary += " · " + std::to_string(cpu) + " cpu devices share one host's cores";
+      r.details += "The " + std::to_string(cpu) + " cpu devices are threads or processes of one host: they share its cores "
+                   "and memory bandwidth, so each is slower than one device alone would be.\n";
+    }
+    const std::string& predicted = model.info().predicted_with;
+    if (!predicted.empty()) {
+      if (const auto p = parsed_profile(predicted)) {
+        r.summary += " · predicted on " + profile_label(*p);
+        r.details += "The prediction beside this run (--predict) was priced on:\n" + profile_details(*p);
+      } else {
+        r.summary += " · predicted on a profile this build cannot read";
+      }
+    }
+  }
+  if (!r.details.empty() && r.details.back() == '\n') r.details.pop_back();
+  return r;
 }
 
 }  // namespace scalelab::viz

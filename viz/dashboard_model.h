@@ -204,4 +204,18 @@ struct ViewState {
 // The step span, or the run's span when there are no steps, around which views start.
 Interval step_or_run_span(const DashboardModel& model, int step_index);
 
+// What the Run bar says about where the run's figures come from. `summary` (one line): whether the
+// times are modelled — by the cost model, and on which profile (a calibrated one with its machine
+// and date; whether f32 GEMMs were priced as TF32) — or measured (wall clock, CUDA events), how
+// the devices map onto hardware (cpu devices sharing one host's cores), and the profile a
+// `--predict` run was priced on. `details` (the tooltip): the profile's figures, line by line.
+struct RunProvenance {
+  std::string summary;
+  std::string details;
+};
+RunProvenance describe_provenance(const DashboardModel& model);
+// A profile as the Run bar names it: "a100-nvlink-8 (published figures)", or for one made by
+// `scalelab calibrate` "calibrated-host (calibrated on host, 2026-11-24 01:30 UTC)".
+std::string profile_label(const HardwareProfile& profile);
+
 }  // namespace scalelab::viz

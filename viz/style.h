@@ -19,6 +19,8 @@ constexpr ImU32 kGridColor = IM_COL32(255, 255, 255, 28);
 constexpr ImU32 kAxisText = IM_COL32(200, 200, 205, 255);
 constexpr ImU32 kRowBackground = IM_COL32(255, 255, 255, 8);
 constexpr ImU32 kLabelOnBlock = IM_COL32(15, 15, 20, 255);     // dark text on the light block colours
+constexpr ImU32 kModelledText = IM_COL32(255, 200, 90, 255);   // the Run bar: times from the cost model
+constexpr ImU32 kMeasuredText = IM_COL32(140, 230, 140, 255);  // … times from a clock
 
 // Idle space drawn as diagonal hatching inside [a, b] (clipped to the rectangle).
 void draw_hatched(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 fill = kIdleColor, ImU32 hatch = kIdleHatch);

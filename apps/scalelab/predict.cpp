@@ -126,7 +126,10 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
   for (const std::string& p : profiles) load_profile(p);  // a bad profile is refused before the measured run
   Comparison out;
   EventBus measured_bus;
-  measured_run = train(c, measured_bus, progress);
+  TrainConfig measured = c;
+  // The measured run's trace names what its prediction is priced with (the first profile).
+  if (!profiles.empty()) measured.trace_predicted_with = profile_to_json(load_profile(profiles.front()));
+  measured_run = train(measured, measured_bus, progress);
   out.measured = figures_of(measured_bus.events(), measured_run);
   for (const std::string& p : profiles) {
     EventBus sim_bus;

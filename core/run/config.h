@@ -58,6 +58,9 @@ struct TrainConfig {
   std::string trace_path;
   int64_t trace_first_step = -1;  // --trace-steps A:B keeps steps A…B (numbered from 0) in the trace;
   int64_t trace_last_step = -1;   // -1: every step
+  // --predict PROFILE: the profile (JSON) this measured run is priced on beside it; its trace
+  // names it (TraceInfo::predicted_with). Set by the prediction, not an option of its own.
+  std::string trace_predicted_with;
   std::string json_path;
   std::string dump_batches_path;  // the sample indices of each step's global batch and shards (JSON)
   int64_t synthetic_train = 8192;  // sizes of the synthetic set

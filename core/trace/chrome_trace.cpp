@@ -29,11 +29,11 @@ int64_t to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)
 const char* kMemoryPrefix = "memory ";
 
 // A device's hardware profile goes into the trace as an object (readable in the file), not a string.
-json profile_object(const DeviceDescription& d) {
-  if (d.profile.empty()) return nullptr;
-  json p = json::parse(d.profile, nullptr, /*allow_exceptions=*/false);
-  if (p.is_discarded()) throw Error("trace", d.name + ": its hardware profile is not valid JSON — describe it with "
-                                                      "profile_to_json()");
+json profile_object(const std::string& profile, const std::string& whose) {
+  if (profile.empty()) return nullptr;
+  json p = json::parse(profile, nullptr, /*allow_exceptions=*/false);
+  if (p.is_discarded()) throw Error("trace", whose + ": its hardware profile is not valid JSON — describe it with "
+                                                   "profile_to_json()");
   return p;
 }
 
@@ -68,7 +68,7 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
   for (size_t d = 0; d < devices.size(); ++d) {
     device_rows.push_back({{"name", devices[d].name},
                            {"label", devices[d].label},
-                           {"profile", profile_object(devices[d])}});
+                           {"profile", profile_object(devices[d].profile, devices[d].name)}});
     element({{"ph", "M"}, {"name", "process_name"}, {"pid", d}, {"tid", 0}, {"args", {{"name", devices[d].name}}}});
     element({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d}, {"tid", 0}, {"args", {{"sort_index", d}}}});
   }
@@ -124,7 +124,8 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
   json metric_rows = json::array();
   for (const Metric& m : metrics)
     metric_rows.push_back({{"step", m.step}, {"name", m.name}, {"value", std::isfinite(m.value) ? json(m.value) : json(nullptr)}});
-  const json other{{"title", info.title}, {"simulated", info.simulated}, {"devices", std::move(device_rows)}};
+  json other{{"title", info.title}, {"simulated", info.simulated}, {"devices", std::move(device_rows)}};
+  if (!info.predicted_with.empty()) other["predicted_with"] = profile_object(info.predicted_with, "--predict");
   buf += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + ",\"scalelab_metrics\":" + metric_rows.dump() + "}";
   file.write(buf);
   file.commit();
@@ -273,6 +274,7 @@ void read_other_data(const json& o, TraceInfo& info) {
   else if (o.contains("device_names"))  // written before devices carried their profiles
     for (const std::string& name : o["device_names"].get<std::vector<std::string>>())
       info.devices.push_back({name, name, ""});
+  if (o.contains("predicted_with") && o["predicted_with"].is_object()) info.predicted_with = o["predicted_with"].dump();
 }
 
 }  // namespace

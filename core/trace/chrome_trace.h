@@ -16,6 +16,9 @@ struct TraceInfo {
   std::vector<DeviceDescription> devices;  // index = device: EventBus::devices()
   std::string title;                      // e.g. "scalelab train --strategy single ..."
   bool simulated = false;                 // times are modelled, not measured
+  // `train --device cpu --predict PROFILE`: the profile (JSON, as DeviceDescription::profile) the
+  // prediction beside this measured run was priced with; "" otherwise.
+  std::string predicted_with;
 };
 
 void write_chrome_trace(const std::string& path, const std::vector<Event>& events,

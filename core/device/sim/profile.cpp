@@ -298,6 +298,15 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   p.intra_node = parse_link(links, "intra_node", origin);
   p.inter_node = p.nodes > 1 ? parse_link(links, "inter_node", origin) : p.intra_node;
   p.collectives = parse_collectives(j, p, origin);
+  if (j.contains("calibration")) {
+    const json& c = j.at("calibration");
+    if (!c.is_object())
+      throw Error("hw", origin + ": field 'calibration' must be an object (what `scalelab calibrate` writes) — "
+                                 "run it again, or drop the field");
+    p.calibration = c.dump();
+    p.calibrated_machine = text(c, "machine", "", origin, "calibration.");
+    p.calibrated_date = text(c, "date", "", origin, "calibration.");
+  }
   return p;
 }
 
@@ -341,6 +350,7 @@ std::string profile_to_json(const HardwareProfile& p) {
     j["device"]["elementwise_curves"] = ec;
   }
   if (p.tf32) j["device"]["tf32"] = true;
+  if (!p.calibration.empty()) j["calibration"] = json::parse(p.calibration);
   return j.dump();
 }
 

@@ -86,6 +86,11 @@ struct HardwareProfile {
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
   CollectiveSpec collectives;
+  // `scalelab calibrate`'s record (machine, date, fits, raw measurements) as JSON, kept whole so a
+  // trace says what its figures came from; "" for a published profile. machine and date are read
+  // out of it for the dashboard's Run bar.
+  std::string calibration;
+  std::string calibrated_machine, calibrated_date;
   std::string path;     // where it was loaded from
 
   int device_count() const { return nodes * devices_per_node; }
@@ -98,8 +103,9 @@ struct HardwareProfile {
 
 // Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.
 HardwareProfile parse_profile(const std::string& json_text, const std::string& origin);
-// The profile in the profile files' format (without their "sources"): parse_profile reads it back
-// to the same figures. A trace carries its devices' profiles this way.
+// The profile in the profile files' format (a calibrated one with its "calibration" record; without
+// "sources"): parse_profile reads it back to the same figures. A trace carries its devices'
+// profiles this way.
 std::string profile_to_json(const HardwareProfile& profile);
 // `name_or_path` is a file path, or the name of a file in the profiles directory (without .json).
 HardwareProfile load_profile(const std::string& name_or_path);
