@@ -80,7 +80,7 @@ class SimClock : public Clock {
   std::array<int64_t, kLaneCount> lane_free_ns_{};
   // Per lane (copy: peer copies; comm: calls), in time order: the link's ops that may still overlap
   // a new op on the other lane — those ending after it is free, at most kLinkHistory of them.
-  static constexpr size_t kLinkHistory = 256;
+  static constexpr size_t kLinkHistory = 64;
   std::array<std::deque<LinkUse>, kLaneCount> link_uses_;
 };
 
