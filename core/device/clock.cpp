@@ -55,6 +55,7 @@ Interval SimClock::place(Lane lane, int64_t begin_ns, int64_t duration_ns, doubl
     double t = static_cast<double>(i.begin_ns), work = static_cast<double>(duration_ns);
     for (const LinkUse& u : others) {
       if (work <= 0) break;
+      if (static_cast<double>(u.end_ns) <= t) continue;  // past already (uses of two other lanes)
       if (u.begin_ns > t) {
         const double alone = static_cast<double>(u.begin_ns) - t;
         if (work <= alone) break;
