@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "comm_checks.h"
@@ -13,6 +14,7 @@
 #include "core/error.h"
 
 using namespace scalelab;
+using nlohmann::json;
 
 namespace {
 
@@ -270,6 +272,40 @@ TEST(Threads, SimAllReduceStartsWithTheLastRankAndTakesTheRingFormula) {
   const int64_t duration = seconds_to_ns(2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
   EXPECT_EQ(end[0], 5000 + duration);
   EXPECT_EQ(end[1], 5000 + duration);
+}
+
+// On sim, a peer copy that overlaps an all-reduce on the same device waits for the link the
+// all-reduce keeps busy: on tiny.json with α = 0 (1e11 B/s), a 100 kB all-reduce over 2 ranks
+// sends 100 kB per rank in 1 µs (the whole link), and a 100 kB copy into the device placed after
+// it, ready at 0, ends after both transfers' bytes: 200 kB / 1e11 = 2 µs. The all-reduce keeps its time.
+TEST(Threads, OnSimAPeerCopyOverlappingAnAllReduceSharesTheLink) {
+  const int n = 2;
+  json j = json::parse(profile_to_json(tiny_profile()));
+  j["links"]["intra_node"]["latency_s"] = 0;
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.count = n;
+  o.profile = parse_profile(j.dump(), "link.json");
+  auto devices = make_devices(o);
+  auto groups = make_threads_groups(n);
+  const int64_t m = 25000;  // 100 kB of f32 (tiny devices hold 1 MiB)
+  std::vector<Tensor> sources;
+  for (int r = 0; r < n; ++r) sources.push_back(devices[static_cast<size_t>(1 - r)]->empty({m}, DType::f32, MemoryCategory::activations, "x"));
+  std::vector<int64_t> reduced(n), copied(n);
+  const auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    // empty, not zeros: ready at 0, no fill before them.
+    Tensor g = dev.empty({m}, DType::f32, MemoryCategory::grads, "g");
+    pg.all_reduce(g);
+    reduced[r] = g.ready_ns();
+    Tensor x = dev.empty({m}, DType::f32, MemoryCategory::activations, "x here");
+    dev.copy({.name = "x"}, sources[static_cast<size_t>(r)], x);
+    copied[r] = x.ready_ns();
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "");
+    EXPECT_EQ(reduced[r], 1000) << "rank " << r;
+    EXPECT_EQ(copied[r], 2000) << "rank " << r;
+  }
 }
 
 TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/device/clock.h"
 #include "core/device/device.h"
 #include "core/device/memory.h"
 #include "core/device/sim/cost_model.h"
@@ -199,6 +200,77 @@ TEST(SimClock, DryRunCountsMemoryButHoldsNone) {
   EXPECT_EQ(devs[0]->memory().live(MemoryCategory::params), 600 * 1024);
   // And the capacity still holds: a dry run finds out-of-memory without the memory.
   EXPECT_THROW(devs[0]->empty({600 * 256}, DType::f32, MemoryCategory::activations, "more"), Error);
+}
+
+// The link a peer copy (copy lane) and a collective (comm lane) share, on tiny.json with α = 0:
+// 1e11 B/s, so 1e6 B take 10 µs alone.
+SimClock link_clock() {
+  std::ifstream in(kTiny);
+  json j = json::parse(in);
+  j["links"]["intra_node"]["latency_s"] = 0;
+  return SimClock(std::make_shared<CostModel>(parse_profile(j.dump(), "link.json")));
+}
+const OpCost kPeerCopy{OpClass::copy_peer, 0, 1e6, DType::f32};  // 10 µs alone, the whole link
+
+TEST(SimClock, TwoTransfersOverlappingOnOneLinkTakeTheirCombinedBytesOverItsBandwidth) {
+  {
+    SimClock clock = link_clock();
+    const Interval copy = clock.run(Lane::copy, 0, kPeerCopy, {});
+    EXPECT_EQ(copy.end_ns, 10000);
+    // A 2e6 B send over the whole link, from 0 too: (1e6 + 2e6) / 1e11 = 30 µs; the copy, placed
+    // first, keeps its time.
+    const Interval send = clock.occupy(Lane::comm, 0, 20000, 1.0);
+    EXPECT_EQ(send.begin_ns, 0);
+    EXPECT_EQ(send.end_ns, 30000);
+  }
+  {
+    // The other order: the collective first, the copy waits for the link the same 20 µs.
+    SimClock clock = link_clock();
+    EXPECT_EQ(clock.occupy(Lane::comm, 0, 20000, 1.0).end_ns, 20000);
+    EXPECT_EQ(clock.run(Lane::copy, 0, kPeerCopy, {}).end_ns, 30000);
+  }
+  {
+    // Starting halfway through a 10 µs collective: 5 µs without progress, then 10 µs.
+    SimClock clock = link_clock();
+    clock.occupy(Lane::comm, 0, 10000, 1.0);
+    const Interval copy = clock.run(Lane::copy, 5000, kPeerCopy, {});
+    EXPECT_EQ(copy.begin_ns, 5000);
+    EXPECT_EQ(copy.end_ns, 20000);
+    // After it: no overlap, no stretch.
+    EXPECT_EQ(clock.run(Lane::copy, 25000, kPeerCopy, {}).end_ns, 35000);
+  }
+}
+
+TEST(SimClock, AnOpGetsWhatTheOtherLeavesOfTheLink) {
+  {
+    // A collective keeping half the link busy for 20 µs: the copy runs at half speed, 1e6 B at
+    // 5e10 B/s = 20 µs.
+    SimClock clock = link_clock();
+    clock.occupy(Lane::comm, 0, 20000, 0.5);
+    EXPECT_EQ(clock.run(Lane::copy, 0, kPeerCopy, {}).end_ns, 20000);
+  }
+  {
+    // Two halves fit side by side: neither is slowed.
+    SimClock clock = link_clock();
+    clock.occupy(Lane::comm, 0, 20000, 0.5);
+    EXPECT_EQ(clock.occupy(Lane::copy, 0, 20000, 0.5).end_ns, 20000);
+  }
+  {
+    // Half speed while a 0.5 collective lasts (8 µs: 4 µs of work done), then full: 8 + 6 = 14 µs.
+    SimClock clock = link_clock();
+    clock.occupy(Lane::comm, 0, 8000, 0.5);
+    EXPECT_EQ(clock.run(Lane::copy, 0, kPeerCopy, {}).end_ns, 14000);
+  }
+  {
+    // Ops not on the link are not slowed: a host copy, a latency-only call (share 0), compute.
+    SimClock clock = link_clock();
+    clock.occupy(Lane::comm, 0, 20000, 1.0);
+    EXPECT_EQ(clock.run(Lane::copy, 0, {OpClass::copy_host, 0, 1e4, DType::f32}, {}).end_ns, 2000);
+    EXPECT_EQ(clock.run(Lane::compute, 0, {OpClass::elementwise, 0, 1e5, DType::f32}, {}).end_ns, 2000);
+    SimClock other = link_clock();
+    other.run(Lane::copy, 0, kPeerCopy, {});
+    EXPECT_EQ(other.occupy(Lane::comm, 0, 5000, 0.0).end_ns, 5000);
+  }
 }
 
 TEST(CostModel, FormulasOnTheTinyProfile) {
@@ -467,7 +539,7 @@ TEST(Profile, ParseErrorsNameTheMissingField) {
 
 TEST(Profile, EveryShippedProfileLoads) {
   const std::vector<std::string> names = list_profiles();
-  for (const char* expected : {"a100-nvlink-8", "h100-ib-1024x8", "h100-ib-16x8", "h100-nvswitch-8", "laptop-cpu",
+  for (const char* expected : {"a100-nvlink-8", "h100-efa-2x8", "h100-ib-1024x8", "h100-ib-16x8", "h100-nvswitch-8", "laptop-cpu",
                                "t4-pcie-4", "v100-nvlink-8"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected << " is not listed";
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));

@@ -143,7 +143,8 @@ std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, cons
     chart(s, 0, 0, C, H, "Efficiency and communication", xlabel, "%", xs, {eff, comm}, 100);
   }
   // 2. The step, and what one all-reduce of all the gradients (4·P bytes) costs on this cluster by
-  //    the cost model: its bandwidth term flattens at 2(n−1)/n · S/B, its latency term grows with n.
+  //    the cost model: the cheapest of NCCL's algorithms (the ring's steps grow with n, NVLS-tree's
+  //    with log2 of the nodes).
   Series step{"step", "#1f77b4", {}}, exposed{"exposed communication", "#d62728", {}};
   Series ring{"one all-reduce of 4·P bytes", "#555", {}, true};
   const double grad_bytes = 4.0 * static_cast<double>(ModelSpec::parse(o.model).parameter_count());

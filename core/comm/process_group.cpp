@@ -328,7 +328,13 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
     const int per_node = sim->model().profile().devices_per_node;
     const bool crosses = point_to_point && rank_ / per_node != call.root / per_node;
     const double seconds = sim->model().collective_seconds(call.op, static_cast<double>(payload), size_, crosses);
-    const Interval when = sim->occupy(Lane::comm, start, seconds_to_ns(seconds));
+    // What the call keeps busy of this device's link (NVLink), shared with a peer copy that
+    // overlaps it (SimClock): the bytes it sends, as nccl-tests counts them; none for a message
+    // that leaves the node through the NIC.
+    const double link_Bps = sim->model().profile().intra_node.bandwidth_Bps;
+    const double link_bytes = crosses ? 0.0 : static_cast<double>(payload) * busbw_factor(call.op, size_);
+    const double link_share = seconds > 0 && link_Bps > 0 ? link_bytes / (link_Bps * seconds) : 0.0;
+    const Interval when = sim->occupy(Lane::comm, start, seconds_to_ns(seconds), link_share);
     begin_ns = when.begin_ns;
     end_ns = when.end_ns;
     // Lay the backend's steps evenly over the modelled interval: the order and bytes are real,

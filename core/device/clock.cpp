@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace scalelab {
 
@@ -45,22 +46,68 @@ int64_t WallClock::now_ns() const {
 
 Interval SimClock::run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) {
   if (work) work();
+  const double seconds = model_->seconds(cost);
+  // A peer copy moves its bytes over this device's link at the link's rate, but for its α.
+  const double link_Bps = model_->profile().intra_node.bandwidth_Bps;
+  const double share = cost.cls == OpClass::copy_peer && seconds > 0 && link_Bps > 0
+                           ? std::min(1.0, cost.bytes / (link_Bps * seconds))
+                           : 0.0;
   std::lock_guard<std::mutex> lock(mutex_);
-  int64_t& free = lane_free_ns_[static_cast<int>(lane)];
-  Interval i;
-  i.begin_ns = std::max(free, ready_ns);
-  i.end_ns = i.begin_ns + seconds_to_ns(model_->seconds(cost));
-  free = i.end_ns;
-  return i;
+  return place(lane, ready_ns, seconds_to_ns(seconds), share);
 }
 
-Interval SimClock::occupy(Lane lane, int64_t begin_ns, int64_t duration_ns) {
+Interval SimClock::occupy(Lane lane, int64_t begin_ns, int64_t duration_ns, double link_share) {
   std::lock_guard<std::mutex> lock(mutex_);
-  int64_t& free = lane_free_ns_[static_cast<int>(lane)];
+  return place(lane, begin_ns, duration_ns, std::clamp(link_share, 0.0, 1.0));
+}
+
+Interval SimClock::place(Lane lane, int64_t begin_ns, int64_t duration_ns, double share) {
+  const int me = static_cast<int>(lane);
+  int64_t& free = lane_free_ns_[me];
   Interval i;
   i.begin_ns = std::max(free, begin_ns);
   i.end_ns = i.begin_ns + duration_ns;
+  if (share > 0) {
+    // Walk the link's ops on the other lanes in time order: between them this op runs at full
+    // speed, during each at what that op leaves of the link. `work`: its time still to run alone.
+    std::vector<LinkUse> others;
+    for (int l = 0; l < kLaneCount; ++l)
+      if (l != me)
+        for (const LinkUse& u : link_uses_[l])
+          if (u.end_ns > i.begin_ns) others.push_back(u);
+    std::sort(others.begin(), others.end(), [](const LinkUse& a, const LinkUse& b) { return a.begin_ns < b.begin_ns; });
+    double t = static_cast<double>(i.begin_ns), work = static_cast<double>(duration_ns);
+    for (const LinkUse& u : others) {
+      if (work <= 0) break;
+      if (static_cast<double>(u.end_ns) <= t) continue;  // past already (uses of two other lanes)
+      if (u.begin_ns > t) {
+        const double alone = static_cast<double>(u.begin_ns) - t;
+        if (work <= alone) break;
+        work -= alone;
+        t = static_cast<double>(u.begin_ns);
+      }
+      const double rate = std::min(1.0, (1.0 - u.share) / share);
+      const double span = static_cast<double>(u.end_ns) - t;
+      if (rate * span >= work) {
+        t += work / rate;
+        work = 0;
+      } else {
+        work -= rate * span;
+        t = static_cast<double>(u.end_ns);
+      }
+    }
+    i.end_ns = std::llround(t + work);
+    link_uses_[me].push_back({i.begin_ns, i.end_ns, share});
+  }
   free = i.end_ns;
+  // Peer copies use the link from the copy lane, calls from the comm lane; an op starts once its
+  // lane is free, so the other lane's uses that ended by then are past.
+  const int copy = static_cast<int>(Lane::copy), comm = static_cast<int>(Lane::comm);
+  for (auto [l, other] : {std::pair{copy, comm}, std::pair{comm, copy}}) {
+    std::deque<LinkUse>& uses = link_uses_[l];
+    while (!uses.empty() && (uses.front().end_ns <= lane_free_ns_[other] || uses.size() > kLinkHistory))
+      uses.pop_front();
+  }
   return i;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -69,21 +70,42 @@ class WallClock : public Clock {
 
 // Modelled time: durations come from the cost model, so the same run gives the same times on any
 // machine. The numerics still run on the host (or not at all in a dry run).
+//
+// The device's link (its NVLink port) is shared: a peer copy (copy lane) and a collective or
+// point-to-point call inside the node (comm lane) that overlap in simulated time split its
+// bandwidth. Each op keeps a share of the link busy (bytes over the link ÷ (B × its duration));
+// the op placed second runs, while the first lasts, at min(1, (1 − first's share) ÷ its share) of
+// its own speed — two transfers at the full link end after their combined bytes ÷ B. Only this
+// device's clock is read (a device's ops are placed by the one thread that drives it, in program
+// order), so the same run gives the same times; an op already placed is never moved.
 class SimClock : public Clock {
  public:
   explicit SimClock(std::shared_ptr<const CostModel> model) : model_(std::move(model)) {}
   Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) override;
   int64_t now_ns() const override;
   bool simulated() const override { return true; }
-  // Occupies `lane` over a given interval: for collectives, whose start the process group decides.
-  Interval occupy(Lane lane, int64_t begin_ns, int64_t duration_ns);
+  // Occupies `lane` from `begin_ns` for `duration_ns` (stretched where it shares the link): for
+  // collectives, whose start the process group decides. `link_share`: the share of the link the
+  // op keeps busy, in [0, 1]; 0 for none.
+  Interval occupy(Lane lane, int64_t begin_ns, int64_t duration_ns, double link_share = 0);
   int64_t lane_free_ns(Lane lane) const;
   const CostModel& model() const { return *model_; }
 
  private:
+  struct LinkUse {
+    int64_t begin_ns, end_ns;
+    double share;
+  };
+  // Under mutex_: places an op on `lane` and returns when it ran.
+  Interval place(Lane lane, int64_t begin_ns, int64_t duration_ns, double link_share);
+
   std::shared_ptr<const CostModel> model_;
   mutable std::mutex mutex_;
   std::array<int64_t, kLaneCount> lane_free_ns_{};
+  // Per lane (copy: peer copies; comm: calls), in time order: the link's ops that may still overlap
+  // a new op on the other lane — those ending after it is free, at most kLinkHistory of them.
+  static constexpr size_t kLinkHistory = 64;
+  std::array<std::deque<LinkUse>, kLaneCount> link_uses_;
 };
 
 int64_t seconds_to_ns(double s);

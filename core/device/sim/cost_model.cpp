@@ -128,6 +128,18 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
         // NVLink SHARP: the NVSwitch adds the GPUs' data, so each GPU sends S and reads the sum
         // once (not 2(n−1)/n · S); it has its own, larger, fixed cost.
         best = std::min(best, fixed + c.nvls_latency_s + S / (intra.bandwidth_Bps * c.nvls_efficiency));
+      if (c.nvls_efficiency > 0 && m > 1) {
+        // NVLS-tree: the NVSwitch reduces inside each node, the nodes' sums go up and down NCCL's
+        // double binary tree, the switch broadcasts the result. Every GPU's NICs carry 1/k of the
+        // node's sum, so a node sends and receives S (2 nodes) — not 2(n−1)/n · S as in the ring;
+        // from 3 nodes an inner tree node also takes its children's halves: 2S each way. Simple only.
+        const double levels = std::ceil(std::log2(static_cast<double>(m)));
+        const double traffic = m == 2 ? 1.0 : 2.0;
+        const double nvls_tree_bw = std::min(intra.bandwidth_Bps * c.nvls_efficiency,
+                                             k * inter.bandwidth_Bps * c.inter_efficiency / traffic);
+        best = std::min(best, fixed + c.nvls_latency_s + c.nvls_tree_latency_s + 2 * levels * c.inter_hop_s +
+                                  S / nvls_tree_bw);
+      }
       return best;
     case Collective::reduce_scatter:
     case Collective::all_gather: ring(n - 1, m - 1, static_cast<double>(n - 1) / n); return best;

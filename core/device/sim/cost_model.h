@@ -4,7 +4,7 @@
 //                max(flops / (peak × curve(m·n·k)), bytes / mem_bw) — the curve's time is the whole call
 //   element-wise bytes / mem_bw + launch; with a curve for its kind bytes / (mem_bw × curve(bytes))
 //   copy         α + bytes / B over the link it crosses
-//   collectives  NCCL's way: the cheapest of ring / tree / NVLS × LL / LL128 / Simple, each
+//   collectives  NCCL's way: the cheapest of ring / tree / NVLS / NVLS-tree × LL / LL128 / Simple, each
 //                launch + steps × step cost + bytes moved / achieved bandwidth; a node's NICs
 //                overlapped with its NVLink (profile "collectives"; without it the textbook ring
 //                2(n−1)α + 2(n−1)/n · S/B)

@@ -142,6 +142,7 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
   c.net_overhead_s = optional("net_overhead_s", 0, true, 60);
   c.nvls_efficiency = optional("nvls_efficiency", 0, true, 1);
   c.nvls_latency_s = optional("nvls_latency_s", 0, true, 60);
+  c.nvls_tree_latency_s = optional("nvls_tree_latency_s", 0, true, 60);
   c.shared_host_Bps = optional("shared_host_Bps", 0, true, 1e24);
   if (s.contains("tree")) {
     if (!s.at("tree").is_boolean())
@@ -223,6 +224,7 @@ json collectives_to_json(const CollectiveSpec& c) {
          {"inter_efficiency", c.inter_efficiency}, {"net_overhead_s", c.net_overhead_s},
          {"protocols", protocols},         {"tree", c.tree},
          {"nvls_efficiency", c.nvls_efficiency}, {"nvls_latency_s", c.nvls_latency_s},
+         {"nvls_tree_latency_s", c.nvls_tree_latency_s},
          {"shared_host_Bps", c.shared_host_Bps}};
   if (!c.ring_links.empty()) {
     json table = json::object();

@@ -34,6 +34,9 @@ struct CollectiveSpec {
   bool tree = false;                // NCCL's tree for all-reduce across nodes
   double nvls_efficiency = 0;       // NVLink SHARP all-reduce in an NVSwitch node: S / (this × B); 0 = none
   double nvls_latency_s = 0;
+  // NVLS-tree (all-reduce across NVSwitch nodes): its fixed cost beyond NVLS's own — the pipeline
+  // through NVSwitch, the NICs and NVSwitch again fills before it streams.
+  double nvls_tree_latency_s = 0;
   double shared_host_Bps = 0;       // PCIe through the host: what all devices of a node share; 0 = none
   // Hybrid cube mesh (DGX-1): {ranks, links a ring over ranks 0..ranks−1 can use}, ascending, and
   // the device's link count; empty = every rank reaches every other on the full bandwidth.
