@@ -373,7 +373,7 @@ TEST_F(TraceFixture, ACalibratedProfileRoundTripsWholeThroughATrace) {
   EXPECT_EQ(q.calibrated_machine, "testhost");
   EXPECT_EQ(q.calibrated_date, "2026-11-24T01:30:12Z");
   EXPECT_EQ(json::parse(q.calibration), original.at("calibration"));
-  EXPECT_EQ(q.gemm_curves.f32.mnk, (std::vector<double>{1e3, 1e5, 1e7}));
+  EXPECT_EQ(q.gemm_curves.f32.sizes, (std::vector<double>{1e3, 1e5, 1e7}));
   EXPECT_EQ(q.gemm_curves.f32.efficiency, (std::vector<double>{0.1, 0.5, 0.9}));
   EXPECT_EQ(q.gemm_curves.source, "scalelab calibrate: made up for tests");
   EXPECT_TRUE(q.tf32);

@@ -540,7 +540,7 @@ std::string profile_details(const HardwareProfile& p) {
   std::string curves;
   for (const auto& [name, curve] : {std::pair("f32", &p.gemm_curves.f32), std::pair("tf32", &p.gemm_curves.tf32),
                                     std::pair("f16", &p.gemm_curves.f16), std::pair("bf16", &p.gemm_curves.bf16)})
-    if (!curve->empty()) curves += (curves.empty() ? "" : ", ") + std::string(name) + " (" + std::to_string(curve->mnk.size()) + " sizes)";
+    if (!curve->empty()) curves += (curves.empty() ? "" : ", ") + std::string(name) + " (" + std::to_string(curve->sizes.size()) + " sizes)";
   char share[32];
   std::snprintf(share, sizeof share, "%.2f", p.gemm_efficiency);
   out += curves.empty() ? "  GEMM efficiency " + std::string(share) + " of peak at every size\n"
