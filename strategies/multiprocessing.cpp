@@ -51,6 +51,11 @@ struct Slot { alignas(64) Order order; alignas(64) Result result; };
 // What every process knows, handed to the workers by fork (the parent's memory as it was): the run,
 // and the segment — commands (core/proc) | PARAMETERS | per worker: slot, shard, outbox (its round's
 // records) | the optimizer state on its way out or in. Nothing is locked, least of all the parameters.
+// What a device's description takes in a message (core/trace/wire.cpp: three strings).
+int64_t description_bytes(const DeviceDescription& d) {
+  return static_cast<int64_t>(d.name.size() + d.label.size() + d.profile.size()) + 3 * 8;
+}
+
 struct Plan {
   TrainConfig config;
   DeviceOptions devices;  // the run's: each worker makes its own device by them
@@ -73,8 +78,10 @@ struct Plan {
         slots(layout.place(workers * int64_t{sizeof(Slot)})),
         shards(layout.place_each(workers, max_rows * (features * 4 + 4))),
         // A round records 2 uploads, ≤ 2 ops per layer forward, the loss, ≤ 3 per layer backward and
-        // an update per parameter: 7L + 3 events of ~100 bytes, and the ledger. Room for more.
-        outboxes(layout.place_each(workers, ByteBox::bytes_for((8 * params.spec().layer_count() + 16) * 256 + 4096))),
+        // an update per parameter: 7L + 3 events of ~100 bytes, and the ledger — whose description
+        // carries a sim device's whole profile (a calibrated one with its raw measurements: 15 KB).
+        outboxes(layout.place_each(workers, ByteBox::bytes_for((8 * params.spec().layer_count() + 16) * 256 + 4096 +
+                                                               description_bytes(ctx.devices.front()->description())))),
         state_bytes(ByteBox::bytes_for(buffers_bytes(params.numel(), optimizer_state_tensors(config.optimizer)))),
         state(layout.place(state_bytes, 4096)) {}
 };

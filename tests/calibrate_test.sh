@@ -78,6 +78,15 @@ PYEOF
 then pass "the sim run's trace carries the calibrated profile whole (machine, date, raw measurements, curve)"
 else fail "the sim run's trace lacks the calibrated profile"; fi
 
+# A sim worker process sends its device's description (the whole profile) to the parent each
+# round: a large calibrated profile must fit (a full calibration's raw measurements did not).
+$PY -c "
+import json; p = json.load(open('$WORK/me.json')); p['calibration']['padding'] = 'x' * 40000
+json.dump(p, open('$WORK/big.json', 'w'))"
+if "$SCALELAB" train --device sim --hw "$WORK/big.json" --devices 2 --strategy multiprocessing "${small[@]}" --quiet >"$WORK/mp.out" 2>&1; then
+  pass "multiprocessing on sim with a 40 KB profile"
+else fail "multiprocessing on a large profile: $(tail -n 3 "$WORK/mp.out")"; fi
+
 out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \
       --trace "$WORK/measured.trace.json" 2>&1)
 rc=$?
