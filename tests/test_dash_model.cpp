@@ -334,10 +334,10 @@ TEST(DashRunBar, SaysModelledOnWhichProfileOrMeasured) {
   // Measured on 4 cpu devices of one host, with the profile a --predict run was priced on.
   t.info.simulated = false;
   for (int d = 0; d < kP; ++d) t.info.devices[static_cast<size_t>(d)] = {"cpu:" + std::to_string(d), "cpu:" + std::to_string(d), ""};
-  EXPECT_EQ(describe_provenance(model_of(t)).summary, "measured times (wall clock) · 4 cpu devices share one host's cores");
+  EXPECT_EQ(describe_provenance(model_of(t)).summary, "measured times (wall clock) · 4 cpu devices take turns on one host's cores");
   t.info.predicted_with = profile_to_json(cal);
   r = describe_provenance(model_of(t));
-  EXPECT_EQ(r.summary, "measured times (wall clock) · 4 cpu devices share one host's cores · predicted on calibrated-testhost "
+  EXPECT_EQ(r.summary, "measured times (wall clock) · 4 cpu devices take turns on one host's cores · predicted on calibrated-testhost "
                        "(calibrated on testhost, 2026-11-24 01:30 UTC)");
   EXPECT_NE(r.details.find("The prediction beside this run (--predict) was priced on:\nprofile calibrated-testhost"), std::string::npos)
       << r.details;

@@ -622,7 +622,7 @@ RunProvenance describe_provenance(const DashboardModel& model) {
     r.details = cuda > 0 ? "Every time shown was measured on the GPU with CUDA events around each op.\n"
                          : "Every time shown was measured with the host's wall clock around each op.\n";
     if (cpu > 1) {
-      r.summary += " · " + std::to_string(cpu) + " cpu devices share one host's cores";
+      r.summary += " · " + std::to_string(cpu) + " cpu devices take turns on one host's cores";
       r.details += "The " + std::to_string(cpu) + " cpu devices are threads or processes of one host: they share its cores "
                    "and memory bandwidth, so each is slower than one device alone would be.\n";
     }
