@@ -41,7 +41,6 @@ for kind in ("sgd", "adam", "bias_relu", "bias_relu_bwd", "softmax_xent", "axpy"
 assert max(max(c["efficiency"]) for k, c in ec.items() if k != "source") == 1  # the best rate is the peak
 assert p["collectives"]["protocols"] == ["Simple"] and 0 < p["collectives"]["intra_efficiency"] <= 1
 assert len(p["calibration"]["raw"]["peer_copy"]) >= 3
-assert 0 <= p["calibration"]["fits"]["turn"]["handoff_s"] < 0.01  # passing the cores on: µs, not ms
 PYEOF
 then pass "element-wise curves for every kind a step makes; peer copies and the all-reduce measured apart"
 else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi

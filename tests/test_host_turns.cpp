@@ -41,15 +41,6 @@ TEST(HostTurns, TwoDevicesComputingAtOnceTakeTurns) {
   expect_at(t[1], 10, 20);
 }
 
-TEST(HostTurns, PassingTheCoresToAnotherDeviceCostsTheHandoff) {
-  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10), op(1, Lane::compute, 10, 15),
-                                     op(0, Lane::compute, 40, 45)},
-                                    3);
-  expect_at(t[1], 13, 23);  // after device 0's op and the hand-off
-  expect_at(t[2], 23, 28);  // the same device again: no hand-off
-  expect_at(t[3], 40, 45);  // the cores were idle long enough
-}
-
 TEST(HostTurns, ADelayCarriesAlongTheLaneAndToWhatWaitedForIt) {
   // Device 1: two ops, a copy later, and (host lane) one that began when the second op ended.
   const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 1, 6), op(1, Lane::compute, 6, 9),

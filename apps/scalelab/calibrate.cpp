@@ -36,9 +36,7 @@ using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
 // The median time of one call of `op`, repeated for about `budget_s` (at least 5 calls, after 2
-// untimed ones): the median, so one descheduled call on a shared machine does not move it. (A
-// step pays the mean, which is higher here — one GEMM in several runs at half speed — but the mean
-// of a short window moved by ±30 % from one calibration to the next.)
+// untimed ones): the median, so one descheduled call on a shared machine does not move it.
 double time_call(const std::function<void()>& op, double budget_s, EventBus& bus) {
   op();
   op();
@@ -206,7 +204,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // weights and their optimizer state are.
   const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
   const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 2 : 3));
+  ProgressLine progress(static_cast<int>(grid.size()) + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 1 : 2));
 
   EventBus bus;
   DeviceOptions dopt;
@@ -376,35 +374,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const AlphaBeta peer = fit_alpha_beta(p2p_bytes, p2p_seconds, 1, 1);
   raw["peer_copy"] = raw_p2p;
 
-  // 5. The hand-off: two devices, each on its thread, asking for the cores at once (a tiny op in a
-  // loop), so they alternate; the time from one's op ending to the other's beginning is what
-  // passing the cores on costs (waking the next thread). The re-timing of a run prices it per turn.
-  double handoff_s = 0;
-  {
-    EventBus turns;
-    DeviceOptions two = dopt;
-    two.count = 2;
-    two.bus = &turns;
-    auto pair = make_devices(two);
-    std::vector<std::thread> threads;
-    for (auto& d : pair)
-      threads.emplace_back([&d, calls = o.quick ? 500 : 3000] {
-        Tensor x = d->empty({1}, DType::f32, MemoryCategory::workspace, "x");
-        for (int i = 0; i < calls; ++i) d->fill({"calibrate"}, x, 0.0f);
-      });
-    for (auto& t : threads) t.join();
-    std::vector<Event> ops = turns.events();
-    std::sort(ops.begin(), ops.end(), [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
-    std::vector<double> gaps;
-    for (size_t i = 1; i < ops.size(); ++i)
-      if (ops[i].device != ops[i - 1].device)
-        gaps.push_back(static_cast<double>(std::max<int64_t>(0, ops[i].t_begin_ns - ops[i - 1].t_end_ns)) * 1e-9);
-    std::sort(gaps.begin(), gaps.end());
-    handoff_s = gaps.empty() ? 0 : gaps[gaps.size() / 2];
-    progress.step("hand-off between devices");
-  }
-
-  // 6. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
+  // 5. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
   // ring's 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
   const int ranks = o.devices;
   std::vector<double> ar_bytes, ar_seconds;
@@ -414,7 +384,6 @@ int run_calibrate(const CalibrateOptions& o) {
   json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
             {"host_copy", {{"latency_s", host.alpha_s}, {"bandwidth_Bps", host.bandwidth_Bps}, {"rms_log_error", host.rms_log_error}}},
             {"peer_copy", {{"latency_s", peer.alpha_s}, {"bandwidth_Bps", peer.bandwidth_Bps}, {"rms_log_error", peer.rms_log_error}}},
-            {"turn", {{"handoff_s", handoff_s}}},
             {"all_reduce_threads", {{"ranks", ranks}, {"latency_s", threads_link.alpha_s}, {"bandwidth_Bps", threads_link.bandwidth_Bps},
                                     {"rms_log_error", threads_link.rms_log_error}}}};
   if (!o.quick) {
@@ -492,7 +461,6 @@ int run_calibrate(const CalibrateOptions& o) {
               100 * (std::exp(host.rms_log_error) - 1));
   std::printf("  peer copy      %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", peer.bandwidth_Bps * 1e-9, peer.alpha_s * 1e6,
               100 * (std::exp(peer.rms_log_error) - 1));
-  std::printf("  hand-off       %.2f µs from one device's op to the next device's\n", handoff_s * 1e6);
   std::printf("  all_reduce     threads, %d ranks: B %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", ranks,
               threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
   std::printf("  profile        %s (use it: --device sim --hw %s, or train --device cpu --predict %s)\n", out.c_str(),

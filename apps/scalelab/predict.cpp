@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/scalelab/bench.h"
-#include "core/device/clock.h"
 #include "core/device/sim/host_turns.h"
 #include "core/device/sim/profile.h"
 #include "core/trace/metrics.h"
@@ -88,19 +87,6 @@ int worst_class(const RunFigures& p, const RunFigures& m) {
   return worst;
 }
 
-// What passing the host's cores from one cpu device to another costs, as `scalelab calibrate`
-// measured it (calibration.fits.turn.handoff_s); 0 for a profile without it.
-double turn_handoff_s(const std::string& profile) {
-  const std::string path = load_profile(profile).path;  // a name or a path
-  const json j = json::parse(read_regular_file(path, "predict", 16 << 20, "pass a profile JSON file"), nullptr, false);
-  const json* at = &j;
-  for (const char* key : {"calibration", "fits", "turn", "handoff_s"}) {
-    if (!at->is_object() || !at->contains(key)) return 0;
-    at = &at->at(key);
-  }
-  return at->is_number() && at->get<double>() >= 0 && at->get<double>() < 1 ? at->get<double>() : 0;
-}
-
 // The same run priced by the cost model: sim devices of the profile, a dry run (times do not
 // depend on the values), nothing written.
 TrainConfig priced_twin(const TrainConfig& c, const std::string& profile) {
@@ -149,7 +135,7 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     EventBus sim_bus;
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
     // The cpu devices measured took turns on this host's cores; the sim priced each alone.
-    const std::vector<Event> served = take_turns_on_host(sim_bus.events(), seconds_to_ns(turn_handoff_s(p)));
+    const std::vector<Event> served = take_turns_on_host(sim_bus.events());
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));
     for (size_t d = 0; d < pr.figures.devices.size() && d < turns.per_device.size(); ++d) {

@@ -11,32 +11,22 @@ namespace scalelab {
 
 namespace {
 
-// The host's cores: busy intervals [begin, end), none overlapping, each with the device it served.
-// An op takes the earliest gap at or after `earliest` that holds it whole (an op, once on the
-// cores, runs to its end), with `handoff` between two ops of different devices (waking the next
-// device's thread).
+// The host's cores: busy intervals [begin, end), none overlapping. An op takes the earliest gap
+// at or after `earliest` that holds it whole (an op, once on the cores, runs to its end).
 class HostServer {
  public:
-  explicit HostServer(int64_t handoff) : handoff_(handoff) {}
-  int64_t reserve(int64_t earliest, int64_t duration, int device) {
+  int64_t reserve(int64_t earliest, int64_t duration) {
     if (duration <= 0) return earliest;
-    auto gap = [&](int a, int b) { return a == b ? 0 : handoff_; };
     int64_t start = earliest;
     auto it = busy_.upper_bound(start);
-    if (it != busy_.begin()) start = std::max(start, std::prev(it)->second.end + gap(std::prev(it)->second.device, device));
-    for (; it != busy_.end() && it->first < start + duration + gap(device, it->second.device); ++it)
-      start = std::max(start, it->second.end + gap(it->second.device, device));
-    busy_.emplace(start, Busy{start + duration, device});
+    if (it != busy_.begin() && std::prev(it)->second > start) start = std::prev(it)->second;
+    for (; it != busy_.end() && it->first < start + duration; ++it) start = std::max(start, it->second);
+    busy_.emplace(start, start + duration);
     return start;
   }
 
  private:
-  struct Busy {
-    int64_t end;
-    int device;
-  };
-  int64_t handoff_;
-  std::map<int64_t, Busy> busy_;
+  std::map<int64_t, int64_t> busy_;
 };
 
 struct LaneState {
@@ -46,7 +36,7 @@ struct LaneState {
 
 }  // namespace
 
-std::vector<Event> take_turns_on_host(std::vector<Event> events, int64_t handoff_ns) {
+std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   const size_t n = events.size();
   // Steps one after another — on the cpu device the host thread starts step s + 1 when every rank
   // has finished step s — and in each step the events in their priced order. Events of no step
@@ -70,7 +60,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, int64_t handoff
   std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
   std::vector<int64_t> begin(n);
   for (size_t i = 0; i < n; ++i) begin[i] = events[i].t_begin_ns;
-  HostServer cores(handoff_ns);
+  HostServer cores;
 
   auto lane_of = [&](size_t i) -> LaneState& { return lanes[{events[i].device, static_cast<int>(events[i].lane)}]; };
   // The delay event i inherits from what it waited for on its own device.
@@ -88,7 +78,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, int64_t handoff
     LaneState& lane = lane_of(i);
     const int64_t duration = e.t_end_ns - e.t_begin_ns;
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (e.lane == Lane::compute || e.lane == Lane::copy) start = cores.reserve(start, duration, e.device);
+    if (e.lane == Lane::compute || e.lane == Lane::copy) start = cores.reserve(start, duration);
     begin[i] = start;
     lane.end = start + duration;
     lane.delay = start - e.t_begin_ns;

@@ -13,10 +13,8 @@ namespace scalelab {
 // delay of what it waited for — the event before it on its lane, and any event of its device that
 // ended exactly when it began (in a priced run, an op begins when what it waits for ends) — and
 // not before the event before it on its lane has ended. Compute- and copy-lane events then take
-// the host's one server at the earliest gap that fits them, `handoff_ns` apart where the server
-// passes from one device to another (`scalelab calibrate` measures it: calibration.fits.turn.handoff_s).
-// The events of one collective (one flow_id) move together, by the largest delay among them; a
-// recv moves at least as far as its send.
-std::vector<Event> take_turns_on_host(std::vector<Event> events, int64_t handoff_ns = 0);
+// the host's one server at the earliest gap that fits them. The events of one collective (one
+// flow_id) move together, by the largest delay among them; a recv moves at least as far as its send.
+std::vector<Event> take_turns_on_host(std::vector<Event> events);
 
 }  // namespace scalelab
