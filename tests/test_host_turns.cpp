@@ -2,6 +2,8 @@
 // time in the order asked, and take_turns_on_host re-times a priced run as that host serves it —
 // closed forms on small timelines.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -139,4 +141,29 @@ TEST(HostCores, TheComputeOfCpuDevicesNeverOverlaps) {
   ASSERT_EQ(ops.size(), 2u * 51u);
   std::sort(ops.begin(), ops.end(), [](const Event& x, const Event& y) { return x.t_begin_ns < y.t_begin_ns; });
   for (size_t i = 1; i < ops.size(); ++i) EXPECT_GE(ops[i].t_begin_ns, ops[i - 1].t_end_ns) << "ops " << i - 1 << " and " << i;
+}
+
+TEST(HostCores, AForkedChildStartsWithTheCoresFree) {
+  // A thread holds the cores while the process forks: the child must still get its turn.
+  HostCores& cores = host_cores();
+  std::atomic<bool> holding{false}, done{false};
+  std::thread holder([&] {
+    cores.acquire();
+    holding = true;
+    while (!done) std::this_thread::yield();
+    cores.release();
+  });
+  while (!holding) std::this_thread::yield();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    alarm(10);  // a child stuck waiting for a turn is killed, and the test fails below
+    host_cores().acquire();
+    host_cores().release();
+    _exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  done = true;
+  holder.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }

@@ -1,6 +1,9 @@
 #include "core/device/clock.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <new>
 #include <cmath>
 #include <vector>
 
@@ -23,8 +26,15 @@ void HostCores::release() noexcept {
 }
 
 HostCores& host_cores() {
-  static HostCores cores;
-  return cores;
+  static HostCores* const cores = [] {
+    static HostCores instance;
+    // A forked child (a Hogwild worker, a procs rank) has only the thread that forked: a turn
+    // another thread held or waited for at the fork would never come back there. It starts with
+    // the cores free.
+    ::pthread_atfork(nullptr, nullptr, [] { new (&instance) HostCores(); });
+    return &instance;
+  }();
+  return *cores;
 }
 
 Interval WallClock::run(Lane lane, int64_t, const OpCost&, const std::function<void()>& work) {
