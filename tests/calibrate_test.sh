@@ -87,6 +87,18 @@ if "$SCALELAB" train --device sim --hw "$WORK/big.json" --devices 2 --strategy m
   pass "multiprocessing on sim with a 40 KB profile"
 else fail "multiprocessing on a large profile: $(tail -n 3 "$WORK/mp.out")"; fi
 
+# bench predict: every strategy measured and priced (taking turns on the host), on a calibrated
+# profile given by path and a shipped one given by name.
+out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --hw a100-nvlink-8 --model mlp:784-32-10 --steps 3 --devices 2 --json "$WORK/bp.json" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "calibrated on" && printf '%s' "$out" | grep -q "a100-nvlink-8 (not calibrated)" \
+   && ! printf '%s' "$out" | grep -q "failed:" && $PY -c "
+import json, sys
+rows = json.load(open('$WORK/bp.json'))['rows']
+assert len(rows) == 8 and all(len(r['predictions']) == 2 and r['predictions'][0]['step_time_s']['predicted'] > 0 for r in rows), rows"; then
+  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name)"
+else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
 out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \
       --trace "$WORK/measured.trace.json" 2>&1)
 rc=$?

@@ -207,8 +207,8 @@ int train_with_prediction(const TrainConfig& config, const std::string& profile,
 
 // Where a profile's figures come from: "calibrated on MACHINE, DATE", or "not calibrated" (a
 // shipped GPU profile: its cpu prediction means nothing).
-std::string calibration_of(const std::string& path) {
-  load_profile(path);  // refused here, with the field, when broken
+std::string calibration_of(const std::string& profile) {
+  const std::string path = load_profile(profile).path;  // a name or a path; refused here, with the field, when broken
   const json j = json::parse(read_regular_file(path, "bench", 16 << 20, "pass a profile JSON file"));
   if (!j.contains("calibration") || !j["calibration"].is_object()) return "not calibrated";
   return "calibrated on " + j["calibration"].value("machine", std::string("?")) + ", " + j["calibration"].value("date", std::string("?"));

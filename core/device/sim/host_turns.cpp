@@ -71,8 +71,9 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
     if (const auto it = ends.find(e.t_begin_ns); it != ends.end()) d = std::max(d, it->second);
     return d;
   };
-  // Places event i at the earliest time its lane, its delay and (compute) the host's cores allow.
   int64_t current_stage = INT64_MIN, stage_floor = 0, stage_end = 0;  // the barrier between steps
+  // Places event i at the earliest time its lane, its delay, the step's start and (compute and
+  // copy) the host's cores allow; returns how much later than priced it starts.
   auto place = [&](size_t i, int64_t delay) {
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
@@ -87,11 +88,11 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
     stage_end = std::max(stage_end, lane.end);
     return lane.delay;
   };
-  // What waits for a collective's last member or a recv's send when a step ends: placed as their
-  // own delay allows.
   std::unordered_map<int64_t, int64_t> sent;                            // flow_id → a send's delay
   std::unordered_map<int64_t, std::vector<size_t>> waiting_recv;        // flow_id → recvs before their send
   std::unordered_map<int64_t, std::vector<std::pair<size_t, int64_t>>> gathering;  // flow_id → (event, its delay)
+  // What still waits for a collective's last member or a recv's send when a step ends: placed as
+  // its own delay allows.
   auto flush = [&] {
     for (auto& [flow, recvs] : waiting_recv)
       for (size_t r : recvs) place(r, own_delay(r));
