@@ -110,7 +110,7 @@ int run_calibrate(const CalibrateOptions& options);
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress);
 
 struct BenchPredictOptions {
-  // Profiles of this machine (required; e.g. calibrated alone and as one of 4 devices): each run
+  // Profiles of this machine (required; e.g. two calibrations, to see how far they differ): each run
   // is priced on every one, side by side.
   std::vector<std::string> hw;
   std::vector<std::string> models = {"mlp:784-512-256-128-10", "mlp:784-1024-1024-1024-10",

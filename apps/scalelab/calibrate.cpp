@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -332,49 +331,46 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   raw["elementwise"] = raw_ew;
 
+  // α + bytes/B fitted to one copy per size (each a factor of 4 up from 4 KiB), and the raw times.
+  auto copy_series = [&](const char* what, const std::function<double(int64_t floats)>& time_one) {
+    std::vector<double> bytes, seconds;
+    json raw_rows = json::array();
+    for (int i = 0; i < copy_sizes; ++i) {
+      const int64_t n = int64_t{1024} << (2 * i);
+      const double s = time_one(n);
+      bytes.push_back(static_cast<double>(4 * n));
+      seconds.push_back(s);
+      raw_rows.push_back({{"bytes", 4 * n}, {"seconds", s}});
+      progress.step(std::string(what) + " " + std::to_string(4 * n) + " B");
+    }
+    return std::pair{fit_alpha_beta(bytes, seconds, 1, 1), raw_rows};
+  };
+
   // 3. Host copies (upload: host → device memory; on cpu a memcpy).
-  std::vector<double> copy_bytes, copy_seconds;
-  json raw_copy = json::array();
-  for (int i = 0; i < copy_sizes; ++i) {
-    const int64_t n = int64_t{1024} << (2 * i);
-    const double s = measure([n](Device& d) -> std::function<void()> {
+  const auto [host, raw_host] = copy_series("upload", [&](int64_t n) {
+    return measure([n](Device& d) -> std::function<void()> {
       Tensor dst = d.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
-      auto host = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
-      return [&d, dst, host] { d.upload({"calibrate"}, dst, host->data()); };
+      auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
+      return [&d, dst, values] { d.upload({"calibrate"}, dst, values->data()); };
     });
-    copy_bytes.push_back(static_cast<double>(4 * n));
-    copy_seconds.push_back(s);
-    raw_copy.push_back({{"bytes", 4 * n}, {"seconds", s}});
-    progress.step("upload " + std::to_string(4 * n) + " B");
-  }
-  const AlphaBeta host = fit_alpha_beta(copy_bytes, copy_seconds, 1, 1);
-  raw["host_copy"] = raw_copy;
+  });
+  raw["host_copy"] = raw_host;
 
   // 4. Copies between two cpu devices (Device::copy across devices: a memcpy): the link between
   // devices, which point-to-point copies (model parallel's activations, DataParallel's scatter and
   // replicate) are priced with.
-  std::vector<double> p2p_bytes, p2p_seconds;
-  json raw_p2p = json::array();
-  {
-    DeviceOptions two = dopt;
-    two.count = 2;
-    auto pair = make_devices(two);
-    for (int i = 0; i < copy_sizes; ++i) {
-      const int64_t n = int64_t{1024} << (2 * i);
-      Tensor src = pair[0]->empty({n}, DType::f32, MemoryCategory::workspace, "src");
-      Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
-      pair[0]->fill({"calibrate"}, src, 1.0f);
-      const double s = time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, budget, bus);  // the destination copies in
-      p2p_bytes.push_back(static_cast<double>(4 * n));
-      p2p_seconds.push_back(s);
-      raw_p2p.push_back({{"bytes", 4 * n}, {"seconds", s}});
-      progress.step("copy between devices " + std::to_string(4 * n) + " B");
-    }
-  }
-  const AlphaBeta peer = fit_alpha_beta(p2p_bytes, p2p_seconds, 1, 1);
-  raw["peer_copy"] = raw_p2p;
+  DeviceOptions two = dopt;
+  two.count = 2;
+  auto pair = make_devices(two);
+  const auto [peer, raw_peer] = copy_series("copy between devices", [&](int64_t n) {
+    Tensor src = pair[0]->empty({n}, DType::f32, MemoryCategory::workspace, "src");
+    Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+    pair[0]->fill({"calibrate"}, src, 1.0f);
+    return time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, budget, bus);  // the destination copies in
+  });
+  raw["peer_copy"] = raw_peer;
 
-  // 5. All-reduce over the threads backend on --devices ranks (4, the tour's count, for one): the
+  // 5. All-reduce over the threads backend on --devices ranks (default 4, the tour's count): the
   // ring's 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
   const int ranks = o.devices;
   std::vector<double> ar_bytes, ar_seconds;
