@@ -41,8 +41,14 @@ for kind in ("sgd", "adam", "bias_relu", "bias_relu_bwd", "softmax_xent", "axpy"
 assert max(max(c["efficiency"]) for k, c in ec.items() if k != "source") == 1  # the best rate is the peak
 assert p["collectives"]["protocols"] == ["Simple"] and 0 < p["collectives"]["intra_efficiency"] <= 1
 assert len(p["calibration"]["raw"]["peer_copy"]) >= 3
+for link in ("host", "intra_node"):  # copies by size: a memcpy's rate falls past the caches
+    c = p["links"][link]["curve"]
+    assert len(c["bytes"]) >= 3 and max(c["efficiency"]) == 1 and all(0 < e <= 1 for e in c["efficiency"]), (link, c)
+t = p["device"]["gemm_table"]["f32"]  # every GEMM shape measured, priced by the nearest ones
+assert len(t) == len(p["calibration"]["raw"]["gemm"]) and all(r["seconds"] > 0 for r in t), t[:3]
+assert {(r["trans_a"], r["trans_b"]) for r in t} == {(False, True), (True, False), (False, False)}
 PYEOF
-then pass "element-wise curves for every kind a step makes; peer copies and the all-reduce measured apart"
+then pass "element-wise curves for every kind a step makes; copies by size; GEMMs shape by shape; the all-reduce apart"
 else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi
 
 # The threads all-reduce on 2 ranks.
@@ -89,14 +95,18 @@ else fail "multiprocessing on a large profile: $(tail -n 3 "$WORK/mp.out")"; fi
 
 # bench predict: every strategy measured and priced (taking turns on the host), on a calibrated
 # profile given by path and a shipped one given by name.
-out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --hw a100-nvlink-8 --model mlp:784-32-10 --steps 3 --devices 2 --json "$WORK/bp.json" 2>&1)
+out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --hw a100-nvlink-8 --model mlp:784-32-10 --steps 3 --devices 2 --repeat 2 \
+      --json "$WORK/bp.json" 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "calibrated on" && printf '%s' "$out" | grep -q "a100-nvlink-8 (not calibrated)" \
    && ! printf '%s' "$out" | grep -q "failed:" && $PY -c "
 import json, sys
 rows = json.load(open('$WORK/bp.json'))['rows']
-assert len(rows) == 8 and all(len(r['predictions']) == 2 and r['predictions'][0]['step_time_s']['predicted'] > 0 for r in rows), rows"; then
-  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name)"
+assert len(rows) == 8 and all(len(r['predictions']) == 2 and r['predictions'][0]['step_time_s']['predicted'] > 0 for r in rows), rows
+runs = [r['measured_runs_step_s'] for r in rows]
+assert all(len(m) == 2 and m == sorted(m) and m[0] <= r['measured_step_s'] <= m[1] for m, r in zip(runs, rows)), runs" \
+   && printf '%s' "$out" | grep -q "between the fastest and the slowest measured run"; then
+  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread"
 else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
 out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \

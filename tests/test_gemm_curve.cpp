@@ -223,3 +223,31 @@ TEST(ElementwiseCurve, ABrokenCurveIsRefusedNamingTheField) {
   j["device"]["elementwise_curves"] = 3;
   EXPECT_TRUE(contains(hw_error(j), "device.elementwise_curves' must be an object")) << hw_error(j);
 }
+
+TEST(LinkCurve, ACopyOverALinkWithACurveIsPricedByItAndTheOthersByAlphaBeta) {
+  // A calibrated host: memcpy at 1e10 B/s while it fits the caches, at a quarter of it beyond.
+  json j = round_profile();
+  j["links"]["intra_node"]["curve"] = {{"bytes", {1e4, 1e6}}, {"efficiency", {1.0, 0.25}}};
+  const CostModel model(parse_profile(j.dump(), "round"));
+  const OpCost peer{OpClass::copy_peer, 0, 1e6, DType::f32};
+  EXPECT_NEAR(model.seconds(peer), 1e6 / (1e10 * 0.25), 1e-12);  // no α: the curve's time is the whole copy
+  const OpCost small{OpClass::copy_peer, 0, 1e4, DType::f32};
+  EXPECT_NEAR(model.seconds(small), 1e4 / 1e10, 1e-12);
+  // A send between threads of the host is the same memcpy.
+  EXPECT_NEAR(model.collective_seconds(Collective::send, 1e6, 2), 1e6 / (1e10 * 0.25), 1e-12);
+  const OpCost host{OpClass::copy_host, 0, 1e6, DType::f32};
+  EXPECT_NEAR(model.seconds(host), 1e-6 + 1e6 / 1e10, 1e-12);  // the host link has no curve
+  // Written into a trace and read back: the same curve.
+  const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
+  EXPECT_EQ(back.intra_node.curve.sizes, (std::vector<double>{1e4, 1e6}));
+  EXPECT_EQ(back.intra_node.curve.efficiency, (std::vector<double>{1.0, 0.25}));
+  EXPECT_TRUE(back.host_link.curve.empty());
+}
+
+TEST(LinkCurve, ABrokenCurveIsRefusedNamingTheField) {
+  json j = round_profile();
+  j["links"]["host"]["curve"] = {{"bytes", {1e4, 1e6}}, {"efficiency", {1.0, 1.5}}};
+  EXPECT_TRUE(contains(hw_error(j), "links.host.curve.efficiency[1]' is 1.5")) << hw_error(j);
+  j["links"]["host"]["curve"] = {{"mnk", {1e4}}, {"efficiency", {1.0}}};
+  EXPECT_TRUE(contains(hw_error(j), "links.host.curve' must be {\"bytes\"")) << hw_error(j);
+}

@@ -63,16 +63,25 @@ TEST(HostTurns, ACollectiveStartsWhenItsLastMemberCan) {
   expect_at(t[4], 25, 27);  // the update waited for the all-reduce
 }
 
-TEST(HostTurns, ARecvMovesWithItsSendAndCommsTakeNoTurn) {
-  // Device 0 computes then sends; device 1 posted its recv early and computes on what came; device
-  // 2 computes meanwhile and takes the cores first when device 1 is ready.
+TEST(HostTurns, ARecvMovesWithItsSendAndTheSendTakesTheCores) {
+  // Device 0 computes then sends (the threads backend's memcpy: the cores' work); device 1 posted
+  // its recv early and computes on what came; device 2 computes meanwhile, holding the cores.
   const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(2, Lane::compute, 0, 10),
                                      op(0, Lane::comm, 10, 12, 0, 3, Role::send), op(1, Lane::comm, 0, 12, 0, 3, Role::recv),
                                      op(1, Lane::compute, 12, 20)});
   expect_at(t[1], 10, 20);
-  expect_at(t[2], 10, 12);  // the send waited for nothing delayed
-  expect_at(t[3], 0, 12);
-  expect_at(t[4], 20, 28);  // ready at 12, the cores free at 20
+  expect_at(t[2], 20, 22);  // the send waits for the cores
+  expect_at(t[3], 10, 22);  // the recv, waiting meanwhile, holds none: it moves with its send
+  expect_at(t[4], 22, 30);
+}
+
+TEST(HostTurns, ACollectiveTakesTheCoresOnceForAllItsMembers) {
+  // The ranks' threads move and add the data with the host's cores: while the all-reduce runs,
+  // device 2 cannot compute — but its two members are one use of the cores, not two.
+  const auto t = take_turns_on_host({op(0, Lane::comm, 0, 10, 0, 5), op(1, Lane::comm, 0, 10, 0, 5), op(2, Lane::compute, 0, 10)});
+  expect_at(t[0], 0, 10);
+  expect_at(t[1], 0, 10);
+  expect_at(t[2], 10, 20);
 }
 
 TEST(HostTurns, ADelayedSendDelaysItsRecv) {
@@ -90,13 +99,29 @@ TEST(HostTurns, AStepStartsWhenThePreviousOneHasEnded) {
 }
 
 TEST(HostTurns, AShortOpFillsAGapItFits) {
-  // Device 1 waits its turn (20..40), so its next op, priced at 22, can start only at 42; device
-  // 2's short op, priced at 23, fits in the gap before it.
-  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 20), op(1, Lane::compute, 0, 20), op(1, Lane::compute, 22, 30),
-                                     op(2, Lane::compute, 23, 25)});
+  // Device 1 waits its turn (20..40), then its thread does 2 ns of host work (no cores), so its
+  // next op, priced at 22, can start only at 42; device 2's short op, priced at 23, fits in the gap
+  // before it.
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 20), op(1, Lane::compute, 0, 20), op(1, Lane::host, 20, 22),
+                                     op(1, Lane::compute, 22, 30), op(2, Lane::compute, 23, 25)});
   expect_at(t[1], 20, 40);
-  expect_at(t[2], 42, 50);
-  expect_at(t[3], 40, 42);
+  expect_at(t[2], 40, 42);
+  expect_at(t[3], 42, 50);
+  expect_at(t[4], 40, 42);
+}
+
+TEST(HostTurns, ALaneIdleBeforeAnOpAbsorbsTheDelayOfTheOpBeforeIt) {
+  // Device 1's upload is pushed past step 0's end by the barrier between steps (the sim priced it
+  // early, as a GPU's copy engine would run it); its copy lane's next op, priced long after, did
+  // not queue behind it and keeps its place. A copy from device 0 waits for what it copies.
+  Event from0 = op(2, Lane::copy, 60, 61, 1);
+  from0.peer = 0;
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 50, 0), op(1, Lane::copy, 10, 12, 1),
+                                     op(0, Lane::compute, 50, 60, 1), op(1, Lane::copy, 70, 72, 1), from0});
+  expect_at(t[1], 50, 52);  // step 1 starts when step 0 has ended
+  expect_at(t[2], 52, 62);  // the cores were the upload's
+  expect_at(t[3], 70, 72);  // its lane was idle at 70: the upload's delay (40) is not its
+  expect_at(t[4], 62, 63);  // it copies device 0's result, 2 late
 }
 
 TEST(HostCores, OneOpAtATimeInTheOrderAsked) {

@@ -118,6 +118,7 @@ struct BenchPredictOptions {
   int devices = 4;
   int64_t batch = 128;
   int64_t steps = 20;
+  int repeats = 3;  // measured runs per config: their median is compared, their spread shown
   std::string json_path;
 };
 

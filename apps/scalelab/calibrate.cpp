@@ -331,7 +331,22 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   raw["elementwise"] = raw_ew;
 
-  // α + bytes/B fitted to one copy per size (each a factor of 4 up from 4 KiB), and the raw times.
+  // One copy per size (each a factor of 4 up from 4 KiB): α + bytes/B fitted, and the curve — a
+  // memcpy runs at the caches' speed while it fits them and at DRAM's beyond, which no single α
+  // and B describe — and the raw times.
+  struct CopySeries {
+    AlphaBeta fit;
+    std::vector<double> bytes, seconds;
+    // The link: its best rate as the bandwidth, each size's share of it as the curve.
+    json link() const {
+      double best = 0;
+      for (size_t i = 0; i < bytes.size(); ++i) best = std::max(best, bytes[i] / seconds[i]);
+      json shares = json::array();
+      for (size_t i = 0; i < bytes.size(); ++i) shares.push_back(std::clamp(bytes[i] / seconds[i] / best, 1e-6, 1.0));
+      return {{"kind", "memory"}, {"bandwidth_Bps", best}, {"latency_s", fit.alpha_s},
+              {"curve", {{"bytes", bytes}, {"efficiency", shares}}}};
+    }
+  };
   auto copy_series = [&](const char* what, const std::function<double(int64_t floats)>& time_one) {
     std::vector<double> bytes, seconds;
     json raw_rows = json::array();
@@ -343,7 +358,7 @@ int run_calibrate(const CalibrateOptions& o) {
       raw_rows.push_back({{"bytes", 4 * n}, {"seconds", s}});
       progress.step(std::string(what) + " " + std::to_string(4 * n) + " B");
     }
-    return std::pair{fit_alpha_beta(bytes, seconds, 1, 1), raw_rows};
+    return std::pair{CopySeries{fit_alpha_beta(bytes, seconds, 1, 1), bytes, seconds}, raw_rows};
   };
 
   // 3. Host copies (upload: host → device memory; on cpu a memcpy).
@@ -378,8 +393,8 @@ int run_calibrate(const CalibrateOptions& o) {
   progress.step("all_reduce threads");
   const AlphaBeta threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
   json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
-            {"host_copy", {{"latency_s", host.alpha_s}, {"bandwidth_Bps", host.bandwidth_Bps}, {"rms_log_error", host.rms_log_error}}},
-            {"peer_copy", {{"latency_s", peer.alpha_s}, {"bandwidth_Bps", peer.bandwidth_Bps}, {"rms_log_error", peer.rms_log_error}}},
+            {"host_copy", {{"latency_s", host.fit.alpha_s}, {"bandwidth_Bps", host.fit.bandwidth_Bps}, {"rms_log_error", host.fit.rms_log_error}}},
+            {"peer_copy", {{"latency_s", peer.fit.alpha_s}, {"bandwidth_Bps", peer.fit.bandwidth_Bps}, {"rms_log_error", peer.fit.rms_log_error}}},
             {"all_reduce_threads", {{"ranks", ranks}, {"latency_s", threads_link.alpha_s}, {"bandwidth_Bps", threads_link.bandwidth_Bps},
                                     {"rms_log_error", threads_link.rms_log_error}}}};
   if (!o.quick) {
@@ -411,19 +426,20 @@ int run_calibrate(const CalibrateOptions& o) {
         {"gemm_curves", {{"source", "scalelab calibrate: Device::gemm on the cpu device over " + std::to_string(grid.size()) +
                                         " MLP shapes (forward, dW, dx), median time per call; peak = the best rate measured"},
                          {"f32", curve_json}}},
+        {"gemm_table", {{"source", "scalelab calibrate: Device::gemm on the cpu device, median time per call, shape by shape"},
+                        {"f32", raw_gemm}}},
         {"mem_bandwidth_Bps", mem_peak},
         {"elementwise_curves", ew_curves},
         {"mem_capacity_bytes", static_cast<int64_t>(pages > 0 && page > 0 ? static_cast<double>(pages) * page : 1e9)},
         {"launch_overhead_s", ew.alpha_s}}},
       {"links",
-       {{"host", {{"kind", "memory"}, {"bandwidth_Bps", host.bandwidth_Bps}, {"latency_s", host.alpha_s}}},
-        {"intra_node", {{"kind", "memory"}, {"bandwidth_Bps", peer.bandwidth_Bps}, {"latency_s", peer.alpha_s}}}}},
+       {{"host", host.link()}, {"intra_node", peer.link()}}},
       // The threads all-reduce as the ring's closed form on that link: α per step, its bandwidth a
       // share of the copies' (the ranks reduce as they go, and wait for each other).
       {"collectives",
        {{"launch_s", 0},
         {"intra_hop_s", threads_link.alpha_s},
-        {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / peer.bandwidth_Bps, 1e-6, 1.0)},
+        {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / peer.link()["bandwidth_Bps"].get<double>(), 1e-6, 1.0)},
         {"protocols", {"Simple"}},
         {"tree", false}}},
       {"calibration",
@@ -432,12 +448,13 @@ int run_calibrate(const CalibrateOptions& o) {
       {"sources",
        {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
         {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
+        {"gemm_table", "measured: every shape of the grid, its time; f32 GEMMs are priced by the nearest shapes of their transposition"},
         {"mem_bandwidth_Bps", "measured: the best rate of any element-wise kind from 1 KiB to " +
                                   std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) + " MiB per tensor (calibration.raw.elementwise)"},
         {"elementwise_curves", "measured: each kind's share of that rate by bytes touched"},
         {"launch_overhead_s", "measured: the α of α + bytes/B fitted to axpy and bias+ReLU — the per-op cost of a kind without a curve"},
-        {"links.host", "measured: Device::upload, α + bytes/B fitted"},
-        {"links.intra_node", "measured: Device::copy between two cpu devices, α + bytes/B fitted"},
+        {"links.host", "measured: Device::upload; bandwidth = the best rate, curve = each size's share of it, α fitted"},
+        {"links.intra_node", "measured: Device::copy between two cpu devices; bandwidth = the best rate, curve = each size's share of it, α fitted"},
         {"collectives", "measured: threads-backend all_reduce on " + std::to_string(ranks) +
                             " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted; intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
@@ -453,10 +470,14 @@ int run_calibrate(const CalibrateOptions& o) {
     std::printf("                 %-14s %7.2f / %7.2f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
   std::printf("                 α + bytes/B (kinds without a curve): %.2f µs, %.2f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
               ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
-  std::printf("  host copy      %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", host.bandwidth_Bps * 1e-9, host.alpha_s * 1e6,
-              100 * (std::exp(host.rms_log_error) - 1));
-  std::printf("  peer copy      %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", peer.bandwidth_Bps * 1e-9, peer.alpha_s * 1e6,
-              100 * (std::exp(peer.rms_log_error) - 1));
+  for (const auto& [what, series] : {std::pair{"host copy ", &host}, std::pair{"peer copy ", &peer}}) {
+    std::printf("  %s    GB/s by size (the curve; α + bytes/B would miss by %.0f %% rms):", what,
+                100 * (std::exp(series->fit.rms_log_error) - 1));
+    for (size_t i = 0; i < series->bytes.size(); ++i)
+      std::printf(" %s %.1f", format_bytes(static_cast<int64_t>(series->bytes[i])).c_str(),
+                  series->bytes[i] / series->seconds[i] * 1e-9);
+    std::printf("\n");
+  }
   std::printf("  all_reduce     threads, %d ranks: B %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", ranks,
               threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
   std::printf("  profile        %s (use it: --device sim --hw %s, or train --device cpu --predict %s)\n", out.c_str(),

@@ -304,6 +304,8 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(CLI::PositiveNumber);
   predict_cmd->add_option("--batch", bp.batch)->capture_default_str()->check(CLI::PositiveNumber);
   predict_cmd->add_option("--steps", bp.steps, "steps per run")->capture_default_str()->check(CLI::Range(3, 100000));
+  predict_cmd->add_option("--repeat", bp.repeats, "measured runs per config (the median is compared, the spread shown)")
+      ->capture_default_str()->check(CLI::Range(1, 100));
   predict_cmd->add_option("--json", bp.json_path, "write the rows as JSON");
 
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");

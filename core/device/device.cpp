@@ -156,6 +156,8 @@ void Device::gemm(const OpTag& tag, bool ta, bool tb, const Tensor& a, const Ten
   OpCost cost{OpClass::gemm, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
               static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes() * (beta != 0.0f ? 2 : 1)), a.dtype(),
               static_cast<double>(m), static_cast<double>(n), static_cast<double>(k)};
+  cost.trans_a = ta;
+  cost.trans_b = tb;
   run_op(tag, "gemm", Lane::compute, cost, {&a, &b}, {&c}, [&] { executor_->gemm(ta, tb, alpha, a, b, beta, c); });
 }
 

@@ -6,6 +6,16 @@
 
 namespace scalelab {
 
+namespace {
+
+// A copy over a link: measured whole copies where the link has a curve, else α + bytes / B.
+double copy_seconds(const LinkSpec& link, double bytes) {
+  if (!link.curve.empty() && bytes > 0) return bytes / (link.bandwidth_Bps * link.curve.at(bytes));
+  return link.latency_s + bytes / link.bandwidth_Bps;
+}
+
+}  // namespace
+
 double CostModel::seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   switch (c.cls) {
@@ -17,8 +27,8 @@ double CostModel::seconds(const OpCost& c) const {
         return c.bytes / (p.mem_bandwidth_Bps * curve->second.at(c.bytes));
       return c.bytes / p.mem_bandwidth_Bps + p.launch_overhead_s;
     }
-    case OpClass::copy_host: return p.host_link.latency_s + c.bytes / p.host_link.bandwidth_Bps;
-    case OpClass::copy_peer: return p.intra_node.latency_s + c.bytes / p.intra_node.bandwidth_Bps;
+    case OpClass::copy_host: return copy_seconds(p.host_link, c.bytes);
+    case OpClass::copy_peer: return copy_seconds(p.intra_node, c.bytes);
     case OpClass::none: return 0;
   }
   return 0;
@@ -73,6 +83,11 @@ double CostModel::ring_bandwidth(int k, int m) const {
 
 double CostModel::gemm_seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
+  const bool tf32 = p.tf32 && p.peak_flops_tf32 > 0;
+  if (c.dtype == DType::f32 && !tf32 && !p.gemm_table.empty() && c.m > 0 && c.n > 0 && c.k > 0) {
+    const double measured = p.gemm_table.seconds(c.m, c.n, c.k, c.trans_a, c.trans_b);
+    if (measured > 0) return measured;  // whole calls, as measured: launch and memory included
+  }
   const double memory = c.bytes / p.mem_bandwidth_Bps;
   if (const SizeCurve* curve = p.gemm_curve(c.dtype)) {
     // Measured whole calls: the curve already holds the launch and the small-size fall-off.
@@ -89,9 +104,8 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   const LinkSpec& intra = p.intra_node;
   const LinkSpec& inter = p.inter_node;
   if (op == Collective::send || op == Collective::recv) {
-    // A point-to-point copy: the link's own α and raw bandwidth, like a peer copy.
-    const LinkSpec& l = crosses_nodes ? inter : intra;
-    return l.latency_s + S / l.bandwidth_Bps;
+    // A point-to-point copy: the link's own α and raw bandwidth (or measured curve), like a peer copy.
+    return copy_seconds(crosses_nodes ? inter : intra, S);
   }
   if (n <= 1) return 0;
   // Ranks fill nodes in order: k ranks on each of m nodes.

@@ -1,9 +1,10 @@
 #pragma once
 // Prices an op on a hardware profile (see docs/DESIGN.md, "The cost model"):
 //   GEMM         max(flops / (peak × efficiency), bytes / mem_bw) + launch; with a GEMM curve
-//                max(flops / (peak × curve(m·n·k)), bytes / mem_bw) — the curve's time is the whole call
+//                max(flops / (peak × curve(m·n·k)), bytes / mem_bw) — the curve's time is the whole call;
+//                f32 with a gemm_table (a calibrated host): by the nearest measured shapes
 //   element-wise bytes / mem_bw + launch; with a curve for its kind bytes / (mem_bw × curve(bytes))
-//   copy         α + bytes / B over the link it crosses
+//   copy         α + bytes / B over the link it crosses; with the link's curve bytes / (B × curve(bytes))
 //   collectives  NCCL's way: the cheapest of ring / tree / NVLS / NVLS-tree × LL / LL128 / Simple, each
 //                launch + steps × step cost + bytes moved / achieved bandwidth; a node's NICs
 //                overlapped with its NVLink (profile "collectives"; without it the textbook ring
@@ -24,6 +25,7 @@ struct OpCost {
   double bytes = 0;
   DType dtype = DType::f32;
   double m = 0, n = 0, k = 0;  // a GEMM's shape (0: unknown, its size is taken as flops / 2)
+  bool trans_a = false, trans_b = false;  // … and its transposition (a gemm_table's key)
   const char* kind = nullptr;  // the op's kind ("sgd", "bias_relu", …): an element-wise curve's key
 };
 

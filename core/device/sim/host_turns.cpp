@@ -30,8 +30,9 @@ class HostServer {
 };
 
 struct LaneState {
-  int64_t end = 0;    // re-timed end of the lane's last event
-  int64_t delay = 0;  // how much later than priced it ended
+  int64_t end = 0;                // re-timed end of the lane's last event
+  int64_t priced_end = INT64_MIN; // its priced end
+  int64_t delay = 0;              // how much later than priced it ended
 };
 
 }  // namespace
@@ -63,25 +64,33 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   HostServer cores;
 
   auto lane_of = [&](size_t i) -> LaneState& { return lanes[{events[i].device, static_cast<int>(events[i].lane)}]; };
-  // The delay event i inherits from what it waited for on its own device.
+  // The delay event i inherits from what it waited for: the event before it on its lane if it
+  // queued behind it (a lane idle when the event was priced to start absorbs that event's delay),
+  // and whatever ended exactly as it began on its own device or, for a copy, on the device it
+  // copies from (in a priced run an op begins when the last thing it waits for ends).
   auto own_delay = [&](size_t i) {
     const Event& e = events[i];
-    int64_t d = lane_of(i).delay;
-    const auto& ends = ended[e.device];
-    if (const auto it = ends.find(e.t_begin_ns); it != ends.end()) d = std::max(d, it->second);
+    const LaneState& lane = lane_of(i);
+    int64_t d = lane.priced_end >= e.t_begin_ns ? lane.delay : 0;
+    for (const int device : {e.device, e.peer}) {
+      if (device < 0) continue;
+      const auto& ends = ended[device];
+      if (const auto it = ends.find(e.t_begin_ns); it != ends.end()) d = std::max(d, it->second);
+    }
     return d;
   };
   int64_t current_stage = INT64_MIN, stage_floor = 0, stage_end = 0;  // the barrier between steps
   // Places event i at the earliest time its lane, its delay, the step's start and (compute and
   // copy) the host's cores allow; returns how much later than priced it starts.
-  auto place = [&](size_t i, int64_t delay) {
+  auto place = [&](size_t i, int64_t delay, bool on_cores) {
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
     const int64_t duration = e.t_end_ns - e.t_begin_ns;
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (e.lane == Lane::compute || e.lane == Lane::copy) start = cores.reserve(start, duration);
+    if (on_cores) start = cores.reserve(start, duration);
     begin[i] = start;
     lane.end = start + duration;
+    lane.priced_end = e.t_end_ns;
     lane.delay = start - e.t_begin_ns;
     int64_t& at_end = ended[e.device][e.t_end_ns];
     at_end = std::max(at_end, lane.delay);
@@ -95,9 +104,9 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   // its own delay allows.
   auto flush = [&] {
     for (auto& [flow, recvs] : waiting_recv)
-      for (size_t r : recvs) place(r, own_delay(r));
+      for (size_t r : recvs) place(r, own_delay(r), false);
     for (auto& [flow, group] : gathering)
-      for (const auto& [j, d] : group) place(j, d);
+      for (const auto& [j, d] : group) place(j, d, false);
     waiting_recv.clear();
     gathering.clear();
   };
@@ -110,24 +119,30 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
       current_stage = stage(e);
     }
     if (e.flow_id >= 0 && e.role == Role::send) {
-      sent[e.flow_id] = place(i, own_delay(i));
+      sent[e.flow_id] = place(i, own_delay(i), true);
       if (auto w = waiting_recv.find(e.flow_id); w != waiting_recv.end()) {
-        for (size_t r : w->second) place(r, std::max(own_delay(r), sent[e.flow_id]));
+        for (size_t r : w->second) place(r, std::max(own_delay(r), sent[e.flow_id]), false);
         waiting_recv.erase(w);
       }
     } else if (e.flow_id >= 0 && e.role == Role::recv) {
-      if (const auto s = sent.find(e.flow_id); s != sent.end()) place(i, std::max(own_delay(i), s->second));
+      if (const auto s = sent.find(e.flow_id); s != sent.end()) place(i, std::max(own_delay(i), s->second), false);
       else waiting_recv[e.flow_id].push_back(i);
     } else if (e.flow_id >= 0) {
       auto& group = gathering[e.flow_id];
       group.emplace_back(i, own_delay(i));
       if (static_cast<int>(group.size()) < members[e.flow_id]) continue;
-      int64_t delay = 0;  // the collective starts when its last member can
-      for (const auto& [j, d] : group) delay = std::max(delay, std::max(d + events[j].t_begin_ns, lane_of(j).end) - events[j].t_begin_ns);
-      for (const auto& [j, d] : group) place(j, delay);
+      // The collective starts when its last member can and the cores are free: its ranks' threads
+      // move and add the data with the host's cores, once for the whole group.
+      int64_t start = stage_floor, duration = 0;
+      for (const auto& [j, d] : group) {
+        start = std::max({start, events[j].t_begin_ns + d, lane_of(j).end});
+        duration = std::max(duration, events[j].t_end_ns - events[j].t_begin_ns);
+      }
+      start = cores.reserve(start, duration);
+      for (const auto& [j, d] : group) place(j, start - events[j].t_begin_ns, false);
       gathering.erase(e.flow_id);
     } else {
-      place(i, own_delay(i));
+      place(i, own_delay(i), e.lane == Lane::compute || e.lane == Lane::copy);
     }
   }
   flush();  // a recv whose send is not among the events, a collective missing members

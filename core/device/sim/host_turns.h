@@ -13,8 +13,10 @@ namespace scalelab {
 // delay of what it waited for — the event before it on its lane, and any event of its device that
 // ended exactly when it began (in a priced run, an op begins when what it waits for ends) — and
 // not before the event before it on its lane has ended. Compute- and copy-lane events then take
-// the host's one server at the earliest gap that fits them. The events of one collective (one
-// flow_id) move together, by the largest delay among them; a recv moves at least as far as its send.
+// the host's one server at the earliest gap that fits them, and so do sends and collectives: on the
+// cpu device they are memcpys and sums by the ranks' threads, the cores' work. The events of one
+// collective (one flow_id) move together, start when the last can and the cores are free, and hold
+// the cores once for all of them; a recv (it waits, holding nothing) moves at least as far as its send.
 std::vector<Event> take_turns_on_host(std::vector<Event> events);
 
 }  // namespace scalelab

@@ -44,6 +44,28 @@ const SizeCurve* HardwareProfile::gemm_curve(DType dtype) const {
   return c->empty() ? nullptr : c;
 }
 
+double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans_b) const {
+  std::vector<std::pair<double, const GemmPoint*>> near;  // (distance², point)
+  for (const GemmPoint& p : points) {
+    if (p.trans_a != trans_a || p.trans_b != trans_b) continue;
+    const double dm = std::log2(m / p.m), dn = std::log2(n / p.n), dk = std::log2(k / p.k);
+    near.push_back({dm * dm + dn * dn + dk * dk, &p});
+  }
+  if (near.empty()) return -1;
+  const size_t count = std::min<size_t>(4, near.size());
+  std::partial_sort(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(count), near.end(),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (near.front().first < 1e-12) return near.front().second->seconds;
+  double weights = 0, log_rate = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const GemmPoint& p = *near[i].second;
+    const double w = 1.0 / near[i].first;
+    weights += w;
+    log_rate += w * std::log(p.m * p.n * p.k / p.seconds);
+  }
+  return m * n * k / std::exp(log_rate / weights);
+}
+
 double SizeCurve::at(double size) const {
   if (sizes.empty()) return 1.0;
   // Below the smallest size measured an op takes no less time than that one (it is bound by the
@@ -100,15 +122,6 @@ int64_t whole(const json& j, const char* key, const std::string& origin, const s
   return static_cast<int64_t>(d);
 }
 
-LinkSpec parse_link(const json& j, const char* key, const std::string& origin) {
-  const json& l = field(j, key, origin, "links.");
-  LinkSpec s;
-  std::string where = std::string("links.") + key + ".";
-  s.kind = text(l, "kind", "link", origin, where);
-  s.bandwidth_Bps = positive(l, "bandwidth_Bps", origin, where);
-  s.latency_s = positive(l, "latency_s", origin, where, true, 60);
-  return s;
-}
 
 const char* protocol_name(Protocol p) {
   switch (p) {
@@ -216,6 +229,45 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
   return c;
 }
 
+// {"f32": [{"m", "n", "k", "trans_a", "trans_b", "seconds"}, …], "source": "…"}
+GemmTable parse_gemm_table(const json& t, const std::string& origin) {
+  const char* fix = " — see profiles/README.md for the format";
+  if (!t.is_object() || !t.contains("f32") || !t.at("f32").is_array())
+    throw Error("hw", origin + ": field 'device.gemm_table' must be {\"f32\": [{\"m\", \"n\", \"k\", \"trans_a\", \"trans_b\", "
+                              "\"seconds\"}, …]}" + fix);
+  GemmTable table;
+  table.source = text(t, "source", "", origin, "device.gemm_table.");
+  const json& rows = t.at("f32");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = "device.gemm_table.f32[" + std::to_string(i) + "].";
+    const json& r = rows[i];
+    if (!r.is_object()) throw Error("hw", origin + ": field '" + where.substr(0, where.size() - 1) + "' must be an object" + fix);
+    GemmPoint pt;
+    pt.m = positive(r, "m", origin, where);
+    pt.n = positive(r, "n", origin, where);
+    pt.k = positive(r, "k", origin, where);
+    pt.seconds = positive(r, "seconds", origin, where, false, 3600);
+    for (auto [key, flag] : {std::pair{"trans_a", &pt.trans_a}, std::pair{"trans_b", &pt.trans_b}}) {
+      if (!r.contains(key) || !r.at(key).is_boolean())
+        throw Error("hw", origin + ": field '" + where + key + "' must be true or false" + fix);
+      *flag = r.at(key).get<bool>();
+    }
+    table.points.push_back(pt);
+  }
+  return table;
+}
+
+LinkSpec parse_link(const json& j, const char* key, const std::string& origin) {
+  const json& l = field(j, key, origin, "links.");
+  LinkSpec s;
+  std::string where = std::string("links.") + key + ".";
+  s.kind = text(l, "kind", "link", origin, where);
+  s.bandwidth_Bps = positive(l, "bandwidth_Bps", origin, where);
+  s.latency_s = positive(l, "latency_s", origin, where, true, 60);
+  s.curve = parse_curve(l, "curve", origin, where, "bytes");
+  return s;
+}
+
 json collectives_to_json(const CollectiveSpec& c) {
   json protocols = json::array();
   for (Protocol q : c.protocols) protocols.push_back(protocol_name(q));
@@ -277,6 +329,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     if (!p.gemm_curves.tf32.empty() && p.peak_flops_tf32 == 0)
       throw Error("hw", origin + ": field 'device.gemm_curves.tf32' needs 'device.peak_flops.tf32' — add the TF32 peak, or drop the curve");
   }
+  if (d.contains("gemm_table")) p.gemm_table = parse_gemm_table(d.at("gemm_table"), origin);
   if (d.contains("tf32")) {
     if (!d.at("tf32").is_boolean())
       throw Error("hw", origin + ": field 'device.tf32' must be true or false, got " + d.at("tf32").dump());
@@ -314,7 +367,9 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
 
 std::string profile_to_json(const HardwareProfile& p) {
   auto link = [](const LinkSpec& l) {
-    return json{{"kind", l.kind}, {"bandwidth_Bps", l.bandwidth_Bps}, {"latency_s", l.latency_s}};
+    json j{{"kind", l.kind}, {"bandwidth_Bps", l.bandwidth_Bps}, {"latency_s", l.latency_s}};
+    if (!l.curve.empty()) j["curve"] = json{{"bytes", l.curve.sizes}, {"efficiency", l.curve.efficiency}};
+    return j;
   };
   json peak{{"f32", p.peak_flops_f32}};
   if (p.peak_flops_f16 > 0) peak["f16"] = p.peak_flops_f16;
@@ -345,6 +400,13 @@ std::string profile_to_json(const HardwareProfile& p) {
                {"links", links}};
   if (p.collectives.calibrated) j["collectives"] = collectives_to_json(p.collectives);
   if (!curves.empty()) j["device"]["gemm_curves"] = curves;
+  if (!p.gemm_table.empty()) {
+    json rows = json::array();
+    for (const GemmPoint& pt : p.gemm_table.points)
+      rows.push_back({{"m", pt.m}, {"n", pt.n}, {"k", pt.k}, {"trans_a", pt.trans_a}, {"trans_b", pt.trans_b}, {"seconds", pt.seconds}});
+    j["device"]["gemm_table"] = {{"f32", rows}};
+    if (!p.gemm_table.source.empty()) j["device"]["gemm_table"]["source"] = p.gemm_table.source;
+  }
   if (!p.elementwise_curves.empty()) {
     json ec = json::object();
     for (const auto& [kind, c] : p.elementwise_curves) ec[kind] = json{{"bytes", c.sizes}, {"efficiency", c.efficiency}};

@@ -11,10 +11,26 @@
 
 namespace scalelab {
 
+// Efficiency by size (issue 15): the share of a peak an op reaches as a function of its size, from
+// a table of measurements, interpolated linearly in log(size); held flat beyond the largest size,
+// and below the smallest the time is held (the share falls in proportion to the size). The time it
+// stands for is the whole call (launch included): small ops are far from peak because of it.
+// A GEMM's size is m·n·k and its peak the FLOP/s; an element-wise op's size is the bytes it
+// touches and its peak the memory bandwidth (cache-resident tensors go faster than DRAM's).
+struct SizeCurve {
+  std::vector<double> sizes;       // strictly increasing, > 0
+  std::vector<double> efficiency;  // each in (0, 1]
+  bool empty() const { return sizes.empty(); }
+  double at(double size) const;
+};
+
 struct LinkSpec {
   std::string kind;            // nvlink, nvswitch, pcie, infiniband, memory
   double bandwidth_Bps = 0;    // one direction, per device
   double latency_s = 0;        // α of the α-β model
+  // A copy's share of bandwidth_Bps by its bytes, measured (a calibrated host: memcpy runs at the
+  // caches' speed while it fits them, at DRAM's beyond); empty: α + bytes / bandwidth_Bps.
+  SizeCurve curve;
 };
 
 // How NCCL-like collectives behave on the machine, beyond its links' raw figures (the profile's
@@ -44,25 +60,31 @@ struct CollectiveSpec {
   int links_per_device = 0;
 };
 
-// Efficiency by size (issue 15): the share of a peak an op reaches as a function of its size, from
-// a table of measurements, interpolated linearly in log(size); held flat beyond the largest size,
-// and below the smallest the time is held (the share falls in proportion to the size). The time it
-// stands for is the whole call (launch included): small ops are far from peak because of it.
-// A GEMM's size is m·n·k and its peak the FLOP/s; an element-wise op's size is the bytes it
-// touches and its peak the memory bandwidth (cache-resident tensors go faster than DRAM's).
-struct SizeCurve {
-  std::vector<double> sizes;       // strictly increasing, > 0
-  std::vector<double> efficiency;  // each in (0, 1]
-  bool empty() const { return sizes.empty(); }
-  double at(double size) const;
-};
-
 // The compute side of a profile that has curves: one per kind of GEMM. f32 is PyTorch's default
 // (no TF32); tf32 prices f32 GEMMs when the profile's `tf32` is on. An empty curve: that kind
 // falls back to the single gemm_efficiency.
 struct GemmCurves {
   SizeCurve f32, tf32, f16, bf16;
   std::string source;  // where the figures come from (published table, or `scalelab calibrate`)
+};
+
+// GEMMs measured shape by shape (a calibrated host, f32): a GEMM is priced by the measured shapes
+// nearest to it of its own transposition. At one m·n·k the rate moves by up to 40 % between the
+// forward (x·Wᵀ), dW (dyᵀ·x) and dx (dy·W) shapes and between batch sizes, which a curve by m·n·k
+// alone averages away.
+struct GemmPoint {
+  double m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double seconds = 0;
+};
+struct GemmTable {
+  std::vector<GemmPoint> points;
+  std::string source;
+  bool empty() const { return points.empty(); }
+  // The time of an m×n×k GEMM: where a point has its shape and transposition, that point's; else
+  // the FLOP rate of the 4 nearest points of its transposition (distance in log2 m, n, k), their
+  // log rates weighted by 1/distance². −1 when no point has its transposition.
+  double seconds(double m, double n, double k, bool trans_a, bool trans_b) const;
 };
 
 struct HardwareProfile {
@@ -77,6 +99,7 @@ struct HardwareProfile {
   double peak_flops_tf32 = 0;     // f32 GEMMs on tensor cores (0: the device has none)
   double gemm_efficiency = 1.0;  // the share of peak a large GEMM reaches (without a curve)
   GemmCurves gemm_curves;        // by size; empty curves fall back to gemm_efficiency
+  GemmTable gemm_table;          // f32 by shape (calibrated); before the f32 curve, unless tf32
   bool tf32 = false;             // f32 GEMMs run as TF32 (PyTorch's allow_tf32; `--tf32`)
   double mem_bandwidth_Bps = 0;
   // Element-wise ops by kind (the event's kind: "sgd", "bias_relu", …), each a share of
