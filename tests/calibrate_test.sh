@@ -47,6 +47,13 @@ for link in ("host", "intra_node"):  # copies by size: a memcpy's rate falls pas
 t = p["device"]["gemm_table"]["f32"]  # every GEMM shape measured, priced by the nearest ones
 assert len(t) == len(p["calibration"]["raw"]["gemm"]) and all(r["seconds"] > 0 for r in t), t[:3]
 assert {(r["trans_a"], r["trans_b"]) for r in t} == {(False, True), (True, False), (False, False)}
+# Every op measured cold too (the caches flushed), and the sweep that finds the cache in effect.
+assert all(r["seconds_cold"] > 0 for r in t)
+for c in [v for k, v in ec.items() if k != "source"] + [p["links"][l]["curve"] for l in ("host", "intra_node")]:
+    assert len(c["efficiency_cold"]) == len(c["bytes"]) and all(0 < e <= 1 for e in c["efficiency_cold"]), c
+sweep = p["calibration"]["raw"]["host_cache"]
+assert len(sweep) >= 5 and all(r["seconds"] > 0 for r in sweep), sweep
+assert p["device"].get("host_cache_bytes", 1) > 0
 PYEOF
 then pass "element-wise curves for every kind a step makes; copies by size; GEMMs shape by shape; the all-reduce apart"
 else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi

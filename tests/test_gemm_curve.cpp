@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/device/device.h"
 #include "core/device/sim/cost_model.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
@@ -49,7 +50,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 }  // namespace
 
 TEST(SizeCurve, InterpolatesInLogSizeAndHoldsTheEnds) {
-  const SizeCurve c{{1e3, 1e6}, {0.1, 0.4}};
+  const SizeCurve c{{1e3, 1e6}, {0.1, 0.4}, {}};
   EXPECT_DOUBLE_EQ(c.at(1e3), 0.1);
   EXPECT_DOUBLE_EQ(c.at(1e6), 0.4);
   // √(1e3 · 1e6) is half-way in log(m·n·k): half-way in efficiency.
@@ -59,7 +60,7 @@ TEST(SizeCurve, InterpolatesInLogSizeAndHoldsTheEnds) {
   EXPECT_DOUBLE_EQ(c.at(1e9), 0.4);  // beyond the largest: held
   // Below the smallest the time is held: half the size, half the share of peak.
   EXPECT_NEAR(c.at(500), 0.05, 1e-15);
-  const SizeCurve one{{1e6}, {0.5}};
+  const SizeCurve one{{1e6}, {0.5}, {}};
   EXPECT_DOUBLE_EQ(one.at(1e9), 0.5);
   EXPECT_DOUBLE_EQ(one.at(1e5), 0.05);
 }
@@ -250,4 +251,120 @@ TEST(LinkCurve, ABrokenCurveIsRefusedNamingTheField) {
   EXPECT_TRUE(contains(hw_error(j), "links.host.curve.efficiency[1]' is 1.5")) << hw_error(j);
   j["links"]["host"]["curve"] = {{"mnk", {1e4}}, {"efficiency", {1.0}}};
   EXPECT_TRUE(contains(hw_error(j), "links.host.curve' must be {\"bytes\"")) << hw_error(j);
+}
+
+TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
+  // A host whose cache holds 100 MB in effect: a step of 100 MB leaves every tensor in it, 150 MB
+  // half of the op's time cold, 200 MB and more all of it.
+  json j = round_profile();
+  j["device"]["host_cache_bytes"] = 1e8;
+  j["device"]["mem_bandwidth_Bps"] = 1e10;
+  j["device"]["elementwise_curves"] = {{"sgd", {{"bytes", {1e3, 1e6}}, {"efficiency", {0.5, 0.5}}, {"efficiency_cold", {0.1, 0.25}}}}};
+  j["links"]["intra_node"]["curve"] = {{"bytes", {1e6}}, {"efficiency", {1.0}}, {"efficiency_cold", {0.5}}};
+  j["device"]["gemm_table"] = {{"f32", {{{"m", 32}, {"n", 64}, {"k", 64}, {"trans_a", false}, {"trans_b", true},
+                                          {"seconds", 1e-3}, {"seconds_cold", 3e-3}}}}};
+  const CostModel model(parse_profile(j.dump(), "round"));
+  EXPECT_EQ(model.profile().cold_share(1e8), 0);
+  EXPECT_NEAR(model.profile().cold_share(1.5e8), 0.5, 1e-12);
+  EXPECT_EQ(model.profile().cold_share(5e8), 1);
+
+  OpCost sgd{OpClass::elementwise, 0, 1e6, DType::f32};
+  sgd.kind = "sgd";
+  const double hot = 1e6 / (1e10 * 0.5), cold = 1e6 / (1e10 * 0.25);
+  sgd.host_bytes = 5e7;
+  EXPECT_NEAR(model.seconds(sgd), hot, 1e-12);
+  sgd.host_bytes = 1.5e8;  // the times blend
+  EXPECT_NEAR(model.seconds(sgd), 0.5 * hot + 0.5 * cold, 1e-12);
+  sgd.host_bytes = 1e9;
+  EXPECT_NEAR(model.seconds(sgd), cold, 1e-12);
+
+  OpCost copy{OpClass::copy_peer, 0, 1e6, DType::f32};
+  copy.host_bytes = 1e9;
+  EXPECT_NEAR(model.seconds(copy), 1e6 / (1e10 * 0.5), 1e-12);
+
+  OpCost g = gemm(32, 64, 64);
+  g.trans_b = true;
+  EXPECT_NEAR(model.seconds(g), 1e-3, 1e-12);  // the shape measured: its time
+  g.host_bytes = 1.5e8;
+  EXPECT_NEAR(model.seconds(g), 2e-3, 1e-12);
+  // Written into a trace and read back: the same figures.
+  const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
+  EXPECT_EQ(back.host_cache_bytes, 1e8);
+  EXPECT_EQ(back.elementwise_curves.at("sgd").efficiency_cold, (std::vector<double>{0.1, 0.25}));
+  EXPECT_EQ(back.intra_node.curve.efficiency_cold, (std::vector<double>{0.5}));
+  EXPECT_EQ(back.gemm_table.points.at(0).seconds_cold, 3e-3);
+}
+
+TEST(GemmTable, AShapeMeasuredIsItsTimeOthersTheNearestShapesRate) {
+  json j = round_profile();
+  // Forward shapes at batch 32 and 128 of a 1024-wide layer; one dW shape.
+  j["device"]["gemm_table"] = json::parse(R"({"f32": [
+      {"m": 32, "n": 1024, "k": 1024, "trans_a": false, "trans_b": true, "seconds": 2e-3},
+      {"m": 128, "n": 1024, "k": 1024, "trans_a": false, "trans_b": true, "seconds": 4e-3},
+      {"m": 1024, "n": 1024, "k": 32, "trans_a": true, "trans_b": false, "seconds": 1e-3}], "source": "test"})");
+  const CostModel model(parse_profile(j.dump(), "round"));
+  OpCost fwd = gemm(32, 1024, 1024);
+  fwd.trans_b = true;
+  EXPECT_NEAR(model.seconds(fwd), 2e-3, 1e-15);
+  // Batch 64, halfway in log2 between the two: their log rates averaged (rates 2^30/2e-3 … ×2).
+  fwd.m = 64;
+  fwd.flops = 2.0 * 64 * 1024 * 1024;
+  const double rate = std::sqrt((32.0 * 1024 * 1024 / 2e-3) * (128.0 * 1024 * 1024 / 4e-3));
+  EXPECT_NEAR(model.seconds(fwd), 64.0 * 1024 * 1024 / rate, 1e-12);
+  // The dW shape at the same m·n·k as the first: its own point, not the forward's.
+  OpCost dw = gemm(1024, 1024, 32);
+  dw.trans_a = true;
+  EXPECT_NEAR(model.seconds(dw), 1e-3, 1e-15);
+  // dx (no transposition) has no point: the curve (none here) or the single efficiency.
+  const OpCost dx = gemm(32, 1024, 1024);
+  EXPECT_NE(model.seconds(dx), 2e-3);
+  const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
+  ASSERT_EQ(back.gemm_table.points.size(), 3u);
+  EXPECT_EQ(back.gemm_table.source, "test");
+}
+
+TEST(GemmTable, ABrokenTableIsRefusedNamingTheField) {
+  json j = round_profile();
+  j["device"]["gemm_table"] = {{"f32", {{{"m", 32}, {"n", 64}, {"k", 64}, {"trans_a", false}, {"seconds", 1e-3}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "device.gemm_table.f32[0].trans_b' must be true or false")) << hw_error(j);
+  j["device"]["gemm_table"] = {{"f32", {{{"m", 0}, {"n", 64}, {"k", 64}, {"trans_a", false}, {"trans_b", false}, {"seconds", 1e-3}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "device.gemm_table.f32[0].m")) << hw_error(j);
+  j["device"]["gemm_table"] = 7;
+  EXPECT_TRUE(contains(hw_error(j), "device.gemm_table' must be")) << hw_error(j);
+  j = round_profile();
+  j["device"]["elementwise_curves"] = {{"sgd", {{"bytes", {1e3}}, {"efficiency", {0.5}}, {"efficiency_cold", {0.5, 0.1}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "efficiency_cold' must be an array of one efficiency per size")) << hw_error(j);
+}
+
+TEST(HostCache, ASimDeviceCountsTheBytesItsHostMovesInAStep) {
+  // Two devices on a host whose cache holds 1 kB: the first op of a run has seen nothing move and
+  // is priced hot; by the second, the host (both devices, as much each) has moved twice its bytes
+  // — past twice the cache: cold. A new step starts from what the last one moved.
+  json j = round_profile();
+  j["devices_per_node"] = 2;
+  j["device"]["host_cache_bytes"] = 1e3;
+  j["device"]["mem_bandwidth_Bps"] = 1e10;
+  j["device"]["elementwise_curves"] = {{"scale", {{"bytes", {1e3}}, {"efficiency", {0.5}}, {"efficiency_cold", {0.1}}}}};
+  EventBus bus;
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.count = 2;
+  o.profile = parse_profile(j.dump(), "round");
+  o.dry_run = true;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  Device& d = *devices[0];
+  Tensor x = d.empty({1000}, DType::f32, MemoryCategory::workspace, "x");  // scale touches 8 kB
+  d.set_step(0);
+  d.scale({"a"}, 2.0f, x);
+  d.scale({"b"}, 2.0f, x);
+  d.set_step(1);
+  d.scale({"c"}, 2.0f, x);
+  std::vector<double> seconds;
+  for (const Event& e : bus.events())
+    if (e.kind == "scale") seconds.push_back(static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9);
+  ASSERT_EQ(seconds.size(), 3u);
+  EXPECT_NEAR(seconds[0], 8e3 / (1e10 * 0.5), 1e-9);
+  EXPECT_NEAR(seconds[1], 8e3 / (1e10 * 0.1), 1e-9);
+  EXPECT_NEAR(seconds[2], 8e3 / (1e10 * 0.1), 1e-9);
 }

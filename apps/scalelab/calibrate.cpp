@@ -51,6 +51,72 @@ double time_call(const std::function<void()>& op, double budget_s, EventBus& bus
   return t[t.size() / 2];
 }
 
+// Whatever the host's caches hold, pushed out: a buffer larger than the last-level cache, one
+// write per cache line. A call timed after it reads its data from DRAM, as a step does when what
+// the devices hold outgrows the cache.
+class CacheFlusher {
+ public:
+  explicit CacheFlusher(size_t bytes) : junk_(bytes / sizeof(float), 1.0f) {}
+  void operator()() {
+    for (size_t i = 0; i < junk_.size(); i += 16) junk_[i] += 1.0f;
+  }
+
+ private:
+  std::vector<float> junk_;
+};
+
+// The median of `calls` calls, each after a flush.
+double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int calls, EventBus& bus) {
+  op();
+  std::vector<double> t;
+  for (int i = 0; i < calls; ++i) {
+    flush();
+    const auto t0 = clock_type::now();
+    op();
+    t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    if (bus.events().size() > 4096) bus.clear();
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The last-level cache, in effect (a VM's share of a socket's is less than lscpu says): y += x
+// over 8 MiB vectors, timed after touching S MiB of other memory. Its time climbs from the hot
+// one to DRAM's as S grows; the model's cold share clamp(held / C − 1, 0, 1) is ½ at held = 1.5 C,
+// so C = (S + 16 MiB) / 1.5 at the S where the time is halfway (linear between the points).
+double measure_host_cache(json& raw) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  std::vector<float> x(2 * kMiB, 1.0f), y(2 * kMiB, 2.0f);  // 8 MiB each
+  const std::vector<size_t> sweep = {0, 16, 32, 48, 64, 96, 128, 192, 256, 384};
+  std::vector<float> other(sweep.back() * kMiB / sizeof(float), 1.0f);
+  std::vector<double> times;
+  json rows = json::array();
+  for (size_t mib : sweep) {
+    std::vector<double> t;
+    for (int rep = 0; rep < 7; ++rep) {
+      for (size_t i = 0; i < mib * kMiB / sizeof(float); i += 16) other[i] += 1.0f;
+      const auto t0 = clock_type::now();
+      for (size_t i = 0; i < x.size(); ++i) y[i] += 1e-3f * x[i];
+      t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    times.push_back(t[t.size() / 2]);
+    rows.push_back({{"touched_bytes", mib * kMiB}, {"seconds", times.back()}});
+  }
+  raw["host_cache"] = rows;
+  const double hot = times.front(), cold = times.back();
+  if (!(cold > hot * 1.2)) return 0;  // no cliff measured: no cache modelled
+  for (size_t i = 1; i < sweep.size(); ++i) {
+    const double share = (times[i] - hot) / (cold - hot);
+    if (share < 0.5) continue;
+    const double before = (times[i - 1] - hot) / (cold - hot);
+    const double at = static_cast<double>(sweep[i - 1]) +
+                      (0.5 - before) / std::max(share - before, 1e-9) * static_cast<double>(sweep[i] - sweep[i - 1]);
+    return (at + 16.0) * static_cast<double>(kMiB) / 1.5;
+  }
+  return 0;
+}
+
 // α and B of t = a·α + b·S/B that fit the measurements best in relative terms (least squares of
 // log t over a log grid): small sizes pin α, large ones B, and neither swamps the other.
 struct AlphaBeta {
@@ -203,7 +269,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // weights and their optimizer state are.
   const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
   const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 1 : 2));
+  ProgressLine progress(static_cast<int>(grid.size()) + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 2 : 3));
 
   EventBus bus;
   DeviceOptions dopt;
@@ -215,6 +281,12 @@ int run_calibrate(const CalibrateOptions& o) {
   // so an op of one costs about what it costs alone; the turns are the model's to price
   // (core/device/sim/host_turns.h).
   auto measure = [&](const OpMaker& make) { return time_call(make(dev), budget, bus); };
+  // … and cold: its data in DRAM, as in a run whose devices hold more than the cache.
+  const double host_cache = measure_host_cache(raw);
+  progress.step("host cache");
+  CacheFlusher flush(static_cast<size_t>(std::clamp(4 * host_cache, 128.0 * (1 << 20), 1024.0 * (1 << 20))));
+  const int cold_calls = o.quick ? 3 : 5;
+  auto measure_cold = [&](const OpMaker& make) { return time_call_cold(make(dev), flush, cold_calls, bus); };
 
   // 1. GEMMs: FLOP/s per shape; the best is taken as the peak, the curve is the shares of it.
   std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
@@ -228,10 +300,11 @@ int run_calibrate(const CalibrateOptions& o) {
       d.fill({"calibrate"}, b, 0.25f);
       return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
     };
-    const double s = measure(make);
+    const double s = measure(make), cold = measure_cold(make);
     const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
     rates.push_back({mnk, 2 * mnk / s});
-    raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}});
+    raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s},
+                        {"seconds_cold", cold}});
     progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k));
   }
   double peak = 0;
@@ -298,21 +371,23 @@ int run_calibrate(const CalibrateOptions& o) {
   };
   std::vector<double> ew_bytes, ew_seconds;
   std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
+  std::map<std::string, std::vector<double>> ew_cold_rates;               // kind → B/s cold, by size
   json raw_ew = json::array();
   for (const Kind& kind : kinds)
     for (int i = 0; i < elementwise_sizes; ++i) {
       const int64_t n = int64_t{256} << (2 * i);
       const int64_t cols = 256, rows_n = n / cols;
       const OpMaker make = [&](Device& d) { return kind.make(d, rows_n, cols); };
-      const double s = measure(make);
+      const double s = measure(make), cold = measure_cold(make);
       make(dev)();
       const double bytes = static_cast<double>(bus.events().back().bytes);
       ew_rates[kind.name].push_back({bytes, bytes / s});
+      ew_cold_rates[kind.name].push_back(bytes / cold);
       if (std::string(kind.name) == "axpy" || std::string(kind.name) == "bias_relu") {
         ew_bytes.push_back(bytes);
         ew_seconds.push_back(s);
       }
-      raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", s}});
+      raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", s}, {"seconds_cold", cold}});
       progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
     }
   const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
@@ -322,12 +397,13 @@ int run_calibrate(const CalibrateOptions& o) {
   json ew_curves{{"source", "scalelab calibrate: each kind's Device call on the cpu device, median time per call, " +
                                 std::to_string(elementwise_sizes) + " sizes; share of the best rate of any kind"}};
   for (const auto& [kind, rates] : ew_rates) {
-    json sizes = json::array(), shares = json::array();
-    for (const auto& [bytes, rate] : rates) {
-      sizes.push_back(bytes);
-      shares.push_back(std::clamp(rate / mem_peak, 1e-6, 1.0));
+    json sizes = json::array(), shares = json::array(), cold_shares = json::array();
+    for (size_t i = 0; i < rates.size(); ++i) {
+      sizes.push_back(rates[i].first);
+      shares.push_back(std::clamp(rates[i].second / mem_peak, 1e-6, 1.0));
+      cold_shares.push_back(std::clamp(ew_cold_rates[kind][i] / mem_peak, 1e-6, 1.0));
     }
-    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}};
+    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}, {"efficiency_cold", cold_shares}};
   }
   raw["elementwise"] = raw_ew;
 
@@ -336,38 +412,45 @@ int run_calibrate(const CalibrateOptions& o) {
   // and B describe — and the raw times.
   struct CopySeries {
     AlphaBeta fit;
-    std::vector<double> bytes, seconds;
-    // The link: its best rate as the bandwidth, each size's share of it as the curve.
+    std::vector<double> bytes, seconds, seconds_cold;
+    // The link: its best rate as the bandwidth, each size's share of it as the curve (hot, cold).
     json link() const {
       double best = 0;
       for (size_t i = 0; i < bytes.size(); ++i) best = std::max(best, bytes[i] / seconds[i]);
-      json shares = json::array();
-      for (size_t i = 0; i < bytes.size(); ++i) shares.push_back(std::clamp(bytes[i] / seconds[i] / best, 1e-6, 1.0));
+      json shares = json::array(), cold_shares = json::array();
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        shares.push_back(std::clamp(bytes[i] / seconds[i] / best, 1e-6, 1.0));
+        cold_shares.push_back(std::clamp(bytes[i] / seconds_cold[i] / best, 1e-6, 1.0));
+      }
       return {{"kind", "memory"}, {"bandwidth_Bps", best}, {"latency_s", fit.alpha_s},
-              {"curve", {{"bytes", bytes}, {"efficiency", shares}}}};
+              {"curve", {{"bytes", bytes}, {"efficiency", shares}, {"efficiency_cold", cold_shares}}}};
     }
   };
-  auto copy_series = [&](const char* what, const std::function<double(int64_t floats)>& time_one) {
-    std::vector<double> bytes, seconds;
+  // time_one(floats): the copy's time, hot and cold.
+  auto copy_series = [&](const char* what, const std::function<std::pair<double, double>(int64_t floats)>& time_one) {
+    CopySeries series;
     json raw_rows = json::array();
     for (int i = 0; i < copy_sizes; ++i) {
       const int64_t n = int64_t{1024} << (2 * i);
-      const double s = time_one(n);
-      bytes.push_back(static_cast<double>(4 * n));
-      seconds.push_back(s);
-      raw_rows.push_back({{"bytes", 4 * n}, {"seconds", s}});
+      const auto [s, cold] = time_one(n);
+      series.bytes.push_back(static_cast<double>(4 * n));
+      series.seconds.push_back(s);
+      series.seconds_cold.push_back(cold);
+      raw_rows.push_back({{"bytes", 4 * n}, {"seconds", s}, {"seconds_cold", cold}});
       progress.step(std::string(what) + " " + std::to_string(4 * n) + " B");
     }
-    return std::pair{CopySeries{fit_alpha_beta(bytes, seconds, 1, 1), bytes, seconds}, raw_rows};
+    series.fit = fit_alpha_beta(series.bytes, series.seconds, 1, 1);
+    return std::pair{series, raw_rows};
   };
 
   // 3. Host copies (upload: host → device memory; on cpu a memcpy).
   const auto [host, raw_host] = copy_series("upload", [&](int64_t n) {
-    return measure([n](Device& d) -> std::function<void()> {
+    const OpMaker upload = [n](Device& d) -> std::function<void()> {
       Tensor dst = d.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
       auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
       return [&d, dst, values] { d.upload({"calibrate"}, dst, values->data()); };
-    });
+    };
+    return std::pair{measure(upload), measure_cold(upload)};
   });
   raw["host_copy"] = raw_host;
 
@@ -381,7 +464,8 @@ int run_calibrate(const CalibrateOptions& o) {
     Tensor src = pair[0]->empty({n}, DType::f32, MemoryCategory::workspace, "src");
     Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
     pair[0]->fill({"calibrate"}, src, 1.0f);
-    return time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, budget, bus);  // the destination copies in
+    const auto copy = [&] { pair[1]->copy({"calibrate"}, src, dst); };  // the destination copies in
+    return std::pair{time_call(copy, budget, bus), time_call_cold(copy, flush, cold_calls, bus)};
   });
   raw["peer_copy"] = raw_peer;
 
@@ -448,7 +532,9 @@ int run_calibrate(const CalibrateOptions& o) {
       {"sources",
        {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
         {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
-        {"gemm_table", "measured: every shape of the grid, its time; f32 GEMMs are priced by the nearest shapes of their transposition"},
+        {"gemm_table", "measured: every shape of the grid, its time hot and cold (the caches flushed); f32 GEMMs are priced by the nearest shapes of their transposition"},
+        {"host_cache_bytes", "measured: y += x on 8 MiB after touching more and more other memory; the size at which it is halfway to DRAM's time, ÷ 1.5 (calibration.raw.host_cache)"},
+        {"efficiency_cold", "measured: each curve's sizes again after flushing the caches; priced as the share of data past host_cache_bytes"},
         {"mem_bandwidth_Bps", "measured: the best rate of any element-wise kind from 1 KiB to " +
                                   std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) + " MiB per tensor (calibration.raw.elementwise)"},
         {"elementwise_curves", "measured: each kind's share of that rate by bytes touched"},
@@ -458,6 +544,7 @@ int run_calibrate(const CalibrateOptions& o) {
         {"collectives", "measured: threads-backend all_reduce on " + std::to_string(ranks) +
                             " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted; intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
+  if (host_cache > 0) profile["device"]["host_cache_bytes"] = host_cache;  // none found: every op priced hot
   const std::string text = profile.dump(2) + "\n";
   // Read back before it replaces anything: the sim must accept what calibrate writes.
   write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
@@ -465,6 +552,11 @@ int run_calibrate(const CalibrateOptions& o) {
   std::printf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
   for (size_t i = 0; i < curve.sizes.size(); ++i)
     std::printf("                 %12.3g  %5.3f\n", curve.sizes[i], curve.efficiency[i]);
+  if (host_cache > 0)
+    std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold)\n",
+                format_bytes(static_cast<int64_t>(host_cache)).c_str());
+  else
+    std::printf("  host cache     no cliff found between in-cache and DRAM times: every op priced as measured hot\n");
   std::printf("  element-wise   best %.2f GB/s; by kind, GB/s at the smallest / largest size:\n", mem_peak * 1e-9);
   for (const auto& [kind, rates] : ew_rates)
     std::printf("                 %-14s %7.2f / %7.2f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);

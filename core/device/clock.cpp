@@ -56,7 +56,9 @@ int64_t WallClock::now_ns() const {
 
 Interval SimClock::run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) {
   if (work) work();
-  const double seconds = model_->seconds(cost);
+  OpCost host = cost;
+  host.host_bytes = cost.host_bytes * devices_on_host_;
+  const double seconds = model_->seconds(host);
   // A peer copy moves its bytes over this device's link at the link's rate, but for its α.
   const double link_Bps = model_->profile().intra_node.bandwidth_Bps;
   const double share = cost.cls == OpClass::copy_peer && seconds > 0 && link_Bps > 0

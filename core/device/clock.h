@@ -80,7 +80,10 @@ class WallClock : public Clock {
 // order), so the same run gives the same times; an op already placed is never moved.
 class SimClock : public Clock {
  public:
-  explicit SimClock(std::shared_ptr<const CostModel> model) : model_(std::move(model)) {}
+  // `devices_on_host`: how many devices of the run share this one's host (its node): an op's
+  // host_bytes, this device's step, is taken as theirs together (they move about as much each).
+  explicit SimClock(std::shared_ptr<const CostModel> model, int devices_on_host = 1)
+      : model_(std::move(model)), devices_on_host_(devices_on_host) {}
   Interval run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) override;
   int64_t now_ns() const override;
   bool simulated() const override { return true; }
@@ -100,6 +103,7 @@ class SimClock : public Clock {
   Interval place(Lane lane, int64_t begin_ns, int64_t duration_ns, double link_share);
 
   std::shared_ptr<const CostModel> model_;
+  int devices_on_host_;
   mutable std::mutex mutex_;
   std::array<int64_t, kLaneCount> lane_free_ns_{};
   // Per lane (copy: peer copies; comm: calls), in time order: the link's ops that may still overlap

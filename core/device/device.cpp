@@ -110,6 +110,9 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
   OpCost priced = cost;
   priced.kind = kind;
+  // Until a step has been seen whole, the bytes moved so far stand for it.
+  priced.host_bytes = std::max(last_step_bytes_.load(), step_bytes_.load());
+  step_bytes_ = step_bytes_.load() + cost.bytes;
   Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();
   });
@@ -370,7 +373,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
         if (o.dry_run) exec = std::make_unique<MetaExecutor>();
         else exec = std::make_unique<CpuExecutor>();
         devices.push_back(std::make_unique<Device>(i, DeviceKind::sim, "sim:" + std::to_string(i) + " (" + p.name + ")",
-                                                   std::move(exec), std::make_unique<SimClock>(model),
+                                                   std::move(exec), std::make_unique<SimClock>(model, std::min(o.count, p.devices_per_node)),
                                                    p.mem_capacity_bytes, o.bus, &p));
       }
       break;

@@ -55,7 +55,13 @@ class Device {
   EventBus* bus() const { return bus_; }
   bool computes() const { return executor_->computes(); }
   // Stamped on every event this device emits from now on.
-  void set_step(int64_t step) { step_ = step; }
+  void set_step(int64_t step) {
+    if (step != step_) {  // a new step: what the last one moved is the reuse distance of the next
+      if (step_bytes_ > 0) last_step_bytes_ = step_bytes_.load();
+      step_bytes_ = 0;
+    }
+    step_ = step;
+  }
   int64_t step() const { return step_; }
 
   Tensor empty(std::vector<int64_t> shape, DType dtype, MemoryCategory category, const std::string& what = "");
@@ -117,6 +123,9 @@ class Device {
   std::shared_ptr<MemoryLedger> ledger_;
   EventBus* bus_;
   int64_t step_ = -1;
+  // Bytes this device's ops read and wrote in this step and in the last one: how much passes
+  // between two touches of a tensor used once a step (see HardwareProfile::host_cache_bytes).
+  std::atomic<double> step_bytes_{0}, last_step_bytes_{0};
   // When the host last waited for a device (it read a loss, or downloaded a tensor): the host
   // issues the next upload only after that, as a training loop that prints loss.item() does.
   // Shared by the devices one host drives: all of a controller's, each rank's own.

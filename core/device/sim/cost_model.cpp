@@ -9,8 +9,8 @@ namespace scalelab {
 namespace {
 
 // A copy over a link: measured whole copies where the link has a curve, else α + bytes / B.
-double copy_seconds(const LinkSpec& link, double bytes) {
-  if (!link.curve.empty() && bytes > 0) return bytes / (link.bandwidth_Bps * link.curve.at(bytes));
+double copy_seconds(const LinkSpec& link, double bytes, double cold = 0) {
+  if (!link.curve.empty() && bytes > 0) return bytes / (link.bandwidth_Bps * link.curve.at(bytes, cold));
   return link.latency_s + bytes / link.bandwidth_Bps;
 }
 
@@ -18,17 +18,18 @@ double copy_seconds(const LinkSpec& link, double bytes) {
 
 double CostModel::seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
+  const double cold = p.cold_share(c.host_bytes);
   switch (c.cls) {
     case OpClass::gemm: return gemm_seconds(c);
     case OpClass::elementwise: {
       // Measured whole calls of this kind where the profile has them (launch included).
       const auto curve = c.kind ? p.elementwise_curves.find(c.kind) : p.elementwise_curves.end();
       if (curve != p.elementwise_curves.end() && c.bytes > 0)
-        return c.bytes / (p.mem_bandwidth_Bps * curve->second.at(c.bytes));
+        return c.bytes / (p.mem_bandwidth_Bps * curve->second.at(c.bytes, cold));
       return c.bytes / p.mem_bandwidth_Bps + p.launch_overhead_s;
     }
-    case OpClass::copy_host: return copy_seconds(p.host_link, c.bytes);
-    case OpClass::copy_peer: return copy_seconds(p.intra_node, c.bytes);
+    case OpClass::copy_host: return copy_seconds(p.host_link, c.bytes, cold);
+    case OpClass::copy_peer: return copy_seconds(p.intra_node, c.bytes, cold);
     case OpClass::none: return 0;
   }
   return 0;
@@ -85,7 +86,7 @@ double CostModel::gemm_seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   const bool tf32 = p.tf32 && p.peak_flops_tf32 > 0;
   if (c.dtype == DType::f32 && !tf32 && !p.gemm_table.empty() && c.m > 0 && c.n > 0 && c.k > 0) {
-    const double measured = p.gemm_table.seconds(c.m, c.n, c.k, c.trans_a, c.trans_b);
+    const double measured = p.gemm_table.seconds(c.m, c.n, c.k, c.trans_a, c.trans_b, p.cold_share(c.host_bytes));
     if (measured > 0) return measured;  // whole calls, as measured: launch and memory included
   }
   const double memory = c.bytes / p.mem_bandwidth_Bps;

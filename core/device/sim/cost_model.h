@@ -27,6 +27,10 @@ struct OpCost {
   double m = 0, n = 0, k = 0;  // a GEMM's shape (0: unknown, its size is taken as flops / 2)
   bool trans_a = false, trans_b = false;  // … and its transposition (a gemm_table's key)
   const char* kind = nullptr;  // the op's kind ("sgd", "bias_relu", …): an element-wise curve's key
+  // The bytes the devices sharing the op's host move in a step (the device and the sim clock fill
+  // it in): what passes through the caches between two touches of a tensor used once a step. Past
+  // the profile's host_cache_bytes, a share of the op's data comes from DRAM.
+  double host_bytes = 0;
 };
 
 class CostModel {

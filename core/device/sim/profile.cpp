@@ -44,7 +44,12 @@ const SizeCurve* HardwareProfile::gemm_curve(DType dtype) const {
   return c->empty() ? nullptr : c;
 }
 
-double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans_b) const {
+double HardwareProfile::cold_share(double step_bytes) const {
+  if (host_cache_bytes <= 0) return 0;
+  return std::clamp(step_bytes / host_cache_bytes - 1.0, 0.0, 1.0);
+}
+
+double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans_b, double cold) const {
   std::vector<std::pair<double, const GemmPoint*>> near;  // (distance², point)
   for (const GemmPoint& p : points) {
     if (p.trans_a != trans_a || p.trans_b != trans_b) continue;
@@ -55,19 +60,27 @@ double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans
   const size_t count = std::min<size_t>(4, near.size());
   std::partial_sort(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(count), near.end(),
                     [](const auto& a, const auto& b) { return a.first < b.first; });
-  if (near.front().first < 1e-12) return near.front().second->seconds;
+  auto time_of = [cold](const GemmPoint& p) {
+    return p.seconds_cold > 0 ? (1 - cold) * p.seconds + cold * p.seconds_cold : p.seconds;
+  };
+  if (near.front().first < 1e-12) return time_of(*near.front().second);
   double weights = 0, log_rate = 0;
   for (size_t i = 0; i < count; ++i) {
     const GemmPoint& p = *near[i].second;
     const double w = 1.0 / near[i].first;
     weights += w;
-    log_rate += w * std::log(p.m * p.n * p.k / p.seconds);
+    log_rate += w * std::log(p.m * p.n * p.k / time_of(p));
   }
   return m * n * k / std::exp(log_rate / weights);
 }
 
-double SizeCurve::at(double size) const {
+double SizeCurve::at(double size, double cold) const {
   if (sizes.empty()) return 1.0;
+  if (cold > 0 && efficiency_cold.size() == sizes.size()) {
+    // The times blend: 1 / efficiency is the time per byte at peak.
+    const SizeCurve hot{sizes, efficiency, {}}, from_dram{sizes, efficiency_cold, {}};
+    return 1.0 / ((1 - cold) / hot.at(size) + cold / from_dram.at(size));
+  }
   // Below the smallest size measured an op takes no less time than that one (it is bound by the
   // launch and the latency, not the FLOPs or bytes), so its share of peak falls with its size.
   if (!(size > sizes.front())) return efficiency.front() * std::max(size, 0.0) / sizes.front();
@@ -226,6 +239,18 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
     c.sizes.push_back(s);
     c.efficiency.push_back(e);
   }
+  if (j.contains("efficiency_cold")) {
+    const json& cold = j.at("efficiency_cold");
+    if (!cold.is_array() || cold.size() != sizes.size())
+      throw Error("hw", origin + ": field '" + where + ".efficiency_cold' must be an array of one efficiency per size" + fix);
+    for (size_t i = 0; i < cold.size(); ++i) {
+      const double e = cold[i].is_number() ? cold[i].get<double>() : -1;
+      if (!std::isfinite(e) || e <= 0 || e > 1)
+        throw Error("hw", origin + ": field '" + where + ".efficiency_cold[" + std::to_string(i) + "]' is " + cold[i].dump() +
+                              ": a share of peak is in (0, 1]");
+      c.efficiency_cold.push_back(e);
+    }
+  }
   return c;
 }
 
@@ -247,6 +272,7 @@ GemmTable parse_gemm_table(const json& t, const std::string& origin) {
     pt.n = positive(r, "n", origin, where);
     pt.k = positive(r, "k", origin, where);
     pt.seconds = positive(r, "seconds", origin, where, false, 3600);
+    if (r.contains("seconds_cold")) pt.seconds_cold = positive(r, "seconds_cold", origin, where, false, 3600);
     for (auto [key, flag] : {std::pair{"trans_a", &pt.trans_a}, std::pair{"trans_b", &pt.trans_b}}) {
       if (!r.contains(key) || !r.at(key).is_boolean())
         throw Error("hw", origin + ": field '" + where + key + "' must be true or false" + fix);
@@ -338,6 +364,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
       throw Error("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
   }
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
+  if (d.contains("host_cache_bytes")) p.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
   if (d.contains("elementwise_curves")) {
     const json& ec = d.at("elementwise_curves");
     if (!ec.is_object())
@@ -365,10 +392,20 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   return p;
 }
 
+namespace {
+
+json curve_json(const SizeCurve& c, const char* size_key) {
+  json j{{size_key, c.sizes}, {"efficiency", c.efficiency}};
+  if (!c.efficiency_cold.empty()) j["efficiency_cold"] = c.efficiency_cold;
+  return j;
+}
+
+}  // namespace
+
 std::string profile_to_json(const HardwareProfile& p) {
   auto link = [](const LinkSpec& l) {
     json j{{"kind", l.kind}, {"bandwidth_Bps", l.bandwidth_Bps}, {"latency_s", l.latency_s}};
-    if (!l.curve.empty()) j["curve"] = json{{"bytes", l.curve.sizes}, {"efficiency", l.curve.efficiency}};
+    if (!l.curve.empty()) j["curve"] = curve_json(l.curve, "bytes");
     return j;
   };
   json peak{{"f32", p.peak_flops_f32}};
@@ -377,7 +414,7 @@ std::string profile_to_json(const HardwareProfile& p) {
   if (p.peak_flops_tf32 > 0) peak["tf32"] = p.peak_flops_tf32;
   json curves = json::object();
   auto curve = [&](const char* key, const SizeCurve& c) {
-    if (!c.empty()) curves[key] = json{{"mnk", c.sizes}, {"efficiency", c.efficiency}};
+    if (!c.empty()) curves[key] = curve_json(c, "mnk");
   };
   curve("f32", p.gemm_curves.f32);
   curve("tf32", p.gemm_curves.tf32);
@@ -402,18 +439,21 @@ std::string profile_to_json(const HardwareProfile& p) {
   if (!curves.empty()) j["device"]["gemm_curves"] = curves;
   if (!p.gemm_table.empty()) {
     json rows = json::array();
-    for (const GemmPoint& pt : p.gemm_table.points)
+    for (const GemmPoint& pt : p.gemm_table.points) {
       rows.push_back({{"m", pt.m}, {"n", pt.n}, {"k", pt.k}, {"trans_a", pt.trans_a}, {"trans_b", pt.trans_b}, {"seconds", pt.seconds}});
+      if (pt.seconds_cold > 0) rows.back()["seconds_cold"] = pt.seconds_cold;
+    }
     j["device"]["gemm_table"] = {{"f32", rows}};
     if (!p.gemm_table.source.empty()) j["device"]["gemm_table"]["source"] = p.gemm_table.source;
   }
   if (!p.elementwise_curves.empty()) {
     json ec = json::object();
-    for (const auto& [kind, c] : p.elementwise_curves) ec[kind] = json{{"bytes", c.sizes}, {"efficiency", c.efficiency}};
+    for (const auto& [kind, c] : p.elementwise_curves) ec[kind] = curve_json(c, "bytes");
     if (!p.elementwise_curves_source.empty()) ec["source"] = p.elementwise_curves_source;
     j["device"]["elementwise_curves"] = ec;
   }
   if (p.tf32) j["device"]["tf32"] = true;
+  if (p.host_cache_bytes > 0) j["device"]["host_cache_bytes"] = p.host_cache_bytes;
   if (!p.calibration.empty()) j["calibration"] = json::parse(p.calibration);
   return j.dump();
 }

@@ -17,11 +17,15 @@ namespace scalelab {
 // stands for is the whole call (launch included): small ops are far from peak because of it.
 // A GEMM's size is m·n·k and its peak the FLOP/s; an element-wise op's size is the bytes it
 // touches and its peak the memory bandwidth (cache-resident tensors go faster than DRAM's).
+// A calibrated host also measures each size cold (`efficiency_cold`: its data fetched from DRAM,
+// the caches flushed first); `cold` in [0, 1] is the share of the op's time that is so (see
+// HardwareProfile::host_cache_bytes): the times blend, (1 − cold) · hot + cold · cold's.
 struct SizeCurve {
-  std::vector<double> sizes;       // strictly increasing, > 0
-  std::vector<double> efficiency;  // each in (0, 1]
+  std::vector<double> sizes;            // strictly increasing, > 0
+  std::vector<double> efficiency;       // each in (0, 1]
+  std::vector<double> efficiency_cold;  // empty, or one per size in (0, 1]
   bool empty() const { return sizes.empty(); }
-  double at(double size) const;
+  double at(double size, double cold = 0) const;
 };
 
 struct LinkSpec {
@@ -76,6 +80,7 @@ struct GemmPoint {
   double m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   double seconds = 0;
+  double seconds_cold = 0;  // the caches flushed first; 0: not measured
 };
 struct GemmTable {
   std::vector<GemmPoint> points;
@@ -83,8 +88,8 @@ struct GemmTable {
   bool empty() const { return points.empty(); }
   // The time of an m×n×k GEMM: where a point has its shape and transposition, that point's; else
   // the FLOP rate of the 4 nearest points of its transposition (distance in log2 m, n, k), their
-  // log rates weighted by 1/distance². −1 when no point has its transposition.
-  double seconds(double m, double n, double k, bool trans_a, bool trans_b) const;
+  // log rates weighted by 1/distance². −1 when no point has its transposition. `cold`: as SizeCurve's.
+  double seconds(double m, double n, double k, bool trans_a, bool trans_b, double cold = 0) const;
 };
 
 struct HardwareProfile {
@@ -108,6 +113,13 @@ struct HardwareProfile {
   std::string elementwise_curves_source;
   int64_t mem_capacity_bytes = 0;
   double launch_overhead_s = 0;
+  // The last-level cache the devices of a node share, in effect (a calibrated host; 0: none
+  // modelled). A tensor used once a step is touched again after the node's devices have moved a
+  // step's bytes through the cache: while those are under this, it is still there; past it a share
+  // of the op's data comes from DRAM — all of it from twice this: cold share = clamp(step bytes /
+  // this − 1, 0, 1), which prices the curves' and the GEMM table's cold measurements.
+  double host_cache_bytes = 0;
+  double cold_share(double step_bytes) const;
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
