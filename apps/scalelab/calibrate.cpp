@@ -1,6 +1,7 @@
 // `scalelab calibrate`: measures this machine as the cpu device uses it — GEMMs over a grid of
-// shapes (an efficiency curve), element-wise ops (memory bandwidth and per-op overhead), host
-// copies, and the threads (and shm) all-reduce's α and β — and writes a hardware profile that
+// shapes (a table and an efficiency curve), element-wise ops (curves by size and kind), host and
+// device-to-device copies (curves by size), all of them hot and cold, the cache in effect, and the
+// threads (and shm) all-reduce's α and β — and writes a hardware profile that
 // `--device sim --hw FILE` prices runs with. Every op is timed through the same Device calls a
 // training step makes, so the per-call costs a step pays (bookkeeping, the event bus) are in the figures.
 #include <unistd.h>

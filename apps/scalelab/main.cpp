@@ -287,11 +287,11 @@ int main(int argc, char** argv) {
   grade_cmd->add_flag("--keep", grade_opts.keep_scratch, "keep the scratch build folder (its path is printed)");
 
   CalibrateOptions cal;
-  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (GEMM curve, memory, overhead, copies, "
-                                                        "collectives) and write a profile for --device sim --hw FILE");
+  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (GEMMs by shape, element-wise ops, copies, "
+                                                        "hot and cold, its cache, collectives) and write a profile for --device sim --hw FILE");
   calibrate_cmd->add_option("--device", cal.device, "cpu (the device measured)")->capture_default_str();
   calibrate_cmd->add_option("--out", cal.out, "the profile to write (default: calibrated-<host>.json here)");
-  calibrate_cmd->add_flag("--quick", cal.quick, "a smaller grid, shorter timings (~20 s)");
+  calibrate_cmd->add_flag("--quick", cal.quick, "a smaller grid, shorter timings (~15 s)");
   calibrate_cmd->add_option("--devices", cal.devices, "ranks of the threads all-reduce measured (the collectives' α and bandwidth)")
       ->capture_default_str();
 
