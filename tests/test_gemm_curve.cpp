@@ -287,6 +287,12 @@ TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
   EXPECT_NEAR(model.seconds(g), 1e-3, 1e-12);  // the shape measured: its time
   g.host_bytes = 1.5e8;
   EXPECT_NEAR(model.seconds(g), 2e-3, 1e-12);
+  // A collective on the host: its ranks' copies and adds, slowed as a copy is (here 2× when cold);
+  // its fixed part (2(n−1) hand-offs of α) is not. A send moves what was just made: never cold.
+  const double ring_fixed = 6 * 1e-6, ring_bytes = 1.5e6 / 1e10;
+  EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e6, 4), ring_fixed + ring_bytes, 1e-12);
+  EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e6, 4, false, 1.0), ring_fixed + 2 * ring_bytes, 1e-12);
+  EXPECT_NEAR(model.collective_seconds(Collective::send, 1e6, 4, false, 1.0), 1e6 / 1e10, 1e-12);
   // Written into a trace and read back: the same figures.
   const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
   EXPECT_EQ(back.host_cache_bytes, 1e8);

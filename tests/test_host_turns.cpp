@@ -110,6 +110,20 @@ TEST(HostTurns, AShortOpFillsAGapItFits) {
   expect_at(t[4], 40, 42);
 }
 
+TEST(HostTurns, ACollectiveRecordedInStepsTakesTheCoresForEveryStep) {
+  // A backend's ring runs in steps, each recorded as an event; only the first carries the call's
+  // flow. Each step of the two ranks is one use of the cores: device 2's op, asking at 0, gets them
+  // between the steps, and the second step waits for it.
+  const auto t = take_turns_on_host({op(0, Lane::comm, 0, 10, 0, 6, Role::all_reduce), op(0, Lane::comm, 10, 20, 0, -1, Role::all_reduce),
+                                     op(1, Lane::comm, 0, 10, 0, 6, Role::all_reduce), op(1, Lane::comm, 10, 20, 0, -1, Role::all_reduce),
+                                     op(2, Lane::compute, 0, 10)});
+  expect_at(t[0], 0, 10);
+  expect_at(t[2], 0, 10);
+  expect_at(t[4], 10, 20);
+  expect_at(t[1], 20, 30);
+  expect_at(t[3], 20, 30);
+}
+
 TEST(HostTurns, ALaneIdleBeforeAnOpAbsorbsTheDelayOfTheOpBeforeIt) {
   // Device 1's upload is pushed past step 0's end by the barrier between steps (the sim priced it
   // early, as a GPU's copy engine would run it); its copy lane's next op, priced long after, did

@@ -93,6 +93,7 @@ class SimClock : public Clock {
   Interval occupy(Lane lane, int64_t begin_ns, int64_t duration_ns, double link_share = 0);
   int64_t lane_free_ns(Lane lane) const;
   const CostModel& model() const { return *model_; }
+  int devices_on_host() const { return devices_on_host_; }
 
  private:
   struct LinkUse {

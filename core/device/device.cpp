@@ -110,8 +110,7 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
   OpCost priced = cost;
   priced.kind = kind;
-  // Until a step has been seen whole, the bytes moved so far stand for it.
-  priced.host_bytes = std::max(last_step_bytes_.load(), step_bytes_.load());
+  priced.host_bytes = step_bytes();
   step_bytes_ = step_bytes_.load() + cost.bytes;
   Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();

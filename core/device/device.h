@@ -2,6 +2,7 @@
 // A device = executor (runs the numerics) + clock (stamps each op) + memory ledger (counts every
 // byte by category). Every op goes through here, so each one becomes an Event with its lane, its
 // bytes and its FLOPs, on cpu, cuda and sim alike: strategies never ask which kind they run on.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -55,6 +56,8 @@ class Device {
   EventBus* bus() const { return bus_; }
   bool computes() const { return executor_->computes(); }
   // Stamped on every event this device emits from now on.
+  // The bytes this device's ops touch in a step: the last step's, or this one's so far in the first.
+  double step_bytes() const { return std::max(last_step_bytes_.load(), step_bytes_.load()); }
   void set_step(int64_t step) {
     if (step != step_) {  // a new step: what the last one moved is the reuse distance of the next
       if (step_bytes_ > 0) last_step_bytes_ = step_bytes_.load();

@@ -99,8 +99,17 @@ double CostModel::gemm_seconds(const OpCost& c) const {
   return std::max(compute, memory) + p.launch_overhead_s;
 }
 
-double CostModel::collective_seconds(Collective op, double S, int n, bool crosses_nodes) const {
+double CostModel::collective_seconds(Collective op, double S, int n, bool crosses_nodes, double cold) const {
   const HardwareProfile& p = profile_;
+  // A calibrated host's collectives were measured hot, as its copies were: past the cache the part
+  // that moves bytes (not the fixed part: the ranks' hand-offs) slows down as a copy of S does.
+  // Not a send or a recv: what a pipeline stage sends it has just made.
+  const SizeCurve& copies = p.intra_node.curve;
+  const bool point_to_point = op == Collective::send || op == Collective::recv;
+  if (cold > 0 && S > 0 && !point_to_point && !copies.empty() && !copies.efficiency_cold.empty()) {
+    const double hot = collective_seconds(op, S, n, crosses_nodes), fixed = collective_seconds(op, 0, n, crosses_nodes);
+    return fixed + (hot - fixed) * copies.at(S) / copies.at(S, cold);
+  }
   const CollectiveSpec& c = p.collectives;
   const LinkSpec& intra = p.intra_node;
   const LinkSpec& inter = p.inter_node;

@@ -44,7 +44,11 @@ class CostModel {
   // ⌈n / devices_per_node⌉ nodes). `bytes` is S: the tensor of all_reduce, broadcast, reduce,
   // send and recv; the whole (size × piece) buffer of all_gather, reduce_scatter, scatter, gather.
   // For send / recv, `crosses_nodes` says the peer is on another node.
-  double collective_seconds(Collective op, double bytes, int world_size, bool crosses_nodes = false) const;
+  // `cold`: the share of the data past the host's cache (HardwareProfile::cold_share) — on a
+  // calibrated host a collective is the ranks' threads copying and adding, slowed as its copies
+  // are (not a send or recv: a pipeline stage sends what it has just made).
+  double collective_seconds(Collective op, double bytes, int world_size, bool crosses_nodes = false,
+                            double cold = 0) const;
   const HardwareProfile& profile() const { return profile_; }
   // The bandwidth a ring over k ranks on each of m nodes moves each rank's share at: the links'
   // achieved bandwidth, capped by the cube mesh, the host's PCIe and the nodes' NICs.

@@ -11,6 +11,9 @@ namespace scalelab {
 
 namespace {
 
+// More than the steps a backend's call is recorded in (ProcessGroup keeps at most 32).
+constexpr int64_t kStepsPerCall = 64;
+
 // The host's cores: busy intervals [begin, end), none overlapping. An op takes the earliest gap
 // at or after `earliest` that holds it whole (an op, once on the cores, runs to its end).
 class HostServer {
@@ -53,9 +56,30 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
     if (stage(x) != stage(y)) return stage(x) < stage(y);
     return x.t_begin_ns != y.t_begin_ns ? x.t_begin_ns < y.t_begin_ns : x.t_end_ns < y.t_end_ns;
   });
-  std::unordered_map<int64_t, int> members;  // flow_id → events in its collective
-  for (const Event& e : events)
-    if (e.flow_id >= 0 && e.role != Role::send && e.role != Role::recv) ++members[e.flow_id];
+  // A collective's events: a backend that runs it in steps records one event per step, the first
+  // with the call's flow_id, the rest with none (core/comm/process_group.cpp). The ranks' events of
+  // the same step are one group: keyed (flow_id, step), found in each device's recording order.
+  std::vector<int64_t> group(n, -1);
+  std::unordered_map<int64_t, int> members;  // group → its events
+  {
+    std::unordered_map<int, std::pair<int64_t, int64_t>> call;  // device → (flow_id, step) of its last
+    for (size_t i = 0; i < n; ++i) {
+      const Event& e = events[i];
+      if (e.role == Role::send || e.role == Role::recv) continue;
+      if (e.flow_id >= 0) {
+        group[i] = e.flow_id * kStepsPerCall;
+        if (e.lane == Lane::comm) call[e.device] = {e.flow_id, 0};
+      } else if (e.lane == Lane::comm && e.role != Role::none) {
+        const auto last = call.find(e.device);
+        if (last == call.end() || last->second.second + 1 >= kStepsPerCall) continue;
+        auto& [flow, step] = last->second;
+        group[i] = flow * kStepsPerCall + ++step;
+      } else {
+        continue;
+      }
+      ++members[group[i]];
+    }
+  }
 
   std::map<std::pair<int, int>, LaneState> lanes;                        // (device, lane)
   std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
@@ -99,7 +123,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   };
   std::unordered_map<int64_t, int64_t> sent;                            // flow_id → a send's delay
   std::unordered_map<int64_t, std::vector<size_t>> waiting_recv;        // flow_id → recvs before their send
-  std::unordered_map<int64_t, std::vector<std::pair<size_t, int64_t>>> gathering;  // flow_id → (event, its delay)
+  std::unordered_map<int64_t, std::vector<std::pair<size_t, int64_t>>> gathering;  // group → (event, its delay)
   // What still waits for a collective's last member or a recv's send when a step ends: placed as
   // its own delay allows.
   auto flush = [&] {
@@ -127,20 +151,20 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
     } else if (e.flow_id >= 0 && e.role == Role::recv) {
       if (const auto s = sent.find(e.flow_id); s != sent.end()) place(i, std::max(own_delay(i), s->second), false);
       else waiting_recv[e.flow_id].push_back(i);
-    } else if (e.flow_id >= 0) {
-      auto& group = gathering[e.flow_id];
-      group.emplace_back(i, own_delay(i));
-      if (static_cast<int>(group.size()) < members[e.flow_id]) continue;
-      // The collective starts when its last member can and the cores are free: its ranks' threads
-      // move and add the data with the host's cores, once for the whole group.
+    } else if (group[i] >= 0) {
+      auto& group_events = gathering[group[i]];
+      group_events.emplace_back(i, own_delay(i));
+      if (static_cast<int>(group_events.size()) < members[group[i]]) continue;
+      // The collective (or its step) starts when its last member can and the cores are free: its
+      // ranks' threads move and add the data with the host's cores, once for the whole group.
       int64_t start = stage_floor, duration = 0;
-      for (const auto& [j, d] : group) {
+      for (const auto& [j, d] : group_events) {
         start = std::max({start, events[j].t_begin_ns + d, lane_of(j).end});
         duration = std::max(duration, events[j].t_end_ns - events[j].t_begin_ns);
       }
       start = cores.reserve(start, duration);
-      for (const auto& [j, d] : group) place(j, start - events[j].t_begin_ns, false);
-      gathering.erase(e.flow_id);
+      for (const auto& [j, d] : group_events) place(j, start - events[j].t_begin_ns, false);
+      gathering.erase(group[i]);
     } else {
       place(i, own_delay(i), e.lane == Lane::compute || e.lane == Lane::copy);
     }

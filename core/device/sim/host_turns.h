@@ -15,8 +15,9 @@ namespace scalelab {
 // not before the event before it on its lane has ended. Compute- and copy-lane events then take
 // the host's one server at the earliest gap that fits them, and so do sends and collectives: on the
 // cpu device they are memcpys and sums by the ranks' threads, the cores' work. The events of one
-// collective (one flow_id) move together, start when the last can and the cores are free, and hold
-// the cores once for all of them; a recv (it waits, holding nothing) moves at least as far as its send.
+// collective (one flow_id; each step of one a backend recorded in steps) move together, start when
+// the last can and the cores are free, and hold the cores once for all of them; a recv (it waits,
+// holding nothing) moves at least as far as its send.
 std::vector<Event> take_turns_on_host(std::vector<Event> events);
 
 }  // namespace scalelab

@@ -135,7 +135,6 @@ int64_t whole(const json& j, const char* key, const std::string& origin, const s
   return static_cast<int64_t>(d);
 }
 
-
 const char* protocol_name(Protocol p) {
   switch (p) {
     case Protocol::ll: return "LL";
