@@ -53,8 +53,8 @@ double time_call(const std::function<void()>& op, double budget_s, EventBus& bus
 }
 
 // Whatever the host's caches hold, pushed out: a buffer larger than the last-level cache, one
-// write per cache line. A call timed after it reads its data from DRAM, as a step does when what
-// the devices hold outgrows the cache.
+// write per cache line. A call timed after it reads its data from DRAM, as a step's ops do when the
+// bytes the devices move in a step outgrow the cache.
 class CacheFlusher {
  public:
   explicit CacheFlusher(size_t bytes) : junk_(bytes / sizeof(float), 1.0f) {}
@@ -83,7 +83,7 @@ double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int 
 
 // The last-level cache, in effect (a VM's share of a socket's is less than lscpu says): y += x
 // over 8 MiB vectors, timed after touching S MiB of other memory. Its time climbs from the hot
-// one to DRAM's as S grows; the model's cold share clamp(held / C − 1, 0, 1) is ½ at held = 1.5 C,
+// one to DRAM's as S grows; the model's cold share clamp(moved / C − 1, 0, 1) is ½ at moved = 1.5 C,
 // so C = (S + 16 MiB) / 1.5 at the S where the time is halfway (linear between the points).
 double measure_host_cache(json& raw) {
   constexpr size_t kMiB = size_t{1} << 20;
@@ -282,7 +282,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // so an op of one costs about what it costs alone; the turns are the model's to price
   // (core/device/sim/host_turns.h).
   auto measure = [&](const OpMaker& make) { return time_call(make(dev), budget, bus); };
-  // … and cold: its data in DRAM, as in a run whose devices hold more than the cache.
+  // … and cold: its data in DRAM, as in a run whose steps move more than the cache holds.
   const double host_cache = measure_host_cache(raw);
   progress.step("host cache");
   CacheFlusher flush(static_cast<size_t>(std::clamp(4 * host_cache, 128.0 * (1 << 20), 1024.0 * (1 << 20))));
