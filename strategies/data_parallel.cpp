@@ -20,97 +20,15 @@
 // bytes). Device 0 does all the gathering, reducing and updating, and holds the most memory: the
 // imbalance DistributedDataParallel removes.
 #include <algorithm>
-#include <condition_variable>
-#include <exception>
-#include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "core/error.h"
 #include "core/nn/optimizer.h"
 #include "strategies/registry.h"
+#include "strategies/replica_threads.h"
 
 namespace scalelab {
 namespace {
-
-// One host thread per replica, as torch.nn.parallel.parallel_apply: each thread issues its
-// replica's ops to that replica's device, so the devices compute at the same time. The threads
-// live as long as the strategy (torch starts new ones at every call): on the cpu device a thread
-// started afresh each step ran its GEMMs up to 2× slower than one kept (OpenBLAS's helper thread
-// and the new thread shared a core until the scheduler moved one), a cost no model would price.
-class ReplicaThreads {
- public:
-  explicit ReplicaThreads(int replicas) : errors_(static_cast<size_t>(replicas)) {
-    try {
-      for (int i = 0; i < replicas; ++i) threads_.emplace_back([this, i] { serve(i); });
-    } catch (...) {  // the system refused a thread: stop those started, then say so
-      stop();
-      throw;
-    }
-  }
-  ~ReplicaThreads() { stop(); }
-  ReplicaThreads(const ReplicaThreads&) = delete;
-  ReplicaThreads& operator=(const ReplicaThreads&) = delete;
-
-  // Runs work(i) on replica i's thread for every i; returns when all have finished, rethrowing
-  // the first replica's error.
-  void apply(const std::function<void(int replica)>& work) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    work_ = &work;
-    ++round_;
-    pending_ = threads_.size();
-    wake_.notify_all();
-    done_.wait(lock, [&] { return pending_ == 0; });
-    work_ = nullptr;
-    for (std::exception_ptr& e : errors_)
-      if (e) {
-        const std::exception_ptr first = e;
-        std::fill(errors_.begin(), errors_.end(), nullptr);
-        std::rethrow_exception(first);
-      }
-  }
-
- private:
-  void stop() noexcept {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-
-  void serve(int replica) {
-    uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int)>* work = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || round_ != seen; });
-        if (stopping_) return;
-        seen = round_;
-        work = work_;
-      }
-      try {
-        (*work)(replica);
-      } catch (...) {
-        errors_[static_cast<size_t>(replica)] = std::current_exception();
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  std::vector<std::thread> threads_;
-  std::vector<std::exception_ptr> errors_;  // by replica, for the round under way
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int)>* work_ = nullptr;
-  uint64_t round_ = 0;
-  size_t pending_ = 0;
-  bool stopping_ = false;
-};
 
 class DataParallel : public Strategy {
  public:
@@ -242,7 +160,9 @@ class DataParallel : public Strategy {
   LossScaler scaler_;
   std::vector<std::unique_ptr<Mlp>> copies_;  // the replicas on devices 1..n−1
   std::vector<Mlp*> replicas_;                // every replica by device: model_, then copies_
-  ReplicaThreads threads_;                    // one per replica, for steps 3. and 6.
+  // One host thread per replica, as torch.nn.parallel.parallel_apply: each issues its replica's
+  // ops to that replica's device, so the devices compute at the same time (steps 3. and 6.).
+  ReplicaThreads threads_;
 };
 
 }  // namespace
