@@ -54,15 +54,20 @@ for c in [v for k, v in ec.items() if k != "source"] + [p["links"][l]["curve"] f
 sweep = p["calibration"]["raw"]["host_cache"]
 assert len(sweep) >= 5 and all(r["seconds"] > 0 for r in sweep), sweep
 assert p["device"].get("host_cache_bytes", 1) > 0
+# The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
+m = p["collectives"]["measured"]
+assert m["ranks"] == 4, m
+for op in ("all_reduce", "reduce_scatter", "all_gather"):
+    assert len(m[op]["bytes"]) >= 3 and len(m[op]["seconds"]) == len(m[op]["bytes"]) and min(m[op]["seconds"]) > 0, (op, m[op])
 PYEOF
-then pass "element-wise curves for every kind a step makes; copies by size; GEMMs shape by shape; the all-reduce apart"
+then pass "element-wise curves for every kind a step makes; copies by size; GEMMs shape by shape; collectives timed by size"
 else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi
 
 # The threads all-reduce on 2 ranks.
 if "$SCALELAB" calibrate --quick --devices 2 --out "$WORK/me2.json" >/dev/null 2>&1 && $PY -c "
 import json, sys
 p = json.load(open('$WORK/me2.json'))
-sys.exit(0 if p['calibration']['fits']['all_reduce_threads']['ranks'] == 2 else 1)"; then
+sys.exit(0 if p['calibration']['fits']['all_reduce_threads']['ranks'] == 2 and p['collectives']['measured']['ranks'] == 2 else 1)"; then
   pass "calibrate --devices 2 measures the all-reduce on 2 ranks"
 else fail "calibrate --devices 2: $(head -c 300 "$WORK/me2.json" 2>/dev/null)"; fi
 out=$("$SCALELAB" calibrate --quick --devices 1 --out "$WORK/none.json" 2>&1)

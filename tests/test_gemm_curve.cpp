@@ -253,6 +253,41 @@ TEST(LinkCurve, ABrokenCurveIsRefusedNamingTheField) {
   EXPECT_TRUE(contains(hw_error(j), "links.host.curve' must be {\"bytes\"")) << hw_error(j);
 }
 
+TEST(TimedCollective, ACallOnTheRanksMeasuredIsPricedByItsTimesOthersByTheRing) {
+  // A calibrated host timed its all-reduce on 4 ranks at 1 KB (20 µs) and 1 MB (2 ms).
+  json j = round_profile();
+  j["devices_per_node"] = 8;
+  j["collectives"] = {{"intra_hop_s", 1e-6}, {"protocols", {"Simple"}}, {"tree", false}};
+  const CostModel ring(parse_profile(j.dump(), "ring"));
+  j["collectives"]["measured"] = {{"ranks", 4}, {"all_reduce", {{"bytes", {1e3, 1e6}}, {"seconds", {20e-6, 2e-3}}}}};
+  const CostModel model(parse_profile(j.dump(), "round"));
+  EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e6, 4), 2e-3, 1e-12);
+  EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 10, 4), 20e-6, 1e-12);   // below: the smallest's time
+  EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 4e6, 4), 8e-3, 1e-12);   // above: in proportion
+  // Between: a straight line in log-log (1000× the bytes took 100× the time: 10× the bytes, 10^⅔×).
+  EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e4, 4), 20e-6 * std::pow(10.0, 2.0 / 3.0), 1e-12);
+  // Another rank count, or a collective not timed: the ring's closed form.
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, 1e6, 2), ring.collective_seconds(Collective::all_reduce, 1e6, 2));
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, 1e6, 4), ring.collective_seconds(Collective::all_gather, 1e6, 4));
+  // Written into a trace and read back: the same times.
+  const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
+  ASSERT_EQ(back.collectives.measured.count("all_reduce"), 1u);
+  EXPECT_EQ(back.collectives.measured.at("all_reduce").ranks, 4);
+  EXPECT_EQ(back.collectives.measured.at("all_reduce").seconds, (std::vector<double>{20e-6, 2e-3}));
+}
+
+TEST(TimedCollective, ABrokenTableIsRefusedNamingTheField) {
+  json j = round_profile();
+  j["collectives"] = {{"measured", {{"ranks", 4}, {"all_reduce", {{"bytes", {1e3, 1e6}}, {"seconds", {20e-6}}}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured.all_reduce' must hold as many")) << hw_error(j);
+  j["collectives"]["measured"]["all_reduce"] = {{"bytes", {1e6, 1e3}}, {"seconds", {1e-3, 1e-3}}};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured.all_reduce.bytes' must increase")) << hw_error(j);
+  j["collectives"]["measured"]["all_reduce"] = {{"bytes", {1e3}}, {"seconds", {-1}}};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured.all_reduce[0]' is bytes 1000.0, seconds -1")) << hw_error(j);
+  j["collectives"]["measured"] = {{"all_reduce", {{"bytes", {1e3}}, {"seconds", {1e-3}}}}};
+  EXPECT_TRUE(contains(hw_error(j), "ranks")) << hw_error(j);
+}
+
 TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
   // A host whose cache holds 100 MB in effect: a step of 100 MB leaves every tensor in it, 150 MB
   // half of the op's time cold, 200 MB and more all of it.

@@ -138,6 +138,30 @@ TEST(HostTurns, ALaneIdleBeforeAnOpAbsorbsTheDelayOfTheOpBeforeIt) {
   expect_at(t[4], 62, 63);  // it copies device 0's result, 2 late
 }
 
+TEST(HostTurns, ProcessesShareTheCoresWithoutTurnsEachGemmOnItsShare) {
+  // Hogwild: 4 worker processes on 2 cores, one OpenBLAS thread each: two ops at a time, a GEMM at
+  // one core's speed (twice what the sim priced with both); 1 worker keeps every core.
+  const HostShare four = processes_share(4, 2);
+  EXPECT_EQ(four.servers, 2);
+  EXPECT_DOUBLE_EQ(four.gemm_stretch, 2.0);
+  const HostShare one = processes_share(1, 2);
+  EXPECT_EQ(one.servers, 1);
+  EXPECT_DOUBLE_EQ(one.gemm_stretch, 1.0);
+  const HostShare eight_cores = processes_share(4, 8);  // two threads each
+  EXPECT_EQ(eight_cores.servers, 4);
+  EXPECT_DOUBLE_EQ(eight_cores.gemm_stretch, 4.0);
+  // Three devices' GEMMs priced at [0, 10) each: two run at once for 20, the third after them.
+  // An element-wise op of device 0 after its GEMM keeps its priced length and follows it.
+  Event ew = op(0, Lane::compute, 10, 13);
+  ew.kind = "sgd";
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10), op(2, Lane::compute, 0, 10), ew},
+                                    four);
+  expect_at(t[0], 0, 20);
+  expect_at(t[1], 0, 20);
+  expect_at(t[2], 20, 40);
+  expect_at(t[3], 20, 23);
+}
+
 TEST(HostCores, OneOpAtATimeInTheOrderAsked) {
   HostCores cores;
   std::atomic<int> inside{0}, most{0}, done{0};

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -35,21 +37,47 @@ namespace {
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
-// The median time of one call of `op`, repeated for about `budget_s` (at least 5 calls, after 2
-// untimed ones): the median, so one descheduled call on a shared machine does not move it.
-double time_call(const std::function<void()>& op, double budget_s, EventBus& bus) {
+using OpMaker = std::function<std::function<void()>(Device&)>;
+
+// Times of calls of `op`, repeated for about `budget_s` (at least `min_calls`, after 2 untimed).
+std::vector<double> call_times(const std::function<void()>& op, double budget_s, EventBus& bus, size_t min_calls = 5) {
   op();
   op();
   std::vector<double> t;
   const auto start = clock_type::now();
-  while (t.size() < 5 || (std::chrono::duration<double>(clock_type::now() - start).count() < budget_s && t.size() < 10000)) {
+  while (t.size() < min_calls ||
+         (std::chrono::duration<double>(clock_type::now() - start).count() < budget_s && t.size() < 10000)) {
     const auto t0 = clock_type::now();
     op();
     t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
     if (bus.events().size() > 4096) bus.clear();  // the bus is there as in training; its store is not
   }
+  return t;
+}
+
+// The median: one descheduled call on a shared machine does not move it.
+double median(std::vector<double> t) {
   std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return t.empty() ? 0.0 : t[t.size() / 2];
+}
+
+double time_call(const std::function<void()>& op, double budget_s, EventBus& bus) {
+  return median(call_times(op, budget_s, bus));
+}
+
+// As call_times, but with the operands in the shared cache, not the cores' own: the op is made
+// `copies` times over (each with its own tensors) and the calls go round them, so between two
+// calls on the same operands the others' bytes have passed through the cores' caches. A run
+// touches a layer's weights once a step, with other layers' data between.
+std::vector<double> warm_call_times(const OpMaker& make, Device& dev, int64_t op_bytes, double budget_s, EventBus& bus) {
+  const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double between = std::max(16.0 * (1 << 20), 2.0 * cores * static_cast<double>(std::max(0L, l2)));
+  const int copies = static_cast<int>(std::clamp(std::ceil(between / std::max<double>(1.0, static_cast<double>(op_bytes))), 1.0, 64.0));
+  std::vector<std::function<void()>> ops;
+  for (int i = 0; i < copies; ++i) ops.push_back(make(dev));
+  size_t next = 0;
+  return call_times([&] { ops[next++ % ops.size()](); }, budget_s, bus, 2);
 }
 
 // Whatever the host's caches hold, pushed out: a buffer larger than the last-level cache, one
@@ -66,8 +94,8 @@ class CacheFlusher {
   std::vector<float> junk_;
 };
 
-// The median of `calls` calls, each after a flush.
-double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int calls, EventBus& bus) {
+// The times of `calls` calls, each after a flush.
+std::vector<double> cold_call_times(const std::function<void()>& op, CacheFlusher& flush, int calls, EventBus& bus) {
   op();
   std::vector<double> t;
   for (int i = 0; i < calls; ++i) {
@@ -77,8 +105,12 @@ double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int 
     t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
     if (bus.events().size() > 4096) bus.clear();
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return t;
+}
+
+// The median of `calls` calls, each after a flush.
+double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int calls, EventBus& bus) {
+  return median(cold_call_times(op, flush, calls, bus));
 }
 
 // The last-level cache, in effect (a VM's share of a socket's is less than lscpu says): y += x
@@ -184,7 +216,6 @@ class ProgressLine {
 };
 
 // Makes an op on a device (its tensors allocated there) and returns the call to time or repeat.
-using OpMaker = std::function<std::function<void()>(Device&)>;
 
 struct GemmShape {
   bool ta, tb;
@@ -224,18 +255,58 @@ SizeCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficienc
   return c;
 }
 
-json measure_all_reduce(const std::string& comm, int ranks, int64_t max_bytes, std::vector<double>& bytes,
-                        std::vector<double>& seconds) {
+// A run's GEMMs leave OpenBLAS's helper threads spinning: they wait for more work (about 0.1 s)
+// before they sleep, each on a core. The ranks' threads of a collective take no turns on the cores
+// (core/device/clock.h), so in a run they have only the cores left. Measured with every core free,
+// a 4-rank all-reduce of 16 MiB took 4.9 ms here, and 8.1 ms beside one spinning thread; the
+// threads of a step's all-reduce ran one after another. While one of these lives, a small GEMM
+// every 20 ms keeps the helpers as a training step leaves them.
+class BlasHelpersSpinning {
+ public:
+  explicit BlasHelpersSpinning(Device& dev)
+      : a_(dev.empty({256, 256}, DType::f32, MemoryCategory::workspace, "spin.a")),
+        c_(dev.empty({256, 256}, DType::f32, MemoryCategory::workspace, "spin.c")) {
+    dev.fill({"calibrate"}, a_, 0.5f);
+    thread_ = std::thread([this, &dev] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!stop_) {
+        lock.unlock();
+        dev.gemm({"calibrate"}, false, false, a_, a_, c_);
+        lock.lock();
+        stopped_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop_; });
+      }
+    });
+  }
+  ~BlasHelpersSpinning() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    stopped_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  Tensor a_, c_;
+  std::mutex mutex_;
+  std::condition_variable stopped_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+json measure_collective(const std::string& comm, const std::string& op, int ranks, int64_t max_bytes,
+                        std::vector<double>& bytes, std::vector<double>& seconds) {
   BenchCommOptions o;
   o.comm = comm;
   o.ranks = ranks;
-  o.op = "all_reduce";
+  o.op = op;
   o.min_bytes = 4096;
   o.max_bytes = max_bytes;
   o.iters = 10;
   o.warmup = 2;
   o.quiet = true;
-  o.json_path = (std::filesystem::temp_directory_path() / ("scalelab-calibrate-" + comm + "-" + std::to_string(::getpid()) + ".json")).string();
+  o.json_path = (std::filesystem::temp_directory_path() /
+                 ("scalelab-calibrate-" + comm + "-" + op + "-" + std::to_string(::getpid()) + ".json")).string();
   bench_comm(o);
   std::ifstream in(o.json_path);
   json j = json::parse(in);
@@ -262,6 +333,7 @@ int run_calibrate(const CalibrateOptions& o) {
   check_output_path(out, "calibrate");
   const auto started = clock_type::now();
   const double budget = o.quick ? 0.02 : 0.15;  // seconds per measurement
+  const int gemm_rounds = o.quick ? 2 : 3;       // see "In rounds" below
   const std::vector<int64_t> rows = o.quick ? std::vector<int64_t>{8, 32, 128} : std::vector<int64_t>{8, 32, 128, 512};
   const std::vector<int64_t> widths =
       o.quick ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{16, 64, 256, 1024, 2048};
@@ -270,7 +342,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // weights and their optimizer state are.
   const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
   const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 2 : 3));
+  ProgressLine progress(static_cast<int>(grid.size()) * gemm_rounds + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 4 : 5));
 
   EventBus bus;
   DeviceOptions dopt;
@@ -292,21 +364,36 @@ int run_calibrate(const CalibrateOptions& o) {
   // 1. GEMMs: FLOP/s per shape; the best is taken as the peak, the curve is the shares of it.
   std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
   json raw_gemm = json::array();
-  for (const GemmShape& g : grid) {
-    const OpMaker make = [g](Device& d) -> std::function<void()> {
-      Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
-      Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
-      Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
-      d.fill({"calibrate"}, a, 0.5f);
-      d.fill({"calibrate"}, b, 0.25f);
-      return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
-    };
-    const double s = measure(make), cold = measure_cold(make);
+  // In rounds: each shape is timed a little in every round, so a slow stretch of this shared
+  // machine moves every shape alike and the median over the rounds leaves it out. Timed one shape
+  // after another, a shape could come out a third slower in one calibration than in the others
+  // (128×1024×1024: 5.62 ms once, 4.06 … 4.28 in four other calibrations).
+  const int cold_per_round = 2;
+  std::vector<std::vector<double>> warm_times(grid.size()), cold_times(grid.size());
+  for (int round = 0; round < gemm_rounds; ++round)
+    for (size_t i = 0; i < grid.size(); ++i) {
+      const GemmShape g = grid[i];
+      const OpMaker make = [g](Device& d) -> std::function<void()> {
+        Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
+        Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
+        Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
+        d.fill({"calibrate"}, a, 0.5f);
+        d.fill({"calibrate"}, b, 0.25f);
+        return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
+      };
+      const int64_t operand_bytes = 4 * (g.m * g.k + g.k * g.n + g.m * g.n);
+      for (double t : warm_call_times(make, dev, operand_bytes, budget / gemm_rounds, bus)) warm_times[i].push_back(t);
+      for (double t : cold_call_times(make(dev), flush, cold_per_round, bus)) cold_times[i].push_back(t);
+      progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + ", round " +
+                    std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
+    }
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const GemmShape& g = grid[i];
+    const double s = median(warm_times[i]), cold = median(cold_times[i]);
     const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
     rates.push_back({mnk, 2 * mnk / s});
     raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s},
                         {"seconds_cold", cold}});
-    progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k));
   }
   double peak = 0;
   for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
@@ -470,12 +557,26 @@ int run_calibrate(const CalibrateOptions& o) {
   });
   raw["peer_copy"] = raw_peer;
 
-  // 5. All-reduce over the threads backend on --devices ranks (default 4, the tour's count): the
-  // ring's 2(n−1)α + 2(n−1)/n · S/B fitted; shm measured too (full run), for the record.
+  // 5. The collectives a strategy calls, over the threads backend on --devices ranks (default 4,
+  // the tour's count), as a run leaves the host: timed by size, they price calls on that many
+  // ranks; the all-reduce also gives the ring's 2(n−1)α + 2(n−1)/n · S/B for other counts. shm's
+  // all-reduce is measured too (full run), for the record.
   const int ranks = o.devices;
+  const int64_t largest_collective = o.quick ? 1 << 20 : 16 << 20;
   std::vector<double> ar_bytes, ar_seconds;
-  raw["all_reduce_threads"] = measure_all_reduce("threads", ranks, o.quick ? 1 << 20 : 16 << 20, ar_bytes, ar_seconds);
-  progress.step("all_reduce threads");
+  json measured_collectives{{"ranks", ranks}};
+  {
+    BlasHelpersSpinning as_in_a_run(dev);
+    raw["all_reduce_threads"] = measure_collective("threads", "all_reduce", ranks, largest_collective, ar_bytes, ar_seconds);
+    measured_collectives["all_reduce"] = {{"bytes", ar_bytes}, {"seconds", ar_seconds}};
+    progress.step("all_reduce threads");
+    for (const char* op : {"reduce_scatter", "all_gather"}) {
+      std::vector<double> b, t;
+      raw[std::string(op) + "_threads"] = measure_collective("threads", op, ranks, largest_collective, b, t);
+      measured_collectives[op] = {{"bytes", b}, {"seconds", t}};
+      progress.step(std::string(op) + " threads");
+    }
+  }
   const AlphaBeta threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
   json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
             {"host_copy", {{"latency_s", host.fit.alpha_s}, {"bandwidth_Bps", host.fit.bandwidth_Bps}, {"rms_log_error", host.fit.rms_log_error}}},
@@ -484,7 +585,7 @@ int run_calibrate(const CalibrateOptions& o) {
                                     {"rms_log_error", threads_link.rms_log_error}}}};
   if (!o.quick) {
     std::vector<double> shm_bytes, shm_seconds;
-    raw["all_reduce_shm"] = measure_all_reduce("shm", ranks, 16 << 20, shm_bytes, shm_seconds);
+    raw["all_reduce_shm"] = measure_collective("shm", "all_reduce", ranks, 16 << 20, shm_bytes, shm_seconds);
     progress.step("all_reduce shm");
     const AlphaBeta shm = fit_alpha_beta(shm_bytes, shm_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
     fits["all_reduce_shm"] = {{"ranks", ranks}, {"latency_s", shm.alpha_s}, {"bandwidth_Bps", shm.bandwidth_Bps},
@@ -526,7 +627,8 @@ int run_calibrate(const CalibrateOptions& o) {
         {"intra_hop_s", threads_link.alpha_s},
         {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / peer.link()["bandwidth_Bps"].get<double>(), 1e-6, 1.0)},
         {"protocols", {"Simple"}},
-        {"tree", false}}},
+        {"tree", false},
+        {"measured", measured_collectives}}},
       {"calibration",
        {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"date", utc_now()}, {"quick", o.quick}, {"devices", o.devices},
         {"seconds", seconds}, {"fits", fits}, {"raw", raw}}},
@@ -542,8 +644,10 @@ int run_calibrate(const CalibrateOptions& o) {
         {"launch_overhead_s", "measured: the α of α + bytes/B fitted to axpy and bias+ReLU — the per-op cost of a kind without a curve"},
         {"links.host", "measured: Device::upload; bandwidth = the best rate, curve = each size's share of it, α fitted"},
         {"links.intra_node", "measured: Device::copy between two cpu devices; bandwidth = the best rate, curve = each size's share of it, α fitted"},
-        {"collectives", "measured: threads-backend all_reduce on " + std::to_string(ranks) +
-                            " ranks, 2(n−1)α + 2(n−1)/n·S/B fitted; intra_efficiency = that B ÷ the copies' B"},
+        {"collectives", "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(ranks) +
+                            " ranks, with OpenBLAS's helper threads spinning as a run's GEMMs leave them; `measured` prices calls "
+                            "on that many ranks; other counts: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce, "
+                            "intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
   if (host_cache > 0) profile["device"]["host_cache_bytes"] = host_cache;  // none found: every op priced hot
   const std::string text = profile.dump(2) + "\n";

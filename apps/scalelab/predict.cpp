@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "apps/scalelab/bench.h"
 #include "core/device/sim/host_turns.h"
@@ -149,7 +149,10 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     EventBus sim_bus;
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
     // The cpu devices measured took turns on this host's cores; the sim priced each alone.
-    const std::vector<Event> served = take_turns_on_host(sim_bus.events());
+    // Hogwild's workers are processes: they share the cores without turns.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const HostShare share = c.strategy == "multiprocessing" ? processes_share(c.devices, cores) : HostShare{};
+    const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));
     for (size_t d = 0; d < pr.figures.devices.size() && d < turns.per_device.size(); ++d) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <unordered_map>
@@ -14,22 +15,39 @@ namespace {
 // More than the steps a backend's call is recorded in (ProcessGroup keeps at most 32).
 constexpr int64_t kStepsPerCall = 64;
 
-// The host's cores: busy intervals [begin, end), none overlapping. An op takes the earliest gap
-// at or after `earliest` that holds it whole (an op, once on the cores, runs to its end).
+// One server of the host's cores: busy intervals [begin, end), none overlapping. An op takes the
+// earliest gap at or after `earliest` that holds it whole (an op, once on the cores, runs to its end).
 class HostServer {
  public:
-  int64_t reserve(int64_t earliest, int64_t duration) {
-    if (duration <= 0) return earliest;
+  int64_t earliest_gap(int64_t earliest, int64_t duration) const {
     int64_t start = earliest;
     auto it = busy_.upper_bound(start);
     if (it != busy_.begin() && std::prev(it)->second > start) start = std::prev(it)->second;
     for (; it != busy_.end() && it->first < start + duration; ++it) start = std::max(start, it->second);
-    busy_.emplace(start, start + duration);
+    return start;
+  }
+  void take(int64_t start, int64_t duration) { busy_.emplace(start, start + duration); }
+
+ private:
+  std::map<int64_t, int64_t> busy_;
+};
+
+// The host's servers: an op goes to the one that can start it first.
+class HostServers {
+ public:
+  explicit HostServers(int count) : servers_(static_cast<size_t>(std::max(1, count))) {}
+  int64_t reserve(int64_t earliest, int64_t duration) {
+    if (duration <= 0) return earliest;
+    HostServer* best = nullptr;
+    int64_t start = INT64_MAX;
+    for (HostServer& s : servers_)
+      if (const int64_t at = s.earliest_gap(earliest, duration); at < start) start = at, best = &s;
+    best->take(start, duration);
     return start;
   }
 
  private:
-  std::map<int64_t, int64_t> busy_;
+  std::vector<HostServer> servers_;
 };
 
 struct LaneState {
@@ -40,8 +58,23 @@ struct LaneState {
 
 }  // namespace
 
-std::vector<Event> take_turns_on_host(std::vector<Event> events) {
+HostShare processes_share(int processes, int cores) {
+  processes = std::max(1, processes);
+  cores = std::max(1, cores);
+  const int threads = std::max(1, cores / processes);
+  return {std::min(processes, cores), static_cast<double>(cores) / threads};
+}
+
+std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare& share) {
   const size_t n = events.size();
+  // How long event i holds its server: as priced, but a GEMM with fewer threads than the sim
+  // priced it with takes longer.
+  std::vector<int64_t> duration(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Event& e = events[i];
+    const double priced = static_cast<double>(e.t_end_ns - e.t_begin_ns);
+    duration[i] = std::llround(e.kind == "gemm" ? priced * share.gemm_stretch : priced);
+  }
   // Steps one after another — on the cpu device the host thread starts step s + 1 when every rank
   // has finished step s — and in each step the events in their priced order. Events of no step
   // (set-up, the final evaluation) go before the first step or after the last, as they lay.
@@ -85,7 +118,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
   std::vector<int64_t> begin(n);
   for (size_t i = 0; i < n; ++i) begin[i] = events[i].t_begin_ns;
-  HostServer cores;
+  HostServers cores(share.servers);
 
   auto lane_of = [&](size_t i) -> LaneState& { return lanes[{events[i].device, static_cast<int>(events[i].lane)}]; };
   // The delay event i inherits from what it waited for: the event before it on its lane if it
@@ -109,17 +142,16 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   auto place = [&](size_t i, int64_t delay, bool on_cores) {
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
-    const int64_t duration = e.t_end_ns - e.t_begin_ns;
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (on_cores) start = cores.reserve(start, duration);
+    if (on_cores) start = cores.reserve(start, duration[i]);
     begin[i] = start;
-    lane.end = start + duration;
+    lane.end = start + duration[i];
     lane.priced_end = e.t_end_ns;
-    lane.delay = start - e.t_begin_ns;
+    lane.delay = lane.end - e.t_end_ns;  // what comes after it on its lane, or waits for it, moves as much
     int64_t& at_end = ended[e.device][e.t_end_ns];
     at_end = std::max(at_end, lane.delay);
     stage_end = std::max(stage_end, lane.end);
-    return lane.delay;
+    return start - e.t_begin_ns;
   };
   std::unordered_map<int64_t, int64_t> sent;                            // flow_id → a send's delay
   std::unordered_map<int64_t, std::vector<size_t>> waiting_recv;        // flow_id → recvs before their send
@@ -157,12 +189,12 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
       if (static_cast<int>(group_events.size()) < members[group[i]]) continue;
       // The collective (or its step) starts when its last member can and the cores are free: its
       // ranks' threads move and add the data with the host's cores, once for the whole group.
-      int64_t start = stage_floor, duration = 0;
+      int64_t start = stage_floor, longest = 0;
       for (const auto& [j, d] : group_events) {
         start = std::max({start, events[j].t_begin_ns + d, lane_of(j).end});
-        duration = std::max(duration, events[j].t_end_ns - events[j].t_begin_ns);
+        longest = std::max(longest, duration[j]);
       }
-      start = cores.reserve(start, duration);
+      start = cores.reserve(start, longest);
       for (const auto& [j, d] : group_events) place(j, start - events[j].t_begin_ns, false);
       gathering.erase(group[i]);
     } else {
@@ -172,7 +204,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events) {
   flush();  // a recv whose send is not among the events, a collective missing members
 
   for (size_t i = 0; i < n; ++i) {
-    events[i].t_end_ns = begin[i] + (events[i].t_end_ns - events[i].t_begin_ns);
+    events[i].t_end_ns = begin[i] + duration[i];
     events[i].t_begin_ns = begin[i];
   }
   return events;

@@ -18,6 +18,19 @@ namespace scalelab {
 // collective (one flow_id; each step of one a backend recorded in steps) move together, start when
 // the last can and the cores are free, and hold the cores once for all of them; a recv (it waits,
 // holding nothing) moves at least as far as its send.
-std::vector<Event> take_turns_on_host(std::vector<Event> events);
+//
+// `share` says how the host's cores are shared. The cpu devices of one process take turns (one
+// server, every core each op). Hogwild's workers are processes that take no turns: each computes
+// with its share of the cores (OpenBLAS's threads, core/proc/threads.h), so up to `servers` ops run
+// at once, a GEMM at its share's speed (`gemm_stretch` times what the sim priced with every core)
+// and an element-wise op or a copy at what it was priced (one thread either way).
+struct HostShare {
+  int servers = 1;
+  double gemm_stretch = 1;
+};
+// How N worker processes, each with max(1, cores / N) of OpenBLAS's threads, share `cores`.
+HostShare processes_share(int processes, int cores);
+
+std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare& share = {});
 
 }  // namespace scalelab

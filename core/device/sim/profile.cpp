@@ -92,6 +92,16 @@ double SizeCurve::at(double size, double cold) const {
   return efficiency[lo] + t * (efficiency[hi] - efficiency[lo]);
 }
 
+double TimedCollective::at(double payload) const {
+  if (bytes.empty()) return 0;
+  if (!(payload > bytes.front())) return seconds.front();
+  if (payload >= bytes.back()) return seconds.back() * payload / bytes.back();
+  const size_t hi = static_cast<size_t>(std::lower_bound(bytes.begin(), bytes.end(), payload) - bytes.begin());
+  const size_t lo = hi - 1;
+  const double t = std::log(payload / bytes[lo]) / std::log(bytes[hi] / bytes[lo]);
+  return std::exp(std::log(seconds[lo]) + t * (std::log(seconds[hi]) - std::log(seconds[lo])));
+}
+
 namespace {
 
 const json& field(const json& j, const char* key, const std::string& origin, const std::string& where) {
@@ -202,6 +212,35 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
     }
     std::sort(c.ring_links.begin(), c.ring_links.end());
   }
+  if (s.contains("measured")) {
+    const json& m = s.at("measured");
+    const std::string at = where + "measured";
+    const char* fix = " — `scalelab calibrate` writes it as {\"ranks\": N, \"<collective>\": {\"bytes\": [...], \"seconds\": [...]}, …}";
+    if (!m.is_object()) throw Error("hw", origin + ": field '" + at + "' must be an object" + fix);
+    const int ranks = static_cast<int>(whole(m, "ranks", origin, at + ".", 1 << 20));
+    for (const auto& [op, table] : m.items()) {
+      if (op == "ranks") continue;
+      const std::string here = at + "." + op;
+      if (!table.is_object() || !table.contains("bytes") || !table.contains("seconds") || !table.at("bytes").is_array() ||
+          !table.at("seconds").is_array() || table.at("bytes").size() != table.at("seconds").size() || table.at("bytes").empty())
+        throw Error("hw", origin + ": field '" + here + "' must hold as many \"seconds\" as \"bytes\", at least one" + fix);
+      TimedCollective t;
+      t.ranks = ranks;
+      for (size_t i = 0; i < table.at("bytes").size(); ++i) {
+        const json &b = table.at("bytes")[i], &sec = table.at("seconds")[i];
+        if (!b.is_number() || !sec.is_number() || !(b.get<double>() > 0) || !(sec.get<double>() > 0) ||
+            !std::isfinite(b.get<double>()) || !std::isfinite(sec.get<double>()))
+          throw Error("hw", origin + ": field '" + here + "[" + std::to_string(i) + "]' is bytes " + b.dump() + ", seconds " +
+                                sec.dump() + ": both must be numbers > 0" + fix);
+        if (!t.bytes.empty() && b.get<double>() <= t.bytes.back())
+          throw Error("hw", origin + ": field '" + here + ".bytes' must increase: " + b.dump() + " comes after " +
+                                table.at("bytes")[i - 1].dump() + fix);
+        t.bytes.push_back(b.get<double>());
+        t.seconds.push_back(sec.get<double>());
+      }
+      c.measured[op] = std::move(t);
+    }
+  }
   return c;
 }
 
@@ -308,6 +347,11 @@ json collectives_to_json(const CollectiveSpec& c) {
     for (const auto& [ranks, links] : c.ring_links) table[std::to_string(ranks)] = links;
     j["ring_links"] = table;
     j["links_per_device"] = c.links_per_device;
+  }
+  if (!c.measured.empty()) {
+    json measured{{"ranks", c.measured.begin()->second.ranks}};
+    for (const auto& [op, t] : c.measured) measured[op] = {{"bytes", t.bytes}, {"seconds", t.seconds}};
+    j["measured"] = measured;
   }
   return j;
 }

@@ -42,6 +42,16 @@ struct LinkSpec {
 // section gets the textbook ring: the links' α per step, their raw bandwidth, one protocol.
 enum class Protocol : uint8_t { ll, ll128, simple };
 
+// A calibrated host's collective, timed: seconds per call by its payload (as `bench comm` counts
+// it), on the ranks it was measured with. Between sizes a straight line in log-log; below the
+// smallest its time, above the largest in proportion to the bytes.
+struct TimedCollective {
+  int ranks = 0;
+  std::vector<double> bytes;    // strictly increasing, > 0
+  std::vector<double> seconds;  // one per size, > 0
+  double at(double payload) const;
+};
+
 struct CollectiveSpec {
   bool calibrated = false;          // the section is present
   double launch_s = 0;              // fixed cost of one collective kernel
@@ -62,6 +72,9 @@ struct CollectiveSpec {
   // the device's link count; empty = every rank reaches every other on the full bandwidth.
   std::vector<std::pair<int, int>> ring_links;
   int links_per_device = 0;
+  // "measured": collective name → its times on this host (`scalelab calibrate`); a call of
+  // another rank count, or that leaves the node, gets the closed forms above.
+  std::map<std::string, TimedCollective> measured;
 };
 
 // The compute side of a profile that has curves: one per kind of GEMM. f32 is PyTorch's default
