@@ -55,10 +55,11 @@ sweep = p["calibration"]["raw"]["host_cache"]
 assert len(sweep) >= 5 and all(r["seconds"] > 0 for r in sweep), sweep
 assert p["device"].get("host_cache_bytes", 1) > 0
 # The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
-m = p["collectives"]["measured"]
-assert m["ranks"] == 4, m
+timed = {(t["op"], t["ranks"]): t for t in p["collectives"]["measured"]}
 for op in ("all_reduce", "reduce_scatter", "all_gather"):
-    assert len(m[op]["bytes"]) >= 3 and len(m[op]["seconds"]) == len(m[op]["bytes"]) and min(m[op]["seconds"]) > 0, (op, m[op])
+    for ranks in (4, 2):  # the ranks calibrated, and the 2-rank groups of ddp-mp
+        t = timed[(op, ranks)]
+        assert len(t["bytes"]) >= 3 and len(t["seconds"]) == len(t["bytes"]) and min(t["seconds"]) > 0, t
 PYEOF
 then pass "element-wise curves for every kind a step makes; copies by size; GEMMs shape by shape; collectives timed by size"
 else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi
@@ -67,7 +68,7 @@ else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.jso
 if "$SCALELAB" calibrate --quick --devices 2 --out "$WORK/me2.json" >/dev/null 2>&1 && $PY -c "
 import json, sys
 p = json.load(open('$WORK/me2.json'))
-sys.exit(0 if p['calibration']['fits']['all_reduce_threads']['ranks'] == 2 and p['collectives']['measured']['ranks'] == 2 else 1)"; then
+sys.exit(0 if p['calibration']['fits']['all_reduce_threads']['ranks'] == 2 and {t['ranks'] for t in p['collectives']['measured']} == {2} else 1)"; then
   pass "calibrate --devices 2 measures the all-reduce on 2 ranks"
 else fail "calibrate --devices 2: $(head -c 300 "$WORK/me2.json" 2>/dev/null)"; fi
 out=$("$SCALELAB" calibrate --quick --devices 1 --out "$WORK/none.json" 2>&1)

@@ -259,7 +259,7 @@ TEST(TimedCollective, ACallOnTheRanksMeasuredIsPricedByItsTimesOthersByTheRing) 
   j["devices_per_node"] = 8;
   j["collectives"] = {{"intra_hop_s", 1e-6}, {"protocols", {"Simple"}}, {"tree", false}};
   const CostModel ring(parse_profile(j.dump(), "ring"));
-  j["collectives"]["measured"] = {{"ranks", 4}, {"all_reduce", {{"bytes", {1e3, 1e6}}, {"seconds", {20e-6, 2e-3}}}}};
+  j["collectives"]["measured"] = {{{"op", "all_reduce"}, {"ranks", 4}, {"bytes", {1e3, 1e6}}, {"seconds", {20e-6, 2e-3}}}};
   const CostModel model(parse_profile(j.dump(), "round"));
   EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e6, 4), 2e-3, 1e-12);
   EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 10, 4), 20e-6, 1e-12);   // below: the smallest's time
@@ -271,21 +271,31 @@ TEST(TimedCollective, ACallOnTheRanksMeasuredIsPricedByItsTimesOthersByTheRing) 
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, 1e6, 4), ring.collective_seconds(Collective::all_gather, 1e6, 4));
   // Written into a trace and read back: the same times.
   const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
-  ASSERT_EQ(back.collectives.measured.count("all_reduce"), 1u);
-  EXPECT_EQ(back.collectives.measured.at("all_reduce").ranks, 4);
-  EXPECT_EQ(back.collectives.measured.at("all_reduce").seconds, (std::vector<double>{20e-6, 2e-3}));
+  const auto timed = back.collectives.measured.find({"all_reduce", 4});
+  ASSERT_NE(timed, back.collectives.measured.end());
+  EXPECT_EQ(timed->second.bytes, (std::vector<double>{1e3, 1e6}));
+  EXPECT_EQ(timed->second.seconds, (std::vector<double>{20e-6, 2e-3}));
 }
 
 TEST(TimedCollective, ABrokenTableIsRefusedNamingTheField) {
   json j = round_profile();
-  j["collectives"] = {{"measured", {{"ranks", 4}, {"all_reduce", {{"bytes", {1e3, 1e6}}, {"seconds", {20e-6}}}}}}};
-  EXPECT_TRUE(contains(hw_error(j), "collectives.measured.all_reduce' must hold as many")) << hw_error(j);
-  j["collectives"]["measured"]["all_reduce"] = {{"bytes", {1e6, 1e3}}, {"seconds", {1e-3, 1e-3}}};
-  EXPECT_TRUE(contains(hw_error(j), "collectives.measured.all_reduce.bytes' must increase")) << hw_error(j);
-  j["collectives"]["measured"]["all_reduce"] = {{"bytes", {1e3}}, {"seconds", {-1}}};
-  EXPECT_TRUE(contains(hw_error(j), "collectives.measured.all_reduce[0]' is bytes 1000.0, seconds -1")) << hw_error(j);
-  j["collectives"]["measured"] = {{"all_reduce", {{"bytes", {1e3}}, {"seconds", {1e-3}}}}};
-  EXPECT_TRUE(contains(hw_error(j), "ranks")) << hw_error(j);
+  json t = {{"op", "all_reduce"}, {"ranks", 4}, {"bytes", {1e3, 1e6}}, {"seconds", {20e-6}}};
+  j["collectives"] = {{"measured", {t}}};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured[0]' must hold as many")) << hw_error(j);
+  t["bytes"] = {1e6, 1e3};
+  t["seconds"] = {1e-3, 1e-3};
+  j["collectives"]["measured"] = {t};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured[0].bytes' must increase")) << hw_error(j);
+  t["bytes"] = {1e3};
+  t["seconds"] = {-1};
+  j["collectives"]["measured"] = {t};
+  EXPECT_TRUE(contains(hw_error(j), "size 0: bytes 1000.0, seconds -1 — both must be numbers > 0")) << hw_error(j);
+  t.erase("ranks");
+  t["seconds"] = {1e-3};
+  j["collectives"]["measured"] = {t};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured[0].ranks")) << hw_error(j);
+  j["collectives"]["measured"] = {{"ranks", 4}};
+  EXPECT_TRUE(contains(hw_error(j), "must be a list")) << hw_error(j);
 }
 
 TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {

@@ -342,7 +342,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // weights and their optimizer state are.
   const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
   const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) * gemm_rounds + 8 * elementwise_sizes + 2 * copy_sizes + (o.quick ? 4 : 5));
+  ProgressLine progress(static_cast<int>(grid.size()) * gemm_rounds + 8 * elementwise_sizes + 2 * copy_sizes + 3 * (o.devices == 2 ? 1 : 2) + (o.quick ? 1 : 2));
 
   EventBus bus;
   DeviceOptions dopt;
@@ -564,18 +564,21 @@ int run_calibrate(const CalibrateOptions& o) {
   const int ranks = o.devices;
   const int64_t largest_collective = o.quick ? 1 << 20 : 16 << 20;
   std::vector<double> ar_bytes, ar_seconds;
-  json measured_collectives{{"ranks", ranks}};
+  json measured_collectives = json::array();
   {
     BlasHelpersSpinning as_in_a_run(dev);
-    raw["all_reduce_threads"] = measure_collective("threads", "all_reduce", ranks, largest_collective, ar_bytes, ar_seconds);
-    measured_collectives["all_reduce"] = {{"bytes", ar_bytes}, {"seconds", ar_seconds}};
-    progress.step("all_reduce threads");
-    for (const char* op : {"reduce_scatter", "all_gather"}) {
-      std::vector<double> b, t;
-      raw[std::string(op) + "_threads"] = measure_collective("threads", op, ranks, largest_collective, b, t);
-      measured_collectives[op] = {{"bytes", b}, {"seconds", t}};
-      progress.step(std::string(op) + " threads");
-    }
+    // On 2 ranks too: the groups of DDP + model parallel (2 replicas of 2 stages) and of pipelines.
+    for (const int n : ranks == 2 ? std::vector<int>{2} : std::vector<int>{ranks, 2})
+      for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
+        std::vector<double> b, t;
+        const json rows = measure_collective("threads", op, n, largest_collective, b, t);
+        measured_collectives.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
+        if (n == ranks) {
+          raw[std::string(op) + "_threads"] = rows;
+          if (std::string(op) == "all_reduce") ar_bytes = b, ar_seconds = t;
+        }
+        progress.step(std::string(op) + " threads, " + std::to_string(n) + " ranks");
+      }
   }
   const AlphaBeta threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
   json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
@@ -645,9 +648,9 @@ int run_calibrate(const CalibrateOptions& o) {
         {"links.host", "measured: Device::upload; bandwidth = the best rate, curve = each size's share of it, α fitted"},
         {"links.intra_node", "measured: Device::copy between two cpu devices; bandwidth = the best rate, curve = each size's share of it, α fitted"},
         {"collectives", "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(ranks) +
-                            " ranks, with OpenBLAS's helper threads spinning as a run's GEMMs leave them; `measured` prices calls "
-                            "on that many ranks; other counts: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce, "
-                            "intra_efficiency = that B ÷ the copies' B"},
+                            " and 2 ranks, with OpenBLAS's helper threads spinning as a run's GEMMs leave them; `measured` prices "
+                            "calls on those rank counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
+                            std::to_string(ranks) + ", intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
   if (host_cache > 0) profile["device"]["host_cache_bytes"] = host_cache;  // none found: every op priced hot
   const std::string text = profile.dump(2) + "\n";

@@ -119,32 +119,36 @@ struct Comparison {
   double error(size_t i = 0) const { return error_of(predicted[i].figures.step_s, measured.step_s); }
 };
 
-// `repeats` measured runs of the config (this machine's times move from one run to the next more
-// than the goal): the one of median step time is compared, and the spread is kept.
-Comparison compare(const TrainConfig& c, const std::vector<std::string>& profiles, const ProgressFn& progress,
-                   TrainResult& measured_run, int repeats = 1) {
+using MeasuredRun = std::pair<RunFigures, TrainResult>;
+
+// A prediction is of a measured run: the cpu device. A bad profile is refused before anything runs.
+void check_comparable(const TrainConfig& c, const std::vector<std::string>& profiles) {
   if (c.device != DeviceKind::cpu)
     throw UsageError("predict", "--predict compares a measured run with its prediction: it needs --device cpu, got --device " +
                                     std::string(device_kind_name(c.device)) + " — drop --predict, or pass --device cpu");
-  for (const std::string& p : profiles) load_profile(p);  // a bad profile is refused before the measured run
-  Comparison out;
-  EventBus measured_bus;
+  for (const std::string& p : profiles) load_profile(p);
+}
+
+// One measured run of the config. Its trace names what its prediction is priced with (the first profile).
+MeasuredRun measure(const TrainConfig& c, const std::vector<std::string>& profiles, const ProgressFn& progress) {
+  EventBus bus;
   TrainConfig measured = c;
-  // The measured run's trace names what its prediction is priced with (the first profile).
   if (!profiles.empty()) measured.trace_predicted_with = profile_to_json(load_profile(profiles.front()));
-  measured_run = train(measured, measured_bus, progress);
-  out.measured = figures_of(measured_bus.events(), measured_run);
-  std::vector<std::pair<RunFigures, TrainResult>> runs;
-  runs.emplace_back(out.measured, measured_run);
-  for (int r = 1; r < repeats; ++r) {
-    EventBus again;
-    TrainResult run = train(measured, again, progress);
-    runs.emplace_back(figures_of(again.events(), run), std::move(run));
-  }
+  TrainResult run = train(measured, bus, progress);
+  RunFigures figures = figures_of(bus.events(), run);
+  return {std::move(figures), std::move(run)};
+}
+
+// The config's measured runs (this machine's times move from one run to the next by more than the
+// goal) next to its prediction on each profile: the run of median step time is compared, and the
+// spread is kept.
+Comparison compare(const TrainConfig& c, const std::vector<std::string>& profiles, std::vector<MeasuredRun> runs,
+                   TrainResult& measured_run) {
+  Comparison out;
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first.step_s < b.first.step_s; });
   for (const auto& run : runs) out.measured_steps.push_back(run.first.step_s);
   out.measured = runs[runs.size() / 2].first;
-  measured_run = runs[runs.size() / 2].second;
+  measured_run = std::move(runs[runs.size() / 2].second);
   for (const std::string& p : profiles) {
     EventBus sim_bus;
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
@@ -207,8 +211,9 @@ void print_comparison(const RunFigures& predicted, const RunFigures& measured, c
 }  // namespace
 
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress) {
+  check_comparable(config, {profile});
   TrainResult r;
-  const Comparison cmp = compare(config, {profile}, progress, r);
+  const Comparison cmp = compare(config, {profile}, {measure(config, {profile}, progress)}, r);
   const Prediction& p = cmp.predicted.front();
   std::fputs(format_summary(r).c_str(), stdout);
   print_comparison(p.figures, cmp.measured, profile);
@@ -258,13 +263,13 @@ int bench_predict(const BenchPredictOptions& o) {
   json rows = json::array();
   std::vector<int> within(o.hw.size(), 0), among(o.hw.size(), 0);
   int total = 0;
-  for (const std::string& model : o.models)
+  for (const std::string& model : o.models) {
+    std::vector<std::pair<std::string, TrainConfig>> configs;  // strategy → its config
     for (const StrategyInfo& info : strategy_registry()) {
-      const int devices = devices_allowed(info, o.devices);
       TrainConfig c;
       c.strategy = info.name;
       c.device = DeviceKind::cpu;
-      c.devices = devices;
+      c.devices = devices_allowed(info, o.devices);
       c.model = model;
       c.dataset = "synthetic";
       c.synthetic_train = o.batch * (o.steps + 1);
@@ -272,9 +277,38 @@ int bench_predict(const BenchPredictOptions& o) {
       c.batch = o.batch;
       c.steps = o.steps;
       if (info.showcase) info.showcase(c);
+      configs.emplace_back(info.name, c);
+    }
+    // The repeats go round the strategies (each strategy once, then again): the machine's slow and
+    // fast minutes then fall on every strategy alike, not on whichever ran in them.
+    std::vector<std::vector<MeasuredRun>> runs(configs.size());
+    std::vector<std::string> failed(configs.size());
+    for (int r = 0; r < o.repeats; ++r)
+      for (size_t k = 0; k < configs.size(); ++k) {
+        if (!failed[k].empty()) continue;
+        std::fprintf(stderr, "\r[bench predict] %s: %-15s run %d of %d   ", model.c_str(), configs[k].first.c_str(), r + 1,
+                     o.repeats);
+        std::fflush(stderr);
+        try {
+          check_comparable(configs[k].second, o.hw);
+          runs[k].push_back(measure(configs[k].second, o.hw, {}));
+        } catch (const std::exception& e) {
+          failed[k] = e.what();
+        }
+      }
+    std::fprintf(stderr, "\r%80s\r", "");
+    for (size_t k = 0; k < configs.size(); ++k) {
+      const std::string& strategy = configs[k].first;
+      const TrainConfig& c = configs[k].second;
+      const int devices = c.devices;
+      if (!failed[k].empty()) {
+        std::printf("%-26s %-15s failed: %s\n", model.c_str(), strategy.c_str(), failed[k].c_str());
+        rows.push_back({{"model", model}, {"strategy", strategy}, {"error", failed[k]}});
+        continue;
+      }
       try {
         TrainResult r;
-        const Comparison cmp = compare(c, o.hw, {}, r, o.repeats);
+        const Comparison cmp = compare(c, o.hw, std::move(runs[k]), r);
         const double fastest = cmp.measured_steps.front(), slowest = cmp.measured_steps.back();
         const double spread = error_of(slowest, cmp.measured.step_s) - error_of(fastest, cmp.measured.step_s);
         std::string cols;
@@ -296,18 +330,19 @@ int bench_predict(const BenchPredictOptions& o) {
         if (std::abs(cmp.error(closest)) > 0.03)
           std::snprintf(off, sizeof off, "P%zu: %s (%.2f/%.2f)", closest + 1, kClassNames[w], best.class_s[w] * 1e3,
                         cmp.measured.class_s[w] * 1e3);
-        std::printf("%-26s %-15s %3d %11.2f %6.1f%%%s  %s\n", model.c_str(), info.name.c_str(), devices,
+        std::printf("%-26s %-15s %3d %11.2f %6.1f%%%s  %s\n", model.c_str(), strategy.c_str(), devices,
                     cmp.measured.step_s * 1e3, 100 * spread, cols.c_str(), off);
         std::fflush(stdout);
-        rows.push_back({{"model", model}, {"strategy", info.name}, {"devices", devices},
+        rows.push_back({{"model", model}, {"strategy", strategy}, {"devices", devices},
                         {"measured_step_s", cmp.measured.step_s}, {"measured_runs_step_s", cmp.measured_steps},
                         {"predictions", predictions}});
         ++total;
       } catch (const std::exception& e) {
-        std::printf("%-26s %-15s failed: %s\n", model.c_str(), info.name.c_str(), e.what());
-        rows.push_back({{"model", model}, {"strategy", info.name}, {"error", e.what()}});
+        std::printf("%-26s %-15s failed: %s\n", model.c_str(), strategy.c_str(), e.what());
+        rows.push_back({{"model", model}, {"strategy", strategy}, {"error", e.what()}});
       }
     }
+  }
   print_load("after");
   for (size_t i = 0; i < o.hw.size(); ++i)
     std::printf("# P%zu: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n", i + 1,

@@ -112,8 +112,8 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   }
   const CollectiveSpec& c = p.collectives;
   // Timed on this host, on these ranks: the measurement, not a closed form.
-  if (const auto timed = c.measured.find(collective_name(op));
-      timed != c.measured.end() && timed->second.ranks == n && n <= p.devices_per_node && !crosses_nodes)
+  if (const auto timed = c.measured.find({collective_name(op), n});
+      timed != c.measured.end() && n <= p.devices_per_node && !crosses_nodes)
     return timed->second.at(S);
   const LinkSpec& intra = p.intra_node;
   const LinkSpec& inter = p.inter_node;

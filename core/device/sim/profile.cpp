@@ -213,32 +213,33 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
     std::sort(c.ring_links.begin(), c.ring_links.end());
   }
   if (s.contains("measured")) {
-    const json& m = s.at("measured");
+    const json& list = s.at("measured");
     const std::string at = where + "measured";
-    const char* fix = " — `scalelab calibrate` writes it as {\"ranks\": N, \"<collective>\": {\"bytes\": [...], \"seconds\": [...]}, …}";
-    if (!m.is_object()) throw Error("hw", origin + ": field '" + at + "' must be an object" + fix);
-    const int ranks = static_cast<int>(whole(m, "ranks", origin, at + ".", 1 << 20));
-    for (const auto& [op, table] : m.items()) {
-      if (op == "ranks") continue;
-      const std::string here = at + "." + op;
-      if (!table.is_object() || !table.contains("bytes") || !table.contains("seconds") || !table.at("bytes").is_array() ||
+    const char* fix = " — `scalelab calibrate` writes it as [{\"op\": \"all_reduce\", \"ranks\": N, \"bytes\": [...], \"seconds\": [...]}, …]";
+    if (!list.is_array()) throw Error("hw", origin + ": field '" + at + "' must be a list of timed collectives" + fix);
+    for (size_t k = 0; k < list.size(); ++k) {
+      const json& table = list[k];
+      const std::string here = at + "[" + std::to_string(k) + "]";
+      if (!table.is_object() || !table.contains("op") || !table.at("op").is_string())
+        throw Error("hw", origin + ": field '" + here + "' must name its collective (\"op\")" + fix);
+      TimedCollective t;
+      t.ranks = static_cast<int>(whole(table, "ranks", origin, here + ".", 1 << 20));
+      if (!table.contains("bytes") || !table.contains("seconds") || !table.at("bytes").is_array() ||
           !table.at("seconds").is_array() || table.at("bytes").size() != table.at("seconds").size() || table.at("bytes").empty())
         throw Error("hw", origin + ": field '" + here + "' must hold as many \"seconds\" as \"bytes\", at least one" + fix);
-      TimedCollective t;
-      t.ranks = ranks;
       for (size_t i = 0; i < table.at("bytes").size(); ++i) {
         const json &b = table.at("bytes")[i], &sec = table.at("seconds")[i];
         if (!b.is_number() || !sec.is_number() || !(b.get<double>() > 0) || !(sec.get<double>() > 0) ||
             !std::isfinite(b.get<double>()) || !std::isfinite(sec.get<double>()))
-          throw Error("hw", origin + ": field '" + here + "[" + std::to_string(i) + "]' is bytes " + b.dump() + ", seconds " +
-                                sec.dump() + ": both must be numbers > 0" + fix);
+          throw Error("hw", origin + ": field '" + here + "', size " + std::to_string(i) + ": bytes " + b.dump() + ", seconds " +
+                                sec.dump() + " — both must be numbers > 0" + fix);
         if (!t.bytes.empty() && b.get<double>() <= t.bytes.back())
           throw Error("hw", origin + ": field '" + here + ".bytes' must increase: " + b.dump() + " comes after " +
                                 table.at("bytes")[i - 1].dump() + fix);
         t.bytes.push_back(b.get<double>());
         t.seconds.push_back(sec.get<double>());
       }
-      c.measured[op] = std::move(t);
+      c.measured[{table.at("op").get<std::string>(), t.ranks}] = std::move(t);
     }
   }
   return c;
@@ -349,8 +350,9 @@ json collectives_to_json(const CollectiveSpec& c) {
     j["links_per_device"] = c.links_per_device;
   }
   if (!c.measured.empty()) {
-    json measured{{"ranks", c.measured.begin()->second.ranks}};
-    for (const auto& [op, t] : c.measured) measured[op] = {{"bytes", t.bytes}, {"seconds", t.seconds}};
+    json measured = json::array();
+    for (const auto& [key, t] : c.measured)
+      measured.push_back({{"op", key.first}, {"ranks", t.ranks}, {"bytes", t.bytes}, {"seconds", t.seconds}});
     j["measured"] = measured;
   }
   return j;

@@ -72,9 +72,9 @@ struct CollectiveSpec {
   // the device's link count; empty = every rank reaches every other on the full bandwidth.
   std::vector<std::pair<int, int>> ring_links;
   int links_per_device = 0;
-  // "measured": collective name → its times on this host (`scalelab calibrate`); a call of
-  // another rank count, or that leaves the node, gets the closed forms above.
-  std::map<std::string, TimedCollective> measured;
+  // "measured": (collective name, ranks) → its times on this host (`scalelab calibrate`); a call
+  // on a rank count not timed, or that leaves the node, gets the closed forms above.
+  std::map<std::pair<std::string, int>, TimedCollective> measured;
 };
 
 // The compute side of a profile that has curves: one per kind of GEMM. f32 is PyTorch's default
