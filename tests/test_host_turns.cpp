@@ -162,6 +162,24 @@ TEST(HostTurns, ProcessesShareTheCoresWithoutTurnsEachGemmOnItsShare) {
   expect_at(t[3], 20, 23);
 }
 
+TEST(HostTurns, PassingTheCoresToAnotherThreadCostsTheHandoff) {
+  // A handoff of 2: device 1 waits for its thread to wake after device 0's op, and device 0's
+  // thread after device 1's; an op of the same thread as the one before follows it at once.
+  HostShare share;
+  share.handoff_ns = 2;
+  auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10), op(0, Lane::compute, 10, 15)}, share);
+  expect_at(t[0], 0, 10);
+  expect_at(t[1], 12, 22);
+  expect_at(t[2], 24, 29);  // its thread woke after device 1's op
+  t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(0, Lane::compute, 20, 30), op(1, Lane::compute, 10, 16)}, share);
+  expect_at(t[2], 12, 18);
+  expect_at(t[1], 20, 30);  // 18 + 2: it keeps its priced start
+  t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(0, Lane::compute, 17, 27), op(1, Lane::compute, 10, 16)}, share);
+  expect_at(t[1], 20, 30);  // 3 late
+  t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(0, Lane::compute, 10, 20)}, share);
+  expect_at(t[1], 10, 20);
+}
+
 TEST(HostCores, OneOpAtATimeInTheOrderAsked) {
   HostCores cores;
   std::atomic<int> inside{0}, most{0}, done{0};

@@ -255,6 +255,50 @@ SizeCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficienc
   return c;
 }
 
+// The gap when the host's cores pass from one device's thread to another's: `devices` threads
+// each ask for a turn for a small GEMM, again and again (HostCores serves them in turn, as it serves
+// a run's devices); the mean gap between two ops of different devices. A GEMM, not a trivial op:
+// the waiting threads are then asleep, and OpenBLAS's helpers spinning, as in a run (with ops of
+// 0.2 µs the gap came out 26 µs here; between a run's GEMMs it is 3 … 8).
+double measure_turn_handoff(int devices, json& raw) {
+  EventBus bus;
+  DeviceOptions o;
+  o.count = devices;
+  o.bus = &bus;
+  auto ds = make_devices(o);
+  std::vector<std::thread> threads;
+  for (auto& d : ds)
+    threads.emplace_back([&d] {
+      Tensor a = d->empty({32, 256}, DType::f32, MemoryCategory::workspace, "a");
+      Tensor w = d->empty({256, 256}, DType::f32, MemoryCategory::workspace, "w");
+      Tensor c = d->empty({32, 256}, DType::f32, MemoryCategory::workspace, "c");
+      d->fill({"calibrate"}, a, 0.5f);
+      d->fill({"calibrate"}, w, 0.25f);
+      for (int i = 0; i < 200; ++i) d->gemm({"calibrate"}, false, true, a, w, c);
+    });
+  for (auto& t : threads) t.join();
+  std::vector<Event> ops;
+  for (const Event& e : bus.events())
+    if (e.kind == "gemm") ops.push_back(e);
+  std::sort(ops.begin(), ops.end(), [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
+  std::vector<double> gaps;
+  for (size_t i = 1; i < ops.size(); ++i)
+    if (ops[i].device != ops[i - 1].device) gaps.push_back(1e-9 * static_cast<double>(ops[i].t_begin_ns - ops[i - 1].t_end_ns));
+  // The mean, not the median: the gaps add up over a step, and they come in two kinds — a few µs
+  // when the next thread is awake, tens when it must be woken — in shares that vary from run to
+  // run. A gap over 1 ms is the machine's (a thread descheduled), not the handoff's.
+  std::sort(gaps.begin(), gaps.end());
+  double sum = 0;
+  size_t counted = 0;
+  for (double g : gaps)
+    if (g >= 0 && g < 1e-3) sum += g, ++counted;
+  const double handoff = counted ? sum / static_cast<double>(counted) : 0.0;
+  const auto quartile = [&](int q) { return gaps.empty() ? 0.0 : gaps[gaps.size() * static_cast<size_t>(q) / 4]; };
+  raw["turn_handoff"] = {{"devices", devices}, {"handoffs", gaps.size()}, {"mean_s", handoff}, {"median_s", median(gaps)},
+                         {"first_quartile_s", quartile(1)}, {"third_quartile_s", quartile(3)}};
+  return handoff;
+}
+
 // A run's GEMMs leave OpenBLAS's helper threads spinning: they wait for more work (about 0.1 s)
 // before they sleep, each on a core. The ranks' threads of a collective take no turns on the cores
 // (core/device/clock.h), so in a run they have only the cores left. Measured with every core free,
@@ -342,7 +386,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // weights and their optimizer state are.
   const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
   const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) * gemm_rounds + 8 * elementwise_sizes + 2 * copy_sizes + 3 * (o.devices == 2 ? 1 : 2) + (o.quick ? 1 : 2));
+  ProgressLine progress(static_cast<int>(grid.size()) * gemm_rounds + 8 * elementwise_sizes + 2 * copy_sizes + 3 * (o.devices == 2 ? 1 : 2) + (o.quick ? 2 : 3));
 
   EventBus bus;
   DeviceOptions dopt;
@@ -357,6 +401,8 @@ int run_calibrate(const CalibrateOptions& o) {
   // … and cold: its data in DRAM, as in a run whose steps move more than the cache holds.
   const double host_cache = measure_host_cache(raw);
   progress.step("host cache");
+  const double turn_handoff = measure_turn_handoff(o.devices, raw);
+  progress.step("turn handoff");
   CacheFlusher flush(static_cast<size_t>(std::clamp(4 * host_cache, 128.0 * (1 << 20), 1024.0 * (1 << 20))));
   const int cold_calls = o.quick ? 3 : 5;
   auto measure_cold = [&](const OpMaker& make) { return time_call_cold(make(dev), flush, cold_calls, bus); };
@@ -653,6 +699,9 @@ int run_calibrate(const CalibrateOptions& o) {
                             std::to_string(ranks) + ", intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
   if (host_cache > 0) profile["device"]["host_cache_bytes"] = host_cache;  // none found: every op priced hot
+  profile["device"]["turn_handoff_s"] = turn_handoff;
+  profile["sources"]["turn_handoff_s"] = "measured: " + std::to_string(o.devices) +
+                                         " device threads taking turns for small GEMMs; the mean gap when the turn passes to another";
   const std::string text = profile.dump(2) + "\n";
   // Read back before it replaces anything: the sim must accept what calibrate writes.
   write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
@@ -660,6 +709,7 @@ int run_calibrate(const CalibrateOptions& o) {
   std::printf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
   for (size_t i = 0; i < curve.sizes.size(); ++i)
     std::printf("                 %12.3g  %5.3f\n", curve.sizes[i], curve.efficiency[i]);
+  std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes)\n", turn_handoff * 1e6);
   if (host_cache > 0)
     std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold)\n",
                 format_bytes(static_cast<int64_t>(host_cache)).c_str());

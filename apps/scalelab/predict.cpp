@@ -155,7 +155,8 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     // The cpu devices measured took turns on this host's cores; the sim priced each alone.
     // Hogwild's workers are processes: they share the cores without turns.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    const HostShare share = c.strategy == "multiprocessing" ? processes_share(c.devices, cores) : HostShare{};
+    HostShare share = c.strategy == "multiprocessing" ? processes_share(c.devices, cores) : HostShare{};
+    if (c.strategy != "multiprocessing") share.handoff_ns = seconds_to_ns(load_profile(p).turn_handoff_s);
     const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));

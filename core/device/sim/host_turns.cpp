@@ -15,39 +15,48 @@ namespace {
 // More than the steps a backend's call is recorded in (ProcessGroup keeps at most 32).
 constexpr int64_t kStepsPerCall = 64;
 
-// One server of the host's cores: busy intervals [begin, end), none overlapping. An op takes the
-// earliest gap at or after `earliest` that holds it whole (an op, once on the cores, runs to its end).
+// One server of the host's cores: busy intervals [begin, end), none overlapping, each with the
+// thread that held it (a device, or -1: a collective's ranks). An op takes the earliest gap at or
+// after `earliest` that holds it whole (an op, once on the cores, runs to its end), and a handoff
+// on each side where the thread before or after it is another.
 class HostServer {
  public:
-  int64_t earliest_gap(int64_t earliest, int64_t duration) const {
+  int64_t earliest_gap(int64_t earliest, int64_t duration, int thread, int64_t handoff) const {
+    const auto gap = [&](const Held& h) { return h.thread != thread ? handoff : 0; };
     int64_t start = earliest;
     auto it = busy_.upper_bound(start);
-    if (it != busy_.begin() && std::prev(it)->second > start) start = std::prev(it)->second;
-    for (; it != busy_.end() && it->first < start + duration; ++it) start = std::max(start, it->second);
+    if (it != busy_.begin()) start = std::max(start, std::prev(it)->second.end + gap(std::prev(it)->second));
+    for (; it != busy_.end() && it->first < start + duration + gap(it->second); ++it)
+      start = std::max(start, it->second.end + gap(it->second));
     return start;
   }
-  void take(int64_t start, int64_t duration) { busy_.emplace(start, start + duration); }
+  void take(int64_t start, int64_t duration, int thread) { busy_.emplace(start, Held{start + duration, thread}); }
 
  private:
-  std::map<int64_t, int64_t> busy_;
+  struct Held {
+    int64_t end;
+    int thread;
+  };
+  std::map<int64_t, Held> busy_;
 };
 
 // The host's servers: an op goes to the one that can start it first.
 class HostServers {
  public:
-  explicit HostServers(int count) : servers_(static_cast<size_t>(std::max(1, count))) {}
-  int64_t reserve(int64_t earliest, int64_t duration) {
+  HostServers(int count, int64_t handoff) : servers_(static_cast<size_t>(std::max(1, count))), handoff_(handoff) {}
+  int64_t reserve(int64_t earliest, int64_t duration, int thread) {
     if (duration <= 0) return earliest;
     HostServer* best = nullptr;
     int64_t start = INT64_MAX;
     for (HostServer& s : servers_)
-      if (const int64_t at = s.earliest_gap(earliest, duration); at < start) start = at, best = &s;
-    best->take(start, duration);
+      if (const int64_t at = s.earliest_gap(earliest, duration, thread, handoff_); at < start) start = at, best = &s;
+    best->take(start, duration, thread);
     return start;
   }
 
  private:
   std::vector<HostServer> servers_;
+  int64_t handoff_;
 };
 
 struct LaneState {
@@ -118,7 +127,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
   std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
   std::vector<int64_t> begin(n);
   for (size_t i = 0; i < n; ++i) begin[i] = events[i].t_begin_ns;
-  HostServers cores(share.servers);
+  HostServers cores(share.servers, std::max<int64_t>(0, share.handoff_ns));
 
   auto lane_of = [&](size_t i) -> LaneState& { return lanes[{events[i].device, static_cast<int>(events[i].lane)}]; };
   // The delay event i inherits from what it waited for: the event before it on its lane if it
@@ -143,7 +152,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (on_cores) start = cores.reserve(start, duration[i]);
+    if (on_cores) start = cores.reserve(start, duration[i], e.device);
     begin[i] = start;
     lane.end = start + duration[i];
     lane.priced_end = e.t_end_ns;
@@ -194,7 +203,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
         start = std::max({start, events[j].t_begin_ns + d, lane_of(j).end});
         longest = std::max(longest, duration[j]);
       }
-      start = cores.reserve(start, longest);
+      start = cores.reserve(start, longest, -1);
       for (const auto& [j, d] : group_events) place(j, start - events[j].t_begin_ns, false);
       gathering.erase(group[i]);
     } else {

@@ -24,9 +24,13 @@ namespace scalelab {
 // with its share of the cores (OpenBLAS's threads, core/proc/threads.h), so up to `servers` ops run
 // at once, a GEMM at its share's speed (`gemm_stretch` times what the sim priced with every core)
 // and an element-wise op or a copy at what it was priced (one thread either way).
+//
+// `handoff_ns`: when the cores pass from one thread to another (another device's op, or a
+// collective's), the next waits that long for its thread to wake (the profile's turn_handoff_s).
 struct HostShare {
   int servers = 1;
   double gemm_stretch = 1;
+  int64_t handoff_ns = 0;
 };
 // How N worker processes, each with max(1, cores / N) of OpenBLAS's threads, share `cores`.
 HostShare processes_share(int processes, int cores);

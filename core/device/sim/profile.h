@@ -133,6 +133,10 @@ struct HardwareProfile {
   // this − 1, 0, 1), which prices the curves' and the GEMM table's cold measurements.
   double host_cache_bytes = 0;
   double cold_share(double step_bytes) const;
+  // A calibrated host: the gap when its cores pass from one device's thread to another's (the next
+  // thread wakes; HostCores, core/device/clock.h). The sim prices each device alone and has no such
+  // gap; `train --predict` puts it between the ops of different devices (take_turns_on_host).
+  double turn_handoff_s = 0;
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
