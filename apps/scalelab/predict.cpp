@@ -2,6 +2,8 @@
 // cost model on a profile of this machine (`scalelab calibrate`), side by side with the error —
 // `scalelab train --device cpu --predict PROFILE` for one run, `scalelab bench predict` for every
 // strategy on three models.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -264,6 +266,7 @@ int bench_predict(const BenchPredictOptions& o) {
   json rows = json::array();
   std::vector<int> within(o.hw.size(), 0), among(o.hw.size(), 0);
   int total = 0;
+  const bool on_terminal = ::isatty(STDERR_FILENO) != 0;
   for (const std::string& model : o.models) {
     std::vector<std::pair<std::string, TrainConfig>> configs;  // strategy → its config
     for (const StrategyInfo& info : strategy_registry()) {
@@ -287,8 +290,12 @@ int bench_predict(const BenchPredictOptions& o) {
     for (int r = 0; r < o.repeats; ++r)
       for (size_t k = 0; k < configs.size(); ++k) {
         if (!failed[k].empty()) continue;
-        std::fprintf(stderr, "\r[bench predict] %s: %-15s run %d of %d   ", model.c_str(), configs[k].first.c_str(), r + 1,
-                     o.repeats);
+        // Progress: redrawn in place on a terminal, a plain line a round otherwise (a log).
+        if (on_terminal)
+          std::fprintf(stderr, "\r[bench predict] %s: %-15s run %d of %d   ", model.c_str(), configs[k].first.c_str(), r + 1,
+                       o.repeats);
+        else if (k == 0)
+          std::fprintf(stderr, "[bench predict] %s: run %d of %d of every strategy\n", model.c_str(), r + 1, o.repeats);
         std::fflush(stderr);
         try {
           check_comparable(configs[k].second, o.hw);
@@ -297,7 +304,7 @@ int bench_predict(const BenchPredictOptions& o) {
           failed[k] = e.what();
         }
       }
-    std::fprintf(stderr, "\r%80s\r", "");
+    if (on_terminal) std::fprintf(stderr, "\r%80s\r", "");
     for (size_t k = 0; k < configs.size(); ++k) {
       const std::string& strategy = configs[k].first;
       const TrainConfig& c = configs[k].second;
