@@ -87,6 +87,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                          "Hogwild: N processes, the parameters in shared memory, lock-free asynchronous updates",
                          make_multiprocessing);
     hogwild.synchronous = false;
+    hogwild.workers_are_processes = true;
     // Forked workers share host memory, and CUDA does not survive a fork: cpu, or sim to model GPUs.
     hogwild.device_kinds = {DeviceKind::cpu, DeviceKind::sim};
     hogwild.device_count = {1, 64, 1};

@@ -95,6 +95,9 @@ struct StrategyInfo {
   // Synchronous strategies compute single's training on the same global batch and are held to its
   // weights (--check-equivalence); the others (Hogwild) are held to test accuracy.
   bool synchronous = true;
+  // Its workers are processes of their own (Hogwild's forks), not threads of this one: on the cpu
+  // device they share the host's cores without taking turns (`train --predict` prices them so).
+  bool workers_are_processes = false;
   std::vector<StrategyOption> options;  // the strategy-specific options it takes
   std::vector<Launch> launches = {Launch::threads};
   std::vector<DeviceKind> device_kinds = {DeviceKind::cpu, DeviceKind::sim, DeviceKind::cuda};

@@ -296,6 +296,13 @@ TEST(TimedCollective, ABrokenTableIsRefusedNamingTheField) {
   EXPECT_TRUE(contains(hw_error(j), "collectives.measured[0].ranks")) << hw_error(j);
   j["collectives"]["measured"] = {{"ranks", 4}};
   EXPECT_TRUE(contains(hw_error(j), "must be a list")) << hw_error(j);
+  t["ranks"] = 4;
+  t["op"] = "all_reduc";  // a misspelt name would price nothing
+  j["collectives"]["measured"] = {t};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured[0].op': unknown collective 'all_reduc'")) << hw_error(j);
+  t["op"] = "all_reduce";
+  j["collectives"]["measured"] = {t, t};
+  EXPECT_TRUE(contains(hw_error(j), "collectives.measured[1]' times all_reduce on 4 ranks again")) << hw_error(j);
 }
 
 TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {

@@ -154,11 +154,12 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
   for (const std::string& p : profiles) {
     EventBus sim_bus;
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
-    // The cpu devices measured took turns on this host's cores; the sim priced each alone.
-    // Hogwild's workers are processes: they share the cores without turns.
+    // The cpu devices measured took turns on this host's cores, passing them from thread to thread;
+    // the sim priced each alone. Hogwild's workers are processes: they share the cores without turns.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    HostShare share = c.strategy == "multiprocessing" ? processes_share(c.devices, cores) : HostShare{};
-    if (c.strategy != "multiprocessing") share.handoff_ns = seconds_to_ns(load_profile(p).turn_handoff_s);
+    const HostShare share = find_strategy(c.strategy).workers_are_processes
+                                ? processes_share(c.devices, cores)
+                                : HostShare{1, 1, seconds_to_ns(load_profile(p).turn_handoff_s)};
     const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/comm/collective.h"
 #include "core/error.h"
 #include "core/io/file_check.h"
 
@@ -222,6 +223,12 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
       const std::string here = at + "[" + std::to_string(k) + "]";
       if (!table.is_object() || !table.contains("op") || !table.at("op").is_string())
         throw Error("hw", origin + ": field '" + here + "' must name its collective (\"op\")" + fix);
+      const std::string op = table.at("op").get<std::string>();
+      try {
+        parse_collective(op);
+      } catch (const UsageError& e) {  // a misspelt name would price nothing, silently
+        throw Error("hw", origin + ": field '" + here + ".op': " + e.message());
+      }
       TimedCollective t;
       t.ranks = static_cast<int>(whole(table, "ranks", origin, here + ".", 1 << 20));
       if (!table.contains("bytes") || !table.contains("seconds") || !table.at("bytes").is_array() ||
@@ -239,7 +246,10 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
         t.bytes.push_back(b.get<double>());
         t.seconds.push_back(sec.get<double>());
       }
-      c.measured[{table.at("op").get<std::string>(), t.ranks}] = std::move(t);
+      if (c.measured.count({op, t.ranks}))
+        throw Error("hw", origin + ": field '" + here + "' times " + op + " on " + std::to_string(t.ranks) +
+                              " ranks again — keep one table per collective and rank count");
+      c.measured[{op, t.ranks}] = std::move(t);
     }
   }
   return c;
