@@ -129,6 +129,7 @@ class Worker {
   // Start-up: this process's device (made as the run's are), then the model on the shared weights.
   void start() {
     share_cores(p_.workers);  // N processes computing at once
+    keep_to_share_of_cores(r_, p_.workers);
     device_ = make_child_device(p_.devices, r_, bus_);
     // The model, its parameters pointing into the segment, and this worker's own optimizer.
     model_ = std::make_unique<Mlp>(*device_, p_.params.read(seg_.base));

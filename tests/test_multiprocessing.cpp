@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,6 +29,7 @@
 #include "core/error.h"
 #include "core/proc/box.h"
 #include "core/proc/layout.h"
+#include "core/proc/threads.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 #include "support/small_config.h"
@@ -449,4 +451,38 @@ TEST(ProcPlumbing, LayoutAlignsAndBuffersGoThroughABox) {
   }
   EXPECT_EQ(mean_buffers({one, two}), (FloatBuffers{{{2, 2, 2}, {2, 3, 4}}, {{4}, {4}}}));
   EXPECT_THROW(mean_buffers({one, {{{1}}}}), Error);
+}
+
+// Hogwild's workers keep to their own cores (core/proc/threads.h): spread evenly, as many on each
+// core as on the others, and each with cores / workers of them where there are enough.
+TEST(ProcPlumbing, WorkersSpreadEvenlyOverTheCores) {
+  using Cores = std::vector<int>;
+  EXPECT_EQ(share_of_cores(0, 2, {0, 1}), Cores{0});
+  EXPECT_EQ(share_of_cores(1, 2, {0, 1}), Cores{1});
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(share_of_cores(r, 4, {0, 1}), Cores{r % 2}) << "worker " << r;
+  EXPECT_EQ(share_of_cores(1, 2, {0, 1, 2, 3, 4, 5, 6, 7}), (Cores{4, 5, 6, 7}));
+  EXPECT_EQ(share_of_cores(2, 3, {0, 1, 2, 3, 4, 5, 6, 7}), (Cores{4, 5}));  // 2 each: OpenBLAS's 8 / 3 threads
+  EXPECT_EQ(share_of_cores(1, 2, {4, 6}), Cores{6});                          // the cores a mask allows, not 0 … n−1
+  EXPECT_EQ(share_of_cores(0, 1, {3}), Cores{3});
+  EXPECT_TRUE(share_of_cores(2, 2, {0, 1}).empty());  // no such worker
+  EXPECT_TRUE(share_of_cores(0, 2, {}).empty());
+
+  // In a child (the test process keeps its cores): the mask it is left with is its share.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::vector<int> expected = share_of_cores(1, 2, usable_cores());
+    const bool ok = keep_to_share_of_cores(1, 2) && usable_cores() == expected;
+    const char answer = ok ? 'y' : 'n';
+    (void)!write(fds[1], &answer, 1);
+    _exit(0);
+  }
+  char answer = '?';
+  ASSERT_EQ(read(fds[0], &answer, 1), 1);
+  waitpid(child, nullptr, 0);
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_EQ(answer, 'y') << "worker 1 of 2 did not keep to " << ::testing::PrintToString(share_of_cores(1, 2, usable_cores()));
 }

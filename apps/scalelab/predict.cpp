@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/proc/threads.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 
@@ -156,7 +157,7 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
     // The cpu devices measured took turns on this host's cores, passing them from thread to thread;
     // the sim priced each alone. Hogwild's workers are processes: they share the cores without turns.
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int cores = static_cast<int>(usable_cores().size());
     const HostShare share = find_strategy(c.strategy).workers_are_processes
                                 ? processes_share(c.devices, cores)
                                 : HostShare{1, 1, seconds_to_ns(load_profile(p).turn_handoff_s)};
