@@ -62,6 +62,9 @@ for op in ("all_reduce", "reduce_scatter", "all_gather"):
     for ranks in (4, 2):  # the ranks calibrated, and the 2-rank groups of ddp-mp
         t = timed[(op, ranks)]
         assert len(t["bytes"]) >= 3 and len(t["seconds"]) == len(t["bytes"]) and min(t["seconds"]) > 0, t
+# A message between 2 ranks (a pipeline's send and recv), timed by size.
+t = timed[("send", 2)]
+assert len(t["bytes"]) >= 3 and min(t["seconds"]) > 0 and ("send", 4) not in timed, sorted(timed)
 PYEOF
 then pass "element-wise curves for every kind a step makes; copies by size; GEMMs shape by shape; collectives timed by size"
 else fail "element-wise curves or peer link missing: $(head -c 400 "$WORK/me.json")"; fi

@@ -277,6 +277,23 @@ TEST(TimedCollective, ACallOnTheRanksMeasuredIsPricedByItsTimesOthersByTheRing) 
   EXPECT_EQ(timed->second.seconds, (std::vector<double>{20e-6, 2e-3}));
 }
 
+TEST(TimedCollective, AMessageIsPricedByTheTwoRankSendTableWhateverTheGroup) {
+  // A calibrated host timed a send between 2 ranks at 4 KiB (5 µs) and 1 MiB (50 µs).
+  json j = round_profile();
+  j["devices_per_node"] = 8;
+  j["collectives"] = {{"intra_hop_s", 1e-6}, {"protocols", {"Simple"}}, {"tree", false}};
+  const CostModel copy(parse_profile(j.dump(), "copy"));
+  j["collectives"]["measured"] = {{{"op", "send"}, {"ranks", 2}, {"bytes", {4096, 1 << 20}}, {"seconds", {5e-6, 50e-6}}}};
+  const CostModel model(parse_profile(j.dump(), "timed"));
+  for (const int group : {2, 4, 8}) {  // a pipeline of 4 stages sends between neighbours all the same
+    EXPECT_NEAR(model.collective_seconds(Collective::send, 1 << 20, group), 50e-6, 1e-15) << group;
+    EXPECT_NEAR(model.collective_seconds(Collective::recv, 1 << 20, group), 50e-6, 1e-15) << group;
+  }
+  // Leaving the node: the network's link, as before.
+  EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::send, 1 << 20, 4, true),
+                   copy.collective_seconds(Collective::send, 1 << 20, 4, true));
+}
+
 TEST(TimedCollective, ABrokenTableIsRefusedNamingTheField) {
   json j = round_profile();
   json t = {{"op", "all_reduce"}, {"ranks", 4}, {"bytes", {1e3, 1e6}}, {"seconds", {20e-6}}};

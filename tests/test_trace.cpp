@@ -716,6 +716,37 @@ TEST(Metrics, HandBuiltTimelineGivesExactFigures) {
   EXPECT_EQ(r.bytes_moved, 3500);
 }
 
+// The time communication counts for next to a priced run: what moved, not what waited.
+TEST(Metrics, CommunicationCountsTheTimeItsDataMovedNotTheWait) {
+  auto comm = [](int device, const char* kind, Role role, int64_t flow, int64_t begin, int64_t end) {
+    Event x = ev(device, Lane::comm, kind, kind, Phase::bwd, begin, end);
+    x.role = role;
+    x.flow_id = flow;
+    return x;
+  };
+  const std::vector<Event> events = {
+      ev(0, Lane::compute, "gemm", "fc1.fwd", Phase::fwd, 0, 100),   // counts its length
+      comm(1, "recv", Role::recv, 7, 0, 130),                        // waited 100 for the send
+      comm(0, "send", Role::send, 7, 100, 140),                      // 40 from both being there
+      // A collective in two steps on two ranks; rank 0 arrives at 150, rank 1 at 200.
+      comm(0, "all_reduce", Role::all_reduce, 10, 150, 230),         // first step: the call's id
+      comm(0, "all_reduce", Role::all_reduce, -1, 240, 260),         // second step: no id
+      comm(1, "all_reduce", Role::all_reduce, 10, 200, 235),
+      comm(1, "all_reduce", Role::all_reduce, -1, 240, 270),
+      ev(1, Lane::compute, "sgd", "fc1.step", Phase::optim, 280, 300),  // after the call: its own length
+  };
+  const std::vector<int64_t> t = moving_time_ns(events);
+  ASSERT_EQ(t.size(), events.size());
+  EXPECT_EQ(t[0], 100);
+  EXPECT_EQ(t[1], 30);   // 130 − 100
+  EXPECT_EQ(t[2], 40);
+  EXPECT_EQ(t[3], 60);   // 260 − 200: from the last rank's arrival to its last step's end
+  EXPECT_EQ(t[4], 0);
+  EXPECT_EQ(t[5], 70);   // 270 − 200
+  EXPECT_EQ(t[6], 0);
+  EXPECT_EQ(t[7], 20);
+}
+
 TEST(Metrics, HostLaneCountsAsActiveForIdle) {
   std::vector<Event> e = {ev(0, Lane::compute, "gemm", "a", Phase::fwd, 0, 100),
                           ev(0, Lane::host, "wait", "h", Phase::data, 150, 250),

@@ -74,8 +74,9 @@ RunFigures figures_of(const std::vector<Event>& events, const TrainResult& r) {
   }
   const int64_t first = step_begin.empty() ? 0 : step_begin.begin()->first;
   const int64_t counted = std::max<int64_t>(1, static_cast<int64_t>(step_begin.size()) - 1);
-  for (const Event& e : events)
-    if (e.step > first) f.class_s[static_cast<size_t>(op_class(e))] += static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+  const std::vector<int64_t> counts = moving_time_ns(events);
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].step > first) f.class_s[static_cast<size_t>(op_class(events[i]))] += static_cast<double>(counts[i]) * 1e-9;
   for (double& s : f.class_s) s /= static_cast<double>(counted);
   return f;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 
 namespace scalelab {
 
@@ -125,6 +126,53 @@ RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<M
     d.peak_total = std::max(d.peak_total, total);
   }
   return r;
+}
+
+std::vector<int64_t> moving_time_ns(const std::vector<Event>& events) {
+  const size_t n = events.size();
+  std::vector<int64_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = events[i].t_end_ns - events[i].t_begin_ns;
+  std::map<int64_t, int64_t> p2p_ready;  // flow_id → the later start of its send and recv
+  for (const Event& e : events)
+    if (e.flow_id >= 0 && (e.role == Role::send || e.role == Role::recv)) {
+      auto [it, fresh] = p2p_ready.try_emplace(e.flow_id, e.t_begin_ns);
+      if (!fresh) it->second = std::max(it->second, e.t_begin_ns);
+    }
+  // A collective's steps on each rank: the first carries the call's flow_id, the rest none.
+  struct RankCall {
+    size_t first;
+    int64_t begin, end;
+    std::vector<size_t> rest;
+  };
+  std::map<std::pair<int64_t, int>, RankCall> calls;  // (flow_id, device)
+  std::map<int64_t, int64_t> call_ready;               // flow_id → the latest first step of any rank
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return events[a].t_begin_ns < events[b].t_begin_ns; });
+  std::map<int, int64_t> open;  // device → the flow_id of its call under way
+  for (size_t i : order) {
+    const Event& e = events[i];
+    if (e.flow_id >= 0 && (e.role == Role::send || e.role == Role::recv)) {
+      t[i] = std::max<int64_t>(0, e.t_end_ns - p2p_ready[e.flow_id]);
+      continue;
+    }
+    if (e.lane != Lane::comm || e.role == Role::none) continue;
+    if (e.flow_id >= 0) {
+      open[e.device] = e.flow_id;
+      calls[{e.flow_id, e.device}] = RankCall{i, e.t_begin_ns, e.t_end_ns, {}};
+      auto [it, fresh] = call_ready.try_emplace(e.flow_id, e.t_begin_ns);
+      if (!fresh) it->second = std::max(it->second, e.t_begin_ns);
+    } else if (const auto o = open.find(e.device); o != open.end()) {
+      RankCall& c = calls[{o->second, e.device}];
+      c.end = std::max(c.end, e.t_end_ns);
+      c.rest.push_back(i);
+    }
+  }
+  for (const auto& [key, c] : calls) {
+    t[c.first] = std::max<int64_t>(0, c.end - call_ready[key.first]);
+    for (size_t j : c.rest) t[j] = 0;
+  }
+  return t;
 }
 
 }  // namespace scalelab

@@ -42,6 +42,18 @@ RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<M
                            int device_count);
 
 // Total length of the union of intervals [begin, end) (unsorted input is fine).
+// How long each event took, but for communication the time its data moved rather than the time
+// its thread waited for the others — what the sim prices, so that a measured run's time per op
+// class compares with a priced one's. A measured recv starts when its thread asks and waits there
+// for the send (a pipeline stage's recv: 2.9 ms, its data's move 3 µs on a sim), and a backend
+// records a collective in steps (ProcessGroup), its ranks waiting for one another between them;
+// the sim prices a send and its recv from when both are ready, and a collective's call as one event
+// per rank from when every rank is. So a send and its recv (one flow_id) each count from the later
+// of their two starts to their own end; a collective's call, on each rank, from the latest first
+// step of any rank to its own last step's end, counted on its first step (its other steps count
+// nothing). Every other event counts its length.
+std::vector<int64_t> moving_time_ns(const std::vector<Event>& events);
+
 int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals);
 // Length of the intersection of two interval unions.
 int64_t intersection_length(std::vector<std::pair<int64_t, int64_t>> a, std::vector<std::pair<int64_t, int64_t>> b);

@@ -111,7 +111,11 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
     return fixed + (hot - fixed) * copies.at(S) / copies.at(S, cold);
   }
   const CollectiveSpec& c = p.collectives;
-  // Timed on this host, on these ranks: the measurement, not a closed form.
+  // Timed on this host, on these ranks: the measurement, not a closed form. A message is timed
+  // between 2 ranks, whatever the group's size: only its two ends take part.
+  if (point_to_point && !crosses_nodes)
+    if (const auto timed = c.measured.find({collective_name(Collective::send), 2}); timed != c.measured.end())
+      return timed->second.at(S);
   if (const auto timed = c.measured.find({collective_name(op), n});
       timed != c.measured.end() && n <= p.devices_per_node && !crosses_nodes)
     return timed->second.at(S);
