@@ -54,6 +54,10 @@ for c in [v for k, v in ec.items() if k != "source"] + [p["links"][l]["curve"] f
 sweep = p["calibration"]["raw"]["host_cache"]
 assert len(sweep) >= 5 and all(r["seconds"] > 0 for r in sweep), sweep
 assert p["device"].get("host_cache_bytes", 1) > 0
+# Three sweeps; the profile holds their median.
+sweeps = p["calibration"]["raw"]["host_cache_sweeps"]
+assert len(sweeps) == 3 and all(len(s["rows"]) >= 5 for s in sweeps), sweeps
+assert sorted(s["bytes_in_effect"] for s in sweeps)[1] == p["device"].get("host_cache_bytes", 0), sweeps
 # The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
 # The gap when the cores pass from one device's thread to another's, and what it came from.
 assert 0 <= p["device"]["turn_handoff_s"] < 1e-3 and len(p["calibration"]["raw"]["turn_handoff"]["round_mean_s"]) >= 5
@@ -126,6 +130,26 @@ assert all(len(m) == 2 and m == sorted(m) and m[0] <= r['measured_step_s'] <= m[
    && printf '%s' "$out" | grep -q "between the fastest and the slowest measured run"; then
   pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread"
 else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
+# --retime-gemms: each profile again with its GEMM table scaled by the machine's GEMM speed just before
+# the model's runs; a profile without a table (a shipped one) is priced as it is. Nothing is left behind.
+out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --hw a100-nvlink-8 --retime-gemms --model mlp:784-32-10 --steps 3 --devices 2 \
+      --repeat 1 --json "$WORK/bpr.json" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "P1's GEMMs now take" && printf '%s' "$out" | grep -q "# P1\*: " && $PY -c "
+import json, glob, os, tempfile
+left = glob.glob(os.path.join(tempfile.gettempdir(), 'scalelab-retimed-*'))
+rows = json.load(open('$WORK/bpr.json'))['rows']
+assert len(rows) == 8 and all(len(r['predictions']) == 4 for r in rows), rows
+speed = rows[0]['gemm_speed_now']
+assert 0.2 < speed[0]['ratio'] < 5 and len(speed[0]['shapes']) == 4 and speed[1]['ratio'] == 0, speed
+for r in rows:
+    p = [x['step_time_s']['predicted'] for x in r['predictions']]
+    assert p[3] == p[1], (r['strategy'], p)  # no table: nothing re-timed
+    assert r['predictions'][2]['profile'].endswith('(GEMMs re-timed)'), r['predictions'][2]['profile']
+assert not left, left"; then
+  pass "bench predict --retime-gemms: the GEMM speed now against the calibration, a column per profile, temporaries removed"
+else fail "bench predict --retime-gemms: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
 out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \
       --trace "$WORK/measured.trace.json" 2>&1)

@@ -2,6 +2,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/device/sim/profile.h"
 #include "core/run/config.h"
 #include "run/train.h"
 
@@ -119,8 +122,20 @@ struct BenchPredictOptions {
   int64_t batch = 128;
   int64_t steps = 20;
   int repeats = 3;  // measured runs per config: their median is compared, their spread shown
+  // Also price each model on every profile with its GEMM table scaled by how fast this machine's
+  // GEMMs run just before that model's runs (gemm_speed_now): columns P1*, P2*, …
+  bool retime_gemms = false;
   std::string json_path;
 };
+
+// How fast this machine's GEMMs run now against a calibrated profile's table: the forward GEMMs of
+// 32 and 128 rows, 256 and 1024 wide, timed again as calibrate times them; `ratio` is the
+// geometric mean of now ÷ calibrated (0: the table has none of them), `shapes` the times.
+struct GemmSpeedNow {
+  double ratio = 0;
+  nlohmann::json shapes = nlohmann::json::array();
+};
+GemmSpeedNow gemm_speed_now(const HardwareProfile& profile);
 
 // Predicted next to measured for every strategy on each model, on each profile: a table with the
 // errors, and for the closest profile the op class that is furthest off where the error is large.

@@ -307,6 +307,9 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--repeat", bp.repeats, "measured runs per config (the median is compared, the spread shown)")
       ->capture_default_str()->check(CLI::Range(1, 100));
   predict_cmd->add_option("--json", bp.json_path, "write the rows as JSON");
+  predict_cmd->add_flag("--retime-gemms", bp.retime_gemms,
+                        "also price each model on the profiles with their GEMMs re-timed just before its runs (columns P1*, …): "
+                        "this machine's speed moves by more than the goal between a calibration and the runs");
 
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -242,16 +243,59 @@ std::string calibration_of(const std::string& profile) {
   return "calibrated on " + j["calibration"].value("machine", std::string("?")) + ", " + j["calibration"].value("date", std::string("?"));
 }
 
+namespace {
+
+// Profiles with their GEMM tables scaled, written where the pricing can load them, and removed
+// when the model is done.
+class RetimedProfiles {
+ public:
+  RetimedProfiles() = default;
+  RetimedProfiles(const RetimedProfiles&) = delete;
+  RetimedProfiles& operator=(const RetimedProfiles&) = delete;
+  ~RetimedProfiles() {
+    for (const std::string& p : paths_) {
+      std::error_code ignored;
+      std::filesystem::remove(p, ignored);
+    }
+  }
+  // The path of `profile` with every GEMM-table time × `ratio` (unchanged where ratio is 0: nothing
+  // was re-timed).
+  std::string add(const std::string& profile, double ratio) {
+    HardwareProfile p = load_profile(profile);
+    if (ratio > 0)
+      for (GemmPoint& g : p.gemm_table.points) {
+        g.seconds *= ratio;
+        g.seconds_cold *= ratio;
+      }
+    const std::string path = (std::filesystem::temp_directory_path() / ("scalelab-retimed-" + std::to_string(::getpid()) + "-" +
+                                                                        std::to_string(paths_.size()) + ".json")).string();
+    write_file_atomically(path, profile_to_json(p) + "\n", "bench");
+    paths_.push_back(path);
+    return path;
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+}  // namespace
+
 int bench_predict(const BenchPredictOptions& o) {
   if (o.hw.empty())
     throw UsageError("bench", "bench predict needs --hw PROFILE: a profile of this machine — make one with `scalelab calibrate`");
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
   std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on each profile\n");
   std::string header;
-  for (size_t i = 0; i < o.hw.size(); ++i) {
-    std::printf("#   P%zu = %s (%s)\n", i + 1, o.hw[i].c_str(), calibration_of(o.hw[i]).c_str());
+  const size_t given = o.hw.size(), columns = o.retime_gemms ? 2 * given : given;
+  for (size_t i = 0; i < columns; ++i) {
+    const std::string name = "P" + std::to_string(i % given + 1) + (i < given ? "" : "*");
+    if (i < given)
+      std::printf("#   %s = %s (%s)\n", name.c_str(), o.hw[i].c_str(), calibration_of(o.hw[i]).c_str());
+    else
+      std::printf("#   %s = P%zu with its GEMM table scaled by how fast this machine's GEMMs run just before each "
+                  "model's runs\n", name.c_str(), i % given + 1);
     char col[64];
-    std::snprintf(col, sizeof col, " %9s %7s", ("P" + std::to_string(i + 1) + " ms").c_str(), "error");
+    std::snprintf(col, sizeof col, " %9s %7s", (name + " ms").c_str(), "error");
     header += col;
   }
   std::printf("# step time = median over steps 2… of one step's start to the next; measured: the median of %d runs, and\n"
@@ -267,10 +311,24 @@ int bench_predict(const BenchPredictOptions& o) {
   std::printf("%-26s %-15s %3s %11s %7s%s  %s\n", "model", "strategy", "dev", "measured ms", "spread", header.c_str(),
               "closest: furthest-off class (pred/meas ms per step)");
   json rows = json::array();
-  std::vector<int> within(o.hw.size(), 0), among(o.hw.size(), 0);
+  std::vector<int> within(columns, 0), among(columns, 0);
   int total = 0;
   const bool on_terminal = ::isatty(STDERR_FILENO) != 0;
   for (const std::string& model : o.models) {
+    // The profiles this model's runs are priced on: those given, and (--retime-gemms) each with its
+    // GEMMs re-timed now — the machine's speed moves by more than the goal between a calibration
+    // and the runs a minute later (single on the 2048-wide model: 117.7 to 128.0 ms a step across
+    // six tables, its largest GEMM timed at 14.6 to 16.9 ms by their calibrations).
+    std::vector<std::string> profiles = o.hw;
+    RetimedProfiles retimed;
+    json speeds = json::array();
+    if (o.retime_gemms)
+      for (size_t i = 0; i < given; ++i) {
+        const GemmSpeedNow now = gemm_speed_now(load_profile(o.hw[i]));
+        profiles.push_back(retimed.add(o.hw[i], now.ratio));
+        speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
+        std::printf("# %s: P%zu's GEMMs now take %.3f× their calibrated times\n", model.c_str(), i + 1, now.ratio);
+      }
     std::vector<std::pair<std::string, TrainConfig>> configs;  // strategy → its config
     for (const StrategyInfo& info : strategy_registry()) {
       TrainConfig c;
@@ -319,7 +377,7 @@ int bench_predict(const BenchPredictOptions& o) {
       }
       try {
         TrainResult r;
-        const Comparison cmp = compare(c, o.hw, std::move(runs[k]), r);
+        const Comparison cmp = compare(c, profiles, std::move(runs[k]), r);
         const double fastest = cmp.measured_steps.front(), slowest = cmp.measured_steps.back();
         const double spread = error_of(slowest, cmp.measured.step_s) - error_of(fastest, cmp.measured.step_s);
         std::string cols;
@@ -333,20 +391,22 @@ int bench_predict(const BenchPredictOptions& o) {
           within[i] += std::abs(cmp.error(i)) <= 0.03;
           const double predicted = cmp.predicted[i].figures.step_s;
           among[i] += predicted >= fastest && predicted <= slowest;
-          predictions.push_back(comparison_json(cmp.predicted[i].figures, cmp.measured, cmp.predicted[i].profile));
+          predictions.push_back(comparison_json(cmp.predicted[i].figures, cmp.measured,
+                                                i < given ? cmp.predicted[i].profile : o.hw[i % given] + " (GEMMs re-timed)"));
         }
         const RunFigures& best = cmp.predicted[closest].figures;
         const int w = worst_class(best, cmp.measured);
         char off[96] = "";
         if (std::abs(cmp.error(closest)) > 0.03)
-          std::snprintf(off, sizeof off, "P%zu: %s (%.2f/%.2f)", closest + 1, kClassNames[w], best.class_s[w] * 1e3,
-                        cmp.measured.class_s[w] * 1e3);
+          std::snprintf(off, sizeof off, "P%zu%s: %s (%.2f/%.2f)", closest % given + 1, closest < given ? "" : "*",
+                        kClassNames[w], best.class_s[w] * 1e3, cmp.measured.class_s[w] * 1e3);
         std::printf("%-26s %-15s %3d %11.2f %6.1f%%%s  %s\n", model.c_str(), strategy.c_str(), devices,
                     cmp.measured.step_s * 1e3, 100 * spread, cols.c_str(), off);
         std::fflush(stdout);
         rows.push_back({{"model", model}, {"strategy", strategy}, {"devices", devices},
                         {"measured_step_s", cmp.measured.step_s}, {"measured_runs_step_s", cmp.measured_steps},
                         {"predictions", predictions}});
+        if (o.retime_gemms) rows.back()["gemm_speed_now"] = speeds;
         ++total;
       } catch (const std::exception& e) {
         std::printf("%-26s %-15s failed: %s\n", model.c_str(), strategy.c_str(), e.what());
@@ -355,9 +415,9 @@ int bench_predict(const BenchPredictOptions& o) {
     }
   }
   print_load("after");
-  for (size_t i = 0; i < o.hw.size(); ++i)
-    std::printf("# P%zu: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n", i + 1,
-                within[i], total, among[i], total);
+  for (size_t i = 0; i < columns; ++i)
+    std::printf("# P%zu%s: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n", i % given + 1,
+                i < given ? "" : "*", within[i], total, among[i], total);
   if (!o.json_path.empty()) write_file_atomically(o.json_path, json{{"profiles", o.hw}, {"rows", rows}}.dump(2) + "\n", "bench");
   return 0;
 }
