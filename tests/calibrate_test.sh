@@ -136,7 +136,8 @@ else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --hw a100-nvlink-8 --retime-gemms --model mlp:784-32-10 --steps 3 --devices 2 \
       --repeat 1 --json "$WORK/bpr.json" 2>&1)
 rc=$?
-if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "P1's GEMMs now take" && printf '%s' "$out" | grep -q "# P1\*: " && $PY -c "
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "P1's GEMMs now take" && printf '%s' "$out" | grep -q "# P1\*: " \
+   && printf '%s' "$out" | grep -q "P2 has no GEMM table to re-time: P2\* is P2" && $PY -c "
 import json, glob, os, tempfile
 left = glob.glob(os.path.join(tempfile.gettempdir(), 'scalelab-retimed-*'))
 rows = json.load(open('$WORK/bpr.json'))['rows']

@@ -317,8 +317,8 @@ int bench_predict(const BenchPredictOptions& o) {
   for (const std::string& model : o.models) {
     // The profiles this model's runs are priced on: those given, and (--retime-gemms) each with its
     // GEMMs re-timed now — the machine's speed moves by more than the goal between a calibration
-    // and the runs a minute later (single on the 2048-wide model: 117.7 to 128.0 ms a step across
-    // six tables, its largest GEMM timed at 14.6 to 16.9 ms by their calibrations).
+    // and the runs a minute later (single on the 2048-wide model: 117.7 to 128.8 ms a step across
+    // nine tables, its largest GEMM timed at 14.6 to 17.1 ms by their calibrations).
     std::vector<std::string> profiles = o.hw;
     RetimedProfiles retimed;
     json speeds = json::array();
@@ -327,7 +327,10 @@ int bench_predict(const BenchPredictOptions& o) {
         const GemmSpeedNow now = gemm_speed_now(load_profile(o.hw[i]));
         profiles.push_back(retimed.add(o.hw[i], now.ratio));
         speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
-        std::printf("# %s: P%zu's GEMMs now take %.3f× their calibrated times\n", model.c_str(), i + 1, now.ratio);
+        if (now.ratio > 0)
+          std::printf("# %s: P%zu's GEMMs now take %.3f× their calibrated times\n", model.c_str(), i + 1, now.ratio);
+        else
+          std::printf("# %s: P%zu has no GEMM table to re-time: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1, i + 1);
       }
     std::vector<std::pair<std::string, TrainConfig>> configs;  // strategy → its config
     for (const StrategyInfo& info : strategy_registry()) {
