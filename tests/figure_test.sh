@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `scalelab figure`: the slides' charts from scalelab's own JSON next to their formulas.
 #   - zero-memory: the JSON it reads holds ZeRO's closed forms exactly (S = ⌈P/N⌉ per shard:
-#     DDP 4P+4P+8P; stage 1 4SN+4SN+8S; stage 2 4SN+4S+8S bytes) and the chart has a measured
-#     line and a formula line per stage;
+#     DDP 4P+4P+8P; stage 1 4SN+4SN+8S; stage 2 4SN+4S+8S bytes) and the chart has a simulated
+#     run's line and a formula line per stage;
 #   - busbw: the α-β fit recovers a and the bandwidth of rows made from t = a + S/B exactly;
-#   - bubble: measured and (p−1)/(m+p−1) lines from a pipeline sweep;
+#   - bubble: the simulated idle share and (p−1)/(m+p−1) lines from a pipeline sweep, labelled so;
 #   - bad input (unknown kind, wrong optimizer, two files for one, not JSON, no rows) exits 2 saying why.
 #   bash figure_test.sh <path to scalelab>
 set -u
@@ -31,8 +31,8 @@ PY
 then pass "scale --json: weights, gradients, optimizer per device are ZeRO's closed forms (stages 0, 1, 2; N = 2…16)"
 else fail "the ZeRO sweeps' memory is not the closed form"; fi
 if "$SCALELAB" figure zero-memory --json "$WORK/z0.json" --json "$WORK/z1.json" --json "$WORK/z2.json" --out "$WORK/z.svg" >/dev/null 2>&1 &&
-  [ "$(grep -c '<polyline' "$WORK/z.svg")" = 6 ] && grep -q "4Ψ + 12Ψ/N" "$WORK/z.svg" && grep -q "ZeRO-2 (measured)" "$WORK/z.svg"; then
-  pass "zero-memory: a measured and a formula line for each of the three stages"
+  [ "$(grep -c '<polyline' "$WORK/z.svg")" = 6 ] && grep -q "4Ψ + 12Ψ/N" "$WORK/z.svg" && grep -q "ZeRO-2 (simulated run)" "$WORK/z.svg"; then
+  pass "zero-memory: a simulated run's and a formula line for each of the three stages"
 else fail "zero-memory: $(head -c 300 "$WORK/z.svg" 2>/dev/null)"; fi
 
 # Rows of an all-reduce of 4 ranks made from t = 5 µs + S / (20 GB/s): busbw = S/t · 2(n−1)/n.
@@ -53,8 +53,9 @@ else fail "busbw: $(grep -o 'α-β[^<]*' "$WORK/bw.svg" 2>/dev/null)"; fi
 if "$SCALELAB" scale --strategy pipeline --model mlp:512-512-512-512-512 --devices 4 --micro-batches 1..8 --batch 256 --strong \
     --json "$WORK/pipe.json" >/dev/null 2>&1 &&
   "$SCALELAB" figure bubble --json "$WORK/pipe.json" --out "$WORK/pipe.svg" >/dev/null 2>&1 &&
-  [ "$(grep -c '<polyline' "$WORK/pipe.svg")" = 2 ] && grep -q "p = 4 stages" "$WORK/pipe.svg"; then
-  pass "bubble: measured and (p−1)/(m+p−1) over m = 1…8 at p = 4"
+  [ "$(grep -c '<polyline' "$WORK/pipe.svg")" = 2 ] && grep -q "p = 4 stages" "$WORK/pipe.svg" \
+  && grep -q "idle share (simulated)" "$WORK/pipe.svg" && ! grep -q "(measured)" "$WORK/pipe.svg"; then
+  pass "bubble: the simulated idle share and (p−1)/(m+p−1) over m = 1…8 at p = 4"
 else fail "bubble: $(head -c 300 "$WORK/pipe.svg" 2>/dev/null)"; fi
 
 "$SCALELAB" scale --strategy zero --optimizer sgd --model mlp:784-64-10 --devices 2,4 --json "$WORK/sgd.json" >/dev/null 2>&1

@@ -49,7 +49,8 @@ std::string bubble(const std::vector<std::string>& files) {
   const char* writer = "scalelab scale --strategy pipeline --micro-batches 1..32";
   const json j = read_json(files[0]);
   std::vector<double> xs;
-  Series measured{"idle share (measured)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
+  // scale runs are sim dry runs: the idle share is the cost model's timeline, not a measurement.
+  Series measured{"idle share (simulated)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
   int p = 0;
   for (const json& r : rows_of(j, files[0], writer)) {
     p = static_cast<int>(field(r, "devices", files[0], writer));
@@ -96,7 +97,8 @@ std::string zero_memory(const std::vector<std::string>& files) {
   std::vector<Series> series;
   for (const auto& [stage, points] : by_stage) {
     if (stage < 0 || stage > 2) throw UsageError("figure", "zero stage " + std::to_string(stage) + ": the figure knows stages 0 (ddp), 1, 2");
-    Series measured{stage == 0 ? "DDP (measured)" : "ZeRO-" + std::to_string(stage) + " (measured)", colors[stage], {}};
+    // The ledger's bytes of a sim dry run: every allocation counted, nothing timed or measured.
+    Series measured{stage == 0 ? "DDP (simulated run)" : "ZeRO-" + std::to_string(stage) + " (simulated run)", colors[stage], {}};
     Series formula{stage == 0 ? "16Ψ" : stage == 1 ? "8Ψ + 8Ψ/N" : "4Ψ + 12Ψ/N", colors[stage], {}, true};
     for (double n : xs) {
       const auto it = points.find(static_cast<int>(n));
@@ -142,7 +144,7 @@ std::string busbw(const std::vector<std::string>& files) {
   const double det = s00 * s11 - s01 * s01;
   if (xs.size() < 2 || !(std::abs(det) > 0)) throw UsageError("figure", files[0] + ": the α-β fit needs two sizes or more");
   const double a = std::max(0.0, (r0 * s11 - r1 * s01) / det), b = (s00 * r1 - s01 * r0) / det;
-  Series measured{"busbw (measured)", "#1f77b4", {}};
+  Series measured{j.value("simulated", false) ? "busbw (simulated)" : "busbw (measured)", "#1f77b4", {}};
   Series model{"α-β: a = " + fmt(a * 1e6, "%.3g") + " µs, busbw → " + fmt(factor / b * 1e-9, "%.3g") + " GB/s", "#555", {}, true};
   for (size_t i = 0; i < xs.size(); ++i) {
     measured.y.push_back(bw[i]);

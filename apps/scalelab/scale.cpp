@@ -126,7 +126,8 @@ std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, cons
   const double W = 1470, H = 400, C = W / 3;
   // 1. What the sweep teaches: the bubble against its formula, or the efficiency.
   if (over_m) {
-    Series measured{"idle share (measured)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
+    // A dry run's timeline: the cost model's idle share, not a measurement.
+    Series measured{"idle share (simulated)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
     const int p = pts.empty() ? 1 : pts.front().devices;
     for (const ScalePoint& q : pts) {
       measured.y.push_back(q.bubble_pct);
