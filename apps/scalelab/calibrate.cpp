@@ -224,7 +224,20 @@ class ProgressLine {
 struct GemmShape {
   bool ta, tb;
   int64_t m, n, k;
+  int64_t operand_bytes() const { return 4 * (m * k + k * n + m * n); }
 };
+
+// Makes one GEMM of shape g on a device (its operands filled), as calibrate times it.
+OpMaker gemm_op(GemmShape g) {
+  return [g](Device& d) -> std::function<void()> {
+    Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
+    Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
+    Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
+    d.fill({"calibrate"}, a, 0.5f);
+    d.fill({"calibrate"}, b, 0.25f);
+    return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
+  };
+}
 
 // The GEMMs an MLP step makes — forward x·Wᵀ, dW = dyᵀ·x, dx = dy·W — for batches `rows` and
 // layer widths `widths`.
@@ -400,15 +413,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile) {
     const bool probe = !p.trans_a && p.trans_b && (p.m == 32 || p.m == 128) && p.n == p.k && (p.n == 256 || p.n == 1024);
     if (!probe || !(p.seconds > 0)) continue;
     const GemmShape g{false, true, static_cast<int64_t>(p.m), static_cast<int64_t>(p.n), static_cast<int64_t>(p.k)};
-    const OpMaker make = [g](Device& d) -> std::function<void()> {
-      Tensor a = d.empty({g.m, g.k}, DType::f32, MemoryCategory::workspace, "A");
-      Tensor b = d.empty({g.n, g.k}, DType::f32, MemoryCategory::workspace, "B");
-      Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
-      d.fill({"calibrate"}, a, 0.5f);
-      d.fill({"calibrate"}, b, 0.25f);
-      return [&d, a, b, c] { d.gemm({"calibrate"}, false, true, a, b, c); };
-    };
-    const double now = median(warm_call_times(make, dev, 4 * (g.m * g.k + g.k * g.n + g.m * g.n), 0.1, bus));
+    const double now = median(warm_call_times(gemm_op(g), dev, g.operand_bytes(), 0.1, bus));
     out.shapes.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"calibrated_s", p.seconds}, {"now_s", now}});
     log_sum += std::log(now / p.seconds);
     ++timed;
@@ -450,7 +455,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // (core/device/sim/host_turns.h).
   auto measure = [&](const OpMaker& make) { return time_call(make(dev), budget, bus); };
   // … and cold: its data in DRAM, as in a run whose steps move more than the cache holds.
-  // The cache in effect moves with what the socket's other tenants do (94 to 155 MiB from one
+  // The cache in effect moves with what the socket's other tenants do (87 to 155 MiB from one
   // calibration to the next here, and a table priced at 155 came out 6–20 % short on every
   // multi-device run of the larger models): swept three times — now, after the GEMMs, after the
   // copies — and the median taken.
@@ -475,16 +480,8 @@ int run_calibrate(const CalibrateOptions& o) {
   for (int round = 0; round < gemm_rounds; ++round)
     for (size_t i = 0; i < grid.size(); ++i) {
       const GemmShape g = grid[i];
-      const OpMaker make = [g](Device& d) -> std::function<void()> {
-        Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
-        Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
-        Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
-        d.fill({"calibrate"}, a, 0.5f);
-        d.fill({"calibrate"}, b, 0.25f);
-        return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
-      };
-      const int64_t operand_bytes = 4 * (g.m * g.k + g.k * g.n + g.m * g.n);
-      for (double t : warm_call_times(make, dev, operand_bytes, budget / gemm_rounds, bus)) warm_times[i].push_back(t);
+      const OpMaker make = gemm_op(g);
+      for (double t : warm_call_times(make, dev, g.operand_bytes(), budget / gemm_rounds, bus)) warm_times[i].push_back(t);
       for (double t : cold_call_times(make(dev), flush, cold_per_round, bus)) cold_times[i].push_back(t);
       progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + ", round " +
                     std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
