@@ -6,6 +6,7 @@
 set -u
 SCALELAB=${1:?usage: calibrate_test.sh <scalelab binary>}
 PY=/usr/bin/python3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$(dirname "$0")/support/checks.sh" calibrate-test
 
 out=$("$SCALELAB" calibrate --quick --out "$WORK/me.json" 2>"$WORK/progress")
@@ -151,6 +152,47 @@ for r in rows:
 assert not left, left"; then
   pass "bench predict --retime-gemms: the GEMM speed now against the calibration, a column per profile, temporaries removed"
 else fail "bench predict --retime-gemms: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
+# --measured: the table just written priced again, nothing run — its models, steps, devices and
+# measured runs as saved, the GEMM speed it measured then; the same prediction (the sim is
+# deterministic).
+out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --measured "$WORK/bpr.json" --retime-gemms --json "$WORK/bpm.json" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "took, when the table was measured," && ! printf '%s' "$out" | grep -q "failed:" \
+   && ! printf '%s' "$out" | grep -q "load average" && $PY -c "
+import json
+old = json.load(open('$WORK/bpr.json'))
+new = json.load(open('$WORK/bpm.json'))
+assert new['steps'] == old['steps'] == 3 and new['batch'] == old['batch'], (new['steps'], new['batch'])
+assert len(new['rows']) == len(old['rows']) == 8
+for o, n in zip(old['rows'], new['rows']):
+    assert (n['model'], n['strategy'], n['devices']) == (o['model'], o['strategy'], o['devices']), n
+    assert n['measured_runs_step_s'] == o['measured_runs_step_s'] and n['measured_step_s'] == o['measured_step_s']
+    assert n['gemm_speed_now'][0]['ratio'] == o['gemm_speed_now'][0]['ratio']
+    for i in (0, 2):  # P1 and P1* of the old table are P1 and P1* here
+        p, q = o['predictions'][i], n['predictions'][1 if i else 0]
+        assert abs(q['step_time_s']['predicted'] / p['step_time_s']['predicted'] - 1) < 1e-9, (n['strategy'], p, q)
+        assert q['per_step_by_class']['gemm']['measured_s'] == o['predictions'][0]['per_step_by_class']['gemm']['measured_s']
+"; then
+  pass "bench predict --measured prices a saved table again: its runs, steps and GEMM speed as saved, the same predictions"
+else fail "bench predict --measured: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
+# The tables shipped in profiles/measured/ (the README's accuracy figures) still price with this build.
+shipped=$(ls "$ROOT"/profiles/measured/*-bench-predict.json | tail -n 1)
+out=$("$SCALELAB" bench predict --hw "${shipped%-bench-predict.json}-profile.json" --measured "$shipped" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-')" -eq 24 ] && printf '%s' "$out" | grep -qE "^# P1: [0-9]+ of 24 within"; then
+  pass "the shipped table $(basename "$shipped") priced again: 24 rows"
+else fail "the shipped table $shipped: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
+printf '{"rows": "none"}' > "$WORK/not-a-table.json"
+for bad in "$WORK/none.json" "$WORK/not-a-table.json" "$WORK/me.json"; do
+  out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --measured "$bad" 2>&1)
+  rc=$?
+  if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q -- "--measured" && printf '%s' "$out" | grep -q "bench predict --json"; then
+    pass "--measured $(basename "$bad") refused with exit 2, naming the option and what to pass"
+  else fail "--measured $(basename "$bad"): rc $rc, $out"; fi
+done
 
 out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \
       --trace "$WORK/measured.trace.json" 2>&1)

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -41,6 +42,29 @@ TEST(HostTurns, TwoDevicesComputingAtOnceTakeTurns) {
   const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10)});
   expect_at(t[0], 0, 10);
   expect_at(t[1], 10, 20);
+}
+
+TEST(HostTurns, TheOrderTheDevicesThreadsEmittedInDoesNotMatter) {
+  // The bus holds the devices' events in whatever order their threads ran; a tie goes by device.
+  const auto t = take_turns_on_host({op(1, Lane::compute, 0, 10), op(0, Lane::compute, 0, 10)});
+  expect_at(t[1], 0, 10);
+  expect_at(t[0], 10, 20);
+  // The same run, its devices' events interleaved two ways, with a collective and handoffs.
+  auto run = [](bool device_1_first) {
+    std::vector<Event> a = {op(0, Lane::compute, 0, 10), op(0, Lane::comm, 10, 15, 0, 3), op(0, Lane::compute, 15, 20)};
+    std::vector<Event> b = {op(1, Lane::compute, 0, 10), op(1, Lane::comm, 10, 15, 0, 3), op(1, Lane::compute, 15, 20)};
+    std::vector<Event> events;
+    for (size_t i = 0; i < a.size(); ++i) {
+      events.push_back(device_1_first ? b[i] : a[i]);
+      events.push_back(device_1_first ? a[i] : b[i]);
+    }
+    std::vector<Event> t = take_turns_on_host(events, HostShare{1, 1, 2});
+    std::stable_sort(t.begin(), t.end(), [](const Event& x, const Event& y) { return x.device < y.device; });
+    return t;
+  };
+  const auto x = run(false), y = run(true);
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) expect_at(y[i], x[i].t_begin_ns, x[i].t_end_ns);
 }
 
 TEST(HostTurns, ADelayCarriesAlongTheLaneAndToWhatWaitedForIt) {
@@ -85,8 +109,9 @@ TEST(HostTurns, ACollectiveTakesTheCoresOnceForAllItsMembers) {
 }
 
 TEST(HostTurns, ADelayedSendDelaysItsRecv) {
-  const auto t = take_turns_on_host({op(2, Lane::compute, 0, 10), op(0, Lane::compute, 0, 10),
-                                     op(0, Lane::comm, 10, 12, 0, 3, Role::send), op(1, Lane::comm, 0, 12, 0, 3, Role::recv)});
+  // Device 1 waits for device 0's turn, so its send starts late, and device 2's recv ends late.
+  const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10),
+                                     op(1, Lane::comm, 10, 12, 0, 3, Role::send), op(2, Lane::comm, 0, 12, 0, 3, Role::recv)});
   expect_at(t[1], 10, 20);
   expect_at(t[2], 20, 22);
   expect_at(t[3], 10, 22);

@@ -126,6 +126,9 @@ struct BenchPredictOptions {
   // GEMMs run just before that model's runs (gemm_speed_now): columns P1*, P2*, …
   bool retime_gemms = false;
   std::string json_path;
+  // A table written before (--json): its measured runs are priced again on `hw`, nothing is run —
+  // a change to the cost model, or another calibration, tried on measurements already taken.
+  std::string measured_path;
 };
 
 // How fast this machine's GEMMs run now against a calibrated profile's table: the forward GEMMs of

@@ -307,6 +307,9 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--repeat", bp.repeats, "measured runs per config (the median is compared, the spread shown)")
       ->capture_default_str()->check(CLI::Range(1, 100));
   predict_cmd->add_option("--json", bp.json_path, "write the rows as JSON");
+  predict_cmd->add_option("--measured", bp.measured_path,
+                          "price the measured runs of a table written before (--json) again, running nothing: a change "
+                          "to the cost model, or another calibration, tried on measurements already taken");
   predict_cmd->add_flag("--retime-gemms", bp.retime_gemms,
                         "also price each model on the profiles with their GEMMs re-timed just before its runs (columns P1*, …): "
                         "this machine's speed moves by more than the goal between a calibration and the runs");
@@ -368,7 +371,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*compute_cmd) return bench_compute(bc);
-    if (*predict_cmd) return bench_predict(bp);
+    if (*predict_cmd) {
+      if (!bp.measured_path.empty() && predict_cmd->count("--model") == 0) bp.models.clear();  // the table's
+      return bench_predict(bp);
+    }
     if (*calibrate_cmd) return run_calibrate(cal);
     if (*comm_cmd) {
       // 0 would silently become the default 4; a --shm-sharing without --comm shm would be ignored.

@@ -278,13 +278,119 @@ class RetimedProfiles {
   std::vector<std::string> paths_;
 };
 
+// A table `bench predict --json` wrote: its measured runs, priced again by `--measured`.
+struct SavedTable {
+  json rows = json::array();
+  int64_t batch = 0, steps = 0;  // 0: not recorded (a table of an earlier build)
+  std::vector<std::string> models;
+};
+
+SavedTable read_saved_table(const std::string& path) {
+  const std::string what = "--measured " + path;
+  SavedTable t;
+  std::string text;
+  try {
+    text = read_regular_file(path, "bench", 64 << 20, "pass a table written by `scalelab bench predict --json`");
+  } catch (const std::exception& e) {
+    // Not there, not a file, too large: the user's to fix (exit 2), in the reader's words.
+    std::string why = e.what();
+    if (why.rfind("[bench] ", 0) == 0) why.erase(0, 8);
+    throw UsageError("bench", "--measured: " + why);
+  }
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw UsageError("bench", what + ": not JSON (" + e.what() + ") — pass a table written by `scalelab bench predict --json`");
+  }
+  if (!j.is_object() || !j.contains("rows") || !j["rows"].is_array() || j["rows"].empty())
+    throw UsageError("bench", what + ": no \"rows\" — pass a table written by `scalelab bench predict --json`");
+  t.rows = j["rows"];
+  t.batch = j.value("batch", int64_t{0});
+  t.steps = j.value("steps", int64_t{0});
+  for (const json& row : t.rows)
+    if (row.is_object() && row.contains("model") && row["model"].is_string() &&
+        std::find(t.models.begin(), t.models.end(), row["model"].get<std::string>()) == t.models.end())
+      t.models.push_back(row["model"].get<std::string>());
+  return t;
+}
+
+// The saved row of (model, strategy); null when the table has none or it failed then.
+const json* saved_row(const SavedTable& t, const std::string& model, const std::string& strategy) {
+  for (const json& row : t.rows)
+    if (row.is_object() && row.value("model", std::string()) == model && row.value("strategy", std::string()) == strategy)
+      return row.contains("measured_runs_step_s") ? &row : nullptr;
+  return nullptr;
+}
+
+// The measured runs a saved row kept: every run's step time, and the median run's time per op
+// class and per-device shares (what the table kept of it, from its first prediction).
+std::vector<MeasuredRun> saved_runs(const json& row, const std::string& path) {
+  try {
+    RunFigures median;
+    if (row.contains("predictions") && !row["predictions"].empty()) {
+      const json& p = row["predictions"].at(0);
+      for (int i = 0; i < kClassCount; ++i)
+        median.class_s[static_cast<size_t>(i)] = p.at("per_step_by_class").at(kClassNames[i]).at("measured_s").get<double>();
+      for (const json& d : p.at("per_device")) {
+        DeviceSummary s;
+        s.name = d.at("device").get<std::string>();
+        s.busy_pct = d.at("measured").at("busy_pct").get<double>();
+        s.comm_pct = d.at("measured").at("comm_pct").get<double>();
+        s.idle_pct = d.at("measured").at("idle_pct").get<double>();
+        median.devices.push_back(std::move(s));
+      }
+    }
+    std::vector<MeasuredRun> runs;
+    for (const json& step : row.at("measured_runs_step_s")) {
+      runs.emplace_back();
+      runs.back().first = median;
+      runs.back().first.step_s = step.get<double>();
+    }
+    if (runs.empty()) throw std::runtime_error("no measured runs");
+    return runs;
+  } catch (const std::exception& e) {
+    throw UsageError("bench", "--measured " + path + ": the row of " + row.value("model", std::string("?")) + " / " +
+                                  row.value("strategy", std::string("?")) + " is broken (" + e.what() +
+                                  ") — pass a table written by `scalelab bench predict --json`");
+  }
+}
+
+// The GEMM speed a saved table measured before a model's runs, for profile `index` (0: none kept).
+double saved_gemm_ratio(const SavedTable& t, const std::string& model, size_t index) {
+  for (const json& row : t.rows)
+    if (row.is_object() && row.value("model", std::string()) == model && row.contains("gemm_speed_now") &&
+        row["gemm_speed_now"].is_array() && index < row["gemm_speed_now"].size())
+      return row["gemm_speed_now"][index].value("ratio", 0.0);
+  return 0;
+}
+
 }  // namespace
 
-int bench_predict(const BenchPredictOptions& o) {
+int bench_predict(const BenchPredictOptions& options) {
+  BenchPredictOptions o = options;
+  SavedTable saved;
+  const bool from_table = !o.measured_path.empty();
+  if (from_table) {
+    saved = read_saved_table(o.measured_path);
+    if (o.models.empty()) o.models = saved.models;
+    if (saved.batch > 0) o.batch = saved.batch;
+    if (saved.steps > 0) o.steps = saved.steps;
+    for (const json& row : saved.rows)
+      if (row.is_object() && row.contains("measured_runs_step_s") && row["measured_runs_step_s"].is_array()) {
+        o.repeats = static_cast<int>(row["measured_runs_step_s"].size());
+        break;
+      }
+  }
+  if (o.models.empty()) o.models = BenchPredictOptions{}.models;
   if (o.hw.empty())
     throw UsageError("bench", "bench predict needs --hw PROFILE: a profile of this machine — make one with `scalelab calibrate`");
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
   std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on each profile\n");
+  if (from_table)
+    std::printf("# measured runs: those of %s, priced again (batch %lld, %lld steps%s)\n", o.measured_path.c_str(),
+                static_cast<long long>(o.batch), static_cast<long long>(o.steps),
+                saved.steps > 0 ? "" : ", as given: the table does not say");
   std::string header;
   const size_t given = o.hw.size(), columns = o.retime_gemms ? 2 * given : given;
   for (size_t i = 0; i < columns; ++i) {
@@ -307,7 +413,7 @@ int bench_predict(const BenchPredictOptions& o) {
     if (::getloadavg(load, 1) == 1)
       std::printf("# load average %s: %.1f on %u cores\n", when, load[0], std::max(1u, std::thread::hardware_concurrency()));
   };
-  print_load("before");
+  if (!from_table) print_load("before");
   std::printf("%-26s %-15s %3s %11s %7s%s  %s\n", "model", "strategy", "dev", "measured ms", "spread", header.c_str(),
               "closest: furthest-off class (pred/meas ms per step)");
   json rows = json::array();
@@ -324,11 +430,17 @@ int bench_predict(const BenchPredictOptions& o) {
     json speeds = json::array();
     if (o.retime_gemms)
       for (size_t i = 0; i < given; ++i) {
-        const GemmSpeedNow now = gemm_speed_now(load_profile(o.hw[i]));
+        GemmSpeedNow now;
+        if (from_table) now.ratio = saved_gemm_ratio(saved, model, i);  // the speed then: the past cannot be re-timed
+        else now = gemm_speed_now(load_profile(o.hw[i]));
         profiles.push_back(retimed.add(o.hw[i], now.ratio));
         speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
         if (now.ratio > 0)
-          std::printf("# %s: P%zu's GEMMs now take %.3f× their calibrated times\n", model.c_str(), i + 1, now.ratio);
+          std::printf("# %s: P%zu's GEMMs %s %.3f× their calibrated times\n", model.c_str(), i + 1,
+                      from_table ? "took, when the table was measured," : "now take", now.ratio);
+        else if (from_table)
+          std::printf("# %s: %s kept no GEMM re-timing for P%zu: P%zu* is P%zu\n", model.c_str(), o.measured_path.c_str(), i + 1,
+                      i + 1, i + 1);
         else
           std::printf("# %s: P%zu has no GEMM table to re-time: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1, i + 1);
       }
@@ -351,7 +463,17 @@ int bench_predict(const BenchPredictOptions& o) {
     // fast minutes then fall on every strategy alike, not on whichever ran in them.
     std::vector<std::vector<MeasuredRun>> runs(configs.size());
     std::vector<std::string> failed(configs.size());
-    for (int r = 0; r < o.repeats; ++r)
+    if (from_table)
+      for (size_t k = 0; k < configs.size(); ++k) {
+        const json* row = saved_row(saved, model, configs[k].first);
+        if (row == nullptr) {
+          failed[k] = "not measured in " + o.measured_path;
+          continue;
+        }
+        configs[k].second.devices = row->value("devices", configs[k].second.devices);
+        runs[k] = saved_runs(*row, o.measured_path);
+      }
+    for (int r = 0; r < (from_table ? 0 : o.repeats); ++r)
       for (size_t k = 0; k < configs.size(); ++k) {
         if (!failed[k].empty()) continue;
         // Progress: redrawn in place on a terminal, a plain line a round otherwise (a log).
@@ -417,11 +539,13 @@ int bench_predict(const BenchPredictOptions& o) {
       }
     }
   }
-  print_load("after");
+  if (!from_table) print_load("after");
   for (size_t i = 0; i < columns; ++i)
     std::printf("# P%zu%s: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n", i % given + 1,
                 i < given ? "" : "*", within[i], total, among[i], total);
-  if (!o.json_path.empty()) write_file_atomically(o.json_path, json{{"profiles", o.hw}, {"rows", rows}}.dump(2) + "\n", "bench");
+  if (!o.json_path.empty())
+    write_file_atomically(o.json_path,
+                          json{{"profiles", o.hw}, {"batch", o.batch}, {"steps", o.steps}, {"rows", rows}}.dump(2) + "\n", "bench");
   return 0;
 }
 

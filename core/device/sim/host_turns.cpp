@@ -96,7 +96,11 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Event &x = events[a], &y = events[b];
     if (stage(x) != stage(y)) return stage(x) < stage(y);
-    return x.t_begin_ns != y.t_begin_ns ? x.t_begin_ns < y.t_begin_ns : x.t_end_ns < y.t_end_ns;
+    if (x.t_begin_ns != y.t_begin_ns) return x.t_begin_ns < y.t_begin_ns;
+    if (x.t_end_ns != y.t_end_ns) return x.t_end_ns < y.t_end_ns;
+    // Ties by device: the devices' threads put their events on the bus in whatever order they ran,
+    // and the re-timed run must not depend on it (each device's own events are in program order).
+    return x.device < y.device;
   });
   // A collective's events: a backend that runs it in steps records one event per step, the first
   // with the call's flow_id, the rest with none (core/comm/process_group.cpp). The ranks' events of
