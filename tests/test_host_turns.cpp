@@ -108,6 +108,39 @@ TEST(HostTurns, ACollectiveTakesTheCoresOnceForAllItsMembers) {
   expect_at(t[2], 10, 20);
 }
 
+TEST(HostTurns, WhileTheDataFitTheCacheACollectiveRunsBesideAOneThreadOpButNotBesideAGemm) {
+  HostShare beside{1, 1, 0};
+  beside.collectives_beside_one_thread_ops = true;
+  auto with_kind = [](Event e, const char* kind) {
+    e.kind = kind;
+    return e;
+  };
+  // Device 2's bias+ReLU runs on one core, the all-reduce's threads on the other: both at once.
+  auto t = take_turns_on_host({op(0, Lane::comm, 0, 10, 0, 5), op(1, Lane::comm, 0, 10, 0, 5),
+                               with_kind(op(2, Lane::compute, 0, 10), "bias_relu")}, beside);
+  expect_at(t[0], 0, 10);
+  expect_at(t[2], 0, 10);
+  // A GEMM takes every core: it waits for the all-reduce, as without the second track.
+  t = take_turns_on_host({op(0, Lane::comm, 0, 10, 0, 5), op(1, Lane::comm, 0, 10, 0, 5), op(2, Lane::compute, 0, 10)}, beside);
+  expect_at(t[0], 0, 10);
+  expect_at(t[2], 10, 20);
+  // A collective waits for a GEMM under way, and a GEMM for a collective.
+  t = take_turns_on_host({op(2, Lane::compute, 0, 10), op(0, Lane::comm, 1, 11, 0, 5), op(1, Lane::comm, 1, 11, 0, 5),
+                          op(0, Lane::comm, 11, 21, 0, 6), op(1, Lane::comm, 11, 21, 0, 6), op(2, Lane::compute, 10, 20)}, beside);
+  expect_at(t[0], 0, 10);
+  expect_at(t[1], 10, 20);
+  expect_at(t[5], 20, 30);  // device 2's next GEMM was priced to start first: it goes first
+  expect_at(t[3], 30, 40);  // the second collective after it, not beside it
+  // Two groups' collectives (ddp-mp's) go one after the other: the second track is one.
+  t = take_turns_on_host({op(0, Lane::comm, 0, 10, 0, 7), op(1, Lane::comm, 0, 10, 0, 7), op(2, Lane::comm, 0, 10, 0, 8),
+                          op(3, Lane::comm, 0, 10, 0, 8)}, beside);
+  expect_at(t[0], 0, 10);
+  expect_at(t[2], 10, 20);
+  // The element-wise ops themselves still take turns with each other.
+  t = take_turns_on_host({with_kind(op(0, Lane::compute, 0, 10), "sgd"), with_kind(op(1, Lane::compute, 0, 10), "sgd")}, beside);
+  expect_at(t[1], 10, 20);
+}
+
 TEST(HostTurns, ADelayedSendDelaysItsRecv) {
   // Device 1 waits for device 0's turn, so its send starts late, and device 2's recv ends late.
   const auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10),

@@ -160,9 +160,15 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     // The cpu devices measured took turns on this host's cores, passing them from thread to thread;
     // the sim priced each alone. Hogwild's workers are processes: they share the cores without turns.
     const int cores = static_cast<int>(usable_cores().size());
-    const HostShare share = find_strategy(c.strategy).workers_are_processes
-                                ? processes_share(c.devices, cores)
-                                : HostShare{1, 1, seconds_to_ns(load_profile(p).turn_handoff_s)};
+    const HardwareProfile profile = load_profile(p);
+    HostShare share = find_strategy(c.strategy).workers_are_processes
+                          ? processes_share(c.devices, cores)
+                          : HostShare{1, 1, seconds_to_ns(profile.turn_handoff_s)};
+    // The devices' data together within the cache in effect: a collective and an element-wise op
+    // then each run on a core of their own, not one after the other.
+    int64_t footprint = 0;
+    for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
+    share.collectives_beside_one_thread_ops = profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
     const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));

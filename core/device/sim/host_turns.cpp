@@ -46,15 +46,34 @@ class HostServers {
   HostServers(int count, int64_t handoff) : servers_(static_cast<size_t>(std::max(1, count))), handoff_(handoff) {}
   int64_t reserve(int64_t earliest, int64_t duration, int thread) {
     if (duration <= 0) return earliest;
+    const auto [start, best] = find(earliest, duration, thread);
+    best->take(start, duration, thread);
+    return start;
+  }
+  // The earliest start at or after `earliest` that both these servers and `track` hold free, which
+  // it then takes on both (a GEMM: the turn, and the track it keeps from the collectives).
+  int64_t reserve_with(HostServer& track, int64_t earliest, int64_t duration, int thread) {
+    if (duration <= 0) return earliest;
+    for (int64_t start = earliest;;) {
+      const auto [at, best] = find(start, duration, thread);
+      start = track.earliest_gap(at, duration, thread, handoff_);
+      if (start == at) {
+        best->take(start, duration, thread);
+        track.take(start, duration, thread);
+        return start;
+      }
+    }
+  }
+
+ private:
+  std::pair<int64_t, HostServer*> find(int64_t earliest, int64_t duration, int thread) {
     HostServer* best = nullptr;
     int64_t start = INT64_MAX;
     for (HostServer& s : servers_)
       if (const int64_t at = s.earliest_gap(earliest, duration, thread, handoff_); at < start) start = at, best = &s;
-    best->take(start, duration, thread);
-    return start;
+    return {start, best};
   }
 
- private:
   std::vector<HostServer> servers_;
   int64_t handoff_;
 };
@@ -131,7 +150,12 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
   std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
   std::vector<int64_t> begin(n);
   for (size_t i = 0; i < n; ++i) begin[i] = events[i].t_begin_ns;
-  HostServers cores(share.servers, std::max<int64_t>(0, share.handoff_ns));
+  const int64_t handoff = std::max<int64_t>(0, share.handoff_ns);
+  HostServers cores(share.servers, handoff);
+  // The second track (HostShare::collectives_beside_one_thread_ops): GEMMs and collectives, one at
+  // a time. Only where the devices take turns: Hogwild's processes make no collectives.
+  const bool two_tracks = share.servers == 1 && share.collectives_beside_one_thread_ops;
+  HostServer gemms_and_collectives;
 
   auto lane_of = [&](size_t i) -> LaneState& { return lanes[{events[i].device, static_cast<int>(events[i].lane)}]; };
   // The delay event i inherits from what it waited for: the event before it on its lane if it
@@ -156,7 +180,9 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (on_cores) start = cores.reserve(start, duration[i], e.device);
+    if (on_cores)
+      start = two_tracks && e.kind == "gemm" ? cores.reserve_with(gemms_and_collectives, start, duration[i], e.device)
+                                             : cores.reserve(start, duration[i], e.device);
     begin[i] = start;
     lane.end = start + duration[i];
     lane.priced_end = e.t_end_ns;
@@ -207,7 +233,12 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
         start = std::max({start, events[j].t_begin_ns + d, lane_of(j).end});
         longest = std::max(longest, duration[j]);
       }
-      start = cores.reserve(start, longest, -1);
+      if (two_tracks) {
+        start = gemms_and_collectives.earliest_gap(start, longest, -1, handoff);
+        gemms_and_collectives.take(start, longest, -1);
+      } else {
+        start = cores.reserve(start, longest, -1);
+      }
       for (const auto& [j, d] : group_events) place(j, start - events[j].t_begin_ns, false);
       gathering.erase(group[i]);
     } else {

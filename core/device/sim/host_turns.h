@@ -27,10 +27,17 @@ namespace scalelab {
 //
 // `handoff_ns`: when the cores pass from one thread to another (another device's op, or a
 // collective's), the next waits that long for its thread to wake (the profile's turn_handoff_s).
+//
+// `collectives_beside_one_thread_ops`: a collective's ranks' threads run on the core that an
+// element-wise op or a copy (one thread) leaves free — calibrate timed the collectives with one
+// core so taken — as long as the step's data stay in the cache, so that neither waits on DRAM for
+// the other. Then a collective holds a second track, which GEMMs (every core) also take, and not
+// the turn. Otherwise (false) every collective holds the turn, as a compute op does.
 struct HostShare {
   int servers = 1;
   double gemm_stretch = 1;
   int64_t handoff_ns = 0;
+  bool collectives_beside_one_thread_ops = false;
 };
 // How N worker processes, each with max(1, cores / N) of OpenBLAS's threads, share `cores`.
 HostShare processes_share(int processes, int cores);
