@@ -726,6 +726,44 @@ TEST(DashTopology, LinksCarryEachTransferOnce) {
   EXPECT_FALSE(peers.active_at(4800));
 }
 
+TEST(DashTopology, PastABoxPerDeviceTheLinksAreSummedNodeByNode) {
+  // 16 devices in 2 nodes of 8: each device's host link, and a ring 0–1–…–15–0.
+  Topology t;
+  t.devices = 16;
+  auto link = [](int a, int b, int64_t bytes, int64_t begin, int64_t end) {
+    LinkTraffic l;
+    l.a = a;
+    l.b = b;
+    l.total_bytes = bytes;
+    l.transfers = 1;
+    l.begin_ns = {begin};
+    l.cum_bytes = {bytes};
+    l.end_prefix_max = {end};
+    return l;
+  };
+  for (int d = 0; d < 16; ++d) t.links.push_back(link(kHost, d, 100, 0, 10));
+  for (int d = 0; d + 1 < 16; ++d) t.links.push_back(link(d, d + 1, 1000, 20 + d, 30 + d));
+  t.links.push_back(link(0, 15, 1000, 50, 60));
+  const std::vector<NodeLink> by = links_by_node(t, 8);
+  ASSERT_EQ(by.size(), 5u);  // host–node 0, host–node 1, inside 0, inside 1, node 0–node 1
+  EXPECT_EQ(std::make_pair(by[0].a, by[0].b), std::make_pair(kHost, 0));
+  EXPECT_EQ(std::make_pair(by[1].a, by[1].b), std::make_pair(kHost, 1));
+  EXPECT_EQ(std::make_pair(by[2].a, by[2].b), std::make_pair(0, 0));
+  EXPECT_EQ(std::make_pair(by[3].a, by[3].b), std::make_pair(1, 1));
+  EXPECT_EQ(std::make_pair(by[4].a, by[4].b), std::make_pair(0, 1));
+  EXPECT_EQ(by[0].total_bytes, 8 * 100);
+  EXPECT_EQ(by[2].total_bytes, 7 * 1000);  // 0–1 … 6–7
+  EXPECT_EQ(by[3].total_bytes, 7 * 1000);  // 8–9 … 14–15
+  EXPECT_EQ(by[4].total_bytes, 2 * 1000);  // 7–8 and the ring's closing 0–15
+  EXPECT_EQ(by[4].bytes_until(40), 1000);  // 7–8 began at 27; 0–15 at 50
+  EXPECT_TRUE(by[4].active_at(55));
+  EXPECT_FALSE(by[2].active_at(55));
+  // One node holding every device: the same links, summed once.
+  const std::vector<NodeLink> one = links_by_node(t, 16);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one[1].total_bytes, 16 * 1000);
+}
+
 TEST(DashModel, ALiveBusFillsTheSameModelAsAReplay) {
   // The seam for the live launch panel: the panels read one model, whichever source fills it.
   const TraceContents t = gpipe_trace();

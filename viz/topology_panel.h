@@ -31,6 +31,19 @@ struct Topology {
   int64_t unplaced_bytes = 0;
 };
 
+// The links taken node by node (nodes of `devices_per_node` devices, as the profile has them): a
+// device's host link goes to its node's, a link between two devices of one node is inside it
+// (a == b), the others join their two nodes (a < b). What the panel draws when a box per device
+// would not fit; host links first, then each node's inside, then node pairs, each by node.
+struct NodeLink {
+  int a = kHost, b = 0;                     // nodes; a == kHost: the nodes' host links
+  std::vector<const LinkTraffic*> members;  // into the Topology it was made from
+  int64_t total_bytes = 0;
+  int64_t bytes_until(int64_t t) const;
+  bool active_at(int64_t t) const;
+};
+std::vector<NodeLink> links_by_node(const Topology& t, int devices_per_node);
+
 // Which link an event used, or false. A recv is not counted: its send carries the same bytes.
 bool link_of(const Event& e, int& a, int& b);
 Topology analyze_topology(const DashboardModel& model);
