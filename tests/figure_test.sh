@@ -58,6 +58,26 @@ if "$SCALELAB" scale --strategy pipeline --model mlp:512-512-512-512-512 --devic
   pass "bubble: the simulated idle share and (p−1)/(m+p−1) over m = 1…8 at p = 4"
 else fail "bubble: $(head -c 300 "$WORK/pipe.svg" 2>/dev/null)"; fi
 
+# No legend box over a line: every chart of `scale --plot` (the memory panel's lines run along its
+# top) puts its legend where no line passes — each line sampled between its points too.
+if "$SCALELAB" scale --strategy pipeline --model mlp:8192-8192-8192-8192-8192 --hw h100-ib-1024x8 --devices 4 \
+    --micro-batches 1..64 --batch 4096 --strong --plot "$WORK/pipe-plot.svg" >/dev/null 2>&1 && python3 - "$WORK/pipe-plot.svg" <<'PY'
+import re, sys
+svg = open(sys.argv[1]).read()
+boxes = [tuple(map(float, m)) for m in re.findall(
+    r"<rect x='([-\d.e]+)' y='([-\d.e]+)' width='([-\d.e]+)' height='([-\d.e]+)' fill='white' fill-opacity", svg)]
+lines = [[tuple(map(float, p.split(','))) for p in m.split()] for m in re.findall(r"<polyline[^>]*points='([^']*)'", svg)]
+assert len(boxes) == 3 and len(lines) >= 9, (len(boxes), len(lines))
+for x, y, w, h in boxes:
+    for pts in lines:
+        for (ax, ay), (bx, by) in zip(pts, pts[1:]):
+            for k in range(9):
+                px, py = ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8
+                assert not (x <= px <= x + w and y <= py <= y + h), ((x, y, w, h), (px, py))
+PY
+then pass "scale --plot: no legend box covers a line (the pipeline sweep's three charts)"
+else fail "scale --plot: a legend covers a line in $WORK/pipe-plot.svg"; fi
+
 "$SCALELAB" scale --strategy zero --optimizer sgd --model mlp:784-64-10 --devices 2,4 --json "$WORK/sgd.json" >/dev/null 2>&1
 echo '{"rows": []}' >"$WORK/empty.json"
 echo 'not json' >"$WORK/bad.json"

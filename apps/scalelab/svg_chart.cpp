@@ -40,6 +40,44 @@ void chart(std::ostringstream& s, double x0, double y0, double w, double h, cons
     return x0 + left + (b > a ? (v - a) / (b - a) : 0.5) * pw;
   };
   auto ypos = [&](double y) { return y0 + top + ph - y / ymax * ph; };
+  // The legend's box goes in the corner of the plot where it covers the fewest points of the
+  // lines (each sampled between its points too), top right first; where every corner covers some,
+  // the y axis grows a step at a time (three at most) until a top corner is clear.
+  size_t longest = 0;
+  for (const Series& se : series) longest = std::max(longest, se.name.size());
+  const double box_w = 36 + 6.2 * static_cast<double>(longest), box_h = 16.0 * static_cast<double>(series.size()) + 6;
+  const double corners[4][2] = {{x0 + left + pw - box_w - 4, y0 + top + 2},
+                                {x0 + left + 4, y0 + top + 2},
+                                {x0 + left + pw - box_w - 4, y0 + top + ph - box_h - 2},
+                                {x0 + left + 4, y0 + top + ph - box_h - 2}};
+  auto covered = [&](const double* c) {
+    int n = 0;
+    for (const Series& se : series)
+      for (size_t i = 0; i + 1 < xs.size() && i + 1 < se.y.size(); ++i)
+        for (int k = 0; k <= 8; ++k) {
+          const double f = k / 8.0;
+          const double px = xpos(xs[i]) + f * (xpos(xs[i + 1]) - xpos(xs[i]));
+          const double py = ypos(se.y[i]) + f * (ypos(se.y[i + 1]) - ypos(se.y[i]));
+          n += px >= c[0] - 3 && px <= c[0] + box_w + 3 && py >= c[1] - 3 && py <= c[1] + box_h + 3;
+        }
+    return n;
+  };
+  auto clearest = [&](int corner_count) {
+    int best = 0;
+    for (int k = 1; k < corner_count; ++k)
+      if (covered(corners[k]) < covered(corners[best])) best = k;
+    return best;
+  };
+  const double ymax_data = ymax;
+  int legend_at = clearest(4);
+  for (int grow = 1; covered(corners[legend_at]) > 0 && grow <= 3; ++grow) {
+    ymax = ymax_data + grow * ystep;
+    if (const int top_corner = clearest(2); covered(corners[top_corner]) == 0) legend_at = top_corner;
+  }
+  if (covered(corners[legend_at]) > 0) {
+    ymax = ymax_data;
+    legend_at = clearest(4);
+  }
   s << "<text x='" << x0 + w / 2 << "' y='" << y0 + 22 << "' text-anchor='middle' font-size='15' font-weight='bold'>"
     << title << "</text>\n";
   for (double y = 0; y <= ymax + 1e-9 * ymax; y += ystep) {
@@ -70,13 +108,11 @@ void chart(std::ostringstream& s, double x0, double y0, double w, double h, cons
       for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i)
         s << "<circle cx='" << xpos(xs[i]) << "' cy='" << ypos(se.y[i]) << "' r='3' fill='" << se.color << "'/>\n";
   }
-  // The legend in a box at the plot's top right, over the lines but readable.
-  size_t longest = 0;
-  for (const Series& se : series) longest = std::max(longest, se.name.size());
-  const double box_w = 36 + 6.2 * static_cast<double>(longest), box_x = x0 + left + pw - box_w - 4;
-  s << "<rect x='" << box_x << "' y='" << y0 + top + 2 << "' width='" << box_w << "' height='" << 16 * series.size() + 6
+  // The legend, in the corner chosen above, over the lines but readable.
+  const double box_x = corners[legend_at][0], box_y = corners[legend_at][1];
+  s << "<rect x='" << box_x << "' y='" << box_y << "' width='" << box_w << "' height='" << box_h
     << "' fill='white' fill-opacity='0.85' stroke='#ccc'/>\n";
-  double ly = y0 + top + 12;
+  double ly = box_y + 10;
   for (const Series& se : series) {
     s << "<line x1='" << box_x + 6 << "' x2='" << box_x + 26 << "' y1='" << ly << "' y2='" << ly << "' stroke='"
       << se.color << "' stroke-width='2'" << (se.dashed ? " stroke-dasharray='6 4'" : "") << "/>\n";
