@@ -186,7 +186,10 @@ if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-')" -eq 24 
 else fail "the shipped table $shipped: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
 printf '{"rows": "none"}' > "$WORK/not-a-table.json"
-for bad in "$WORK/none.json" "$WORK/not-a-table.json" "$WORK/me.json"; do
+printf '{"steps": 3, "rows": [{"model": "mlp:784-32-10", "strategy": "single", "devices": 1, "measured_runs_step_s": "x"}]}' \
+  > "$WORK/broken-row.json"
+printf '{"steps": "three", "rows": [{"model": "mlp:784-32-10", "strategy": "single"}]}' > "$WORK/broken-steps.json"
+for bad in "$WORK/none.json" "$WORK/not-a-table.json" "$WORK/me.json" "$WORK/broken-row.json" "$WORK/broken-steps.json"; do
   out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --measured "$bad" 2>&1)
   rc=$?
   if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q -- "--measured" && printf '%s' "$out" | grep -q "bench predict --json"; then

@@ -312,8 +312,13 @@ SavedTable read_saved_table(const std::string& path) {
   if (!j.is_object() || !j.contains("rows") || !j["rows"].is_array() || j["rows"].empty())
     throw UsageError("bench", what + ": no \"rows\" — pass a table written by `scalelab bench predict --json`");
   t.rows = j["rows"];
-  t.batch = j.value("batch", int64_t{0});
-  t.steps = j.value("steps", int64_t{0});
+  try {
+    t.batch = j.value("batch", int64_t{0});
+    t.steps = j.value("steps", int64_t{0});
+  } catch (const json::exception& e) {
+    throw UsageError("bench", what + ": \"batch\" and \"steps\" are counts (" + std::string(e.what()) +
+                                  ") — pass a table written by `scalelab bench predict --json`");
+  }
   for (const json& row : t.rows)
     if (row.is_object() && row.contains("model") && row["model"].is_string() &&
         std::find(t.models.begin(), t.models.end(), row["model"].get<std::string>()) == t.models.end())
@@ -330,9 +335,11 @@ const json* saved_row(const SavedTable& t, const std::string& model, const std::
 }
 
 // The measured runs a saved row kept: every run's step time, and the median run's time per op
-// class and per-device shares (what the table kept of it, from its first prediction).
-std::vector<MeasuredRun> saved_runs(const json& row, const std::string& path) {
+// class and per-device shares (what the table kept of it, from its first prediction); `devices`
+// becomes the row's.
+std::vector<MeasuredRun> saved_runs(const json& row, const std::string& path, int& devices) {
   try {
+    devices = row.value("devices", devices);
     RunFigures median;
     if (row.contains("predictions") && !row["predictions"].empty()) {
       const json& p = row["predictions"].at(0);
@@ -476,8 +483,7 @@ int bench_predict(const BenchPredictOptions& options) {
           failed[k] = "not measured in " + o.measured_path;
           continue;
         }
-        configs[k].second.devices = row->value("devices", configs[k].second.devices);
-        runs[k] = saved_runs(*row, o.measured_path);
+        runs[k] = saved_runs(*row, o.measured_path, configs[k].second.devices);
       }
     for (int r = 0; r < (from_table ? 0 : o.repeats); ++r)
       for (size_t k = 0; k < configs.size(); ++k) {
