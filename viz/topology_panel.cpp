@@ -191,8 +191,9 @@ class TopologyPanel : public Panel {
     if (avail.x < 80 || avail.y < 60) return;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("topology_canvas", avail);
-    Canvas c{ImGui::GetWindowDrawList(), origin, avail, avail.x > avail.y * 1.3f ? avail.x * 0.55f : avail.x,
-             ImGui::GetFontSize()};
+    // The table of links takes the right part when there is room for both.
+    const bool table = avail.x > avail.y * 1.3f;
+    const Canvas c{ImGui::GetWindowDrawList(), origin, avail, table ? avail.x * 0.55f : avail.x, ImGui::GetFontSize(), {}};
 
     // A box per device while each holds its name; past that (a cluster of many nodes) a box per
     // node, its devices' links summed: 128 boxes and their arcs would be a smear.
@@ -208,7 +209,7 @@ class TopologyPanel : public Panel {
       draw_devices(c, view.cursor_ns);
     }
 
-    if (c.diagram_w == avail.x) {
+    if (!table) {
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip(by_node ? "bytes moved up to the cursor, summed over each node's devices; a bright link is in flight"
                                   : "bytes moved up to the cursor; a bright link is in flight at the cursor");
@@ -257,6 +258,12 @@ class TopologyPanel : public Panel {
     ImVec2 slot(int i, int count) const {
       return ImVec2(origin.x + diagram_w * (static_cast<float>(i) + 0.5f) / static_cast<float>(std::max(count, 1)), row_y());
     }
+    // Labels wait until every line is drawn (flush_labels), so no later line runs over one.
+    mutable std::vector<std::pair<ImVec2, std::string>> pending;
+    void flush_labels() const {
+      for (const auto& [m, text] : pending) label(m, text);
+      pending.clear();
+    }
     void label(ImVec2 m, const std::string& text) const {
       const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
       dl->AddRectFilled(ImVec2(m.x - ts.x * 0.5f - 3, m.y - ts.y * 0.5f), ImVec2(m.x + ts.x * 0.5f + 3, m.y + ts.y * 0.5f),
@@ -274,14 +281,15 @@ class TopologyPanel : public Panel {
       const ImVec2 pa(host().x, host_y() + fs * 0.5f + 4);
       const ImVec2 end(p.x, p.y - fs * 0.5f - 4);
       dl->AddLine(pa, end, color, thick);
-      if (!text.empty() && end.y - pa.y >= 2.5f * fs) label(ImVec2(pa.x + (end.x - pa.x) * 0.72f, pa.y + (end.y - pa.y) * 0.72f), text);
+      if (!text.empty() && end.y - pa.y >= 2.5f * fs)
+        pending.emplace_back(ImVec2(pa.x + (end.x - pa.x) * 0.72f, pa.y + (end.y - pa.y) * 0.72f), text);
     }
     // An arc under the row from a to b, its apex `depth` below the boxes; the label at the apex.
     void arc(ImVec2 pa, ImVec2 pb, float depth, ImU32 color, float thick, const std::string* text) const {
       const ImVec2 a0(pa.x, pa.y + fs * 0.5f + 4), b0(pb.x, pb.y + fs * 0.5f + 4);
       const ImVec2 c1(a0.x, a0.y + depth * 1.33f), c2(b0.x, b0.y + depth * 1.33f);  // cubic Bézier, apex `depth` down
       dl->AddBezierCubic(a0, c1, c2, b0, color, thick);
-      if (text) label(ImVec2((a0.x + b0.x) * 0.5f, a0.y + depth), *text);
+      if (text) pending.emplace_back(ImVec2((a0.x + b0.x) * 0.5f, a0.y + depth), *text);
     }
   };
 
@@ -316,6 +324,7 @@ class TopologyPanel : public Panel {
               depth_unit >= c.fs + 3 ? &text : nullptr);
       }
     }
+    c.flush_labels();
     c.box(c.host(), "host", IM_COL32(60, 64, 72, 255));
     for (int d = 0; d < topo_.devices; ++d) c.box(c.slot(d, n), ("GPU " + std::to_string(d)).c_str(), IM_COL32(70, 90, 130, 255));
   }
@@ -345,10 +354,15 @@ class TopologyPanel : public Panel {
         const float half = slot_w * 0.3f;
         c.arc(ImVec2(p.x - half, p.y), ImVec2(p.x + half, p.y), inside_depth, color, thick, text_fits ? &text : nullptr);
       } else {
-        c.arc(c.slot(l.a, nodes), c.slot(l.b, nodes), inside_depth + depth_unit * static_cast<float>(l.b - l.a), color, thick,
+        // From the right of the left node's box to the left of the right one's: clear of the labels
+        // of the nodes' own arcs, in the middle under each box.
+        const ImVec2 pa = c.slot(l.a, nodes), pb = c.slot(l.b, nodes);
+        c.arc(ImVec2(pa.x + slot_w * 0.3f, pa.y), ImVec2(pb.x - slot_w * 0.3f, pb.y),
+              inside_depth + depth_unit * static_cast<float>(l.b - l.a), color, thick,
               text_fits && depth_unit >= c.fs + 3 ? &text : nullptr);
       }
     }
+    c.flush_labels();
     c.box(c.host(), "host", IM_COL32(60, 64, 72, 255));
     for (int i = 0; i < nodes; ++i) {
       // The longest name that fits the node's slot: "node 3 · GPU 24–31", "node 3", "3", or none.
