@@ -132,8 +132,8 @@ assert all(len(m) == 2 and m == sorted(m) and m[0] <= r['measured_step_s'] <= m[
   pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread"
 else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
-# --retime-gemms: each profile again with its GEMM table scaled by the machine's GEMM speed just before
-# the model's runs; a profile without a table (a shipped one) is priced as it is. Nothing is left behind.
+# --retime-gemms: each profile again with the GEMM shapes the model's runs make timed just before
+# them; a profile without a table (a shipped one) is priced as it is. Nothing is left behind.
 out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --hw a100-nvlink-8 --retime-gemms --model mlp:784-32-10 --steps 3 --devices 2 \
       --repeat 1 --json "$WORK/bpr.json" 2>&1)
 rc=$?
@@ -144,7 +144,15 @@ left = glob.glob(os.path.join(tempfile.gettempdir(), 'scalelab-retimed-*'))
 rows = json.load(open('$WORK/bpr.json'))['rows']
 assert len(rows) == 8 and all(len(r['predictions']) == 4 for r in rows), rows
 speed = rows[0]['gemm_speed_now']
-assert 0.2 < speed[0]['ratio'] < 5 and len(speed[0]['shapes']) == 4 and speed[1]['ratio'] == 0, speed
+assert 0.2 < speed[0]['ratio'] < 5 and speed[1]['ratio'] == 0, speed
+shapes = {(g['trans_a'], g['trans_b'], g['m'], g['n'], g['k']) for g in speed[0]['shapes']}
+assert all(g['now_s'] > 0 and g['calibrated_s'] > 0 for g in speed[0]['shapes']), speed
+# Layer 1 (784 → 32) and 2 (32 → 10) at the batch's 128 rows (single), a replica's 64 (ddp on 2) and a
+# micro-batch's 32 (the pipeline's 4): forward x·Wᵀ, dW = dyᵀ·x, and dx = dy·W past the first layer.
+for b in (128, 64, 32):
+    assert {(False, True, b, 32, 784), (True, False, 32, 784, b), (False, True, b, 10, 32), (True, False, 10, 32, b),
+            (False, False, b, 32, 10)} <= shapes, (b, sorted(shapes))
+assert (False, False, 128, 784, 32) not in shapes, sorted(shapes)  # no dx for the first layer: nothing takes it
 for r in rows:
     p = [x['step_time_s']['predicted'] for x in r['predictions']]
     assert p[3] == p[1], (r['strategy'], p)  # no table: nothing re-timed
@@ -185,12 +193,27 @@ if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-')" -eq 24 
   pass "the shipped table $(basename "$shipped") priced again: 24 rows"
 else fail "the shipped table $shipped: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
+# A table of an earlier build kept 4 probe shapes and a ratio: --retime-gemms scales the whole GEMM
+# table by it, so single on the 2048-wide model (its GEMMs nearly all its time) moves about as much.
+old_table="$ROOT/profiles/measured/2026-11-24T1142-bench-predict.json"
+out=$("$SCALELAB" bench predict --hw "${old_table%-bench-predict.json}-profile.json" --measured "$old_table" --retime-gemms --json "$WORK/old.json" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "0.896× their calibrated times" && $PY -c "
+import json
+row = [r for r in json.load(open('$WORK/old.json'))['rows'] if r['strategy'] == 'single' and '2048' in r['model']][0]
+p = [x['step_time_s']['predicted'] for x in row['predictions']]
+assert 0.88 < p[1] / p[0] < 0.92, p"; then
+  pass "a table of an earlier build (a ratio, no shapes) re-timed as it was: its whole GEMM table scaled"
+else fail "the earlier table $old_table re-timed: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
 printf '{"rows": "none"}' > "$WORK/not-a-table.json"
 printf '{"steps": 3, "rows": [{"model": "mlp:784-32-10", "strategy": "single", "devices": 1, "measured_runs_step_s": "x"}]}' \
   > "$WORK/broken-row.json"
 printf '{"steps": "three", "rows": [{"model": "mlp:784-32-10", "strategy": "single"}]}' > "$WORK/broken-steps.json"
-for bad in "$WORK/none.json" "$WORK/not-a-table.json" "$WORK/me.json" "$WORK/broken-row.json" "$WORK/broken-steps.json"; do
-  out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --measured "$bad" 2>&1)
+printf '{"steps": 3, "rows": [{"model": "mlp:784-32-10", "strategy": "single", "devices": 1, "measured_runs_step_s": [0.001], "gemm_speed_now": [{"ratio": 1, "shapes": [{"m": 8, "n": 32, "k": 784, "trans_a": false, "trans_b": true, "now_s": "fast"}]}]}]}' \
+  > "$WORK/broken-shape.json"
+for bad in "$WORK/none.json" "$WORK/not-a-table.json" "$WORK/me.json" "$WORK/broken-row.json" "$WORK/broken-steps.json" "$WORK/broken-shape.json"; do
+  out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --measured "$bad" --retime-gemms 2>&1)
   rc=$?
   if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q -- "--measured" && printf '%s' "$out" | grep -q "bench predict --json"; then
     pass "--measured $(basename "$bad") refused with exit 2, naming the option and what to pass"

@@ -362,6 +362,20 @@ TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
   EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e6, 4), ring_fixed + ring_bytes, 1e-12);
   EXPECT_NEAR(model.collective_seconds(Collective::all_reduce, 1e6, 4, false, 1.0), ring_fixed + 2 * ring_bytes, 1e-12);
   EXPECT_NEAR(model.collective_seconds(Collective::send, 1e6, 4, false, 1.0), 1e6 / 1e10, 1e-12);
+  // A host whose ranks copy and add on one core (turns_on_one_core): the collective goes at that
+  // core's pace, cold data or not.
+  json one_core = j;
+  one_core["device"]["turns_on_one_core"] = true;
+  const CostModel on_one_core(parse_profile(one_core.dump(), "one core"));
+  EXPECT_NEAR(on_one_core.collective_seconds(Collective::all_reduce, 1e6, 4, false, 1.0), ring_fixed + ring_bytes, 1e-12);
+  EXPECT_TRUE(parse_profile(profile_to_json(on_one_core.profile()), "back").turns_on_one_core);
+  one_core["device"]["turns_on_one_core"] = "yes";
+  try {
+    parse_profile(one_core.dump(), "one core");
+    ADD_FAILURE() << "a non-boolean turns_on_one_core was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device.turns_on_one_core"), std::string::npos) << e.what();
+  }
   // Written into a trace and read back: the same figures.
   const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
   EXPECT_EQ(back.host_cache_bytes, 1e8);

@@ -1,7 +1,10 @@
 // The cpu devices of a run take turns on the host's cores (issue 15): HostCores lets one op in at a
 // time in the order asked, and take_turns_on_host re-times a priced run as that host serves it —
 // closed forms on small timelines.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include "core/device/clock.h"
 #include "core/device/device.h"
 #include "core/device/sim/host_turns.h"
+#include "core/proc/threads.h"
 
 using namespace scalelab;
 
@@ -304,5 +308,58 @@ TEST(HostCores, AForkedChildStartsWithTheCoresFree) {
   ::waitpid(pid, &status, 0);
   done = true;
   holder.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+// The thread that takes a turn keeps to the first core, OpenBLAS's helpers to the others: a GEMM's
+// caller never shares a core with its helper (every GEMM of a step had run at twice its time).
+TEST(HostCores, TheTurnTakerKeepsToTheFirstCoreAndTheBlasHelpersToTheOthers) {
+  const std::vector<int> cores = usable_cores();
+  if (!turns_kept_on_one_core()) GTEST_SKIP() << "one core, one BLAS thread, or no openblas_setaffinity here: nothing to keep apart";
+  auto mask_of = [](pthread_t t) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> on;
+    if (::pthread_getaffinity_np(t, sizeof set, &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) on.push_back(c);
+    return on;
+  };
+  std::vector<int> after;
+  std::thread taker([&] {
+    host_cores().acquire();
+    host_cores().release();
+    after = mask_of(::pthread_self());
+  });
+  taker.join();
+  EXPECT_EQ(after, std::vector<int>{cores.front()});
+  using GetAffinity = int (*)(int, size_t, cpu_set_t*);
+  const auto get = reinterpret_cast<GetAffinity>(::dlsym(RTLD_DEFAULT, "openblas_getaffinity"));
+  ASSERT_NE(get, nullptr);
+  cpu_set_t helper;
+  CPU_ZERO(&helper);
+  ASSERT_EQ(get(0, sizeof helper, &helper), 0);
+  EXPECT_TRUE(CPU_ISSET(cores[1], &helper));
+  EXPECT_FALSE(CPU_ISSET(cores.front(), &helper));
+  // The process still offers every core: a worker forked now shares out all of them.
+  EXPECT_EQ(usable_cores(), cores);
+}
+
+// A forked child (a Hogwild worker) shares the cores with its siblings: its turns keep to nothing.
+TEST(HostCores, AForkedChildDoesNotKeepItsTurnsToOneCore) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    alarm(10);
+    cpu_set_t before, after;
+    CPU_ZERO(&before);
+    CPU_ZERO(&after);
+    ::sched_getaffinity(0, sizeof before, &before);
+    host_cores().acquire();
+    host_cores().release();
+    ::sched_getaffinity(0, sizeof after, &after);
+    _exit(!turns_kept_on_one_core() && CPU_EQUAL(&before, &after) ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }

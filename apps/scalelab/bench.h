@@ -131,14 +131,14 @@ struct BenchPredictOptions {
   std::string measured_path;
 };
 
-// How fast this machine's GEMMs run now against a calibrated profile's table: the forward GEMMs of
-// 32 and 128 rows, 256 and 1024 wide, timed again as calibrate times them; `ratio` is the
-// geometric mean of now ÷ calibrated (0: the table has none of them), `shapes` the times.
+// How fast this machine's GEMMs of `shapes` (a model's: bench predict takes them from its runs) run
+// now, timed as calibrate times them, against the profile's table's price of each: `shapes` the
+// times, `ratio` the geometric mean of now ÷ calibrated (0: the profile has no GEMM table).
 struct GemmSpeedNow {
   double ratio = 0;
   nlohmann::json shapes = nlohmann::json::array();
 };
-GemmSpeedNow gemm_speed_now(const HardwareProfile& profile);
+GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes);
 
 // Predicted next to measured for every strategy on each model, on each profile: a table with the
 // errors, and for the closest profile the op class that is furthest off where the error is large.

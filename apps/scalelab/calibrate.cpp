@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/proc/threads.h"
 #include "core/trace/events.h"
 
 namespace scalelab {
@@ -400,8 +401,9 @@ json measure_collective(const std::string& comm, const std::string& op, int rank
 
 }  // namespace
 
-GemmSpeedNow gemm_speed_now(const HardwareProfile& profile) {
+GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes) {
   GemmSpeedNow out;
+  if (profile.gemm_table.empty()) return out;
   EventBus bus;
   DeviceOptions o;
   o.bus = &bus;
@@ -409,13 +411,14 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile) {
   Device& dev = *devices[0];
   double log_sum = 0;
   int timed = 0;
-  for (const GemmPoint& p : profile.gemm_table.points) {
-    const bool probe = !p.trans_a && p.trans_b && (p.m == 32 || p.m == 128) && p.n == p.k && (p.n == 256 || p.n == 1024);
-    if (!probe || !(p.seconds > 0)) continue;
-    const GemmShape g{false, true, static_cast<int64_t>(p.m), static_cast<int64_t>(p.n), static_cast<int64_t>(p.k)};
+  for (const GemmPoint& p : shapes) {
+    const GemmShape g{p.trans_a, p.trans_b, static_cast<int64_t>(p.m), static_cast<int64_t>(p.n), static_cast<int64_t>(p.k)};
+    const double calibrated = profile.gemm_table.seconds(p.m, p.n, p.k, p.trans_a, p.trans_b);
+    if (!(calibrated > 0)) continue;
     const double now = median(warm_call_times(gemm_op(g), dev, g.operand_bytes(), 0.1, bus));
-    out.shapes.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"calibrated_s", p.seconds}, {"now_s", now}});
-    log_sum += std::log(now / p.seconds);
+    out.shapes.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb},
+                          {"calibrated_s", calibrated}, {"now_s", now}});
+    log_sum += std::log(now / calibrated);
     ++timed;
   }
   out.ratio = timed ? std::exp(log_sum / timed) : 0.0;
@@ -769,6 +772,11 @@ int run_calibrate(const CalibrateOptions& o) {
         {"mem_capacity_bytes", "this machine's RAM"}}}};
   if (host_cache > 0) profile["device"]["host_cache_bytes"] = host_cache;  // none found: every op priced hot
   profile["device"]["turn_handoff_s"] = turn_handoff;
+  if (turns_kept_on_one_core()) {
+    profile["device"]["turns_on_one_core"] = true;
+    profile["sources"]["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
+                                              " and OpenBLAS's helpers to the others (core/proc/threads.h)";
+  }
   profile["sources"]["turn_handoff_s"] = "measured: " + std::to_string(o.devices) +
                                          " device threads taking turns for a layer's forward (a GEMM, then its bias+ReLU); the mean gap when the turn passes to another";
   const std::string text = profile.dump(2) + "\n";

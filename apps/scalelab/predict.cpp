@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/nn/mlp.h"
 #include "core/proc/threads.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
@@ -165,10 +167,11 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
                           ? processes_share(c.devices, cores)
                           : HostShare{1, 1, seconds_to_ns(profile.turn_handoff_s)};
     // The devices' data together within the cache in effect: a collective and an element-wise op
-    // then each run on a core of their own, not one after the other.
+    // then each run on a core of their own, not one after the other — unless the turns keep to one
+    // core, where the collective's ranks are too.
     int64_t footprint = 0;
     for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
-    share.collectives_beside_one_thread_ops = profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
+    share.collectives_beside_one_thread_ops = !profile.turns_on_one_core && profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
     const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));
@@ -251,8 +254,8 @@ std::string calibration_of(const std::string& profile) {
 
 namespace {
 
-// Profiles with their GEMM tables scaled, written where the pricing can load them, and removed
-// when the model is done.
+// Profiles with their GEMMs re-timed, written where the pricing can load them, and removed when
+// the model is done.
 class RetimedProfiles {
  public:
   RetimedProfiles() = default;
@@ -264,14 +267,37 @@ class RetimedProfiles {
       std::filesystem::remove(p, ignored);
     }
   }
-  // The path of `profile` with every GEMM-table time × `ratio` (unchanged where ratio is 0: nothing
-  // was re-timed).
-  std::string add(const std::string& profile, double ratio) {
+  // The path of `profile` with the GEMMs `now` timed priced at their times now — each shape its own
+  // point of the table, its cold time moved as its hot one — or, for a table of an earlier build
+  // that kept only a ratio, every time of the table × the ratio (unchanged where nothing was timed).
+  std::string add(const std::string& profile, const GemmSpeedNow& now) {
     HardwareProfile p = load_profile(profile);
-    if (ratio > 0)
+    const GemmTable calibrated = p.gemm_table;
+    bool by_shape = false;
+    for (const json& s : now.shapes) {
+      if (!s.contains("trans_a")) continue;  // an earlier build's probes: not the model's shapes
+      GemmPoint g;
+      g.m = s.at("m").get<double>();
+      g.n = s.at("n").get<double>();
+      g.k = s.at("k").get<double>();
+      g.trans_a = s.at("trans_a").get<bool>();
+      g.trans_b = s.at("trans_b").get<bool>();
+      g.seconds = s.at("now_s").get<double>();
+      const double hot = calibrated.seconds(g.m, g.n, g.k, g.trans_a, g.trans_b),
+                   cold = calibrated.seconds(g.m, g.n, g.k, g.trans_a, g.trans_b, 1.0);
+      if (!(hot > 0) || !(g.seconds > 0)) continue;
+      g.seconds_cold = cold * g.seconds / hot;
+      auto same = std::find_if(p.gemm_table.points.begin(), p.gemm_table.points.end(), [&](const GemmPoint& q) {
+        return q.m == g.m && q.n == g.n && q.k == g.k && q.trans_a == g.trans_a && q.trans_b == g.trans_b;
+      });
+      if (same != p.gemm_table.points.end()) *same = g;
+      else p.gemm_table.points.push_back(g);
+      by_shape = true;
+    }
+    if (!by_shape && now.ratio > 0)
       for (GemmPoint& g : p.gemm_table.points) {
-        g.seconds *= ratio;
-        g.seconds_cold *= ratio;
+        g.seconds *= now.ratio;
+        g.seconds_cold *= now.ratio;
       }
     const std::string path = (std::filesystem::temp_directory_path() / ("scalelab-retimed-" + std::to_string(::getpid()) + "-" +
                                                                         std::to_string(paths_.size()) + ".json")).string();
@@ -369,13 +395,58 @@ std::vector<MeasuredRun> saved_runs(const json& row, const std::string& path, in
   }
 }
 
-// The GEMM speed a saved table measured before a model's runs, for profile `index` (0: none kept).
-double saved_gemm_ratio(const SavedTable& t, const std::string& model, size_t index) {
+// The GEMM speed a saved table measured before a model's runs, for profile `index` (ratio 0: none kept).
+GemmSpeedNow saved_gemm_speed(const SavedTable& t, const std::string& path, const std::string& model, size_t index) {
+  GemmSpeedNow now;
   for (const json& row : t.rows)
     if (row.is_object() && row.value("model", std::string()) == model && row.contains("gemm_speed_now") &&
-        row["gemm_speed_now"].is_array() && index < row["gemm_speed_now"].size())
-      return row["gemm_speed_now"][index].value("ratio", 0.0);
-  return 0;
+        row["gemm_speed_now"].is_array() && index < row["gemm_speed_now"].size()) {
+      try {
+        const json& s = row["gemm_speed_now"][index];
+        now.ratio = s.value("ratio", 0.0);
+        if (s.contains("shapes") && s["shapes"].is_array()) now.shapes = s["shapes"];
+        for (const json& g : now.shapes)
+          if (g.contains("trans_a") && !(g.at("m").is_number() && g.at("n").is_number() && g.at("k").is_number() &&
+                                         g.at("trans_a").is_boolean() && g.at("trans_b").is_boolean() && g.at("now_s").is_number()))
+            throw std::runtime_error("a shape is not {m, n, k, trans_a, trans_b, now_s}: " + g.dump());
+      } catch (const std::exception& e) {
+        throw UsageError("bench", "--measured " + path + ": the GEMM re-timing of " + model + " is broken (" + e.what() +
+                                      ") — pass a table written by `scalelab bench predict --json`");
+      }
+      return now;
+    }
+  return now;
+}
+
+// The GEMM shapes a model's runs make, as the sim prices them (every strategy's dry run on
+// `profile`): for each layer and each number of rows its GEMMs have there — the batch, a replica's
+// or a micro-batch's share — the forward x·Wᵀ, dW = dyᵀ·x and (past the first layer) dx = dy·W.
+std::vector<GemmPoint> gemm_shapes_of(const std::vector<std::pair<std::string, TrainConfig>>& configs,
+                                      const std::string& profile) {
+  std::set<std::pair<int, int64_t>> layer_rows;
+  ModelSpec spec;
+  for (const auto& [strategy, c] : configs) {
+    spec = ModelSpec::parse(c.model);
+    TrainConfig dry = priced_twin(c, profile);
+    dry.steps = 2;
+    EventBus bus;
+    train(dry, bus);
+    for (const Event& e : bus.events()) {
+      if (e.kind != "gemm" || e.layer < 0 || e.layer >= spec.layer_count()) continue;
+      const double in = static_cast<double>(spec.sizes[static_cast<size_t>(e.layer)]),
+                   out = static_cast<double>(spec.sizes[static_cast<size_t>(e.layer) + 1]);
+      layer_rows.insert({e.layer, std::llround(e.flops / (2 * in * out))});
+    }
+  }
+  std::vector<GemmPoint> shapes;
+  for (const auto& [layer, rows] : layer_rows) {
+    const double r = static_cast<double>(rows), in = static_cast<double>(spec.sizes[static_cast<size_t>(layer)]),
+                 out = static_cast<double>(spec.sizes[static_cast<size_t>(layer) + 1]);
+    shapes.push_back({r, out, in, false, true});  // forward
+    shapes.push_back({out, in, r, true, false});  // dW
+    if (layer > 0) shapes.push_back({r, in, out, false, false});  // dx
+  }
+  return shapes;
 }
 
 }  // namespace
@@ -411,8 +482,8 @@ int bench_predict(const BenchPredictOptions& options) {
     if (i < given)
       std::printf("#   %s = %s (%s)\n", name.c_str(), o.hw[i].c_str(), calibration_of(o.hw[i]).c_str());
     else
-      std::printf("#   %s = P%zu with its GEMM table scaled by how fast this machine's GEMMs run just before each "
-                  "model's runs\n", name.c_str(), i % given + 1);
+      std::printf("#   %s = P%zu with the model's GEMMs priced at their times now: each shape its runs make, timed "
+                  "again just before them\n", name.c_str(), i % given + 1);
     char col[64];
     std::snprintf(col, sizeof col, " %9s %7s", (name + " ms").c_str(), "error");
     header += col;
@@ -434,29 +505,6 @@ int bench_predict(const BenchPredictOptions& options) {
   int total = 0;
   const bool on_terminal = ::isatty(STDERR_FILENO) != 0;
   for (const std::string& model : o.models) {
-    // The profiles this model's runs are priced on: those given, and (--retime-gemms) each with its
-    // GEMMs re-timed now — the machine's speed moves by more than the goal between a calibration
-    // and the runs a minute later (single on the 2048-wide model: 117.7 to 128.8 ms a step across
-    // nine tables, its largest GEMM timed at 14.6 to 17.1 ms by their calibrations).
-    std::vector<std::string> profiles = o.hw;
-    RetimedProfiles retimed;
-    json speeds = json::array();
-    if (o.retime_gemms)
-      for (size_t i = 0; i < given; ++i) {
-        GemmSpeedNow now;
-        if (from_table) now.ratio = saved_gemm_ratio(saved, model, i);  // the speed then: the past cannot be re-timed
-        else now = gemm_speed_now(load_profile(o.hw[i]));
-        profiles.push_back(retimed.add(o.hw[i], now.ratio));
-        speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
-        if (now.ratio > 0)
-          std::printf("# %s: P%zu's GEMMs %s %.3f× their calibrated times\n", model.c_str(), i + 1,
-                      from_table ? "took, when the table was measured," : "now take", now.ratio);
-        else if (from_table)
-          std::printf("# %s: %s kept no GEMM re-timing for P%zu: P%zu* is P%zu\n", model.c_str(), o.measured_path.c_str(), i + 1,
-                      i + 1, i + 1);
-        else
-          std::printf("# %s: P%zu has no GEMM table to re-time: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1, i + 1);
-      }
     std::vector<std::pair<std::string, TrainConfig>> configs;  // strategy → its config
     for (const StrategyInfo& info : strategy_registry()) {
       TrainConfig c;
@@ -472,6 +520,29 @@ int bench_predict(const BenchPredictOptions& options) {
       if (info.showcase) info.showcase(c);
       configs.emplace_back(info.name, c);
     }
+    // The profiles this model's runs are priced on: those given, and (--retime-gemms) each with its
+    // GEMMs re-timed now — the machine's speed moves by more than the goal between a calibration
+    // and the runs a minute later (single on the 2048-wide model: 117.7 to 128.8 ms a step across
+    // nine tables, its largest GEMM timed at 14.6 to 17.1 ms by their calibrations).
+    std::vector<std::string> profiles = o.hw;
+    RetimedProfiles retimed;
+    json speeds = json::array();
+    if (o.retime_gemms)
+      for (size_t i = 0; i < given; ++i) {
+        GemmSpeedNow now;
+        if (from_table) now = saved_gemm_speed(saved, o.measured_path, model, i);  // the speed then: the past cannot be re-timed
+        else now = gemm_speed_now(load_profile(o.hw[i]), gemm_shapes_of(configs, o.hw[i]));
+        profiles.push_back(retimed.add(o.hw[i], now));
+        speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
+        if (now.ratio > 0)
+          std::printf("# %s: P%zu's GEMMs %s %.3f× their calibrated times (%zu shapes, geometric mean)\n", model.c_str(), i + 1,
+                      from_table ? "took, when the table was measured," : "now take", now.ratio, now.shapes.size());
+        else if (from_table)
+          std::printf("# %s: %s kept no GEMM re-timing for P%zu: P%zu* is P%zu\n", model.c_str(), o.measured_path.c_str(), i + 1,
+                      i + 1, i + 1);
+        else
+          std::printf("# %s: P%zu has no GEMM table to re-time: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1, i + 1);
+      }
     // The repeats go round the strategies (each strategy once, then again): the machine's slow and
     // fast minutes then fall on every strategy alike, not on whichever ran in them.
     std::vector<std::vector<MeasuredRun>> runs(configs.size());

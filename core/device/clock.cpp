@@ -1,5 +1,7 @@
 #include "core/device/clock.h"
 
+#include "core/proc/threads.h"
+
 #include <pthread.h>
 
 #include <algorithm>
@@ -12,9 +14,12 @@ namespace scalelab {
 int64_t seconds_to_ns(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
 
 void HostCores::acquire() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t ticket = next_ticket_++;
-  turn_.wait(lock, [&] { return serving_ == ticket; });
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t ticket = next_ticket_++;
+    turn_.wait(lock, [&] { return serving_ == ticket; });
+  }
+  keep_turns_off_blas_helper_cores();
 }
 
 void HostCores::release() noexcept {

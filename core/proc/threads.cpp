@@ -1,14 +1,20 @@
 #include "core/proc/threads.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 namespace scalelab {
 
-std::vector<int> usable_cores() {
+namespace {
+
+std::vector<int> affinity_now() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   std::vector<int> cores;
@@ -20,9 +26,77 @@ std::vector<int> usable_cores() {
   return cores;
 }
 
+// The cores this process may use: those it started with — read before any of its threads is kept
+// to one, so a worker forked after a turn kept the forking thread to the first core still shares
+// out all of them — or the share it was kept to (keep_to_share_of_cores).
+std::vector<int> g_cores = affinity_now();
+
+// Whether this process computes alone on its cores: not a forked child, not sharing them out.
+std::atomic<bool> g_alone{true};
+
+// Bumped where OpenBLAS may have new helpers not yet placed: where its thread count is set, and
+// after a fork (OpenBLAS stops its helpers before one and starts new ones at its next call).
+std::atomic<int> g_blas_threads_set{0};
+
+const int g_fork_hook = ::pthread_atfork(nullptr, [] { ++g_blas_threads_set; }, [] { g_alone = false; });
+
+}  // namespace
+
+std::vector<int> usable_cores() { return g_cores; }
+
 void share_cores(int processes) {
-  const int cores = static_cast<int>(usable_cores().size());
+  const int cores = static_cast<int>(g_cores.size());
+  if (processes > 1) g_alone = false;
   openblas_set_num_threads(std::max(1, cores / std::max(1, processes)));
+  ++g_blas_threads_set;
+}
+
+namespace {
+using SetAffinity = int (*)(int, size_t, cpu_set_t*);
+// Looked up, not linked: an OpenBLAS built for OpenMP, or another BLAS, has no such call.
+SetAffinity blas_set_affinity() {
+  static const auto set = reinterpret_cast<SetAffinity>(::dlsym(RTLD_DEFAULT, "openblas_setaffinity"));
+  return set;
+}
+}  // namespace
+
+void computes_beside_other_processes() { g_alone = false; }
+
+bool turns_kept_on_one_core() {
+  return g_alone && g_cores.size() >= 2 && blas_set_affinity() != nullptr && openblas_get_num_threads() >= 2;
+}
+
+void keep_turns_off_blas_helper_cores() {
+  thread_local bool kept = false;
+  static std::atomic<int> helpers_placed_at{-1};  // the g_blas_threads_set the helpers were placed at
+  const int set_at = g_blas_threads_set.load();
+  if (kept && helpers_placed_at.load() == set_at) return;
+  if (!turns_kept_on_one_core()) return;
+  const int threads = openblas_get_num_threads();
+  static std::mutex placing;
+  {
+    std::lock_guard<std::mutex> lock(placing);
+    if (helpers_placed_at.load() != set_at) {
+      // Setting the count starts the helpers where a fork stopped them, so there are threads to place.
+      openblas_set_num_threads(threads);
+      // openblas_setaffinity's thread i < threads − 1 is helper i (the last index is the caller).
+      const size_t others = g_cores.size() - 1;
+      for (int i = 0; i + 1 < threads; ++i) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(g_cores[1 + static_cast<size_t>(i) % others], &set);
+        blas_set_affinity()(i, sizeof set, &set);
+      }
+      helpers_placed_at = set_at;
+    }
+  }
+  if (!kept) {
+    cpu_set_t first;
+    CPU_ZERO(&first);
+    CPU_SET(g_cores.front(), &first);
+    ::pthread_setaffinity_np(::pthread_self(), sizeof first, &first);
+    kept = true;
+  }
 }
 
 std::vector<int> share_of_cores(int process, int processes, const std::vector<int>& cores) {
@@ -34,12 +108,14 @@ std::vector<int> share_of_cores(int process, int processes, const std::vector<in
 }
 
 bool keep_to_share_of_cores(int process, int processes) {
-  const std::vector<int> mine = share_of_cores(process, processes, usable_cores());
+  const std::vector<int> mine = share_of_cores(process, processes, g_cores);
   if (mine.empty()) return false;
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : mine) CPU_SET(c, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
+  if (sched_setaffinity(0, sizeof set, &set) != 0) return false;
+  g_cores = mine;
+  return true;
 }
 
 }  // namespace scalelab

@@ -25,4 +25,20 @@ std::vector<int> share_of_cores(int process, int processes, const std::vector<in
 // where the mask cannot be read or set.
 bool keep_to_share_of_cores(int process, int processes);
 
+// The thread that holds the host's cores (HostCores) kept off the cores of OpenBLAS's helper
+// threads: OpenBLAS splits a GEMM between the calling thread and its helpers, and when the caller
+// woke on a helper's core the two shared it while another core stood idle — every GEMM of a step
+// at twice its time (DataParallel on the tour's model: one run 9.7 ms a step, the next 13.7, the
+// same GEMM 470 or 900 µs). So, in a process that computes alone (not a forked worker, not one of
+// several processes sharing the cores), the helpers keep to the cores after the first one the
+// process started with, and each thread that takes a turn to the first, from its first turn on.
+// Called by HostCores::acquire with the turn held (no other thread is in OpenBLAS then); does
+// nothing where there is one core, one BLAS thread, or an OpenBLAS without openblas_setaffinity.
+void keep_turns_off_blas_helper_cores();
+// This process computes beside others on the same cores (an MPI rank): its turns keep to no core.
+void computes_beside_other_processes();
+// Whether it does so here: this process computes alone, on 2 or more cores, with OpenBLAS's helpers
+// and openblas_setaffinity.
+bool turns_kept_on_one_core();
+
 }  // namespace scalelab

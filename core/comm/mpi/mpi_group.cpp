@@ -24,6 +24,7 @@
 #include "core/comm/backends.h"
 #include "core/comm/reduce_kernels.h"
 #include "core/error.h"
+#include "core/proc/threads.h"
 
 namespace scalelab {
 
@@ -340,6 +341,9 @@ class Runtime {
                              "MPI_Init_thread(…, MPI_THREAD_SERIALIZED, …) before scalelab does");
     SCALELAB_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
     SCALELAB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+    // The other ranks may be on these cores: keeping every rank's turns to the first core would
+    // stack them there.
+    if (world_size_ > 1) computes_beside_other_processes();
     SCALELAB_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &f16_type_));
     SCALELAB_MPI_CHECK(MPI_Type_commit(&f16_type_));
     SCALELAB_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_));

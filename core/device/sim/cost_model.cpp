@@ -106,7 +106,7 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   // Not a send or a recv: what a pipeline stage sends it has just made.
   const SizeCurve& copies = p.intra_node.curve;
   const bool point_to_point = op == Collective::send || op == Collective::recv;
-  if (cold > 0 && S > 0 && !point_to_point && !copies.empty() && !copies.efficiency_cold.empty()) {
+  if (cold > 0 && S > 0 && !point_to_point && !p.turns_on_one_core && !copies.empty() && !copies.efficiency_cold.empty()) {
     const double hot = collective_seconds(op, S, n, crosses_nodes), fixed = collective_seconds(op, 0, n, crosses_nodes);
     return fixed + (hot - fixed) * copies.at(S) / copies.at(S, cold);
   }

@@ -421,6 +421,11 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
   if (d.contains("host_cache_bytes")) p.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
   if (d.contains("turn_handoff_s")) p.turn_handoff_s = positive(d, "turn_handoff_s", origin, "device.", true, 1);
+  if (d.contains("turns_on_one_core")) {
+    if (!d.at("turns_on_one_core").is_boolean())
+      throw Error("hw", origin + ": field 'device.turns_on_one_core' must be true or false, got " + d.at("turns_on_one_core").dump());
+    p.turns_on_one_core = d.at("turns_on_one_core").get<bool>();
+  }
   if (d.contains("elementwise_curves")) {
     const json& ec = d.at("elementwise_curves");
     if (!ec.is_object())
@@ -511,6 +516,7 @@ std::string profile_to_json(const HardwareProfile& p) {
   if (p.tf32) j["device"]["tf32"] = true;
   if (p.host_cache_bytes > 0) j["device"]["host_cache_bytes"] = p.host_cache_bytes;
   if (p.turn_handoff_s > 0) j["device"]["turn_handoff_s"] = p.turn_handoff_s;
+  if (p.turns_on_one_core) j["device"]["turns_on_one_core"] = true;
   if (!p.calibration.empty()) j["calibration"] = json::parse(p.calibration);
   return j.dump();
 }

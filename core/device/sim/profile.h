@@ -137,6 +137,11 @@ struct HardwareProfile {
   // thread wakes; HostCores, core/device/clock.h). The sim prices each device alone and has no such
   // gap; `train --predict` puts it between the ops of different devices (take_turns_on_host).
   double turn_handoff_s = 0;
+  // A calibrated host whose turn-taking threads keep to one core, OpenBLAS's helpers to the others
+  // (keep_turns_off_blas_helper_cores, core/proc/threads.h): a threads collective's ranks then copy
+  // and add on that one core, at its pace, which its measured times hold whether the data come from
+  // cache or DRAM (not stretched for cold data), and it cannot run beside a device's one-thread op.
+  bool turns_on_one_core = false;
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
