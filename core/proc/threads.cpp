@@ -26,10 +26,14 @@ std::vector<int> affinity_now() {
   return cores;
 }
 
-// The cores this process may use: those it started with — read before any of its threads is kept
-// to one, so a worker forked after a turn kept the forking thread to the first core still shares
-// out all of them — or the share it was kept to (keep_to_share_of_cores).
-std::vector<int> g_cores = affinity_now();
+// The cores this process may use: those it had when first asked — before any of its threads is
+// kept to one (keep_turns_off_blas_helper_cores asks first), so a worker forked after a turn kept
+// the forking thread to the first core still shares out all of them — or the share it was kept to
+// (keep_to_share_of_cores).
+std::vector<int>& process_cores() {
+  static std::vector<int> cores = affinity_now();
+  return cores;
+}
 
 // Whether this process computes alone on its cores: not a forked child, not sharing them out.
 std::atomic<bool> g_alone{true};
@@ -42,10 +46,10 @@ const int g_fork_hook = ::pthread_atfork(nullptr, [] { ++g_blas_threads_set; }, 
 
 }  // namespace
 
-std::vector<int> usable_cores() { return g_cores; }
+std::vector<int> usable_cores() { return process_cores(); }
 
 void share_cores(int processes) {
-  const int cores = static_cast<int>(g_cores.size());
+  const int cores = static_cast<int>(process_cores().size());
   if (processes > 1) g_alone = false;
   openblas_set_num_threads(std::max(1, cores / std::max(1, processes)));
   ++g_blas_threads_set;
@@ -63,7 +67,7 @@ SetAffinity blas_set_affinity() {
 void computes_beside_other_processes() { g_alone = false; }
 
 bool turns_kept_on_one_core() {
-  return g_alone && g_cores.size() >= 2 && blas_set_affinity() != nullptr && openblas_get_num_threads() >= 2;
+  return g_alone && process_cores().size() >= 2 && blas_set_affinity() != nullptr && openblas_get_num_threads() >= 2;
 }
 
 void keep_turns_off_blas_helper_cores() {
@@ -72,6 +76,7 @@ void keep_turns_off_blas_helper_cores() {
   const int set_at = g_blas_threads_set.load();
   if (kept && helpers_placed_at.load() == set_at) return;
   if (!turns_kept_on_one_core()) return;
+  const std::vector<int>& cores = process_cores();
   const int threads = openblas_get_num_threads();
   static std::mutex placing;
   {
@@ -80,11 +85,11 @@ void keep_turns_off_blas_helper_cores() {
       // Setting the count starts the helpers where a fork stopped them, so there are threads to place.
       openblas_set_num_threads(threads);
       // openblas_setaffinity's thread i < threads − 1 is helper i (the last index is the caller).
-      const size_t others = g_cores.size() - 1;
+      const size_t others = cores.size() - 1;
       for (int i = 0; i + 1 < threads; ++i) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        CPU_SET(g_cores[1 + static_cast<size_t>(i) % others], &set);
+        CPU_SET(cores[1 + static_cast<size_t>(i) % others], &set);
         blas_set_affinity()(i, sizeof set, &set);
       }
       helpers_placed_at = set_at;
@@ -93,7 +98,7 @@ void keep_turns_off_blas_helper_cores() {
   if (!kept) {
     cpu_set_t first;
     CPU_ZERO(&first);
-    CPU_SET(g_cores.front(), &first);
+    CPU_SET(cores.front(), &first);
     ::pthread_setaffinity_np(::pthread_self(), sizeof first, &first);
     kept = true;
   }
@@ -108,13 +113,13 @@ std::vector<int> share_of_cores(int process, int processes, const std::vector<in
 }
 
 bool keep_to_share_of_cores(int process, int processes) {
-  const std::vector<int> mine = share_of_cores(process, processes, g_cores);
+  const std::vector<int> mine = share_of_cores(process, processes, process_cores());
   if (mine.empty()) return false;
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : mine) CPU_SET(c, &set);
   if (sched_setaffinity(0, sizeof set, &set) != 0) return false;
-  g_cores = mine;
+  process_cores() = mine;
   return true;
 }
 
