@@ -1,13 +1,13 @@
 #include "core/device/clock.h"
 
-#include "core/proc/threads.h"
-
 #include <pthread.h>
 
 #include <algorithm>
 #include <new>
 #include <cmath>
 #include <vector>
+
+#include "core/proc/threads.h"
 
 namespace scalelab {
 

@@ -37,6 +37,8 @@ class Clock {
 // devices share one GPU. Without it N device threads each start OpenBLAS's threads on the same
 // cores, which then spin against each other (4 devices' GEMMs ran 8× slower than one's), and how
 // long an op takes would depend on what the other devices happen to do: nothing a model can price.
+// The thread that holds the turn keeps to one core, OpenBLAS's helpers to the others
+// (keep_turns_off_blas_helper_cores, core/proc/threads.h).
 class HostCores {
  public:
   void acquire();

@@ -103,7 +103,8 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   const HardwareProfile& p = profile_;
   // A calibrated host's collectives were measured hot, as its copies were: past the cache the part
   // that moves bytes (not the fixed part: the ranks' hand-offs) slows down as a copy of S does.
-  // Not a send or a recv: what a pipeline stage sends it has just made.
+  // Not a send or a recv: what a pipeline stage sends it has just made. Nor where the turns keep to
+  // one core (turns_on_one_core): the ranks copy and add on that core, slower than DRAM serves them.
   const SizeCurve& copies = p.intra_node.curve;
   const bool point_to_point = op == Collective::send || op == Collective::recv;
   if (cold > 0 && S > 0 && !point_to_point && !p.turns_on_one_core && !copies.empty() && !copies.efficiency_cold.empty()) {
