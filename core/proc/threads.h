@@ -30,8 +30,9 @@ bool keep_to_share_of_cores(int process, int processes);
 // woke on a helper's core the two shared it while another core stood idle — every GEMM of a step
 // at twice its time (DataParallel on the tour's model: one run 9.7 ms a step, the next 13.7, the
 // same GEMM 470 or 900 µs). So, in a process that computes alone (not a forked worker, not one of
-// several processes sharing the cores), the helpers keep to the cores after the first one the
-// process started with, and each thread that takes a turn to the first, from its first turn on.
+// several processes sharing the cores), the helpers keep to the cores after the first of
+// usable_cores() (read before any thread keeps to one), and each thread that takes a turn to the
+// first, from its first turn on.
 // Called by HostCores::acquire with the turn held (no other thread is in OpenBLAS then); does
 // nothing where there is one core, one BLAS thread, or an OpenBLAS without openblas_setaffinity.
 void keep_turns_off_blas_helper_cores();
