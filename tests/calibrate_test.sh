@@ -48,6 +48,8 @@ for link in ("host", "intra_node"):  # copies by size: a memcpy's rate falls pas
 t = p["device"]["gemm_table"]["f32"]  # every GEMM shape measured, priced by the nearest ones
 assert len(t) == len(p["calibration"]["raw"]["gemm"]) and all(r["seconds"] > 0 for r in t), t[:3]
 assert {(r["trans_a"], r["trans_b"]) for r in t} == {(False, True), (True, False), (False, False)}
+# dW, the GEMM a gradient accumulates into, also measured adding to C (beta = 1); no other shape.
+assert all((r.get("seconds_accumulate", 0) > 0) == r["trans_a"] for r in t), [r for r in t if r["trans_a"]][:3]
 # Every op measured cold too (the caches flushed), and the sweep that finds the cache in effect.
 assert all(r["seconds_cold"] > 0 for r in t)
 for c in [v for k, v in ec.items() if k != "source"] + [p["links"][l]["curve"] for l in ("host", "intra_node")]:

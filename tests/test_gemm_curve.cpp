@@ -412,6 +412,54 @@ TEST(GemmTable, AShapeMeasuredIsItsTimeOthersTheNearestShapesRate) {
   EXPECT_EQ(back.gemm_table.source, "test");
 }
 
+TEST(GemmTable, AGemmAddingToCIsPricedByTheShapesAddingTimes) {
+  // dW of a micro-batch of 32: 1.25 ms writing C, 1 ms adding to it (no pass clearing C first);
+  // the forward shape was not measured adding.
+  json j = round_profile();
+  j["device"]["gemm_table"] = json::parse(R"({"f32": [
+      {"m": 1024, "n": 1024, "k": 32, "trans_a": true, "trans_b": false, "seconds": 1.25e-3, "seconds_cold": 2.5e-3,
+       "seconds_accumulate": 1e-3},
+      {"m": 32, "n": 1024, "k": 1024, "trans_a": false, "trans_b": true, "seconds": 2e-3}]})");
+  j["device"]["host_cache_bytes"] = 1e8;
+  const CostModel model(parse_profile(j.dump(), "round"));
+  OpCost dw = gemm(1024, 1024, 32);
+  dw.trans_a = true;
+  EXPECT_NEAR(model.seconds(dw), 1.25e-3, 1e-15);
+  dw.accumulates = true;
+  EXPECT_NEAR(model.seconds(dw), 1e-3, 1e-15);
+  dw.host_bytes = 2e8;  // cold: its cold time, × the same 0.8
+  EXPECT_NEAR(model.seconds(dw), 2e-3, 1e-15);
+  OpCost fwd = gemm(32, 1024, 1024);
+  fwd.trans_b = true;
+  fwd.accumulates = true;
+  EXPECT_NEAR(model.seconds(fwd), 2e-3, 1e-15);
+  EXPECT_EQ(parse_profile(profile_to_json(model.profile()), "back").gemm_table.points.at(0).seconds_accumulate, 1e-3);
+
+  // A sim device prices Device::gemm with beta ≠ 0 as adding to C.
+  EventBus bus;
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.profile = parse_profile(j.dump(), "round");
+  o.dry_run = true;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  Device& d = *devices[0];
+  Tensor dy = d.empty({32, 1024}, DType::f32, MemoryCategory::workspace, "dy");
+  Tensor x = d.empty({32, 1024}, DType::f32, MemoryCategory::workspace, "x");
+  Tensor dW = d.empty({1024, 1024}, DType::f32, MemoryCategory::workspace, "dW");
+  d.gemm({"write"}, true, false, dy, x, dW);
+  d.gemm({"add"}, true, false, dy, x, dW, 1.0f);
+  std::vector<double> seconds;
+  for (const Event& e : bus.events())
+    if (e.kind == "gemm") seconds.push_back(static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9);
+  ASSERT_EQ(seconds.size(), 2u);
+  EXPECT_NEAR(seconds[0], 1.25e-3, 1e-8);
+  EXPECT_NEAR(seconds[1], 1e-3, 1e-8);
+
+  j["device"]["gemm_table"]["f32"][0]["seconds_accumulate"] = -1;
+  EXPECT_TRUE(contains(hw_error(j), "device.gemm_table.f32[0].seconds_accumulate")) << hw_error(j);
+}
+
 TEST(GemmTable, ABrokenTableIsRefusedNamingTheField) {
   json j = round_profile();
   j["device"]["gemm_table"] = {{"f32", {{{"m", 32}, {"n", 64}, {"k", 64}, {"trans_a", false}, {"seconds", 1e-3}}}}};

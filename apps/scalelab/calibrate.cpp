@@ -228,15 +228,17 @@ struct GemmShape {
   int64_t operand_bytes() const { return 4 * (m * k + k * n + m * n); }
 };
 
-// Makes one GEMM of shape g on a device (its operands filled), as calibrate times it.
-OpMaker gemm_op(GemmShape g) {
-  return [g](Device& d) -> std::function<void()> {
+// Makes one GEMM of shape g on a device (its operands filled), as calibrate times it: writing C
+// (beta = 0), or adding to it (beta = 1) as a gradient accumulates.
+OpMaker gemm_op(GemmShape g, bool accumulate = false) {
+  return [g, accumulate](Device& d) -> std::function<void()> {
     Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
     Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
     Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
     d.fill({"calibrate"}, a, 0.5f);
     d.fill({"calibrate"}, b, 0.25f);
-    return [&d, g, a, b, c] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c); };
+    const float beta = accumulate ? 1.0f : 0.0f;
+    return [&d, g, a, b, c, beta] { d.gemm({"calibrate"}, g.ta, g.tb, a, b, c, beta); };
   };
 }
 
@@ -479,13 +481,17 @@ int run_calibrate(const CalibrateOptions& o) {
   // after another, a shape could come out a third slower in one calibration than in the others
   // (128×1024×1024: 5.62 ms once, 4.06 … 4.28 in four other calibrations).
   const int cold_per_round = 2;
-  std::vector<std::vector<double>> warm_times(grid.size()), cold_times(grid.size());
+  std::vector<std::vector<double>> warm_times(grid.size()), cold_times(grid.size()), accumulate_times(grid.size());
   for (int round = 0; round < gemm_rounds; ++round)
     for (size_t i = 0; i < grid.size(); ++i) {
       const GemmShape g = grid[i];
       const OpMaker make = gemm_op(g);
       for (double t : warm_call_times(make, dev, g.operand_bytes(), budget / gemm_rounds, bus)) warm_times[i].push_back(t);
       for (double t : cold_call_times(make(dev), flush, cold_per_round, bus)) cold_times[i].push_back(t);
+      // dW = dyᵀ·x is the GEMM a gradient accumulates into (micro-batches, no_sync windows).
+      if (g.ta && !g.tb)
+        for (double t : warm_call_times(gemm_op(g, true), dev, g.operand_bytes(), budget / gemm_rounds, bus))
+          accumulate_times[i].push_back(t);
       progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + ", round " +
                     std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
     }
@@ -496,6 +502,7 @@ int run_calibrate(const CalibrateOptions& o) {
     rates.push_back({mnk, 2 * mnk / s});
     raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s},
                         {"seconds_cold", cold}});
+    if (!accumulate_times[i].empty()) raw_gemm.back()["seconds_accumulate"] = median(accumulate_times[i]);
   }
   double peak = 0;
   for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
@@ -756,7 +763,7 @@ int run_calibrate(const CalibrateOptions& o) {
       {"sources",
        {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
         {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
-        {"gemm_table", "measured: every shape of the grid, its time hot and cold (the caches flushed); f32 GEMMs are priced by the nearest shapes of their transposition"},
+        {"gemm_table", "measured: every shape of the grid, its time hot and cold (the caches flushed), and the dW shapes' adding to C (beta = 1); f32 GEMMs are priced by the nearest shapes of their transposition"},
         {"host_cache_bytes", "measured: y += x on 8 MiB after touching more and more other memory; the size at which it is halfway to DRAM's time, ÷ 1.5; the median of three sweeps, at the start, after the GEMMs and after the copies (calibration.raw.host_cache_sweeps)"},
         {"efficiency_cold", "measured: each curve's sizes again after flushing the caches; priced as the share of data past host_cache_bytes"},
         {"mem_bandwidth_Bps", "measured: the best rate of any element-wise kind from 1 KiB to " +
@@ -786,6 +793,13 @@ int run_calibrate(const CalibrateOptions& o) {
   std::printf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
   for (size_t i = 0; i < curve.sizes.size(); ++i)
     std::printf("                 %12.3g  %5.3f\n", curve.sizes[i], curve.efficiency[i]);
+  std::vector<double> adding;  // time adding to C / writing it, the dW shapes
+  for (const json& r : raw_gemm)
+    if (r.contains("seconds_accumulate")) adding.push_back(r["seconds_accumulate"].get<double>() / r["seconds"].get<double>());
+  if (!adding.empty())
+    std::printf("  gemm adding    dW adding to C (beta = 1) takes %.2f … %.2f (median %.2f) of writing it (%zu shapes)\n",
+                *std::min_element(adding.begin(), adding.end()), *std::max_element(adding.begin(), adding.end()),
+                median(adding), adding.size());
   std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes)\n", turn_handoff * 1e6);
   if (host_cache > 0)
     std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold)\n",

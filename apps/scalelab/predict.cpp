@@ -268,7 +268,7 @@ class RetimedProfiles {
     }
   }
   // The path of `profile` with the GEMMs `now` timed priced at their times now — each shape its own
-  // point of the table, its cold time moved as its hot one — or, for a table of an earlier build
+  // point of the table, its cold and adding times moved as its hot one — or, for a table of an earlier build
   // that kept only a ratio, every time of the table × the ratio (unchanged where nothing was timed).
   std::string add(const std::string& profile, const GemmSpeedNow& now) {
     HardwareProfile p = load_profile(profile);
@@ -284,9 +284,11 @@ class RetimedProfiles {
       g.trans_b = s.at("trans_b").get<bool>();
       g.seconds = s.at("now_s").get<double>();
       const double hot = calibrated.seconds(g.m, g.n, g.k, g.trans_a, g.trans_b),
-                   cold = calibrated.seconds(g.m, g.n, g.k, g.trans_a, g.trans_b, 1.0);
+                   cold = calibrated.seconds(g.m, g.n, g.k, g.trans_a, g.trans_b, 1.0),
+                   adding = calibrated.seconds(g.m, g.n, g.k, g.trans_a, g.trans_b, 0.0, true);
       if (!(hot > 0) || !(g.seconds > 0)) continue;
       g.seconds_cold = cold * g.seconds / hot;
+      if (adding != hot) g.seconds_accumulate = adding * g.seconds / hot;
       auto same = std::find_if(p.gemm_table.points.begin(), p.gemm_table.points.end(), [&](const GemmPoint& q) {
         return q.m == g.m && q.n == g.n && q.k == g.k && q.trans_a == g.trans_a && q.trans_b == g.trans_b;
       });

@@ -160,6 +160,7 @@ void Device::gemm(const OpTag& tag, bool ta, bool tb, const Tensor& a, const Ten
               static_cast<double>(m), static_cast<double>(n), static_cast<double>(k)};
   cost.trans_a = ta;
   cost.trans_b = tb;
+  cost.accumulates = beta != 0.0f;
   run_op(tag, "gemm", Lane::compute, cost, {&a, &b}, {&c}, [&] { executor_->gemm(ta, tb, alpha, a, b, beta, c); });
 }
 

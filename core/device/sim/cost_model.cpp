@@ -86,7 +86,8 @@ double CostModel::gemm_seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   const bool tf32 = p.tf32 && p.peak_flops_tf32 > 0;
   if (c.dtype == DType::f32 && !tf32 && !p.gemm_table.empty() && c.m > 0 && c.n > 0 && c.k > 0) {
-    const double measured = p.gemm_table.seconds(c.m, c.n, c.k, c.trans_a, c.trans_b, p.cold_share(c.host_bytes));
+    const double measured = p.gemm_table.seconds(c.m, c.n, c.k, c.trans_a, c.trans_b, p.cold_share(c.host_bytes),
+                                                 c.accumulates);
     if (measured > 0) return measured;  // whole calls, as measured: launch and memory included
   }
   const double memory = c.bytes / p.mem_bandwidth_Bps;

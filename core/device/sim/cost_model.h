@@ -26,6 +26,7 @@ struct OpCost {
   DType dtype = DType::f32;
   double m = 0, n = 0, k = 0;  // a GEMM's shape (0: unknown, its size is taken as flops / 2)
   bool trans_a = false, trans_b = false;  // … and its transposition (a gemm_table's key)
+  bool accumulates = false;  // … and whether it adds to C (beta ≠ 0) rather than writing it
   const char* kind = nullptr;  // the op's kind ("sgd", "bias_relu", …): an element-wise curve's key
   // The bytes the devices sharing the op's host move in a step (the device and the sim clock fill
   // it in): what passes through the caches between two touches of a tensor used once a step. Past

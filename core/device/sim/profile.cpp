@@ -50,7 +50,7 @@ double HardwareProfile::cold_share(double step_bytes) const {
   return std::clamp(step_bytes / host_cache_bytes - 1.0, 0.0, 1.0);
 }
 
-double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans_b, double cold) const {
+double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans_b, double cold, bool accumulate) const {
   std::vector<std::pair<double, const GemmPoint*>> near;  // (distance², point)
   for (const GemmPoint& p : points) {
     if (p.trans_a != trans_a || p.trans_b != trans_b) continue;
@@ -61,8 +61,9 @@ double GemmTable::seconds(double m, double n, double k, bool trans_a, bool trans
   const size_t count = std::min<size_t>(4, near.size());
   std::partial_sort(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(count), near.end(),
                     [](const auto& a, const auto& b) { return a.first < b.first; });
-  auto time_of = [cold](const GemmPoint& p) {
-    return p.seconds_cold > 0 ? (1 - cold) * p.seconds + cold * p.seconds_cold : p.seconds;
+  auto time_of = [cold, accumulate](const GemmPoint& p) {
+    const double t = p.seconds_cold > 0 ? (1 - cold) * p.seconds + cold * p.seconds_cold : p.seconds;
+    return accumulate && p.seconds_accumulate > 0 ? t * p.seconds_accumulate / p.seconds : t;
   };
   if (near.front().first < 1e-12) return time_of(*near.front().second);
   double weights = 0, log_rate = 0;
@@ -322,6 +323,8 @@ GemmTable parse_gemm_table(const json& t, const std::string& origin) {
     pt.k = positive(r, "k", origin, where);
     pt.seconds = positive(r, "seconds", origin, where, false, 3600);
     if (r.contains("seconds_cold")) pt.seconds_cold = positive(r, "seconds_cold", origin, where, false, 3600);
+    if (r.contains("seconds_accumulate"))
+      pt.seconds_accumulate = positive(r, "seconds_accumulate", origin, where, false, 3600);
     for (auto [key, flag] : {std::pair{"trans_a", &pt.trans_a}, std::pair{"trans_b", &pt.trans_b}}) {
       if (!r.contains(key) || !r.at(key).is_boolean())
         throw Error("hw", origin + ": field '" + where + key + "' must be true or false" + fix);
@@ -503,6 +506,7 @@ std::string profile_to_json(const HardwareProfile& p) {
     for (const GemmPoint& pt : p.gemm_table.points) {
       rows.push_back({{"m", pt.m}, {"n", pt.n}, {"k", pt.k}, {"trans_a", pt.trans_a}, {"trans_b", pt.trans_b}, {"seconds", pt.seconds}});
       if (pt.seconds_cold > 0) rows.back()["seconds_cold"] = pt.seconds_cold;
+      if (pt.seconds_accumulate > 0) rows.back()["seconds_accumulate"] = pt.seconds_accumulate;
     }
     j["device"]["gemm_table"] = {{"f32", rows}};
     if (!p.gemm_table.source.empty()) j["device"]["gemm_table"]["source"] = p.gemm_table.source;
