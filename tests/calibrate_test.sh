@@ -57,6 +57,11 @@ for c in [v for k, v in ec.items() if k != "source"] + [p["links"][l]["curve"] f
 sweep = p["calibration"]["raw"]["host_cache"]
 assert len(sweep) >= 5 and all(r["seconds"] > 0 for r in sweep), sweep
 assert p["device"].get("host_cache_bytes", 1) > 0
+# The cold share by bytes moved, point by point from the sweeps: rising from 0 to 1 (DRAM's time).
+assert ("host_cache_curve" in p["device"]) == ("host_cache_bytes" in p["device"])
+c = p["device"].get("host_cache_curve", {"bytes": [1], "cold_share": [1]})
+assert c["bytes"] == sorted(c["bytes"]) and c["cold_share"] == sorted(c["cold_share"]), c
+assert all(0 <= s <= 1 for s in c["cold_share"]) and c["cold_share"][-1] == 1, c
 # Three sweeps; the profile holds their median.
 sweeps = p["calibration"]["raw"]["host_cache_sweeps"]
 assert len(sweeps) == 3 and all(len(s["rows"]) >= 5 for s in sweeps), sweeps

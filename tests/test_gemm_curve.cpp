@@ -384,6 +384,29 @@ TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
   EXPECT_EQ(back.gemm_table.points.at(0).seconds_cold, 3e-3);
 }
 
+TEST(HostCache, AMeasuredColdShareCurveIsInterpolatedAndTakesThePlaceOfTheRamp) {
+  json j = round_profile();
+  j["device"]["host_cache_bytes"] = 1e8;  // the ramp would say 0 at 1e8, ½ at 1.5e8, 1 from 2e8
+  j["device"]["host_cache_curve"] = {{"bytes", {1e8, 2e8, 4e8}}, {"cold_share", {0.0, 0.6, 0.9}}};
+  const HardwareProfile p = parse_profile(j.dump(), "round");
+  EXPECT_EQ(p.cold_share(5e7), 0);
+  EXPECT_NEAR(p.cold_share(1.5e8), 0.3, 1e-12);
+  EXPECT_NEAR(p.cold_share(3e8), 0.75, 1e-12);
+  EXPECT_EQ(p.cold_share(4e8), 0.9);
+  EXPECT_EQ(p.cold_share(1e9), 1);  // past the last point: all of it from DRAM
+  const HardwareProfile back = parse_profile(profile_to_json(p), "back");
+  EXPECT_EQ(back.host_cache_curve.share, (std::vector<double>{0.0, 0.6, 0.9}));
+  EXPECT_NEAR(back.cold_share(3e8), 0.75, 1e-12);
+  for (const auto& [curve, what] : std::vector<std::pair<json, std::string>>{
+           {{{"bytes", {1e8, 2e8}}, {"cold_share", {0.5, 0.4}}}, "host_cache_curve[1]' (bytes"},  // falls
+           {{{"bytes", {2e8, 1e8}}, {"cold_share", {0.1, 0.4}}}, "bytes must increase"},
+           {{{"bytes", {1e8}}, {"cold_share", {1.5}}}, "cold_share in [0, 1]"},
+           {{{"bytes", {1e8, 2e8}}, {"cold_share", {0.5}}}, "as many of each"}}) {
+    j["device"]["host_cache_curve"] = curve;
+    EXPECT_TRUE(contains(hw_error(j), what)) << hw_error(j);
+  }
+}
+
 TEST(GemmTable, AShapeMeasuredIsItsTimeOthersTheNearestShapesRate) {
   json j = round_profile();
   // Forward shapes at batch 32 and 128 of a 1024-wide layer; one dW shape.

@@ -122,7 +122,9 @@ double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int 
 double measure_host_cache(json& sweeps) {
   constexpr size_t kMiB = size_t{1} << 20;
   std::vector<float> x(2 * kMiB, 1.0f), y(2 * kMiB, 2.0f);  // 8 MiB each
-  const std::vector<size_t> sweep = {0, 16, 32, 48, 64, 96, 128, 192, 256, 384};
+  // To 1 GiB: here a copy's data were still partly cached after 448 MiB of other memory (16 MiB
+  // at 10.7 GB/s; 7.0–7.3 after 512 MiB … 2 GiB), so the sweep's end is DRAM's time.
+  const std::vector<size_t> sweep = {0, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
   std::vector<float> other(sweep.back() * kMiB / sizeof(float), 1.0f);
   std::vector<double> times;
   json rows = json::array();
@@ -219,6 +221,33 @@ class ProgressLine {
  private:
   int total_, done_ = 0;
 };
+
+// The cold share by the bytes moved since, point by point from the sweeps of measure_host_cache:
+// at each point, the median over the sweeps of how far y += x's time has gone from its hot time
+// (nothing touched) to its DRAM time (the most touched), never falling; the bytes moved are the
+// other memory touched plus y and x's own 16 MiB.
+json cold_share_curve(const json& sweeps) {
+  std::vector<std::vector<double>> shares;
+  std::vector<double> moved;
+  for (const json& sweep : sweeps) {
+    const json& rows = sweep["rows"];
+    const double hot = rows.front()["seconds"].get<double>(), cold = rows.back()["seconds"].get<double>();
+    shares.resize(rows.size());
+    moved.clear();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      shares[i].push_back((rows[i]["seconds"].get<double>() - hot) / (cold - hot));
+      moved.push_back(rows[i]["touched_bytes"].get<double>() + 16.0 * (1 << 20));
+    }
+  }
+  json bytes = json::array(), share = json::array();
+  double so_far = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    if (i > 0) so_far = std::clamp(std::max(so_far, median(shares[i])), 0.0, 1.0);
+    bytes.push_back(moved[i]);
+    share.push_back(so_far);
+  }
+  return {{"bytes", bytes}, {"cold_share", share}};
+}
 
 // Makes an op on a device (its tensors allocated there) and returns the call to time or repeat.
 
@@ -469,7 +498,8 @@ int run_calibrate(const CalibrateOptions& o) {
   progress.step("host cache, sweep 1 of 3");
   const double turn_handoff = measure_turn_handoff(o.devices, raw);
   progress.step("turn handoff");
-  CacheFlusher flush(static_cast<size_t>(std::clamp(4 * in_effect.front(), 128.0 * (1 << 20), 1024.0 * (1 << 20))));
+  // Past what any sweep touched (1 GiB): 448 MiB had left a copy's data partly cached.
+  CacheFlusher flush(static_cast<size_t>(std::max(4 * in_effect.front(), 1024.0 * (1 << 20))));
   const int cold_calls = o.quick ? 3 : 5;
   auto measure_cold = [&](const OpMaker& make) { return time_call_cold(make(dev), flush, cold_calls, bus); };
 
@@ -777,7 +807,11 @@ int run_calibrate(const CalibrateOptions& o) {
                             "calls on those rank counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
                             std::to_string(ranks) + ", intra_efficiency = that B ÷ the copies' B"},
         {"mem_capacity_bytes", "this machine's RAM"}}}};
-  if (host_cache > 0) profile["device"]["host_cache_bytes"] = host_cache;  // none found: every op priced hot
+  if (host_cache > 0) {  // none found: every op priced hot
+    profile["device"]["host_cache_bytes"] = host_cache;
+    profile["device"]["host_cache_curve"] = cold_share_curve(cache_sweeps);
+    profile["sources"]["host_cache_curve"] = "measured: the same sweeps, point by point — the median over the three of how far y += x's time has gone from its hot time to its DRAM time (the most memory touched), never falling; bytes = the memory touched + its own 16 MiB";
+  }
   profile["device"]["turn_handoff_s"] = turn_handoff;
   if (turns_kept_on_one_core()) {
     profile["device"]["turns_on_one_core"] = true;
@@ -801,10 +835,15 @@ int run_calibrate(const CalibrateOptions& o) {
                 *std::min_element(adding.begin(), adding.end()), *std::max_element(adding.begin(), adding.end()),
                 median(adding), adding.size());
   std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes)\n", turn_handoff * 1e6);
-  if (host_cache > 0)
-    std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold)\n",
+  if (host_cache > 0) {
+    std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold);\n"
+                "                 cold share by bytes moved:",
                 format_bytes(static_cast<int64_t>(host_cache)).c_str());
-  else
+    const json& curve = profile["device"]["host_cache_curve"];
+    for (size_t i = 0; i < curve["bytes"].size(); ++i)
+      std::printf(" %s %.2f", format_bytes(curve["bytes"][i].get<int64_t>()).c_str(), curve["cold_share"][i].get<double>());
+    std::printf("\n");
+  } else
     std::printf("  host cache     no cliff found between in-cache and DRAM times: every op priced as measured hot\n");
   std::printf("  element-wise   best %.2f GB/s; by kind, GB/s at the smallest / largest size:\n", mem_peak * 1e-9);
   for (const auto& [kind, rates] : ew_rates)

@@ -46,6 +46,13 @@ const SizeCurve* HardwareProfile::gemm_curve(DType dtype) const {
 }
 
 double HardwareProfile::cold_share(double step_bytes) const {
+  const std::vector<double>&moved = host_cache_curve.bytes, &share = host_cache_curve.share;
+  if (!moved.empty()) {
+    if (!(step_bytes > moved.front())) return 0;
+    for (size_t i = 1; i < moved.size(); ++i)
+      if (step_bytes <= moved[i]) return share[i - 1] + (step_bytes - moved[i - 1]) / (moved[i] - moved[i - 1]) * (share[i] - share[i - 1]);
+    return 1;
+  }
   if (host_cache_bytes <= 0) return 0;
   return std::clamp(step_bytes / host_cache_bytes - 1.0, 0.0, 1.0);
 }
@@ -304,6 +311,31 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
   return c;
 }
 
+// {"bytes": [...], "cold_share": [...]}: bytes increasing, shares in [0, 1] and not falling.
+HardwareProfile::ColdShareCurve parse_cold_share_curve(const json& j, const std::string& origin) {
+  const std::string fix = " — see profiles/README.md for the format, or drop the field (the cache is then priced by "
+                          "device.host_cache_bytes alone)";
+  if (!j.is_object() || !j.contains("bytes") || !j.contains("cold_share") || !j.at("bytes").is_array() ||
+      !j.at("cold_share").is_array() || j.at("bytes").size() != j.at("cold_share").size() || j.at("bytes").empty())
+    throw Error("hw", origin + ": field 'device.host_cache_curve' must be {\"bytes\": [...], \"cold_share\": [...]}, as many of each, at least one" + fix);
+  HardwareProfile::ColdShareCurve c;
+  for (size_t i = 0; i < j.at("bytes").size(); ++i) {
+    const json &b = j.at("bytes")[i], &s = j.at("cold_share")[i];
+    const std::string at = "device.host_cache_curve[" + std::to_string(i) + "]";
+    if (!b.is_number() || !s.is_number() || !(b.get<double>() > 0) || !std::isfinite(b.get<double>()) || !(s.get<double>() >= 0) ||
+        !(s.get<double>() <= 1))
+      throw Error("hw", origin + ": field '" + at + "': bytes " + b.dump() + ", cold_share " + s.dump() +
+                            " — bytes must be > 0 and cold_share in [0, 1]" + fix);
+    if (!c.bytes.empty() && (b.get<double>() <= c.bytes.back() || s.get<double>() < c.share.back()))
+      throw Error("hw", origin + ": field '" + at + "' (bytes " + b.dump() + ", cold_share " + s.dump() +
+                            ") comes after bytes " + std::to_string(c.bytes.back()) + ", cold_share " + std::to_string(c.share.back()) +
+                            ": bytes must increase and cold_share must not fall" + fix);
+    c.bytes.push_back(b.get<double>());
+    c.share.push_back(s.get<double>());
+  }
+  return c;
+}
+
 // {"f32": [{"m", "n", "k", "trans_a", "trans_b", "seconds"}, …], "source": "…"}
 GemmTable parse_gemm_table(const json& t, const std::string& origin) {
   const char* fix = " — see profiles/README.md for the format";
@@ -414,6 +446,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
       throw Error("hw", origin + ": field 'device.gemm_curves.tf32' needs 'device.peak_flops.tf32' — add the TF32 peak, or drop the curve");
   }
   if (d.contains("gemm_table")) p.gemm_table = parse_gemm_table(d.at("gemm_table"), origin);
+  if (d.contains("host_cache_curve")) p.host_cache_curve = parse_cold_share_curve(d.at("host_cache_curve"), origin);
   if (d.contains("tf32")) {
     if (!d.at("tf32").is_boolean())
       throw Error("hw", origin + ": field 'device.tf32' must be true or false, got " + d.at("tf32").dump());
@@ -519,6 +552,8 @@ std::string profile_to_json(const HardwareProfile& p) {
   }
   if (p.tf32) j["device"]["tf32"] = true;
   if (p.host_cache_bytes > 0) j["device"]["host_cache_bytes"] = p.host_cache_bytes;
+  if (!p.host_cache_curve.bytes.empty())
+    j["device"]["host_cache_curve"] = {{"bytes", p.host_cache_curve.bytes}, {"cold_share", p.host_cache_curve.share}};
   if (p.turn_handoff_s > 0) j["device"]["turn_handoff_s"] = p.turn_handoff_s;
   if (p.turns_on_one_core) j["device"]["turns_on_one_core"] = true;
   if (!p.calibration.empty()) j["calibration"] = json::parse(p.calibration);

@@ -138,6 +138,14 @@ struct HardwareProfile {
   // of the op's data comes from DRAM — all of it from twice this: cold share = clamp(step bytes /
   // this − 1, 0, 1), which prices the curves' and the GEMM table's cold measurements.
   double host_cache_bytes = 0;
+  // … or, where calibrate measured it, the cold share itself by the bytes moved since (the
+  // sweeps that find host_cache_bytes, point by point: y += x's time between its hot and its DRAM
+  // time, after touching that much other memory): 0 below the first point, linear between points,
+  // 1 past the last. Here it rises from 0.1 at 112 MiB through 0.6 at 208 to 0.9 at 400 — a
+  // longer tail than the ramp's C … 2C.
+  struct ColdShareCurve {
+    std::vector<double> bytes, share;  // bytes moved, increasing; the cold share, 0 … 1, not falling
+  } host_cache_curve;
   double cold_share(double step_bytes) const;
   // A calibrated host: the gap when its cores pass from one device's thread to another's (the next
   // thread wakes; HostCores, core/device/clock.h). The sim prices each device alone and has no such
