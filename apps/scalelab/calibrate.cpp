@@ -208,18 +208,28 @@ std::string utc_now() {
   return buf;
 }
 
+// On a terminal one line, redrawn at each measurement; in a log a plain line every 10 %.
 class ProgressLine {
  public:
-  explicit ProgressLine(int total) : total_(total) {}
+  explicit ProgressLine(int total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0) {}
   void step(const std::string& what) {
     ++done_;
-    std::fprintf(stderr, "\r[calibrate] %3d%%  %-48s", 100 * done_ / std::max(1, total_), what.c_str());
+    const int pct = 100 * done_ / std::max(1, total_);
+    if (tty_) {
+      std::fprintf(stderr, "\r[calibrate] %3d%%  %-48s", pct, what.c_str());
+    } else if (pct / 10 > printed_ / 10) {
+      std::fprintf(stderr, "[calibrate] %3d%%  %s\n", pct, what.c_str());
+      printed_ = pct;
+    }
     std::fflush(stderr);
   }
-  void end() { std::fprintf(stderr, "\n"); }
+  void end() {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
 
  private:
-  int total_, done_ = 0;
+  int total_, done_ = 0, printed_ = 0;
+  bool tty_;
 };
 
 // The cold share by the bytes moved since, point by point from the sweeps of measure_host_cache:
