@@ -19,7 +19,9 @@ namespace scalelab {
 // touches and its peak the memory bandwidth (cache-resident tensors go faster than DRAM's).
 // A calibrated host also measures each size cold (`efficiency_cold`: its data fetched from DRAM,
 // the caches flushed first); `cold` in [0, 1] is the share of the op's time that is so (see
-// HardwareProfile::host_cache_bytes): the times blend, (1 − cold) · hot + cold · cold's.
+// HardwareProfile::host_cache_bytes): the times blend, (1 − cold) · hot + cold · cold's, the cold
+// time less the smallest size's cold extra — the code and page tables the flush also evicted, which
+// a run keeps cached (a curve of two sizes or more; never under the hot time).
 struct SizeCurve {
   std::vector<double> sizes;            // strictly increasing, > 0
   std::vector<double> efficiency;       // each in (0, 1]
@@ -105,7 +107,8 @@ struct GemmTable {
   bool empty() const { return points.empty(); }
   // The time of an m×n×k GEMM: where a point has its shape and transposition, that point's; else
   // the FLOP rate of the 4 nearest points of its transposition (distance in log2 m, n, k), their
-  // log rates weighted by 1/distance². −1 when no point has its transposition. `cold`: as SizeCurve's.
+  // log rates weighted by 1/distance². −1 when no point has its transposition. `cold`: as SizeCurve's,
+  // the cold times less the least cold extra of the transposition's shapes (two or more).
   // `accumulate`: C is added to — each point's time × its seconds_accumulate / seconds where it
   // was measured so.
   double seconds(double m, double n, double k, bool trans_a, bool trans_b, double cold = 0, bool accumulate = false) const;
