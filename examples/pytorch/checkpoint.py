@@ -52,6 +52,8 @@ def train(rank, world_size, a, port, path, x, y):
         resumed = ddp_steps(ddp_model, opt, x, y, a, first, a.steps)
         if rank == 0:
             report(a.report, example="checkpoint", resumed_from=first, losses_resumed=resumed)
+        del ddp_model  # before the group goes (see the end of train)
+        dist.barrier()
         dist.destroy_process_group()
         return
 
@@ -73,6 +75,10 @@ def train(rank, world_size, a, port, path, x, y):
         report(a.report, example="checkpoint", devices=world_size, save_at=a.save_at, losses_straight=straight,
                losses_resumed=before + after, bit_identical=straight == before + after)
         os.remove(path)
+    # DDP holds the process group: drop it before the group goes, all ranks together (left to the
+    # function's exit, a rank could hang there: PyTorch issue 75097).
+    del ddp_model
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -32,6 +32,10 @@ def train(rank, world_size, a, port, x, y):
         if a.save_weights:
             save_npz(a.save_weights, model)
         report(a.report, example="ddp", devices=world_size, losses=losses, replicas_equal=equal)
+    # DDP holds the process group: drop it before the group goes, all ranks together (left to the
+    # function's exit, a rank could hang there: PyTorch issue 75097).
+    del ddp_model
+    dist.barrier()
     dist.destroy_process_group()
 
 

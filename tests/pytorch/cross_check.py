@@ -181,11 +181,13 @@ def whole_run(s, init, dtype, bf16=False):
 # --- PyTorch's distributed programs over gloo, one process per rank ----------------------------
 
 def rank_main(rank, world, a, work, port):
+    from datetime import timedelta
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A rank that died or hung fails the others within two minutes, not the default thirty.
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
     s = Setup(a, work)
     steps = len(s.batches)
     states = [dict(np.load(f"{work}/w{t}.npz")) for t in range(steps + 1)]
@@ -217,6 +219,11 @@ def rank_main(rank, world, a, work, port):
     losses = [rank_step(model, ddp, opt, t) for t in range(steps)]
     if rank == 0:
         json.dump({"losses": losses, "accuracy": s.accuracy(model, torch.float32)}, open(f"{work}/ref-run.json", "w"))
+    # DDP's reducer holds the process group: left to the frame's teardown after the group is
+    # destroyed, it hung a rank at 100 % CPU about one run in thirty. Drop it first, all ranks
+    # together.
+    del model, ddp, opt
+    dist.barrier()
     dist.destroy_process_group()
 
 
