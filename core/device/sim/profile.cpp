@@ -104,7 +104,9 @@ double SizeCurve::at(double size, double cold) const {
     // the smallest size (of two or more): the code's and page tables' (see GemmTable::seconds),
     // which a run keeps cached.
     const SizeCurve hot{sizes, efficiency, {}}, from_dram{sizes, efficiency_cold, {}};
-    const double code_cold = sizes.size() < 2 ? 0.0 : std::max(0.0, sizes.front() / efficiency_cold.front() - sizes.front() / efficiency.front());
+    const double smallest = sizes.front();
+    const double code_cold =
+        sizes.size() < 2 ? 0.0 : std::max(0.0, smallest / efficiency_cold.front() - smallest / efficiency.front());
     const double t_hot = size / hot.at(size), t_cold = std::max(t_hot, size / from_dram.at(size) - code_cold);
     return size / ((1 - cold) * t_hot + cold * t_cold);
   }
