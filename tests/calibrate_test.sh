@@ -66,6 +66,18 @@ assert all(0 <= s <= 1 for s in c["cold_share"]) and c["cold_share"][-1] == 1, c
 sweeps = p["calibration"]["raw"]["host_cache_sweeps"]
 assert len(sweeps) == 3 and all(len(s["rows"]) >= 5 for s in sweeps), sweeps
 assert sorted(s["bytes_in_effect"] for s in sweeps)[1] == p["device"].get("host_cache_bytes", 0), sweeps
+# After each sweep that found a cache: y += x after D bytes touched once, four times, and 4D once;
+# the profile holds the median of their estimates of how much a byte touched again counts.
+retouch = p["calibration"]["raw"]["host_cache_retouch"]
+assert len(retouch) == sum(s["bytes_in_effect"] > 0 for s in sweeps), retouch
+for r in retouch:
+    assert len(r["rows"]) == 4 and r["seconds_dram"] > 0 and r["seconds_hot"] > 0, r
+    assert r["retouch"] == -1 or 0 <= r["retouch"] <= 1, r
+found = sorted(r["retouch"] for r in retouch if r["retouch"] >= 0)
+if found and "host_cache_bytes" in p["device"]:
+    assert p["device"]["host_cache_retouch"] == found[len(found) // 2], (found, p["device"])
+else:
+    assert "host_cache_retouch" not in p["device"], p["device"]
 # The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
 # The gap when the cores pass from one device's thread to another's, and what it came from.
 assert 0 <= p["device"]["turn_handoff_s"] < 1e-3 and len(p["calibration"]["raw"]["turn_handoff"]["round_mean_s"]) >= 5

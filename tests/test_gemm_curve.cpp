@@ -535,23 +535,34 @@ TEST(GemmTable, ABrokenTableIsRefusedNamingTheField) {
   EXPECT_TRUE(contains(hw_error(j), "efficiency_cold' must be an array of one efficiency per size")) << hw_error(j);
 }
 
-TEST(HostCache, ASimDeviceCountsTheBytesItsHostMovesInAStep) {
-  // Two devices on a host whose cache holds 1 kB: the first op of a run has seen nothing move and
-  // is priced hot; by the second, the host (both devices, as much each) has moved twice its bytes
-  // — past twice the cache: cold. A new step starts from what the last one moved.
+namespace {
+
+// Two sim devices on one host whose cache in effect is `cache_bytes` (cold share: the ramp) and
+// whose `scale` runs at half of 10 GB/s hot, a tenth cold.
+std::vector<std::unique_ptr<Device>> two_sim_devices_scaling_at(double cache_bytes, double retouch, EventBus& bus) {
   json j = round_profile();
   j["devices_per_node"] = 2;
-  j["device"]["host_cache_bytes"] = 1e3;
+  j["device"]["host_cache_bytes"] = cache_bytes;
+  j["device"]["host_cache_retouch"] = retouch;
   j["device"]["mem_bandwidth_Bps"] = 1e10;
   j["device"]["elementwise_curves"] = {{"scale", {{"bytes", {1e3}}, {"efficiency", {0.5}}, {"efficiency_cold", {0.1}}}}};
-  EventBus bus;
   DeviceOptions o;
   o.kind = DeviceKind::sim;
   o.count = 2;
   o.profile = parse_profile(j.dump(), "round");
   o.dry_run = true;
   o.bus = &bus;
-  auto devices = make_devices(o);
+  return make_devices(o);
+}
+
+}  // namespace
+
+TEST(HostCache, ASimDeviceCountsTheBytesItsHostMovesInAStep) {
+  // Two devices on a host whose cache holds 1 kB: the first op of a run has seen nothing move and
+  // is priced hot; by the second, the host (both devices, as much each) has moved twice its bytes
+  // — past twice the cache: cold. A new step starts from what the last one moved.
+  EventBus bus;
+  auto devices = two_sim_devices_scaling_at(1e3, 1, bus);
   Device& d = *devices[0];
   Tensor x = d.empty({1000}, DType::f32, MemoryCategory::workspace, "x");  // scale touches 8 kB
   d.set_step(0);
@@ -566,4 +577,47 @@ TEST(HostCache, ASimDeviceCountsTheBytesItsHostMovesInAStep) {
   EXPECT_NEAR(seconds[0], 8e3 / (1e10 * 0.5), 1e-9);
   EXPECT_NEAR(seconds[1], 8e3 / (1e10 * 0.1), 1e-9);
   EXPECT_NEAR(seconds[2], 8e3 / (1e10 * 0.1), 1e-9);
+}
+
+TEST(HostCache, WhereABytesSecondTouchCountsLessTheMemoryHeldBoundsWhatPassesBetweenTouches) {
+  // calibrate measures how much a byte touched again within a step counts toward pushing a tensor
+  // out (host_cache_retouch): 0, an LRU cache, where only the distinct bytes — at most the memory
+  // the devices hold — count; 1, every byte moved. Between, distinct + retouch · (the rest).
+  json j = round_profile();
+  HardwareProfile p = parse_profile(j.dump(), "round");
+  EXPECT_EQ(p.host_cache_retouch, 1);  // a profile without it: every byte moved counts, as before
+  EXPECT_EQ(p.bytes_between_touches(3e4, 1e4), 3e4);
+  j["device"]["host_cache_retouch"] = 0.25;
+  p = parse_profile(j.dump(), "round");
+  EXPECT_EQ(p.bytes_between_touches(3e4, 1e4), 1e4 + 0.25 * 2e4);
+  EXPECT_EQ(p.bytes_between_touches(5e3, 1e4), 5e3);  // what was not touched does not count
+  EXPECT_EQ(parse_profile(profile_to_json(p), "back").host_cache_retouch, 0.25);
+  for (const json& bad : {json(1.5), json(-0.1), json("0.5")}) {
+    j["device"]["host_cache_retouch"] = bad;
+    EXPECT_TRUE(contains(hw_error(j), "device.host_cache_retouch' must be")) << hw_error(j);
+  }
+
+  // Two sim devices on a host whose cache holds 10 kB (cold share: the ramp, bytes / 1e4 − 1),
+  // each holding a 4 kB tensor that it scales three times a step (8 kB touched each time). The
+  // first op of step 1 follows a step that moved 24 kB on each device.
+  const auto first_op_of_step_1 = [&](double retouch) {
+    EventBus bus;
+    auto devices = two_sim_devices_scaling_at(1e4, retouch, bus);
+    Device& d = *devices[0];
+    Tensor x = d.empty({1000}, DType::f32, MemoryCategory::workspace, "x");
+    d.set_step(0);
+    for (const char* name : {"a", "b", "c"}) d.scale({name}, 2.0f, x);
+    d.set_step(1);
+    d.scale({"d"}, 2.0f, x);
+    for (const Event& e : bus.events())
+      if (e.name == "d") return static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+    return -1.0;
+  };
+  const double hot = 8e3 / (1e10 * 0.5), cold = 8e3 / (1e10 * 0.1);
+  // Every byte counts: 2 × 24 kB since x was last touched, past twice the cache — all cold.
+  EXPECT_NEAR(first_op_of_step_1(1), cold, 1e-9);
+  // Only distinct bytes: 2 × the 4 kB each holds, under the cache — hot.
+  EXPECT_NEAR(first_op_of_step_1(0), hot, 1e-9);
+  // A quarter: 2 × (4 kB + ¼ · 20 kB) = 18 kB, cold share 0.8.
+  EXPECT_NEAR(first_op_of_step_1(0.25), 0.2 * hot + 0.8 * cold, 1e-9);
 }

@@ -157,6 +157,72 @@ double measure_host_cache(json& sweeps) {
   return in_effect;
 }
 
+// How the cache treats a byte touched again within a step (HardwareProfile::host_cache_retouch):
+// y += x on 8 MiB after touching D bytes of other memory once, the same D bytes four times, and 4D
+// bytes once, the three interleaved so a slow moment of the machine falls on all of them, for D =
+// ¼, ½, ¾ and 1 × the cache in effect. A cache that keeps what was used last (LRU) leaves y and x
+// as warm after D four times as after D once: only distinct bytes push them out (0). One that every
+// byte moved pushes through leaves them as cold as after 4D once (1). The estimate is the share of
+// the way, summed over the D's: Σ (four times − once) / Σ (4D − once), each a cold share between
+// the hot time (y += x again and again) and DRAM's (after 1 GiB). Here (AMD EPYC VM) D = 24 MiB
+// four times left y += x 0.37–0.46 of the way to DRAM's time, once 0.34–0.47, 96 MiB once 0.85–0.89.
+// Returns −1 when the D's could not tell the two apart (4D no colder than D).
+double measure_retouch(double cache_bytes, json& sweeps) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  std::vector<float> x(2 * kMiB, 1.0f), y(2 * kMiB, 2.0f);  // 8 MiB each, as the sweeps
+  const size_t largest = std::max(static_cast<size_t>(4 * cache_bytes), 1024 * kMiB) / sizeof(float);
+  std::vector<float> other(largest, 1.0f);
+  const auto axpy = [&] {
+    const auto t0 = clock_type::now();
+    for (size_t i = 0; i < x.size(); ++i) y[i] += 1e-3f * x[i];
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+  };
+  const auto touch = [&](size_t floats, int times) {
+    for (int k = 0; k < times; ++k)
+      for (size_t i = 0; i < floats; i += 16) other[i] += 1.0f;
+  };
+  // Hot: back to back, so y and x have been read many times (one pass after DRAM is not hot yet
+  // here: 340 µs against 210). DRAM: after 1 GiB, the sweeps' end.
+  constexpr int reps = 9;
+  std::vector<double> hot, dram;
+  for (int rep = 0; rep < reps; ++rep) {
+    axpy();
+    hot.push_back(axpy());
+  }
+  for (int rep = 0; rep < reps; ++rep) {
+    axpy();
+    touch(largest, 1);
+    dram.push_back(axpy());
+  }
+  const double t_hot = median(hot), t_dram = median(dram);
+  const auto share = [&](const std::vector<double>& t) { return (median(t) - t_hot) / (t_dram - t_hot); };
+  json rows = json::array();
+  double again_minus_once = 0, more_minus_once = 0;
+  for (double part : {0.25, 0.5, 0.75, 1.0}) {
+    const size_t floats = static_cast<size_t>(part * cache_bytes) / sizeof(float);
+    std::vector<double> once, again, four_times_as_much;
+    for (int rep = 0; rep < reps; ++rep) {
+      axpy();
+      touch(floats, 1);
+      once.push_back(axpy());
+      axpy();
+      touch(floats, 4);
+      again.push_back(axpy());
+      axpy();
+      touch(4 * floats, 1);
+      four_times_as_much.push_back(axpy());
+    }
+    const double s_once = share(once), s_again = share(again), s_more = share(four_times_as_much);
+    rows.push_back({{"touched_bytes", floats * sizeof(float)}, {"cold_share_once", s_once},
+                    {"cold_share_four_times", s_again}, {"cold_share_four_times_as_much", s_more}});
+    again_minus_once += s_again - s_once;
+    more_minus_once += s_more - s_once;
+  }
+  const double retouch = more_minus_once > 0.25 ? std::clamp(again_minus_once / more_minus_once, 0.0, 1.0) : -1.0;
+  sweeps.push_back({{"seconds_hot", t_hot}, {"seconds_dram", t_dram}, {"rows", rows}, {"retouch", retouch}});
+  return retouch;
+}
+
 // α and B of t = a·α + b·S/B that fit the measurements best in relative terms (least squares of
 // log t over a log grid): small sizes pin α, large ones B, and neither swamps the other.
 struct AlphaBeta {
@@ -505,6 +571,8 @@ int run_calibrate(const CalibrateOptions& o) {
   // copies — and the median taken.
   json cache_sweeps = json::array();
   std::vector<double> in_effect{measure_host_cache(cache_sweeps)};
+  json retouch_sweeps = json::array();  // … and each time, how it treats bytes touched again
+  if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
   progress.step("host cache, sweep 1 of 3");
   const double turn_handoff = measure_turn_handoff(o.devices, raw);
   progress.step("turn handoff");
@@ -552,6 +620,7 @@ int run_calibrate(const CalibrateOptions& o) {
   raw["gemm"] = raw_gemm;
 
   in_effect.push_back(measure_host_cache(cache_sweeps));
+  if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
   progress.step("host cache, sweep 2 of 3");
 
   // 2. Element-wise ops, each kind a step makes, over sizes a factor of 4 apart up to past the
@@ -710,6 +779,7 @@ int run_calibrate(const CalibrateOptions& o) {
   raw["peer_copy"] = raw_peer;
 
   in_effect.push_back(measure_host_cache(cache_sweeps));
+  if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
   progress.step("host cache, sweep 3 of 3");
   std::vector<double> sorted_in_effect = in_effect;
   std::sort(sorted_in_effect.begin(), sorted_in_effect.end());
@@ -717,6 +787,11 @@ int run_calibrate(const CalibrateOptions& o) {
   for (const json& sweep : cache_sweeps)
     if (sweep["bytes_in_effect"].get<double>() == host_cache) raw["host_cache"] = sweep["rows"];  // the median's, as before
   raw["host_cache_sweeps"] = cache_sweeps;
+  std::vector<double> retouches;
+  for (const json& sweep : retouch_sweeps)
+    if (sweep["retouch"].get<double>() >= 0) retouches.push_back(sweep["retouch"].get<double>());
+  const double retouch = host_cache > 0 && !retouches.empty() ? median(retouches) : -1.0;
+  raw["host_cache_retouch"] = retouch_sweeps;
 
   // 5. The collectives a strategy calls, over the threads backend on --devices ranks (default 4,
   // the tour's count), as a run leaves the host: timed by size, they price calls on that many
@@ -821,6 +896,10 @@ int run_calibrate(const CalibrateOptions& o) {
     profile["device"]["host_cache_bytes"] = host_cache;
     profile["device"]["host_cache_curve"] = cold_share_curve(cache_sweeps);
     profile["sources"]["host_cache_curve"] = "measured: the same sweeps, point by point — the median over the three of how far y += x's time has gone from its hot time to its DRAM time (the most memory touched), never falling; bytes = the memory touched + its own 16 MiB";
+    if (retouch >= 0) {
+      profile["device"]["host_cache_retouch"] = retouch;
+      profile["sources"]["host_cache_retouch"] = "measured: y += x after touching D bytes four times, against D once and 4D once: Σ (four times − once) ÷ Σ (4D − once) over D = ¼ … 1 × the cache in effect, after each of the three sweeps, the median (calibration.raw.host_cache_retouch)";
+    }
   }
   profile["device"]["turn_handoff_s"] = turn_handoff;
   if (turns_kept_on_one_core()) {
@@ -853,6 +932,11 @@ int run_calibrate(const CalibrateOptions& o) {
     for (size_t i = 0; i < curve["bytes"].size(); ++i)
       std::printf(" %s %.2f", format_bytes(curve["bytes"][i].get<int64_t>()).c_str(), curve["cold_share"][i].get<double>());
     std::printf("\n");
+    if (retouch >= 0)
+      std::printf("                 a byte touched again counts %.2f of a new one (0: only the distinct bytes a step touches push\n"
+                  "                 data out, as in an LRU cache; 1: every byte it moves)\n", retouch);
+    else
+      std::printf("                 touching the same bytes again could not be told from touching new ones: every byte moved counts\n");
   } else
     std::printf("  host cache     no cliff found between in-cache and DRAM times: every op priced as measured hot\n");
   std::printf("  element-wise   best %.2f GB/s; by kind, GB/s at the smallest / largest size:\n", mem_peak * 1e-9);

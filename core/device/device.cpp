@@ -111,6 +111,7 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
   OpCost priced = cost;
   priced.kind = kind;
   priced.host_bytes = step_bytes();
+  priced.held_bytes = static_cast<double>(ledger_->peak_total());
   step_bytes_ = step_bytes_.load() + cost.bytes;
   Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();

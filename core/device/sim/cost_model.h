@@ -32,6 +32,7 @@ struct OpCost {
   // it in): what passes through the caches between two touches of a tensor used once a step. Past
   // the profile's host_cache_bytes, a share of the op's data comes from DRAM.
   double host_bytes = 0;
+  double held_bytes = 0;  // … and the memory the op's device holds (its peak so far)
 };
 
 class CostModel {

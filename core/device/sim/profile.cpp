@@ -46,6 +46,11 @@ const SizeCurve* HardwareProfile::gemm_curve(DType dtype) const {
   return c->empty() ? nullptr : c;
 }
 
+double HardwareProfile::bytes_between_touches(double moved, double held) const {
+  const double distinct = std::min(moved, held);
+  return distinct + host_cache_retouch * (moved - distinct);
+}
+
 double HardwareProfile::cold_share(double step_bytes) const {
   const std::vector<double>&moved = host_cache_curve.bytes, &share = host_cache_curve.share;
   if (!moved.empty()) {
@@ -476,6 +481,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   }
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
   if (d.contains("host_cache_bytes")) p.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
+  if (d.contains("host_cache_retouch")) p.host_cache_retouch = positive(d, "host_cache_retouch", origin, "device.", true, 1);
   if (d.contains("turn_handoff_s")) p.turn_handoff_s = positive(d, "turn_handoff_s", origin, "device.", true, 1);
   if (d.contains("turns_on_one_core")) {
     if (!d.at("turns_on_one_core").is_boolean())
@@ -574,6 +580,7 @@ std::string profile_to_json(const HardwareProfile& p) {
   if (p.host_cache_bytes > 0) j["device"]["host_cache_bytes"] = p.host_cache_bytes;
   if (!p.host_cache_curve.bytes.empty())
     j["device"]["host_cache_curve"] = {{"bytes", p.host_cache_curve.bytes}, {"cold_share", p.host_cache_curve.share}};
+  if (p.host_cache_retouch != 1) j["device"]["host_cache_retouch"] = p.host_cache_retouch;
   if (p.turn_handoff_s > 0) j["device"]["turn_handoff_s"] = p.turn_handoff_s;
   if (p.turns_on_one_core) j["device"]["turns_on_one_core"] = true;
   if (!p.calibration.empty()) j["calibration"] = json::parse(p.calibration);

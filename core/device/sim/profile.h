@@ -150,6 +150,15 @@ struct HardwareProfile {
     std::vector<double> bytes, share;  // bytes moved, increasing; the cold share, 0 … 1, not falling
   } host_cache_curve;
   double cold_share(double step_bytes) const;
+  // How much a byte touched again within a step counts toward pushing a tensor out of the cache,
+  // measured by calibrate (y += x after touching D bytes four times, against once): 0 — only the
+  // distinct bytes count, the memory the devices hold (an LRU cache: touching 24 MiB four times
+  // left y += x as warm as touching it once, on the AMD EPYC VM); 1 — every byte moved counts. A
+  // profile without it gets 1 (the model of the tables before it).
+  double host_cache_retouch = 1;
+  // The bytes that pass through the cache between two touches of a tensor used once a step, for a
+  // device that moved `moved` bytes in its last step while holding `held` bytes of memory.
+  double bytes_between_touches(double moved, double held) const;
   // A calibrated host: the gap when its cores pass from one device's thread to another's (the next
   // thread wakes; HostCores, core/device/clock.h). The sim prices each device alone and has no such
   // gap; `train --predict` puts it between the ops of different devices (take_turns_on_host).
