@@ -71,7 +71,7 @@ assert sorted(s["bytes_in_effect"] for s in sweeps)[1] == p["device"].get("host_
 retouch = p["calibration"]["raw"]["host_cache_retouch"]
 assert len(retouch) == sum(s["bytes_in_effect"] > 0 for s in sweeps), retouch
 for r in retouch:
-    assert len(r["rows"]) == 4 and r["seconds_dram"] > 0 and r["seconds_hot"] > 0, r
+    assert len(r["rows"]) in (0, 4) and r["seconds_dram"] > 0 and r["seconds_hot"] > 0, r  # 0: no cliff that time
     assert r["retouch"] == -1 or 0 <= r["retouch"] <= 1, r
 found = sorted(r["retouch"] for r in retouch if r["retouch"] >= 0)
 if found and "host_cache_bytes" in p["device"]:

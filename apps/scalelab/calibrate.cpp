@@ -195,6 +195,10 @@ double measure_retouch(double cache_bytes, json& sweeps) {
     dram.push_back(axpy());
   }
   const double t_hot = median(hot), t_dram = median(dram);
+  if (!(t_dram > 1.2 * t_hot)) {  // no cliff this time: nothing to measure the touches against
+    sweeps.push_back({{"seconds_hot", t_hot}, {"seconds_dram", t_dram}, {"rows", json::array()}, {"retouch", -1.0}});
+    return -1.0;
+  }
   const auto share = [&](const std::vector<double>& t) { return (median(t) - t_hot) / (t_dram - t_hot); };
   json rows = json::array();
   double again_minus_once = 0, more_minus_once = 0;
