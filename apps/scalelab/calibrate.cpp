@@ -114,6 +114,20 @@ double time_call_cold(const std::function<void()>& op, CacheFlusher& flush, int 
   return median(cold_call_times(op, flush, calls, bus));
 }
 
+// The cache probes' op: y += x over their 8 MiB vectors, timed.
+double timed_axpy(std::vector<float>& y, const std::vector<float>& x) {
+  const auto t0 = clock_type::now();
+  for (size_t i = 0; i < x.size(); ++i) y[i] += 1e-3f * x[i];
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Touches every cache line of the first `floats` of `other`, `times` over: the memory that passes
+// through the cache between two of the probe's ops.
+void touch_lines(std::vector<float>& other, size_t floats, int times = 1) {
+  for (int k = 0; k < times; ++k)
+    for (size_t i = 0; i < floats; i += 16) other[i] += 1.0f;
+}
+
 // The last-level cache, in effect (a VM's share of a socket's is less than lscpu says): y += x
 // over 8 MiB vectors, timed after touching S MiB of other memory. Its time climbs from the hot
 // one to DRAM's as S grows; the model's cold share clamp(moved / C − 1, 0, 1) is ½ at moved = 1.5 C,
@@ -131,10 +145,8 @@ double measure_host_cache(json& sweeps) {
   for (size_t mib : sweep) {
     std::vector<double> t;
     for (int rep = 0; rep < 7; ++rep) {
-      for (size_t i = 0; i < mib * kMiB / sizeof(float); i += 16) other[i] += 1.0f;
-      const auto t0 = clock_type::now();
-      for (size_t i = 0; i < x.size(); ++i) y[i] += 1e-3f * x[i];
-      t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+      touch_lines(other, mib * kMiB / sizeof(float));
+      t.push_back(timed_axpy(y, x));
     }
     std::sort(t.begin(), t.end());
     times.push_back(t[t.size() / 2]);
@@ -172,15 +184,8 @@ double measure_retouch(double cache_bytes, json& sweeps) {
   std::vector<float> x(2 * kMiB, 1.0f), y(2 * kMiB, 2.0f);  // 8 MiB each, as the sweeps
   const size_t largest = std::max(static_cast<size_t>(4 * cache_bytes), 1024 * kMiB) / sizeof(float);
   std::vector<float> other(largest, 1.0f);
-  const auto axpy = [&] {
-    const auto t0 = clock_type::now();
-    for (size_t i = 0; i < x.size(); ++i) y[i] += 1e-3f * x[i];
-    return std::chrono::duration<double>(clock_type::now() - t0).count();
-  };
-  const auto touch = [&](size_t floats, int times) {
-    for (int k = 0; k < times; ++k)
-      for (size_t i = 0; i < floats; i += 16) other[i] += 1.0f;
-  };
+  const auto axpy = [&] { return timed_axpy(y, x); };
+  const auto touch = [&](size_t floats, int times) { touch_lines(other, floats, times); };
   // Hot: back to back, so y and x have been read many times (one pass after DRAM is not hot yet
   // here: 340 µs against 210). DRAM: after 1 GiB, the sweeps' end.
   constexpr int reps = 9;
@@ -573,10 +578,14 @@ int run_calibrate(const CalibrateOptions& o) {
   // calibration to the next here, and a table priced at 155 came out 6–20 % short on every
   // multi-device run of the larger models): swept three times — now, after the GEMMs, after the
   // copies — and the median taken.
-  json cache_sweeps = json::array();
-  std::vector<double> in_effect{measure_host_cache(cache_sweeps)};
-  json retouch_sweeps = json::array();  // … and each time, how it treats bytes touched again
-  if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
+  // Each time, also how the cache treats bytes touched again (measure_retouch).
+  json cache_sweeps = json::array(), retouch_sweeps = json::array();
+  std::vector<double> in_effect;
+  const auto sweep_host_cache = [&] {
+    in_effect.push_back(measure_host_cache(cache_sweeps));
+    if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
+  };
+  sweep_host_cache();
   progress.step("host cache, sweep 1 of 3");
   const double turn_handoff = measure_turn_handoff(o.devices, raw);
   progress.step("turn handoff");
@@ -623,8 +632,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const SizeCurve curve = curve_from(shares);
   raw["gemm"] = raw_gemm;
 
-  in_effect.push_back(measure_host_cache(cache_sweeps));
-  if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
+  sweep_host_cache();
   progress.step("host cache, sweep 2 of 3");
 
   // 2. Element-wise ops, each kind a step makes, over sizes a factor of 4 apart up to past the
@@ -782,8 +790,7 @@ int run_calibrate(const CalibrateOptions& o) {
   });
   raw["peer_copy"] = raw_peer;
 
-  in_effect.push_back(measure_host_cache(cache_sweeps));
-  if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
+  sweep_host_cache();
   progress.step("host cache, sweep 3 of 3");
   std::vector<double> sorted_in_effect = in_effect;
   std::sort(sorted_in_effect.begin(), sorted_in_effect.end());

@@ -95,7 +95,12 @@ class SimClock : public Clock {
   Interval occupy(Lane lane, int64_t begin_ns, int64_t duration_ns, double link_share = 0);
   int64_t lane_free_ns(Lane lane) const;
   const CostModel& model() const { return *model_; }
-  int devices_on_host() const { return devices_on_host_; }
+  // What passes through the host's cache between two touches of a tensor used once a step, for
+  // this device's `moved` and `held` bytes (HardwareProfile::bytes_between_touches), taken as the
+  // same for every device on the host.
+  double host_bytes_between_touches(double moved, double held) const {
+    return model_->profile().bytes_between_touches(moved, held) * devices_on_host_;
+  }
 
  private:
   struct LinkUse {
