@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/device/clock.h"
+#include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
 #include "core/device/memory.h"
 #include "core/device/sim/cost_model.h"
@@ -377,6 +378,36 @@ TEST(Memory, TensorsReturnTheirBytesAndDevicesEmitSamples) {
   EXPECT_EQ(samples[1].bytes, 16);
   for (const auto& m : samples) EXPECT_EQ(m.device, 0);
   EXPECT_EQ(samples[2].bytes + samples[3].bytes, 0);
+}
+
+// A freed block is kept and handed out again for the same size, as a GPU framework's caching
+// allocator does: a step that frees and makes the same tensors again touches no fresh pages (each
+// a page fault on first touch). The ledger still counts only what tensors hold.
+TEST(Memory, TheCpuDeviceReusesAFreedBlockOfTheSameSize) {
+  EventBus bus;
+  DeviceOptions o;
+  o.bus = &bus;
+  auto devs = make_devices(o);  // cpu
+  Device& d = *devs[0];
+  auto& host = dynamic_cast<CpuExecutor&>(d.executor());
+  const void* first = nullptr;
+  {
+    Tensor a = d.empty({1024, 400}, DType::f32, MemoryCategory::comm_buffers, "a");  // 1.6 MB
+    first = a.raw();
+    EXPECT_EQ(host.cached_bytes(), 0);
+  }
+  EXPECT_EQ(d.memory().live_total(), 0);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(host.cached_bytes(), 0);  // under AddressSanitizer every block is freed: a use after free is caught
+#else
+  EXPECT_EQ(host.cached_bytes(), 1024 * 400 * 4);
+  Tensor other = d.empty({1024, 300}, DType::f32, MemoryCategory::activations, "other");  // another size: a new block
+  EXPECT_NE(other.raw(), first);
+  Tensor again = d.empty({400, 1024}, DType::f32, MemoryCategory::activations, "again");  // the same bytes
+  EXPECT_EQ(again.raw(), first);
+  EXPECT_EQ(host.cached_bytes(), 0);
+  EXPECT_EQ(d.memory().live_total(), (1024 * 300 + 400 * 1024) * 4);
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------

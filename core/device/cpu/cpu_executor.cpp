@@ -60,6 +60,41 @@ class AsF32 {
 
 }  // namespace
 
+namespace {
+
+// Kept blocks beyond this go back to the system: a run of one model reuses a few sizes, but a
+// process that trains several (bench predict) would otherwise keep every size it ever freed.
+constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+
+// Under AddressSanitizer every block is freed, so that a use after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheBlocks = true;
+#else
+constexpr bool kCacheBlocks = true;
+#endif
+
+}  // namespace
+
+CpuExecutor::~CpuExecutor() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached();
+}
+
+void CpuExecutor::release_cached() {
+  for (auto& [size, blocks] : cached_)
+    for (void* p : blocks) {
+      sizes_.erase(p);
+      std::free(p);
+    }
+  cached_.clear();
+  cached_total_ = 0;
+}
+
+int64_t CpuExecutor::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(cached_total_);
+}
+
 void* CpuExecutor::allocate(int64_t bytes) {
   // 64-byte alignment: whole cache lines, and what AVX-512 loads like. Large buffers are aligned
   // to 2 MiB and offered transparent huge pages: 512× fewer page faults and TLB misses when
@@ -68,13 +103,50 @@ void* CpuExecutor::allocate(int64_t bytes) {
   const bool huge = static_cast<size_t>(bytes) >= 4 * kHuge;
   const size_t align = huge ? kHuge : 64;
   size_t size = (static_cast<size_t>(bytes) + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, size == 0 ? align : size);
+  if (size == 0) size = align;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = cached_.find(size); it != cached_.end() && !it->second.empty()) {
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_total_ -= size;
+    return p;
+  }
+  void* p = std::aligned_alloc(align, size);
+  if (!p && cached_total_ > 0) {  // the kept blocks may be what the system lacks
+    release_cached();
+    p = std::aligned_alloc(align, size);
+  }
   if (!p) throw Error("cpu", "host allocation of " + std::to_string(bytes) + " bytes failed — the machine is out of memory");
   if (huge) ::madvise(p, size, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  try {
+    sizes_.emplace(p, size);
+  } catch (...) {
+    std::free(p);
+    throw;
+  }
   return p;
 }
 
-void CpuExecutor::deallocate(void* p) noexcept { std::free(p); }
+void CpuExecutor::deallocate(void* p) noexcept {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = sizes_.find(p);
+  if (it == sizes_.end()) {  // not one of ours (cannot happen through Device): hand it back as before
+    std::free(p);
+    return;
+  }
+  const size_t size = it->second;
+  if (kCacheBlocks && cached_total_ + size <= kMaxCachedBytes) {
+    try {
+      cached_[size].push_back(p);
+      cached_total_ += size;
+      return;
+    } catch (...) {  // no memory to note it: free it instead (a destructor never throws)
+    }
+  }
+  sizes_.erase(it);
+  std::free(p);
+}
 
 void CpuExecutor::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, const Tensor& c) {
   // f16 / bf16: half inputs, f32 products and sums (sgemm on their exact f32 values), C read

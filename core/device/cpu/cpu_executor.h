@@ -1,4 +1,9 @@
 #pragma once
+#include <cstddef>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
 #include "core/device/executor.h"
 
 namespace scalelab {
@@ -6,9 +11,18 @@ namespace scalelab {
 // Real numerics on the host: the `cpu` device, and the `sim` device unless it is a dry run.
 class CpuExecutor : public Executor {
  public:
+  CpuExecutor() = default;
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+  ~CpuExecutor() override;
   const char* name() const override { return "host"; }
+  // Blocks are kept for reuse, as a GPU framework's caching allocator keeps them: a step frees
+  // and allocates the same sizes again (activations, DataParallel's gradient buffers), and memory
+  // fresh from the system costs a page fault per 4 KiB page on first touch — 1.4 µs here, 0.6 ms for
+  // a 1.6 MiB buffer whose copy takes 30 µs — which a GPU never pays and the cost model never prices.
   void* allocate(int64_t bytes) override;
   void deallocate(void* p) noexcept override;
+  int64_t cached_bytes() const;  // freed blocks kept for reuse
   void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
             const Tensor& c) override;
   void bias_act(const Tensor& y, const Tensor& bias, Activation act) override;
@@ -27,6 +41,14 @@ class CpuExecutor : public Executor {
   void copy_from_host(const Tensor& dst, const void* src, int64_t bytes) override;
   void copy_to_host(void* dst, const Tensor& src, int64_t bytes) override;
   void copy(const Tensor& src, const Tensor& dst) override;
+
+ private:
+  void release_cached();  // every kept block back to the system; caller holds mutex_
+
+  mutable std::mutex mutex_;  // a device's tensors may be made and dropped on several threads
+  std::unordered_map<void*, size_t> sizes_;                   // every block handed out, its size
+  std::unordered_map<size_t, std::vector<void*>> cached_;     // freed blocks by size
+  size_t cached_total_ = 0;
 };
 
 // Shapes only, no numbers: lets `sim --dry-run` price a model far larger than this machine's memory.
