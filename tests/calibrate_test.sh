@@ -146,9 +146,14 @@ import json, sys
 rows = json.load(open('$WORK/bp.json'))['rows']
 assert len(rows) == 8 and all(len(r['predictions']) == 2 and r['predictions'][0]['step_time_s']['predicted'] > 0 for r in rows), rows
 runs = [r['measured_runs_step_s'] for r in rows]
-assert all(len(m) == 2 and m == sorted(m) and m[0] <= r['measured_step_s'] <= m[1] for m, r in zip(runs, rows)), runs" \
-   && printf '%s' "$out" | grep -q "between the fastest and the slowest measured run"; then
-  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread"
+assert all(len(m) == 2 and m == sorted(m) and m[0] <= r['measured_step_s'] <= m[1] for m, r in zip(runs, rows)), runs
+# the machine's speed now against the calibration: a GEMM and SGD on the calibrated profile, nothing on a GPU's
+now = rows[0]['speed_now']
+assert [p['op'] for p in now[0]] == ['GEMM 128×1024×1024', 'SGD on 4 MiB'] and now[1] == [], now
+assert all(p['calibrated_s'] > 0 and p['now_s'] > 0 for p in now[0]), now" \
+   && printf '%s' "$out" | grep -q "between the fastest and the slowest measured run" \
+   && printf '%s' "$out" | grep -q "P1 now: GEMM 128×1024×1024 [0-9.]*×, SGD on 4 MiB [0-9.]*× their calibrated times"; then
+  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread; the machine's speed now against the calibration"
 else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
 # --retime-gemms: each profile again with the GEMM shapes the model's runs make timed just before
@@ -186,6 +191,7 @@ else fail "bench predict --retime-gemms: rc $rc, $(printf '%s' "$out" | tail -n 
 out=$("$SCALELAB" bench predict --hw "$WORK/me.json" --measured "$WORK/bpr.json" --retime-gemms --json "$WORK/bpm.json" 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "took, when the table was measured," && ! printf '%s' "$out" | grep -q "failed:" \
+   && printf '%s' "$out" | grep -q "P1, when measured: GEMM" \
    && ! printf '%s' "$out" | grep -q "load average" && $PY -c "
 import json
 old = json.load(open('$WORK/bpr.json'))
@@ -246,6 +252,8 @@ rc=$?
 printf '%s\n' "$out" | grep -qE "^    step time \(ms\) +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ %" \
   && pass "the summary prints predicted, measured and the error" || fail "no predicted/measured line: $out"
 printf '%s\n' "$out" | grep -q "busy/comm/idle" && pass "per-device busy/comm/idle, both" || fail "no per-device line: $out"
+printf '%s\n' "$out" | grep -qE "^    machine now +GEMM 128×1024×1024 [0-9.]+×, SGD on 4 MiB [0-9.]+× their calibrated times" \
+  && pass "the machine's speed now against its calibration, after the run" || fail "no machine-now line: $out"
 if $PY - "$WORK/run.json" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -256,6 +264,7 @@ assert abs(s["error"] - (s["predicted"] - s["measured"]) / s["measured"]) < 1e-9
 assert len(p["per_device"]) == 2 and "busy_pct" in p["per_device"][0]["predicted"] and "busy_pct" in p["per_device"][0]["measured"]
 assert p["per_step_by_class"]["gemm"]["predicted_s"] > 0 and p["per_step_by_class"]["gemm"]["measured_s"] > 0
 assert p["summary"]["time_kind"] == "simulated" and j["time_kind"] == "measured"
+assert [x["op"] for x in p["speed_now"]] == ["GEMM 128×1024×1024", "SGD on 4 MiB"] and all(x["now_s"] > 0 for x in p["speed_now"])
 PYEOF
 then pass "--json carries both figures and the error"
 else fail "--json lacks the prediction: $(head -c 400 "$WORK/run.json")"; fi

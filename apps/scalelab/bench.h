@@ -140,6 +140,17 @@ struct GemmSpeedNow {
 };
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes);
 
+// How this machine runs now two ops its calibration measured — a GEMM of the table, and SGD on
+// 4 MiB weights (memory-bound) — each timed as calibrate timed it. A shared machine moves: here
+// another tenant's memory traffic made element-wise ops up to 3× slower for minutes at a time, and a
+// prediction is then off by that, whatever the model.
+struct SpeedProbe {
+  std::string what;
+  double calibrated_s = 0, now_s = 0;
+  double ratio() const { return calibrated_s > 0 ? now_s / calibrated_s : 0; }
+};
+std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile);
+
 // Predicted next to measured for every strategy on each model, on each profile: a table with the
 // errors, and for the closest profile the op class that is furthest off where the error is large.
 int bench_predict(const BenchPredictOptions& options);

@@ -224,6 +224,34 @@ void print_comparison(const RunFigures& predicted, const RunFigures& measured, c
   if (std::abs(error) > 0.03) std::printf("    furthest off: %s\n", kClassNames[worst_class(predicted, measured)]);
 }
 
+// Beyond this the machine has moved from its calibration by more than the model can be held to.
+constexpr double kMovedBy = 0.10;
+
+json speed_now_json(const std::vector<SpeedProbe>& probes) {
+  json j = json::array();
+  for (const SpeedProbe& p : probes) j.push_back({{"op", p.what}, {"calibrated_s", p.calibrated_s}, {"now_s", p.now_s}});
+  return j;
+}
+
+// "GEMM 128×1024×1024 1.02×, SGD on 4 MiB 2.87× their calibrated times", and a warning where the
+// machine has moved.
+void print_speed_now(const std::vector<SpeedProbe>& probes, const char* first, const char* then) {
+  if (probes.empty()) return;
+  std::string line;
+  bool moved = false;
+  for (const SpeedProbe& p : probes) {
+    char one[160];
+    std::snprintf(one, sizeof one, "%s%s %.2f×", line.empty() ? "" : ", ", p.what.c_str(), p.ratio());
+    line += one;
+    moved = moved || std::abs(p.ratio() - 1) > kMovedBy;
+  }
+  std::printf("%s%s their calibrated times\n", first, line.c_str());
+  if (moved)
+    std::printf("%smore than %.0f %% off: the machine is not as it was calibrated (another tenant's load, or another\n"
+                "%smachine) — an error of that size is the machine's, not the model's; calibrate again when it is quiet\n",
+                then, 100 * kMovedBy, then);
+}
+
 }  // namespace
 
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress) {
@@ -233,10 +261,14 @@ int train_with_prediction(const TrainConfig& config, const std::string& profile,
   const Prediction& p = cmp.predicted.front();
   std::fputs(format_summary(r).c_str(), stdout);
   print_comparison(p.figures, cmp.measured, profile);
+  // Timed after the run, not before: it must not warm or disturb what was measured.
+  const std::vector<SpeedProbe> speed = machine_speed_now(load_profile(profile));
+  print_speed_now(speed, "    machine now            ", "                           ");
   if (!config.json_path.empty()) {
     json j = to_json(r);
     j["prediction"] = comparison_json(p.figures, cmp.measured, profile);
     j["prediction"]["summary"] = to_json(p.run);
+    j["prediction"]["speed_now"] = speed_now_json(speed);
     write_file_atomically(config.json_path, j.dump(2) + "\n", "predict");
     std::printf("  json            %s\n", config.json_path.c_str());
   }
@@ -545,6 +577,24 @@ int bench_predict(const BenchPredictOptions& options) {
         else
           std::printf("# %s: P%zu has no GEMM table to re-time: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1, i + 1);
       }
+    // How the machine runs now what each profile's calibration measured, before the model's runs
+    // (a table measured before: as it was then, where it kept it).
+    json speed_now = json::array();
+    for (size_t i = 0; i < given; ++i) {
+      std::vector<SpeedProbe> probes;
+      if (from_table) {
+        const json* row = saved_row(saved, model, "single");
+        if (row && row->contains("speed_now") && (*row)["speed_now"].is_array() && i < (*row)["speed_now"].size())
+          for (const json& p : (*row)["speed_now"][i])
+            if (p.is_object())
+              probes.push_back({p.value("op", std::string("?")), p.value("calibrated_s", 0.0), p.value("now_s", 0.0)});
+      } else {
+        probes = machine_speed_now(load_profile(o.hw[i]));
+      }
+      speed_now.push_back(speed_now_json(probes));
+      const std::string first = "# " + model + ": P" + std::to_string(i + 1) + (from_table ? ", when measured: " : " now: ");
+      print_speed_now(probes, first.c_str(), "#   ");
+    }
     // The repeats go round the strategies (each strategy once, then again): the machine's slow and
     // fast minutes then fall on every strategy alike, not on whichever ran in them.
     std::vector<std::vector<MeasuredRun>> runs(configs.size());
@@ -617,6 +667,7 @@ int bench_predict(const BenchPredictOptions& options) {
                         {"measured_step_s", cmp.measured.step_s}, {"measured_runs_step_s", cmp.measured_steps},
                         {"predictions", predictions}});
         if (o.retime_gemms) rows.back()["gemm_speed_now"] = speeds;
+        rows.back()["speed_now"] = speed_now;
         ++total;
       } catch (const std::exception& e) {
         std::printf("%-26s %-15s failed: %s\n", model.c_str(), strategy.c_str(), e.what());
