@@ -140,10 +140,10 @@ struct GemmSpeedNow {
 };
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes);
 
-// How this machine runs now two ops its calibration measured — a GEMM of the table, and SGD on
-// 4 MiB weights (memory-bound) — each timed as calibrate timed it. A shared machine moves: here
-// another tenant's memory traffic made element-wise ops up to 3× slower for minutes at a time, and a
-// prediction is then off by that, whatever the model.
+// How this machine runs now two ops its calibration measured — a GEMM of the table, timed as
+// calibrate timed it, and SGD on 4 MiB weights right after a GEMM, as a step runs it. A shared VM
+// moves: its GEMMs ran 0.8–1.6× their calibrated times a minute later, and for minutes at a time its
+// element-wise ops after a GEMM ran 2–4× slower; a prediction is then off by that, whatever the model.
 struct SpeedProbe {
   std::string what;
   double calibrated_s = 0, now_s = 0;

@@ -247,8 +247,8 @@ void print_speed_now(const std::vector<SpeedProbe>& probes, const char* first, c
   }
   std::printf("%s%s their calibrated times\n", first, line.c_str());
   if (moved)
-    std::printf("%smore than %.0f %% off: the machine is not as it was calibrated (another tenant's load, or another\n"
-                "%smachine) — an error of that size is the machine's, not the model's; calibrate again when it is quiet\n",
+    std::printf("%smore than %.0f %% off: the machine is not as it was calibrated (other load, a VM's cores placed\n"
+                "%sotherwise, or another machine) — an error of that size is the machine's, not the model's\n",
                 then, 100 * kMovedBy, then);
 }
 
