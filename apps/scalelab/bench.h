@@ -140,10 +140,11 @@ struct GemmSpeedNow {
 };
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes);
 
-// How this machine runs now two ops its calibration measured — a GEMM of the table, timed as
-// calibrate timed it, and SGD on 4 MiB weights right after a GEMM, as a step runs it. A shared VM
-// moves: its GEMMs ran 0.8–1.6× their calibrated times a minute later, and for minutes at a time its
-// element-wise ops after a GEMM ran 2–4× slower; a prediction is then off by that, whatever the model.
+// How this machine runs now what its calibration measured: a GEMM of the table, timed as
+// calibrate timed it (a shared VM's GEMMs ran 0.8–1.6× their calibrated times a minute later). One
+// element-wise probe was tried and dropped: SGD timed alone, or after a GEMM, or after the dW GEMM
+// that writes its gradient, read 0.88–1.01× through stretches where every element-wise op of a
+// training step ran 2–4× slower (README, "Is the machine as it was calibrated?").
 struct SpeedProbe {
   std::string what;
   double calibrated_s = 0, now_s = 0;

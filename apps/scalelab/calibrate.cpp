@@ -619,32 +619,6 @@ std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile) {
                   static_cast<long long>(g.k));
     probes.push_back({what, gemm->seconds, median(warm_call_times(gemm_op(g), dev, g.operand_bytes(), 0.1, bus))});
   }
-  // SGD on 4 MiB weights (with their gradients and momentum, 20 MiB moved), each call right after
-  // a GEMM, as a step runs them: that GEMM's OpenBLAS helper then spins on the other core for a
-  // while. Mostly that costs nothing; in some stretches of minutes on the AMD VM it made every
-  // element-wise op after a GEMM 2–4× slower (with one OpenBLAS thread they were not), where the
-  // same op timed alone, as calibrate times it, was not.
-  const auto sgd_curve = profile.elementwise_curves.find("sgd");
-  if (sgd_curve != profile.elementwise_curves.end() && profile.mem_bandwidth_Bps > 0) {
-    for (const ElementwiseKind& kind : elementwise_kinds()) {
-      if (std::string(kind.name) != "sgd") continue;
-      const std::function<void()> op = kind.make(dev, 4096, 256);  // 1 Mi floats: a size calibrate measured
-      op();
-      const double bytes = static_cast<double>(bus.events().back().bytes);
-      const SizeCurve& c = sgd_curve->second;
-      if (std::find(c.sizes.begin(), c.sizes.end(), bytes) == c.sizes.end()) break;  // not a size it measured
-      const std::function<void()> before = gemm ? gemm_op({false, true, 128, 256, 256})(dev) : std::function<void()>([] {});
-      std::vector<double> t;
-      for (int call = 0; call < 40; ++call) {
-        before();
-        const auto t0 = clock_type::now();
-        op();
-        t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
-        if (bus.events().size() > 4096) bus.clear();
-      }
-      probes.push_back({gemm ? "SGD on 4 MiB after a GEMM" : "SGD on 4 MiB", bytes / (profile.mem_bandwidth_Bps * c.at(bytes)), median(t)});
-    }
-  }
   return probes;
 }
 

@@ -233,8 +233,7 @@ json speed_now_json(const std::vector<SpeedProbe>& probes) {
   return j;
 }
 
-// "GEMM 128×1024×1024 1.02×, SGD on 4 MiB 2.87× their calibrated times", and a warning where the
-// machine has moved.
+// "GEMM 128×1024×1024 1.02× its calibrated time", and a warning where the machine has moved.
 void print_speed_now(const std::vector<SpeedProbe>& probes, const char* first, const char* then) {
   if (probes.empty()) return;
   std::string line;
@@ -245,7 +244,7 @@ void print_speed_now(const std::vector<SpeedProbe>& probes, const char* first, c
     line += one;
     moved = moved || std::abs(p.ratio() - 1) > kMovedBy;
   }
-  std::printf("%s%s their calibrated times\n", first, line.c_str());
+  std::printf("%s%s %s\n", first, line.c_str(), probes.size() == 1 ? "its calibrated time" : "their calibrated times");
   if (moved)
     std::printf("%smore than %.0f %% off: the machine is not as it was calibrated (other load, a VM's cores placed\n"
                 "%sotherwise, or another machine) — an error of that size is the machine's, not the model's\n",
