@@ -584,9 +584,10 @@ int bench_predict(const BenchPredictOptions& options) {
       if (from_table) {
         const json* row = saved_row(saved, model, "single");
         if (row && row->contains("speed_now") && (*row)["speed_now"].is_array() && i < (*row)["speed_now"].size())
-          for (const json& p : (*row)["speed_now"][i])
-            if (p.is_object())
-              probes.push_back({p.value("op", std::string("?")), p.value("calibrated_s", 0.0), p.value("now_s", 0.0)});
+          for (const json& p : (*row)["speed_now"][i])  // what is not as written is left out, not trusted
+            if (p.is_object() && p.contains("op") && p["op"].is_string() && p.contains("calibrated_s") &&
+                p["calibrated_s"].is_number() && p.contains("now_s") && p["now_s"].is_number())
+              probes.push_back({p["op"].get<std::string>(), p["calibrated_s"].get<double>(), p["now_s"].get<double>()});
       } else {
         probes = machine_speed_now(load_profile(o.hw[i]));
       }
