@@ -68,7 +68,7 @@ constexpr size_t kMaxCachedBytes = size_t{1} << 30;
 
 // Under AddressSanitizer every block is freed, so that a use after free is still caught.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCacheBlocks = true;
+constexpr bool kCacheBlocks = false;
 #else
 constexpr bool kCacheBlocks = true;
 #endif
