@@ -369,63 +369,6 @@ std::vector<GemmShape> gemm_grid(const std::vector<int64_t>& rows, const std::ve
   return g;
 }
 
-struct ElementwiseKind {
-  const char* name;
-  std::function<std::function<void()>(Device&, int64_t rows, int64_t cols)> make;
-};
-Tensor filled(Device& d, std::vector<int64_t> shape, const char* what) {
-  Tensor t = d.empty(std::move(shape), DType::f32, MemoryCategory::workspace, what);
-  d.fill({"calibrate"}, t, 0.5f);
-  return t;
-}
-
-// Every element-wise kind a step makes, as calibrate times it: make(d, rows, cols) gives one call on
-// tensors of rows × cols, filled.
-const std::vector<ElementwiseKind>& elementwise_kinds() {
-  static const std::vector<ElementwiseKind> kinds = {
-      {"axpy", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor x = filled(d, {r, c}, "x"), y = filled(d, {r, c}, "y");
-         return [&d, x, y] { d.axpy({"calibrate"}, 1e-3f, x, y); };
-       }},
-      {"bias_relu", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor y = filled(d, {r, c}, "y"), bias = filled(d, {c}, "bias");
-         return [&d, y, bias] { d.bias_act({"calibrate"}, y, bias, Activation::relu); };
-       }},
-      {"bias_relu_bwd", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor dy = filled(d, {r, c}, "dy"), y = filled(d, {r, c}, "y"), db = filled(d, {c}, "dbias");
-         return [&d, dy, y, db] { d.bias_act_backward({"calibrate"}, dy, y, db, Activation::relu); };
-       }},
-      {"sgd", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), buf = filled(d, {r, c}, "momentum");
-         SgdOptions o;
-         o.lr = 1e-6f;
-         o.momentum = 0.9f;  // the trainer's default
-         return [&d, w, g, buf, o] { d.sgd({"calibrate"}, w, g, buf, o); };
-       }},
-      {"adam", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), m = filled(d, {r, c}, "m"), v = filled(d, {r, c}, "v");
-         return [&d, w, g, m, v] { d.adam({"calibrate"}, w, g, m, v, AdamOptions{}, 1); };
-       }},
-      {"copy", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor x = filled(d, {r, c}, "src"), y = filled(d, {r, c}, "dst");
-         return [&d, x, y] { d.copy({"calibrate"}, x, y); };
-       }},
-      {"scale", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor x = filled(d, {r, c}, "x");
-         return [&d, x] { d.scale({"calibrate"}, 1.0f, x); };
-       }},
-      {"softmax_xent", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         // rows × 10 classes: a step's loss, by batch size
-         const int64_t rows = r * c / 10;
-         Tensor logits = filled(d, {rows, 10}, "logits"), dlogits = filled(d, {rows, 10}, "dlogits");
-         Tensor labels = d.empty({rows}, DType::i32, MemoryCategory::workspace, "labels");
-         d.fill({"calibrate"}, labels, 0.0f);
-         return [&d, logits, labels, dlogits] { d.softmax_xent({"calibrate"}, logits, labels, dlogits); };
-       }},
-  };
-  return kinds;
-}
-
 // The curve from the measured shapes: sizes grouped in factors of 2 of m·n·k, the median share of
 // peak of each group at the group's geometric mean size.
 SizeCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficiency) {
@@ -599,27 +542,19 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
 }
 
 std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile) {
-  std::vector<SpeedProbe> probes;
-  EventBus bus;
-  DeviceOptions o;
-  o.bus = &bus;
-  auto devices = make_devices(o);
-  Device& dev = *devices[0];
-  // A forward GEMM of the table, the largest up to 128×1024×1024 (a few ms), timed as calibrate
-  // timed it: the median over calls going round copies of its operands.
+  // A forward GEMM of the table, the largest up to 128×1024×1024 (a few ms), re-timed as
+  // gemm_speed_now re-times a model's shapes.
   const GemmPoint* gemm = nullptr;
   for (const GemmPoint& p : profile.gemm_table.points)
     if (!p.trans_a && p.trans_b && p.m * p.n * p.k <= 128.0 * 1024 * 1024 &&
         (!gemm || std::pair(p.m * p.n * p.k, p.m) > std::pair(gemm->m * gemm->n * gemm->k, gemm->m)))
       gemm = &p;  // of the largest, the most rows: a batch's forward
-  if (gemm) {
-    const GemmShape g{false, true, static_cast<int64_t>(gemm->m), static_cast<int64_t>(gemm->n), static_cast<int64_t>(gemm->k)};
-    char what[96];
-    std::snprintf(what, sizeof what, "GEMM %lld×%lld×%lld", static_cast<long long>(g.m), static_cast<long long>(g.n),
-                  static_cast<long long>(g.k));
-    probes.push_back({what, gemm->seconds, median(warm_call_times(gemm_op(g), dev, g.operand_bytes(), 0.1, bus))});
-  }
-  return probes;
+  if (!gemm) return {};
+  const GemmSpeedNow now = gemm_speed_now(profile, {*gemm});
+  if (now.shapes.empty()) return {};
+  char what[96];
+  std::snprintf(what, sizeof what, "GEMM %.0f×%.0f×%.0f", gemm->m, gemm->n, gemm->k);
+  return {{what, gemm->seconds, now.shapes[0].at("now_s").get<double>()}};
 }
 
 int run_calibrate(const CalibrateOptions& o) {
@@ -721,11 +656,61 @@ int run_calibrate(const CalibrateOptions& o) {
   // curve (an SGD step on a layer's 4 MiB weights reads from DRAM; a bias+ReLU on a batch's
   // activations from cache). The bytes are those the cost model counts, read off the op's event.
   // axpy and bias+ReLU also give α + bytes/B: the price of a kind without a curve.
+  struct Kind {
+    const char* name;
+    std::function<std::function<void()>(Device&, int64_t rows, int64_t cols)> make;
+  };
+  const auto filled = [](Device& d, std::vector<int64_t> shape, const char* what) {
+    Tensor t = d.empty(std::move(shape), DType::f32, MemoryCategory::workspace, what);
+    d.fill({"calibrate"}, t, 0.5f);
+    return t;
+  };
+  const std::vector<Kind> kinds = {
+      {"axpy", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled(d, {r, c}, "x"), y = filled(d, {r, c}, "y");
+         return [&d, x, y] { d.axpy({"calibrate"}, 1e-3f, x, y); };
+       }},
+      {"bias_relu", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor y = filled(d, {r, c}, "y"), bias = filled(d, {c}, "bias");
+         return [&d, y, bias] { d.bias_act({"calibrate"}, y, bias, Activation::relu); };
+       }},
+      {"bias_relu_bwd", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor dy = filled(d, {r, c}, "dy"), y = filled(d, {r, c}, "y"), db = filled(d, {c}, "dbias");
+         return [&d, dy, y, db] { d.bias_act_backward({"calibrate"}, dy, y, db, Activation::relu); };
+       }},
+      {"sgd", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), buf = filled(d, {r, c}, "momentum");
+         SgdOptions o;
+         o.lr = 1e-6f;
+         o.momentum = 0.9f;  // the trainer's default
+         return [&d, w, g, buf, o] { d.sgd({"calibrate"}, w, g, buf, o); };
+       }},
+      {"adam", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), m = filled(d, {r, c}, "m"), v = filled(d, {r, c}, "v");
+         return [&d, w, g, m, v] { d.adam({"calibrate"}, w, g, m, v, AdamOptions{}, 1); };
+       }},
+      {"copy", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled(d, {r, c}, "src"), y = filled(d, {r, c}, "dst");
+         return [&d, x, y] { d.copy({"calibrate"}, x, y); };
+       }},
+      {"scale", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled(d, {r, c}, "x");
+         return [&d, x] { d.scale({"calibrate"}, 1.0f, x); };
+       }},
+      {"softmax_xent", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         // rows × 10 classes: a step's loss, by batch size
+         const int64_t rows = r * c / 10;
+         Tensor logits = filled(d, {rows, 10}, "logits"), dlogits = filled(d, {rows, 10}, "dlogits");
+         Tensor labels = d.empty({rows}, DType::i32, MemoryCategory::workspace, "labels");
+         d.fill({"calibrate"}, labels, 0.0f);
+         return [&d, logits, labels, dlogits] { d.softmax_xent({"calibrate"}, logits, labels, dlogits); };
+       }},
+  };
   std::vector<double> ew_bytes, ew_seconds;
   std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
   std::map<std::string, std::vector<double>> ew_cold_rates;               // kind → B/s cold, by size
   json raw_ew = json::array();
-  for (const ElementwiseKind& kind : elementwise_kinds())
+  for (const Kind& kind : kinds)
     for (int i = 0; i < elementwise_sizes; ++i) {
       const int64_t n = int64_t{256} << (2 * i);
       const int64_t cols = 256, rows_n = n / cols;

@@ -58,10 +58,6 @@ class AsF32 {
   float* p_ = nullptr;
 };
 
-}  // namespace
-
-namespace {
-
 // Kept blocks beyond this go back to the system: a run of one model reuses a few sizes, but a
 // process that trains several (bench predict) would otherwise keep every size it ever freed.
 constexpr size_t kMaxCachedBytes = size_t{1} << 30;
