@@ -122,6 +122,35 @@ TEST(Adam, FirstTwoStepsClosedForm) {
   EXPECT_NEAR(w[0], w2, 1e-6);
 }
 
+// The optimizer loops are vectorized; one element at a time (n = 1) runs the scalar remainder. The
+// two must agree to the bit, or a run's weights would depend on how a tensor is split.
+TEST(Optimizers, VectorizedLoopsGiveTheBitsOfOneElementAtATime) {
+  const int64_t n = 1027;  // a vector body and a remainder
+  std::vector<float> w0(n), g(n), m0(n), v0(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w0[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+    g[i] = std::cos(1.3f * static_cast<float>(i)) * 0.02f;
+    m0[i] = g[i] * 0.5f;
+    v0[i] = g[i] * g[i] * 0.25f;
+  }
+  const k::SgdOptions sgd{0.05f, 0.9f, 1e-4f};
+  for (bool momentum : {true, false}) {
+    std::vector<float> w = w0, buf = m0, w1 = w0, buf1 = m0;
+    k::SgdOptions o = sgd;
+    if (!momentum) o.momentum = 0.0f;
+    k::sgd(w.data(), g.data(), buf.data(), n, o);
+    for (int64_t i = 0; i < n; ++i) k::sgd(&w1[i], &g[i], &buf1[i], 1, o);
+    EXPECT_EQ(w, w1) << "momentum " << momentum;
+    EXPECT_EQ(buf, buf1) << "momentum " << momentum;
+  }
+  const k::AdamOptions adam{1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f};
+  std::vector<float> w = w0, m = m0, v = v0, w1 = w0, m1 = m0, v1 = v0;
+  k::adam(w.data(), g.data(), m.data(), v.data(), n, adam, 3);
+  for (int64_t i = 0; i < n; ++i) k::adam(&w1[i], &g[i], &m1[i], &v1[i], 1, adam, 3);
+  EXPECT_EQ(w, w1);
+  EXPECT_EQ(m, m1);
+  EXPECT_EQ(v, v1);
+}
 TEST(Axpy, AddsScaled) {
   std::vector<float> x{1, 2}, y{10, 20};
   k::axpy(0.5f, x.data(), y.data(), 2);
