@@ -81,6 +81,12 @@ else:
 # The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
 # The gap when the cores pass from one device's thread to another's, and what it came from.
 assert 0 <= p["device"]["turn_handoff_s"] < 1e-3 and len(p["calibration"]["raw"]["turn_handoff"]["round_mean_s"]) >= 5
+# A cache line's round trip between the first two cores, at the start, middle and end; the median kept.
+import os
+trips = p["calibration"]["raw"]["core_round_trip_s"]
+assert len(trips) == 3, trips
+if len(os.sched_getaffinity(0)) >= 2:
+    assert all(0 < t < 1e-3 for t in trips) and p["device"]["core_round_trip_s"] == sorted(trips)[1], (trips, p["device"])
 timed = {(t["op"], t["ranks"]): t for t in p["collectives"]["measured"]}
 for op in ("all_reduce", "reduce_scatter", "all_gather"):
     for ranks in (4, 2):  # the ranks calibrated, and the 2-rank groups of ddp-mp
@@ -148,12 +154,15 @@ assert len(rows) == 8 and all(len(r['predictions']) == 2 and r['predictions'][0]
 runs = [r['measured_runs_step_s'] for r in rows]
 assert all(len(m) == 2 and m == sorted(m) and m[0] <= r['measured_step_s'] <= m[1] for m, r in zip(runs, rows)), runs
 # the machine's speed now against the calibration: a GEMM of the calibrated profile's table, nothing on a GPU's
-now = rows[0]['speed_now']
-assert [p['op'] for p in now[0]] == ['GEMM 128×1024×1024'] and now[1] == [], now
-assert all(p['calibrated_s'] > 0 and p['now_s'] > 0 for p in now[0]), now" \
+# and a cache line's round trip between the first two cores, before the model's runs and after them
+for key in ('speed_now', 'speed_after'):
+    now = rows[0][key]
+    assert [p['op'] for p in now[0]] == ['GEMM 128×1024×1024', 'core-to-core round trip'] and now[1] == [], now
+    assert all(p['calibrated_s'] > 0 and p['now_s'] > 0 and p['moved_past'] > 1 for p in now[0]), now" \
    && printf '%s' "$out" | grep -q "between the fastest and the slowest measured run" \
-   && printf '%s' "$out" | grep -q "P1 now: GEMM 128×1024×1024 [0-9.]*× its calibrated time"; then
-  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread; the machine's speed now against the calibration"
+   && printf '%s' "$out" | grep -q "P1 now: GEMM 128×1024×1024 [0-9.]*×, core-to-core round trip [0-9.]*× their calibrated times" \
+   && printf '%s' "$out" | grep -q "P1 after its runs: GEMM 128×1024×1024"; then
+  pass "bench predict prices every strategy on a calibrated profile (by path) and a shipped one (by name); 2 runs each, their spread; the machine's speed and its cores' round trip against the calibration, before and after the runs"
 else fail "bench predict: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
 # --retime-gemms: each profile again with the GEMM shapes the model's runs make timed just before
@@ -252,8 +261,8 @@ rc=$?
 printf '%s\n' "$out" | grep -qE "^    step time \(ms\) +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ %" \
   && pass "the summary prints predicted, measured and the error" || fail "no predicted/measured line: $out"
 printf '%s\n' "$out" | grep -q "busy/comm/idle" && pass "per-device busy/comm/idle, both" || fail "no per-device line: $out"
-printf '%s\n' "$out" | grep -qE "^    machine now +GEMM 128×1024×1024 [0-9.]+× its calibrated time" \
-  && pass "the machine's speed now against its calibration, after the run" || fail "no machine-now line: $out"
+printf '%s\n' "$out" | grep -qE "^    machine now +GEMM 128×1024×1024 [0-9.]+×, core-to-core round trip [0-9.]+× their calibrated times" \
+  && pass "the machine's speed and its cores' round trip now against its calibration, after the run" || fail "no machine-now line: $out"
 if $PY - "$WORK/run.json" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -264,10 +273,21 @@ assert abs(s["error"] - (s["predicted"] - s["measured"]) / s["measured"]) < 1e-9
 assert len(p["per_device"]) == 2 and "busy_pct" in p["per_device"][0]["predicted"] and "busy_pct" in p["per_device"][0]["measured"]
 assert p["per_step_by_class"]["gemm"]["predicted_s"] > 0 and p["per_step_by_class"]["gemm"]["measured_s"] > 0
 assert p["summary"]["time_kind"] == "simulated" and j["time_kind"] == "measured"
-assert [x["op"] for x in p["speed_now"]] == ["GEMM 128×1024×1024"] and all(x["now_s"] > 0 for x in p["speed_now"])
+assert [x["op"] for x in p["speed_now"]] == ["GEMM 128×1024×1024", "core-to-core round trip"] and all(x["now_s"] > 0 for x in p["speed_now"])
 PYEOF
 then pass "--json carries both figures and the error"
 else fail "--json lacks the prediction: $(head -c 400 "$WORK/run.json")"; fi
+# A profile calibrated with its cores far closer than they are now: the line says so, and what it does.
+$PY -c "
+import json; p = json.load(open('$WORK/me.json')); p['device']['core_round_trip_s'] = 1e-9
+json.dump(p, open('$WORK/close-cores.json', 'w'))"
+out=$("$SCALELAB" train --device cpu --strategy single --predict "$WORK/close-cores.json" "${small[@]}" --quiet 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qE "core-to-core round trip [0-9.]+×" \
+   && printf '%s' "$out" | grep -q "the host has placed this machine's cores otherwise than when calibrated" \
+   && printf '%s' "$out" | grep -q "1 when calibrated): element-wise ops that read another core's writes"; then
+  pass "cores placed otherwise than when calibrated: train --predict warns, with both round trips"
+else fail "cores placed otherwise: rc $rc, $(printf '%s' "$out" | tail -n 6)"; fi
 if $PY - "$WORK/me.json" "$WORK/measured.trace.json" <<'PYEOF'
 import json, sys
 p = json.load(open(sys.argv[1]))

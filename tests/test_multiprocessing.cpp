@@ -486,3 +486,22 @@ TEST(ProcPlumbing, WorkersSpreadEvenlyOverTheCores) {
   close(fds[1]);
   EXPECT_EQ(answer, 'y') << "worker 1 of 2 did not keep to " << ::testing::PrintToString(share_of_cores(1, 2, usable_cores()));
 }
+
+// A cache line's round trip between two cores: a time where both can be used, 0 where they cannot,
+// and the calling thread's own mask put back either way.
+TEST(ProcPlumbing, CoreRoundTripIsTimedBetweenTwoCoresAndLeavesTheCallersMask) {
+  cpu_set_t before;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+  const std::vector<int> cores = usable_cores();
+  EXPECT_EQ(core_round_trip_s(cores[0], cores[0]), 0.0);       // one core: no trip
+  EXPECT_EQ(core_round_trip_s(cores[0], CPU_SETSIZE - 1), 0.0);  // a core this process may not use
+  EXPECT_EQ(core_round_trip_s(-1, cores[0]), 0.0);
+  if (cores.size() >= 2) {
+    const double t = core_round_trip_s(cores[0], cores[1]);
+    EXPECT_GT(t, 1e-9);
+    EXPECT_LT(t, 1e-3);  // a trip, not a time slice: both threads spin on their own cores
+  }
+  cpu_set_t after;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
+}

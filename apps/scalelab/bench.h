@@ -141,15 +141,23 @@ struct GemmSpeedNow {
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes);
 
 // How this machine runs now what its calibration measured: a GEMM of the table, timed as
-// calibrate timed it (a shared VM's GEMMs ran 0.8–1.6× their calibrated times a minute later). One
-// element-wise probe was tried and dropped: SGD timed alone, or after a GEMM, or after the dW GEMM
-// that writes its gradient, read 0.88–1.01× through stretches where every element-wise op of a
-// training step ran 2–4× slower (README, "Is the machine as it was calibrated?").
+// calibrate timed it (a shared VM's GEMMs ran 0.8–1.6× their calibrated times a minute later), and
+// a cache line's round trip between the turn-taker's core and OpenBLAS's helper's
+// (core_round_trip_s, core/proc/threads.h): on the AMD VM every element-wise op of a training step
+// ran 2–3× slower for minutes at a time, exactly while that round trip was 350–420 ns instead of
+// 70–125 — the host had placed the two vCPUs apart, and half of each GEMM's output, which the
+// helper writes, then crossed between them. (SGD timed alone, or after a GEMM, read 0.88–1.01×
+// through such a stretch: an element-wise probe does not catch it.)
 struct SpeedProbe {
   std::string what;
   double calibrated_s = 0, now_s = 0;
+  double moved_past = 1.10;  // a ratio beyond this either way (or below its inverse): the machine has moved
   double ratio() const { return calibrated_s > 0 ? now_s / calibrated_s : 0; }
+  bool moved() const { return ratio() > moved_past || ratio() * moved_past < 1; }
 };
+// The round trip moved by jitter alone up to 1.8× while the cores stayed close (70–125 ns); placed
+// apart it was 3× or more.
+constexpr double kCoresMovedFactor = 2.0;
 std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile);
 
 // Predicted next to measured for every strategy on each model, on each profile: a table with the

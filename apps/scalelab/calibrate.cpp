@@ -515,6 +515,13 @@ json measure_collective(const std::string& comm, const std::string& op, int rank
   return raw;
 }
 
+// The round trip between the core the turns keep to and the first of OpenBLAS's helpers' cores
+// (core_round_trip_s); 0 where there are not two cores.
+double turn_to_helper_round_trip_s() {
+  const std::vector<int> cores = usable_cores();
+  return cores.size() >= 2 ? core_round_trip_s(cores[0], cores[1]) : 0.0;
+}
+
 }  // namespace
 
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes) {
@@ -542,6 +549,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
 }
 
 std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile) {
+  std::vector<SpeedProbe> probes;
   // A forward GEMM of the table, the largest up to 128×1024×1024 (a few ms), re-timed as
   // gemm_speed_now re-times a model's shapes.
   const GemmPoint* gemm = nullptr;
@@ -549,12 +557,18 @@ std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile) {
     if (!p.trans_a && p.trans_b && p.m * p.n * p.k <= 128.0 * 1024 * 1024 &&
         (!gemm || std::pair(p.m * p.n * p.k, p.m) > std::pair(gemm->m * gemm->n * gemm->k, gemm->m)))
       gemm = &p;  // of the largest, the most rows: a batch's forward
-  if (!gemm) return {};
-  const GemmSpeedNow now = gemm_speed_now(profile, {*gemm});
-  if (now.shapes.empty()) return {};
-  char what[96];
-  std::snprintf(what, sizeof what, "GEMM %.0f×%.0f×%.0f", gemm->m, gemm->n, gemm->k);
-  return {{what, gemm->seconds, now.shapes[0].at("now_s").get<double>()}};
+  if (gemm) {
+    const GemmSpeedNow now = gemm_speed_now(profile, {*gemm});
+    if (!now.shapes.empty()) {
+      char what[96];
+      std::snprintf(what, sizeof what, "GEMM %.0f×%.0f×%.0f", gemm->m, gemm->n, gemm->k);
+      probes.push_back({what, gemm->seconds, now.shapes[0].at("now_s").get<double>()});
+    }
+  }
+  if (profile.core_round_trip_s > 0)
+    if (const double now = turn_to_helper_round_trip_s(); now > 0)
+      probes.push_back({"core-to-core round trip", profile.core_round_trip_s, now, kCoresMovedFactor});
+  return probes;
 }
 
 int run_calibrate(const CalibrateOptions& o) {
@@ -597,6 +611,9 @@ int run_calibrate(const CalibrateOptions& o) {
   // Each time, also how the cache treats bytes touched again (measure_retouch).
   json cache_sweeps = json::array(), retouch_sweeps = json::array();
   std::vector<double> in_effect;
+  // How far apart the host has placed this VM's cores, at the start, the middle and the end: it
+  // can change within minutes, and what a core reads of another's writes with it.
+  std::vector<double> round_trips{turn_to_helper_round_trip_s()};
   const auto sweep_host_cache = [&] {
     in_effect.push_back(measure_host_cache(cache_sweeps));
     if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
@@ -650,6 +667,7 @@ int run_calibrate(const CalibrateOptions& o) {
 
   sweep_host_cache();
   progress.step("host cache, sweep 2 of 3");
+  round_trips.push_back(turn_to_helper_round_trip_s());
 
   // 2. Element-wise ops, each kind a step makes, over sizes a factor of 4 apart up to past the
   // last-level cache: the share of the best bandwidth measured, by bytes touched, is that kind's
@@ -861,6 +879,8 @@ int run_calibrate(const CalibrateOptions& o) {
     fits["all_reduce_shm"] = {{"ranks", ranks}, {"latency_s", shm.alpha_s}, {"bandwidth_Bps", shm.bandwidth_Bps},
                               {"rms_log_error", shm.rms_log_error}};
   }
+  round_trips.push_back(turn_to_helper_round_trip_s());
+  raw["core_round_trip_s"] = round_trips;
   progress.end();
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -934,6 +954,13 @@ int run_calibrate(const CalibrateOptions& o) {
     profile["sources"]["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
                                               " and OpenBLAS's helpers to the others (core/proc/threads.h)";
   }
+  const double round_trip = median(round_trips);
+  const auto [least_trip, most_trip] = std::minmax_element(round_trips.begin(), round_trips.end());
+  if (round_trip > 0) {
+    profile["device"]["core_round_trip_s"] = round_trip;
+    profile["sources"]["core_round_trip_s"] = "measured: a cache line from core " + std::to_string(usable_cores()[0]) + " to core " +
+                                              std::to_string(usable_cores()[1]) + " and back, at the start, middle and end of the calibration (calibration.raw.core_round_trip_s), the median; not priced: it says how the cores were placed when the rest was measured";
+  }
   profile["sources"]["turn_handoff_s"] = "measured: " + std::to_string(o.devices) +
                                          " device threads taking turns for a layer's forward (a GEMM, then its bias+ReLU); the mean gap when the turn passes to another";
   const std::string text = profile.dump(2) + "\n";
@@ -951,6 +978,14 @@ int run_calibrate(const CalibrateOptions& o) {
                 *std::min_element(adding.begin(), adding.end()), *std::max_element(adding.begin(), adding.end()),
                 median(adding), adding.size());
   std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes)\n", turn_handoff * 1e6);
+  if (round_trip > 0) {
+    std::printf("  core to core   a cache line's round trip %.0f ns (start, middle, end:", round_trip * 1e9);
+    for (double t : round_trips) std::printf(" %.0f", t * 1e9);
+    std::printf(")\n");
+    if (*least_trip > 0 && *most_trip > kCoresMovedFactor * *least_trip)
+      std::printf("                 the host moved this machine's cores during the calibration: element-wise ops that read\n"
+                  "                 another core's writes change speed with it (2–3× on a VM) — calibrate again\n");
+  }
   if (host_cache > 0) {
     std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold);\n"
                 "                 cold share by bytes moved:",

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -121,6 +122,70 @@ bool keep_to_share_of_cores(int process, int processes) {
   if (sched_setaffinity(0, sizeof set, &set) != 0) return false;
   process_cores() = mine;
   return true;
+}
+
+}  // namespace scalelab
+
+namespace scalelab {
+
+namespace {
+bool keep_this_thread_to(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  return ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set) == 0;
+}
+}  // namespace
+
+double core_round_trip_s(int a, int b) {
+  if (a == b || a < 0 || b < 0 || a >= CPU_SETSIZE || b >= CPU_SETSIZE) return 0;
+  constexpr int kRounds = 5, kTrips = 20000;
+  // The flag alone on its cache line: 1 = the ball is at b, 0 = back at a, -1 = stop.
+  struct alignas(64) Flag {
+    std::atomic<int> v{0};
+  };
+  Flag flag;
+  std::atomic<int> answerer_ready{0};  // 1: kept to b; -1: could not be
+  std::thread answerer([&] {
+    answerer_ready = keep_this_thread_to(b) ? 1 : -1;
+    if (answerer_ready < 0) return;
+    for (;;) {
+      int v;
+      while ((v = flag.v.load(std::memory_order_acquire)) == 0) {
+      }
+      if (v < 0) return;
+      flag.v.store(0, std::memory_order_release);
+    }
+  });
+  // The caller's own mask, put back after: it may be a device thread kept to its core.
+  cpu_set_t before;
+  const bool had_mask = ::pthread_getaffinity_np(::pthread_self(), sizeof before, &before) == 0;
+  while (answerer_ready == 0) std::this_thread::yield();
+  std::vector<double> rounds;
+  if (answerer_ready > 0 && had_mask && keep_this_thread_to(a)) {
+    for (int r = 0; r < kRounds; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      double seconds = 0;
+      int trips = 0;
+      // A round stops at 0.1 s: where the other core is busy with another process each trip waits
+      // for a time slice, and 20 000 of them would take minutes.
+      while (trips < kTrips && seconds < 0.1) {
+        for (int i = 0; i < 256; ++i, ++trips) {
+          flag.v.store(1, std::memory_order_release);
+          while (flag.v.load(std::memory_order_acquire) != 0) {
+          }
+        }
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      rounds.push_back(seconds / trips);
+    }
+  }
+  flag.v.store(-1, std::memory_order_release);
+  answerer.join();
+  if (had_mask) ::pthread_setaffinity_np(::pthread_self(), sizeof before, &before);
+  if (rounds.empty()) return 0;
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2];
 }
 
 }  // namespace scalelab

@@ -168,6 +168,10 @@ struct HardwareProfile {
   // and add on that one core, at its pace, which its measured times hold whether the data come from
   // cache or DRAM (not stretched for cold data), and it cannot run beside a device's one-thread op.
   bool turns_on_one_core = false;
+  // A calibrated host: a cache line's round trip between the turn-taker's core and the first
+  // helper's when it was calibrated (core_round_trip_s, core/proc/threads.h). Not priced: it says
+  // how the host had placed the cores, which `train --predict` and `bench predict` compare with now.
+  double core_round_trip_s = 0;
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
