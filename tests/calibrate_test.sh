@@ -255,12 +255,14 @@ for bad in "$WORK/none.json" "$WORK/not-a-table.json" "$WORK/me.json" "$WORK/bro
 done
 
 out=$("$SCALELAB" train --device cpu --devices 2 --strategy ddp --predict "$WORK/me.json" "${small[@]}" --quiet --json "$WORK/run.json" \
-      --trace "$WORK/measured.trace.json" 2>&1)
+      --trace "$WORK/measured.trace.json" --trace-steps 1:2 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] && pass "train --predict exits 0" || fail "train --predict exited $rc: $(printf '%s' "$out" | tail -n 5)"
 printf '%s\n' "$out" | grep -qE "^    step time \(ms\) +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ %" \
   && pass "the summary prints predicted, measured and the error" || fail "no predicted/measured line: $out"
 printf '%s\n' "$out" | grep -q "busy/comm/idle" && pass "per-device busy/comm/idle, both" || fail "no per-device line: $out"
+printf '%s\n' "$out" | grep -q "measured.trace.json measured, .*measured.trace.predicted.json predicted" \
+  && pass "the summary names both traces" || fail "no trace line: $out"
 printf '%s\n' "$out" | grep -qE "^    machine now +GEMM 128×1024×1024 [0-9.]+×, core-to-core round trip [0-9.]+× their calibrated times" \
   && pass "the machine's speed and its cores' round trip now against its calibration, after the run" || fail "no machine-now line: $out"
 if $PY - "$WORK/run.json" <<'PYEOF'
@@ -294,8 +296,17 @@ p = json.load(open(sys.argv[1]))
 t = json.load(open(sys.argv[2]))["otherData"]
 assert t["simulated"] is False and all(d["profile"] is None for d in t["devices"])
 assert t["predicted_with"]["name"] == p["name"] and t["predicted_with"]["calibration"] == p["calibration"]
+# --trace-steps keeps steps 1 and 2 of the measured run (the priced twin writes no trace, and takes no steps of one)
+steps = {e["args"]["step"] for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("ph") == "X" and e["args"].get("step", -1) >= 0}
+assert steps == {1, 2}, steps
+# … and the prediction's trace beside it: the sim's events as the host serves them, the same steps
+q = json.load(open(sys.argv[2].replace(".json", ".predicted.json")))
+assert q["otherData"]["simulated"] is True and len(q["otherData"]["devices"]) == 2, q["otherData"]
+assert "predicted on" in q["otherData"]["title"], q["otherData"]["title"]
+ops = [e for e in q["traceEvents"] if e.get("ph") == "X"]
+assert ops and {e["args"]["step"] for e in ops} == {1, 2}, {e["args"]["step"] for e in ops}
 PYEOF
-then pass "the measured run's trace names the profile its prediction was priced on"
+then pass "the measured run's trace names the profile its prediction was priced on, and holds the steps --trace-steps chose; the predicted trace beside it"
 else fail "the --predict run's trace does not name its profile"; fi
 
 # Refused, with the fix: --predict off the cpu device, a broken curve, calibrate of a device it cannot measure.

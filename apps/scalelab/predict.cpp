@@ -18,6 +18,7 @@
 #include "apps/scalelab/bench.h"
 #include "core/device/sim/host_turns.h"
 #include "core/device/sim/profile.h"
+#include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
@@ -104,6 +105,7 @@ TrainConfig priced_twin(const TrainConfig& c, const std::string& profile) {
   s.launch = Launch::threads;
   s.comm = CommBackend::automatic;
   s.trace_path.clear();
+  s.trace_first_step = s.trace_last_step = -1;  // no trace, so no steps of one (train refuses steps without a file)
   s.json_path.clear();
   s.checkpoint_path.clear();
   s.checkpoint_every = 0;
@@ -111,6 +113,34 @@ TrainConfig priced_twin(const TrainConfig& c, const std::string& profile) {
   s.init_weights_path.clear();
   s.check_equivalence = false;
   return s;
+}
+
+// Where `train --predict … --trace T` writes the prediction's trace: T with ".predicted" before
+// its ".json" (or ".json.gz"), else after it.
+std::string predicted_trace_path(const std::string& trace_path) {
+  for (const char* ext : {".json.gz", ".json"}) {
+    const std::string e = ext;
+    if (trace_path.size() > e.size() && trace_path.compare(trace_path.size() - e.size(), e.size(), e) == 0)
+      return trace_path.substr(0, trace_path.size() - e.size()) + ".predicted" + e;
+  }
+  return trace_path + ".predicted.json";
+}
+
+// The prediction as a trace beside the measured run's: the sim's events as this host serves them
+// (take_turns_on_host), the same steps kept, so the two open side by side in Perfetto or the dashboard.
+void write_predicted_trace(const TrainConfig& c, const std::string& profile, const std::vector<Event>& served,
+                           const EventBus& sim_bus) {
+  TraceInfo ti;
+  ti.devices = sim_bus.devices();
+  ti.simulated = true;
+  ti.title = "scalelab train --strategy " + c.strategy + " --model " + c.model + ", predicted on " + profile +
+             " as this host's cores serve it";
+  std::vector<Event> kept;
+  for (const Event& e : served)
+    if (c.trace_first_step < 0 || (e.step >= c.trace_first_step && e.step <= c.trace_last_step)) kept.push_back(e);
+  if (c.trace_first_step >= 0)
+    ti.title += " (steps " + std::to_string(c.trace_first_step) + "–" + std::to_string(c.trace_last_step) + ")";
+  write_chrome_trace(predicted_trace_path(c.trace_path), kept, {}, {}, ti);
 }
 
 // A run measured, and priced on one or more profiles.
@@ -173,6 +203,7 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
     share.collectives_beside_one_thread_ops = !profile.turns_on_one_core && profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
     const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
+    if (!c.trace_path.empty() && &p == &profiles.front()) write_predicted_trace(c, p, served, sim_bus);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));
     for (size_t d = 0; d < pr.figures.devices.size() && d < turns.per_device.size(); ++d) {
@@ -298,6 +329,9 @@ int train_with_prediction(const TrainConfig& config, const std::string& profile,
     write_file_atomically(config.json_path, j.dump(2) + "\n", "predict");
     std::printf("  json            %s\n", config.json_path.c_str());
   }
+  if (!config.trace_path.empty())
+    std::printf("  trace           %s measured, %s predicted (open both in https://ui.perfetto.dev)\n",
+                config.trace_path.c_str(), predicted_trace_path(config.trace_path).c_str());
   return 0;
 }
 
