@@ -124,9 +124,6 @@ bool keep_to_share_of_cores(int process, int processes) {
   return true;
 }
 
-}  // namespace scalelab
-
-namespace scalelab {
 
 namespace {
 bool keep_this_thread_to(int core) {

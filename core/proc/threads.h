@@ -42,17 +42,13 @@ void computes_beside_other_processes();
 // and openblas_setaffinity.
 bool turns_kept_on_one_core();
 
-}  // namespace scalelab
-
-namespace scalelab {
-
 // How long a cache line takes to go from core `a` to core `b` and back: two threads kept to them
-// pass a flag to and fro (the median of 5 rounds of up to 20 000, each at most 0.1 s). On a VM it says how far apart the host
-// has placed its cores, which can change from one minute to the next: on a 2-vCPU AMD EPYC VM
-// 70–125 ns when they shared a last-level cache, 350–420 ns when they did not — and then what one
-// core reads of the other's writes (half of each GEMM's output: OpenBLAS's helper writes it) came
-// 2–3× slower, every element-wise op of a training step with it. 0 where a thread cannot be kept
-// to its core (fewer cores than asked, or the mask cannot be set).
+// pass a flag to and fro (the median of 5 rounds of up to 20 000, each at most 0.1 s). On a VM it
+// says how far apart the host has placed its cores, which can change from one minute to the next:
+// on a 2-vCPU AMD EPYC VM 70–125 ns when they shared a last-level cache, 350–420 ns when they did
+// not — and then what one core reads of the other's writes (half of each GEMM's output: OpenBLAS's
+// helper writes it) came 2–3× slower, every element-wise op of a training step with it. 0 where a
+// thread cannot be kept to its core (fewer cores than asked, or the mask cannot be set).
 double core_round_trip_s(int a, int b);
 
 }  // namespace scalelab
