@@ -227,6 +227,15 @@ if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-')" -eq 24 
   pass "the shipped table $(basename "$shipped") priced again: 24 rows"
 else fail "the shipped table $shipped: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
+# The table taken with the VM's cores placed apart: its probes, as measured, flag every model.
+apart=$(ls "$ROOT"/profiles/measured/cores-apart/*-bench-predict.json | head -n 1)
+out=$("$SCALELAB" bench predict --hw "$ROOT/profiles/measured/2026-11-25T0804-profile.json" --measured "$apart" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c "the host has placed this machine's cores otherwise")" -eq 6 ] \
+   && printf '%s' "$out" | grep -q "every model had a probe move (before or after its runs): no row was measured as the machine was calibrated"; then
+  pass "a table measured with the cores apart: the round trip flags every model, before and after its runs"
+else fail "the cores-apart table $apart: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
 # A table of an earlier build kept 4 probe shapes and a ratio: --retime-gemms scales the whole GEMM
 # table by it, so single on the 2048-wide model (its GEMMs nearly all its time) moves about as much.
 old_table="$ROOT/profiles/measured/2026-11-24T1142-bench-predict.json"

@@ -753,7 +753,9 @@ int bench_predict(const BenchPredictOptions& options) {
   for (size_t i = 0; i < columns; ++i) {
     std::printf("# P%zu%s: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n", i % given + 1,
                 i < given ? "" : "*", within[i], total, among[i], total);
-    if (total_as_calibrated[i] < total)
+    if (total_as_calibrated[i] == 0 && total > 0)
+      std::printf("#   every model had a probe move (before or after its runs): no row was measured as the machine was calibrated\n");
+    else if (total_as_calibrated[i] < total)
       std::printf("#   with the machine as calibrated (no probe moved, before or after the model's runs): %d of %d within ±3 %%\n",
                   within_as_calibrated[i], total_as_calibrated[i]);
   }
