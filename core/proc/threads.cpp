@@ -15,6 +15,14 @@ namespace scalelab {
 
 namespace {
 
+// Keeps the calling thread to `core`; false where it cannot be (a core outside the process's mask).
+bool keep_this_thread_to(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  return ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set) == 0;
+}
+
 std::vector<int> affinity_now() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -97,10 +105,7 @@ void keep_turns_off_blas_helper_cores() {
     }
   }
   if (!kept) {
-    cpu_set_t first;
-    CPU_ZERO(&first);
-    CPU_SET(cores.front(), &first);
-    ::pthread_setaffinity_np(::pthread_self(), sizeof first, &first);
+    keep_this_thread_to(cores.front());
     kept = true;
   }
 }
@@ -123,16 +128,6 @@ bool keep_to_share_of_cores(int process, int processes) {
   process_cores() = mine;
   return true;
 }
-
-
-namespace {
-bool keep_this_thread_to(int core) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  return ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set) == 0;
-}
-}  // namespace
 
 double core_round_trip_s(int a, int b) {
   if (a == b || a < 0 || b < 0 || a >= CPU_SETSIZE || b >= CPU_SETSIZE) return 0;
