@@ -33,9 +33,18 @@ DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
 // The process groups of a threads launch: every rank in this process.
 std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, int ranks) {
   CommBackend comm = c.comm;
-  if (comm == CommBackend::automatic) comm = c.device == DeviceKind::cuda ? CommBackend::nccl : CommBackend::threads;
+  // NCCL serves ranks on distinct GPUs; logical devices sharing a GPU talk through the threads
+  // backend, whose copies and reductions then run on the GPU (Executor::buffer_ops).
+  const int gpus = c.device == DeviceKind::cuda ? cuda_device_count() : 0;
+  const bool one_gpu_per_device = c.device == DeviceKind::cuda && c.devices <= gpus;
+  if (comm == CommBackend::automatic) comm = one_gpu_per_device ? CommBackend::nccl : CommBackend::threads;
   if (comm == CommBackend::threads) return make_threads_groups(ranks, comm_options(c));
   if (comm == CommBackend::nccl) {
+    if (!one_gpu_per_device)
+      throw UsageError("comm", "--comm nccl needs a GPU of its own for every device, but --devices " +
+                                   std::to_string(c.devices) + " share " + std::to_string(gpus) +
+                                   " GPU(s) as logical devices — use --comm threads (its collectives run on the GPU)");
+    const int per_rank = c.devices / ranks;
     NcclBootstrap boot;
     boot.unique_id_file =
         (std::filesystem::temp_directory_path() / ("scalelab-nccl-id-" + std::to_string(::getpid()))).string();
@@ -45,7 +54,8 @@ std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, in
     for (int r = 0; r < ranks; ++r)
       threads.emplace_back([&, r] {
         try {
-          groups[r] = make_nccl_group(r, ranks, r, boot, comm_options(c));
+          groups[r] = make_nccl_group(r, ranks, place_cuda_device(r * per_rank, c.devices, gpus).gpu, boot,
+                                      comm_options(c));
         } catch (const std::exception& e) {
           errors[r] = e.what();
         }

@@ -19,6 +19,14 @@ TrainResult conclude(const RunSetup& run, const LoopResult& loop, EquivalencePro
   r.config = c;
   r.hw_name = c.device == DeviceKind::sim ? run.device_options.profile.name : "";
   r.simulated = c.device == DeviceKind::sim;
+  if (c.device == DeviceKind::cuda) {
+    const int gpus = cuda_device_count();
+    const std::string gpu = cuda_device_name(0);
+    r.placement = c.devices > gpus ? std::to_string(c.devices) + " logical devices on " + std::to_string(gpus) +
+                                         (gpus == 1 ? " GPU" : " GPUs")
+                                   : std::to_string(c.devices) + (c.devices == 1 ? " GPU" : " GPUs");
+    if (!gpu.empty()) r.placement += " (" + gpu + ")";
+  }
   r.stopped = loop.last_step < run.total;
   r.steps = loop.last_step - loop.first_step;  // a resumed (or stopped) run reports the steps it ran
   r.samples = r.steps * c.batch;
@@ -176,6 +184,7 @@ nlohmann::json to_json(const TrainResult& r) {
   j["device"] = device_kind_name(r.config.device);
   j["hw"] = r.hw_name.empty() ? json(nullptr) : json(r.hw_name);
   j["devices"] = r.config.devices;
+  if (!r.placement.empty()) j["placement"] = r.placement;
   j["model"] = r.config.model;
   j["dataset"] = r.config.dataset;
   j["batch"] = r.config.batch;
@@ -222,6 +231,7 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   TrainResult r;
   r.config = config;
   r.hw_name = j["hw"].is_string() ? j["hw"].get<std::string>() : "";
+  r.placement = j.value("placement", std::string());
   r.steps = j.value("steps", int64_t{0});
   r.samples = r.steps * config.batch;
   r.final_loss = j["final_loss"].is_number() ? j["final_loss"].get<double>() : std::nan("");
@@ -264,6 +274,7 @@ std::string format_summary(const TrainResult& r) {
                 device_kind_name(r.config.device), r.hw_name.empty() ? "" : (" (" + r.hw_name + ")").c_str(),
                 r.config.model.c_str(), r.config.dataset.c_str());
   s += buf;
+  if (!r.placement.empty()) s += "  devices         " + r.placement + "\n";
   if (std::isfinite(r.final_loss)) {
     std::snprintf(buf, sizeof buf, "  final loss      %.4f (mean of the last %zu steps)\n", r.final_loss,
                   std::min<size_t>(100, r.losses.size()));

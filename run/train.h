@@ -26,6 +26,8 @@ struct DeviceSummary {
 struct TrainResult {
   TrainConfig config;
   std::string hw_name;  // the profile's name on sim, empty otherwise
+  // cuda: where the devices run, e.g. "4 logical devices on 1 GPU (NVIDIA H100 80GB HBM3)"; empty otherwise
+  std::string placement;
   int64_t steps = 0;
   int64_t samples = 0;
   double final_loss = 0;              // mean training loss over the last ≤100 steps

@@ -601,10 +601,12 @@ std::string profile_label(const HardwareProfile& p) {
 RunProvenance describe_provenance(const DashboardModel& model) {
   RunProvenance r;
   // The device kind is the label's prefix ("cpu:0", "cuda:1", "sim:2"): what made the device.
-  int cpu = 0, cuda = 0;
+  int cpu = 0, cuda = 0, logical = 0;
   for (const DeviceInfo& d : model.devices()) {
     if (d.label.rfind("cpu:", 0) == 0) ++cpu;
     if (d.label.rfind("cuda:", 0) == 0) ++cuda;
+    // A logical cuda device is labelled "cuda:GPU.K": the K-th of several sharing one GPU.
+    if (d.label.rfind("cuda:", 0) == 0 && d.label.find('.') != std::string::npos) ++logical;
   }
   if (model.info().simulated) {
     r.summary = "modelled times (simulated)";
@@ -621,6 +623,12 @@ RunProvenance describe_provenance(const DashboardModel& model) {
     r.summary = cuda > 0 ? "measured times (CUDA events)" : "measured times (wall clock)";
     r.details = cuda > 0 ? "Every time shown was measured on the GPU with CUDA events around each op.\n"
                          : "Every time shown was measured with the host's wall clock around each op.\n";
+    if (logical > 0) {
+      r.summary += " · " + std::to_string(logical) + " logical devices share the GPU";
+      r.details += "The " + std::to_string(logical) + " cuda devices labelled cuda:G.K are logical: the K-th of the "
+                   "devices placed on GPU G, each with its own streams and share of its memory, so they also share its "
+                   "compute and memory bandwidth. Their collectives run through the threads backend in GPU memory.\n";
+    }
     if (cpu > 1) {
       r.summary += " · " + std::to_string(cpu) + " cpu devices take turns on one host's cores";
       r.details += "The " + std::to_string(cpu) + " cpu devices are threads or processes of one host: they share its cores "

@@ -14,7 +14,10 @@ struct BenchComputeOptions {
   std::string model = "mlp:784-1024-1024-10";
   int64_t batch = 512;
   int steps = 20;
-  std::string vs;  // "torch": PyTorch's step of the same MLP on as many threads, same run
+  int warmup = 0;              // untimed steps first; 0: 3 on cpu, 10 on cuda
+  std::string device = "cpu";  // cpu (bound: OpenBLAS) | cuda (bound: cuBLAS; peer: PyTorch eager on the GPU)
+  std::string amp = "off";     // cuda: off (f32, TF32 off) | bf16 (autocast, f32 master weights)
+  std::string vs;  // "torch": PyTorch's step of the same MLP (cpu: on as many threads), same run
   std::string json_path;
 };
 
@@ -72,8 +75,9 @@ int devices_allowed(const StrategyInfo& info, int wanted);
 // Every strategy on the same simulated machine, in one table; a trace of each in out_dir.
 int run_tour(const TourOptions& options);
 
-// The training step's GFLOP/s on the cpu device next to OpenBLAS sgemm on the same GEMM shapes,
-// measured in the same run. Returns the process exit code.
+// The training step's time on the cpu device next to OpenBLAS sgemm on the same GEMM shapes, or on
+// the cuda device next to cuBLAS on them, measured in the same run; --vs torch adds PyTorch's step.
+// Returns the process exit code.
 int bench_compute(const BenchComputeOptions& options);
 
 struct GradeCliOptions {
@@ -97,13 +101,13 @@ struct GradeCliOptions {
 int run_grade(const GradeCliOptions& options);
 
 struct CalibrateOptions {
-  std::string device = "cpu";
+  std::string device = "cpu";  // cpu | cuda (the GPU through the cuda device; logical devices for the collectives)
   std::string out;     // default: calibrated-<host>.json here
   bool quick = false;  // a smaller grid and shorter timings (~20 s): for tests
   int devices = 4;     // ranks of the threads all-reduce measured
 };
 
-// `scalelab calibrate`: measures the cpu device and writes a profile `--device sim --hw` reads.
+// `scalelab calibrate`: measures the cpu (or cuda) device and writes a profile `--device sim --hw` reads.
 int run_calibrate(const CalibrateOptions& options);
 
 // `scalelab train --device cpu --predict PROFILE`: the run measured, then the same run priced on
@@ -129,6 +133,9 @@ struct BenchPredictOptions {
   // A table written before (--json): its measured runs are priced again on `hw`, nothing is run —
   // a change to the cost model, or another calibration, tried on measurements already taken.
   std::string measured_path;
+  // cpu | cuda: the device the strategies are measured on (cuda: --devices logical devices where
+  // the GPUs are fewer, collectives over the threads backend; no host-turns re-timing).
+  std::string device = "cpu";
 };
 
 // How fast this machine's GEMMs of `shapes` (a model's: bench predict takes them from its runs) run
@@ -138,7 +145,9 @@ struct GemmSpeedNow {
   double ratio = 0;
   nlohmann::json shapes = nlohmann::json::array();
 };
-GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes);
+// `device`: cpu, or cuda (timed per call as `calibrate --device cuda` times it).
+GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes,
+                            DeviceKind device = DeviceKind::cpu);
 
 // How this machine runs now what its calibration measured: a GEMM of the table, timed as
 // calibrate timed it (a shared VM's GEMMs ran 0.8–1.6× their calibrated times a minute later), and
@@ -158,7 +167,8 @@ struct SpeedProbe {
 // The round trip moved by jitter alone up to 1.8× while the cores stayed close (70–125 ns); placed
 // apart it was 3× or more.
 constexpr double kCoresMovedFactor = 2.0;
-std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile);
+// On cuda only the GEMM: the round trip is the cpu device's turn-taker's.
+std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, DeviceKind device = DeviceKind::cpu);
 
 // Predicted next to measured for every strategy on each model, on each profile: a table with the
 // errors, and for the closest profile the op class that is furthest off where the error is large.

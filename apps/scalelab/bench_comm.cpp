@@ -460,13 +460,18 @@ int bench_comm(const BenchCommOptions& options) {
   }
   const bool sim = o.device == "sim";
   if (!sim && o.device != "cpu" && o.device != "cuda")
-    throw UsageError("bench", "--device must be cpu, cuda (--comm nccl) or sim, got '" + o.device + "'");
+    throw UsageError("bench", "--device must be cpu, cuda (--comm threads or nccl) or sim, got '" + o.device + "'");
   if (sim && o.hw.empty()) throw UsageError("bench", "--device sim needs --hw PROFILE (see `scalelab profiles`)");
   CommOptions copt;
   copt.timeout = std::chrono::milliseconds(o.timeout_ms);
   copt.algorithm = parse_comm_algorithm(o.algorithm);
   DeviceOptions dopt;
-  dopt.kind = sim ? DeviceKind::sim : DeviceKind::cpu;
+  const bool cuda = o.device == "cuda";
+  // cuda with --comm threads: the ranks are cuda devices of this process (logical devices of one
+  // GPU, or GPUs), their buffers in device memory; nccl makes its own devices below.
+  if (cuda && o.comm != "threads" && o.comm != "nccl")
+    throw UsageError("bench", "--device cuda with --comm " + o.comm + ": cuda ranks are threads of this process — use --comm threads or --comm nccl");
+  dopt.kind = sim ? DeviceKind::sim : cuda ? DeviceKind::cuda : DeviceKind::cpu;
   if (sim) {
     dopt.profile = load_profile(o.hw);
     // Said here in bench's words: the devices' own message names train's --devices.
@@ -481,10 +486,10 @@ int bench_comm(const BenchCommOptions& options) {
   // kept, so a noisy moment on a shared machine does not lower it.
   double memcpy_before = 0;
   auto memcpy_bound = [&](int ranks) {
-    if (sim) return 0.0;
+    if (sim || cuda) return 0.0;  // the bound is the host's memcpy: nothing to do with device memory
     return std::max(memcpy_before, measure_memcpy_Bps(o.max_bytes, std::min(ranks, cores)));
   };
-  if (!sim && o.comm != "mpi" && o.comm != "nccl") memcpy_before = memcpy_bound(o.ranks);
+  if (!sim && !cuda && o.comm != "mpi" && o.comm != "nccl") memcpy_before = memcpy_bound(o.ranks);
 
   if (o.comm == "threads") {
     auto groups = make_threads_groups(o.ranks, copt);

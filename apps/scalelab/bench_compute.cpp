@@ -1,7 +1,12 @@
-// `scalelab bench compute`: how close does a training step on the cpu device come to the GEMMs it
-// is made of? The bound is OpenBLAS sgemm on exactly the step's GEMM shapes, timed in the same run;
-// with --vs torch, PyTorch's step of the same MLP on as many threads is the peer.
+// `scalelab bench compute`: how close does a training step come to the GEMMs it is made of? The
+// bound is the step's GEMM shapes alone, timed in the same run: OpenBLAS sgemm on the cpu device,
+// cuBLAS through the cuda executor on the cuda device. With --vs torch, PyTorch's step of the same
+// MLP is the peer: on as many threads (cpu), or eager on the same GPU (cuda, f32 with TF32 off, or
+// --amp bf16 under autocast with f32 master weights, as scalelab's --amp bf16).
 #include <cblas.h>
+#ifdef SCALELAB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +17,7 @@
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/python_peer.h"
 #include "core/data/dataset.h"
+#include "core/device/device.h"
 #include "core/error.h"
 #include "core/io/file_check.h"
 #include "core/kernels/cpu_kernels.h"
@@ -48,10 +54,255 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// ---- cuda ---------------------------------------------------------------------------------
+
+// Waits until the GPU has run everything queued (the executor's stream is non-blocking, so the
+// whole device, not the legacy default stream).
+void sync_gpu() {
+#ifdef SCALELAB_HAVE_CUDA
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess)
+    throw Error("cuda", std::string("bench compute: cudaDeviceSynchronize says ") + cudaGetErrorName(e) + " (" +
+                            cudaGetErrorString(e) + ") — an op of the step failed on the GPU; rerun with "
+                            "CUDA_LAUNCH_BLOCKING=1 to see which");
+#endif
+}
+
+std::string gpu_name() {
+#ifdef SCALELAB_HAVE_CUDA
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) return prop.name;
+  (void)cudaGetLastError();
+#endif
+  return "?";
+}
+
+// A tensor on `dev` of uniform(-1, 1) values in `dtype` (drawn in f32 on the host, uploaded, cast).
+Tensor random_tensor(Device& dev, std::vector<int64_t> shape, DType dtype, Rng& rng) {
+  Tensor f32 = dev.empty(shape, DType::f32, MemoryCategory::workspace, "bench.gemm.operand");
+  std::vector<float> host(static_cast<size_t>(f32.numel()));
+  for (float& v : host) v = rng.uniform(-1, 1);
+  dev.upload({"bench.gemm.operand", Phase::data}, f32, host.data());
+  if (dtype == DType::f32) return f32;
+  Tensor half = dev.empty(std::move(shape), dtype, MemoryCategory::workspace, "bench.gemm.operand");
+  dev.cast({"bench.gemm.operand", Phase::data}, f32, half);
+  return half;
+}
+
+struct CudaFigures {
+  double step_t = 0, gemm_t = 0, back_to_back_t = 0;
+  // Inside the step, from the device's own events (each op bracketed by CUDA events): the GPU time
+  // of its GEMMs, of its other kernels and of its host<->device copies; medians over the timed steps.
+  double in_step_gemm = 0, in_step_other = 0, in_step_copy = 0;
+  std::string device_name;
+};
+
+CudaFigures measure_cuda(const BenchComputeOptions& o, const ModelSpec& spec, const std::vector<GemmShape>& gemms,
+                         const TrainConfig& config, int warmup) {
+  CudaFigures f;
+  EventBus bus;
+  DeviceOptions dopt;
+  dopt.kind = DeviceKind::cuda;
+  dopt.count = 1;
+  dopt.bus = &bus;
+  auto devices = make_devices(dopt);
+  Device& dev = *devices[0];
+  f.device_name = dev.name() + " (" + gpu_name() + ")";
+  // The training step, through the same strategy code `scalelab train --strategy single` runs.
+  StrategyContext ctx{config, {&dev}, bus, init_weights(spec, 1), nullptr, dopt};
+  auto strategy = find_strategy(kReferenceStrategy).make(ctx);
+  DataSplit data = make_synthetic(o.batch * 4, 16, spec.inputs(), static_cast<int>(spec.outputs()), 1);
+  Loader loader(data.train, o.batch, 1);
+  loader.set_epoch(0);
+  HostBatch batch;
+  loader.fill(0, batch);
+
+  // cuBLAS alone on the same shapes, in the step's dtype (--amp bf16: A, B and C in bf16, as the
+  // layers' GEMMs under AMP), on operands allocated once; queued back to back on the device's stream.
+  const DType dtype = config.amp == Amp::bf16 ? DType::bf16 : DType::f32;
+  struct Operands {
+    Tensor a, b, c;
+  };
+  std::vector<Operands> operands;
+  Rng rng(7);
+  for (const auto& g : gemms) {
+    Operands op;
+    op.a = random_tensor(dev, g.ta ? std::vector<int64_t>{g.k, g.m} : std::vector<int64_t>{g.m, g.k}, dtype, rng);
+    op.b = random_tensor(dev, g.tb ? std::vector<int64_t>{g.n, g.k} : std::vector<int64_t>{g.k, g.n}, dtype, rng);
+    op.c = dev.empty({g.m, g.n}, dtype, MemoryCategory::workspace, "bench.gemm.c");
+    operands.push_back(std::move(op));
+  }
+  bus.clear();
+  Executor& exec = dev.executor();
+  auto run_gemms = [&] {
+    for (size_t i = 0; i < gemms.size(); ++i)
+      exec.gemm(gemms[i].ta, gemms[i].tb, 1.0f, operands[i].a, operands[i].b, 0.0f, operands[i].c);
+  };
+  auto run_step = [&] { strategy->train_step(batch, 0); };
+
+  // Warm up both (cuBLAS's heuristics, first-touch allocations, clocks), then alternate them.
+  for (int i = 0; i < warmup; ++i) {
+    run_step();
+    bus.clear();
+    run_gemms();
+    sync_gpu();
+  }
+  std::vector<double> step_s, gemm_s, in_gemm, in_other, in_copy;
+  for (int i = 0; i < o.steps; ++i) {
+    sync_gpu();
+    auto t0 = clock_type::now();
+    run_step();
+    sync_gpu();
+    auto t1 = clock_type::now();
+    run_gemms();
+    sync_gpu();
+    auto t2 = clock_type::now();
+    step_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    gemm_s.push_back(std::chrono::duration<double>(t2 - t1).count());
+    double g = 0, other = 0, copy = 0;
+    for (const Event& e : bus.events()) {
+      const double d = static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+      if (e.lane == Lane::copy) copy += d;
+      else if (e.kind == "gemm") g += d;
+      else if (e.lane == Lane::compute) other += d;
+    }
+    bus.clear();  // keep the event store from growing over the benchmark
+    in_gemm.push_back(g);
+    in_other.push_back(other);
+    in_copy.push_back(copy);
+  }
+  // Back to back: one synchronization after all the steps (what queueing ahead can hide).
+  sync_gpu();
+  auto t0 = clock_type::now();
+  for (int i = 0; i < o.steps; ++i) {
+    run_step();
+    bus.clear();
+  }
+  sync_gpu();
+  f.back_to_back_t = std::chrono::duration<double>(clock_type::now() - t0).count() / o.steps;
+  f.step_t = median(step_s);
+  f.gemm_t = median(gemm_s);
+  f.in_step_gemm = median(in_gemm);
+  f.in_step_other = median(in_other);
+  f.in_step_copy = median(in_copy);
+  return f;
+}
+
+int bench_compute_cuda(const BenchComputeOptions& o) {
+  if (!cuda_available()) {
+#ifdef SCALELAB_HAVE_CUDA
+    throw UsageError("bench", "--device cuda: no CUDA GPU is visible (cudaGetDeviceCount finds none) — run on a machine "
+                              "with an NVIDIA GPU and driver (check nvidia-smi and CUDA_VISIBLE_DEVICES), or use --device cpu");
+#else
+    throw UsageError("bench", "--device cuda: this scalelab was built without CUDA — build it with the CUDA toolkit "
+                              "(`cmake --preset cuda`) on the GPU machine, or use --device cpu");
+#endif
+  }
+  const bool vs_torch = o.vs == "torch";
+  if (vs_torch) check_python_peer("torch_step.py", "--vs torch", /*need_cuda=*/true);
+  const ModelSpec spec = ModelSpec::parse(o.model);
+  const auto gemms = step_gemms(spec, o.batch);
+  double flops = 0;
+  for (const auto& g : gemms) flops += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  const int warmup = o.warmup > 0 ? o.warmup : 10;
+
+  TrainConfig config;
+  config.model = o.model;
+  config.batch = o.batch;
+  config.device = DeviceKind::cuda;
+  config.amp = o.amp == "bf16" ? Amp::bf16 : Amp::off;
+  config.optimizer.kind = "sgd";
+  config.dataset = "synthetic";
+  config.synthetic_train = o.batch * 4;
+  config.synthetic_test = 16;
+  check_host_memory(config, false);
+  if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
+
+  // Ours first, its devices (and GPU memory) released before the peer starts on the same GPU.
+  const CudaFigures f = measure_cuda(o, spec, gemms, config, warmup);
+  const char* precision = config.amp == Amp::bf16 ? "bf16 (autocast: bf16 GEMMs summed in f32, f32 master weights)"
+                                                  : "f32 (TF32 off)";
+  std::printf("# bench compute: one training step of %s at batch %lld on %s, %s\n", o.model.c_str(),
+              static_cast<long long>(o.batch), f.device_name.c_str(), precision);
+  std::printf("# the step of `train --strategy single --device cuda`: upload the batch, forward, loss, backward, "
+              "SGD (momentum 0.9)\n");
+  std::printf("# bound: cuBLAS alone on the step's %zu GEMM shapes, back to back on the device's stream, same run\n",
+              gemms.size());
+  std::printf("# median of %d timed steps after %d warm-up, each between two device synchronizations\n", o.steps, warmup);
+  std::printf("# %-32s %12s %10s\n", "what", "time (ms)", "TFLOP/s");
+  std::printf("  %-32s %12.3f %10.2f\n", "training step (scalelab)", f.step_t * 1e3, flops / f.step_t * 1e-12);
+  std::printf("  %-32s %12.3f %10.2f\n", "GEMMs alone (cuBLAS)", f.gemm_t * 1e3, flops / f.gemm_t * 1e-12);
+  const double ratio = f.gemm_t / f.step_t;
+  std::printf("  ratio %.3f  (GEMMs alone / step; GEMM FLOPs per step %.3f G)\n", ratio, flops * 1e-9);
+  const double busy = f.in_step_gemm + f.in_step_other + f.in_step_copy;
+  std::printf("  inside the step, GPU time of its ops (CUDA events per op): GEMMs %.3f ms, other kernels %.3f ms, "
+              "copies %.3f ms; the rest, %.3f ms, is host time between ops (launch, synchronize, allocation)\n",
+              f.in_step_gemm * 1e3, f.in_step_other * 1e3, f.in_step_copy * 1e3, std::max(0.0, f.step_t - busy) * 1e3);
+  std::printf("  %-32s %12.3f\n", "step, back to back (scalelab)", f.back_to_back_t * 1e3);
+  std::fflush(stdout);
+
+  nlohmann::json torch = nullptr;
+  if (vs_torch) {
+    char args[512];
+    std::snprintf(args, sizeof args, "--model '%s' --batch %lld --steps %d --warmup %d --device cuda --amp %s --gemms",
+                  o.model.c_str(), static_cast<long long>(o.batch), o.steps, warmup, o.amp.c_str());
+    torch = run_python_peer("torch_step.py", args, "--vs torch", /*need_cuda=*/true);
+    const double t = torch.value("step_time_s", 0.0), tg = torch.value("gemm_time_s", 0.0);
+    std::printf("  %-32s %12.3f %10.2f\n", "training step (pytorch)", t * 1e3, t > 0 ? flops / t * 1e-12 : 0.0);
+    if (tg > 0) std::printf("  %-32s %12.3f %10.2f\n", "GEMMs alone (torch.mm)", tg * 1e3, flops / tg * 1e-12);
+    if (torch.contains("step_time_back_to_back_s"))
+      std::printf("  %-32s %12.3f\n", "step, back to back (pytorch)", torch["step_time_back_to_back_s"].get<double>() * 1e3);
+    std::printf("  pytorch / scalelab step time %.2f×  (goal ≥ 1.00; torch %s eager on %s; both copy the batch from "
+                "host memory each step)\n",
+                t / f.step_t, torch.value("torch", std::string("?")).c_str(),
+                torch.value("device_name", std::string("?")).c_str());
+  }
+  std::fflush(stdout);
+  if (!o.json_path.empty()) {
+    const double tt = vs_torch ? torch.value("step_time_s", 0.0) : 0.0;
+    nlohmann::json j{{"device", "cuda"},
+                     {"device_name", f.device_name},
+                     {"amp", o.amp},
+                     {"model", o.model},
+                     {"batch", o.batch},
+                     {"flops_per_step", flops},
+                     {"steps", o.steps},
+                     {"warmup", warmup},
+                     {"step_time_s", f.step_t},
+                     {"gemm_time_s", f.gemm_t},
+                     {"ratio", ratio},
+                     {"achieved_gflops", flops / f.step_t * 1e-9},
+                     {"gemm_gflops", flops / f.gemm_t * 1e-9},
+                     {"step_back_to_back_s", f.back_to_back_t},
+                     {"in_step_gemm_s", f.in_step_gemm},
+                     {"in_step_other_kernels_s", f.in_step_other},
+                     {"in_step_copy_s", f.in_step_copy},
+                     {"torch_step_time_s", vs_torch ? nlohmann::json(tt) : nlohmann::json(nullptr)},
+                     {"torch_over_scalelab", vs_torch && f.step_t > 0 ? nlohmann::json(tt / f.step_t) : nlohmann::json(nullptr)},
+                     {"torch_gemm_time_s", vs_torch && torch.contains("gemm_time_s") ? torch["gemm_time_s"] : nlohmann::json(nullptr)},
+                     {"torch_step_back_to_back_s",
+                      vs_torch && torch.contains("step_time_back_to_back_s") ? torch["step_time_back_to_back_s"] : nlohmann::json(nullptr)},
+                     {"torch", torch}};
+    write_file_atomically(o.json_path, j.dump(2) + "\n", "bench");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int bench_compute(const BenchComputeOptions& o) {
   if (!o.vs.empty() && o.vs != "torch") throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is torch");
+  if (o.device != "cpu" && o.device != "cuda")
+    throw UsageError("bench", "--device '" + o.device + "': bench compute measures cpu or cuda (a sim device's times "
+                              "are modelled, not measured) — use --device cpu or --device cuda");
+  if (o.amp != "off" && o.amp != "bf16")
+    throw UsageError("bench", "--amp '" + o.amp + "': bench compute measures off (f32) or bf16" +
+                                  (o.amp == "fp16" ? " (fp16's loss scaler would need PyTorch's GradScaler in the peer)" : "") +
+                                  " — use --amp off or --amp bf16");
+  if (o.device == "cpu" && o.amp != "off")
+    throw UsageError("bench", "--amp " + o.amp + " on --device cpu: the cpu bound is OpenBLAS sgemm (f32) — use --amp off, "
+                              "or --device cuda");
+  if (o.device == "cuda") return bench_compute_cuda(o);
   if (o.vs == "torch") check_python_peer("torch_step.py", "--vs torch");
   const ModelSpec spec = ModelSpec::parse(o.model);
   const auto gemms = step_gemms(spec, o.batch);
@@ -102,7 +353,7 @@ int bench_compute(const BenchComputeOptions& o) {
   };
 
   // Warm up both (thread pools, page faults), then alternate them so both see the same machine.
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < (o.warmup > 0 ? o.warmup : 3); ++i) {
     run_step();
     run_gemms();
   }
@@ -142,7 +393,8 @@ int bench_compute(const BenchComputeOptions& o) {
   }
   std::fflush(stdout);
   if (!o.json_path.empty()) {
-    nlohmann::json j{{"model", o.model},          {"batch", o.batch},       {"flops_per_step", flops},
+    nlohmann::json j{{"device", "cpu"},           {"amp", "off"},           {"gemm_time_s", gemm_t},
+                     {"model", o.model},          {"batch", o.batch},       {"flops_per_step", flops},
                      {"step_time_s", step_t},     {"sgemm_time_s", gemm_t}, {"achieved_gflops", achieved},
                      {"sgemm_gflops", sgemm},     {"ratio", ratio},         {"steps", o.steps},
                      {"threads", threads},

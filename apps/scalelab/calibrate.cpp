@@ -10,8 +10,10 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -344,11 +346,12 @@ struct GemmShape {
 
 // Makes one GEMM of shape g on a device (its operands filled), as calibrate times it: writing C
 // (beta = 0), or adding to it (beta = 1) as a gradient accumulates.
-OpMaker gemm_op(GemmShape g, bool accumulate = false) {
-  return [g, accumulate](Device& d) -> std::function<void()> {
-    Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, DType::f32, MemoryCategory::workspace, "A");
-    Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, DType::f32, MemoryCategory::workspace, "B");
-    Tensor c = d.empty({g.m, g.n}, DType::f32, MemoryCategory::workspace, "C");
+// `dtype`: A, B and C's (f32; on cuda also bf16 and f16, the tensor cores' GEMMs).
+OpMaker gemm_op(GemmShape g, bool accumulate = false, DType dtype = DType::f32) {
+  return [g, accumulate, dtype](Device& d) -> std::function<void()> {
+    Tensor a = d.empty({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, dtype, MemoryCategory::workspace, "A");
+    Tensor b = d.empty({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, dtype, MemoryCategory::workspace, "B");
+    Tensor c = d.empty({g.m, g.n}, dtype, MemoryCategory::workspace, "C");
     d.fill({"calibrate"}, a, 0.5f);
     d.fill({"calibrate"}, b, 0.25f);
     const float beta = accumulate ? 1.0f : 0.0f;
@@ -489,10 +492,13 @@ class BlasHelpersSpinning {
   std::thread thread_;
 };
 
+// `device`: the ranks' devices, cpu or cuda (then logical devices of this process, their buffers in
+// device memory).
 json measure_collective(const std::string& comm, const std::string& op, int ranks, int64_t max_bytes,
-                        std::vector<double>& bytes, std::vector<double>& seconds) {
+                        std::vector<double>& bytes, std::vector<double>& seconds, const std::string& device = "cpu") {
   BenchCommOptions o;
   o.comm = comm;
+  o.device = device;
   o.ranks = ranks;
   o.op = op;
   o.min_bytes = 4096;
@@ -508,6 +514,12 @@ json measure_collective(const std::string& comm, const std::string& op, int rank
   std::filesystem::remove(o.json_path);
   json raw = json::array();
   for (const json& r : j.at("rows")) {
+    // On cuda the backend's device path is new: a call that sums wrongly is not a time to price with.
+    if (device != "cpu" && r.contains("wrong") && r.at("wrong").is_number() && r.at("wrong").get<double>() > 0)
+      throw Error("calibrate", comm + " " + op + " on " + std::to_string(ranks) + " " + device + " ranks: " +
+                                   r.at("wrong").dump() + " wrong elements at " + r.at("bytes").dump() +
+                                   " bytes — the backend's result is wrong on this device; check it with `scalelab bench comm --comm " +
+                                   comm + " --device " + device + " --op " + op + " --ranks " + std::to_string(ranks) + "`");
     bytes.push_back(r.at("bytes").get<double>());
     seconds.push_back(r.at("time_us").get<double>() * 1e-6);
     raw.push_back({{"bytes", r.at("bytes")}, {"seconds", r.at("time_us").get<double>() * 1e-6}});
@@ -522,14 +534,568 @@ double turn_to_helper_round_trip_s() {
   return cores.size() >= 2 ? core_round_trip_s(cores[0], cores[1]) : 0.0;
 }
 
+// Each element-wise kind a step makes, as calibrate times it: make(device, rows, cols) fills its
+// tensors on the device and returns the call.
+struct ElementwiseKind {
+  const char* name;
+  std::function<std::function<void()>(Device&, int64_t rows, int64_t cols)> make;
+};
+Tensor filled_tensor(Device& d, std::vector<int64_t> shape, const char* what) {
+  Tensor t = d.empty(std::move(shape), DType::f32, MemoryCategory::workspace, what);
+  d.fill({"calibrate"}, t, 0.5f);
+  return t;
+}
+std::vector<ElementwiseKind> elementwise_kinds() {
+  return {
+      {"axpy", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled_tensor(d, {r, c}, "x"), y = filled_tensor(d, {r, c}, "y");
+         return [&d, x, y] { d.axpy({"calibrate"}, 1e-3f, x, y); };
+       }},
+      {"bias_relu", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor y = filled_tensor(d, {r, c}, "y"), bias = filled_tensor(d, {c}, "bias");
+         return [&d, y, bias] { d.bias_act({"calibrate"}, y, bias, Activation::relu); };
+       }},
+      {"bias_relu_bwd", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor dy = filled_tensor(d, {r, c}, "dy"), y = filled_tensor(d, {r, c}, "y"), db = filled_tensor(d, {c}, "dbias");
+         return [&d, dy, y, db] { d.bias_act_backward({"calibrate"}, dy, y, db, Activation::relu); };
+       }},
+      {"sgd", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor w = filled_tensor(d, {r, c}, "w"), g = filled_tensor(d, {r, c}, "g"), buf = filled_tensor(d, {r, c}, "momentum");
+         SgdOptions o;
+         o.lr = 1e-6f;
+         o.momentum = 0.9f;  // the trainer's default
+         return [&d, w, g, buf, o] { d.sgd({"calibrate"}, w, g, buf, o); };
+       }},
+      {"adam", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor w = filled_tensor(d, {r, c}, "w"), g = filled_tensor(d, {r, c}, "g"), m = filled_tensor(d, {r, c}, "m"), v = filled_tensor(d, {r, c}, "v");
+         return [&d, w, g, m, v] { d.adam({"calibrate"}, w, g, m, v, AdamOptions{}, 1); };
+       }},
+      {"copy", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled_tensor(d, {r, c}, "src"), y = filled_tensor(d, {r, c}, "dst");
+         return [&d, x, y] { d.copy({"calibrate"}, x, y); };
+       }},
+      {"scale", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         Tensor x = filled_tensor(d, {r, c}, "x");
+         return [&d, x] { d.scale({"calibrate"}, 1.0f, x); };
+       }},
+      {"softmax_xent", [](Device& d, int64_t r, int64_t c) -> std::function<void()> {
+         // rows × 10 classes: a step's loss, by batch size
+         const int64_t rows = r * c / 10;
+         Tensor logits = filled_tensor(d, {rows, 10}, "logits"), dlogits = filled_tensor(d, {rows, 10}, "dlogits");
+         Tensor labels = d.empty({rows}, DType::i32, MemoryCategory::workspace, "labels");
+         d.fill({"calibrate"}, labels, 0.0f);
+         return [&d, logits, labels, dlogits] { d.softmax_xent({"calibrate"}, logits, labels, dlogits); };
+       }},
+  };
+}
+
+// ---- the cuda device ---------------------------------------------------------------------------
+
+// A cuda op's time per call, two ways. `call_s`: the host's wall time of the Device call — what a
+// training step pays for it: the CudaClock waits for each op's end event, so the launch, that wait
+// and the call's bookkeeping are in it, and a step's ops on one device follow each other at this
+// pace (its events begin one call_s apart). `gpu_s`: the op's own event, timed with CUDA events on
+// its stream — the GPU's time. The profile prices with call_s (a step's time is the sum of its
+// ops' call_s, not of their gpu_s); gpu_s is kept beside it, and call_s − gpu_s is the per-op
+// overhead.
+struct CudaTiming {
+  double call_s = 0, gpu_s = 0;
+};
+
+CudaTiming cuda_time_call(const std::function<void()>& op, double budget_s, EventBus& bus, size_t min_calls = 5) {
+  op();
+  op();
+  std::vector<double> call, gpu;
+  const auto start = clock_type::now();
+  while (call.size() < min_calls ||
+         (std::chrono::duration<double>(clock_type::now() - start).count() < budget_s && call.size() < 10000)) {
+    if (bus.event_count() > 4096) bus.clear();  // the bus is there as in training; its store is not
+    const size_t before = bus.event_count();
+    const auto t0 = clock_type::now();
+    op();
+    call.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    double g = 0;
+    for (const Event& e : bus.events_since(before)) g += 1e-9 * static_cast<double>(e.t_end_ns - e.t_begin_ns);
+    gpu.push_back(g);
+  }
+  return {median(call), median(gpu)};
+}
+
+// The bytes the cost model counts for `op` (read off its event), calling it once more.
+double event_bytes(const std::function<void()>& op, EventBus& bus) {
+  const size_t before = bus.event_count();
+  op();
+  const std::vector<Event> emitted = bus.events_since(before);
+  return emitted.empty() ? 0.0 : static_cast<double>(emitted.back().bytes);
+}
+
+// The name of the GPU CUDA sees first, as nvidia-smi gives it (where the driver's cuda_device_name gives none) ("NVIDIA H100 80GB HBM3"); "" where
+// nvidia-smi cannot say.
+std::string gpu_model() {
+  std::string index = "0";
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
+    std::string first = visible;
+    first = first.substr(0, first.find(','));
+    if (!first.empty() && std::all_of(first.begin(), first.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; }))
+      index = first;
+  }
+  FILE* pipe = ::popen(("nvidia-smi --query-gpu=name --format=csv,noheader -i " + index + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return "";
+  char buf[256] = {};
+  std::string name;
+  if (std::fgets(buf, sizeof buf, pipe)) name = buf;
+  ::pclose(pipe);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  return name;
+}
+
+// A link's figures from copies timed by size: its best rate as the bandwidth, each size's share of
+// it as the curve, α fitted.
+json link_from(const std::string& kind, const std::vector<double>& bytes, const std::vector<double>& seconds, double alpha_s) {
+  double best = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) best = std::max(best, bytes[i] / seconds[i]);
+  json shares = json::array();
+  for (size_t i = 0; i < bytes.size(); ++i) shares.push_back(std::clamp(bytes[i] / seconds[i] / best, 1e-6, 1.0));
+  return {{"kind", kind}, {"bandwidth_Bps", best}, {"latency_s", alpha_s}, {"curve", {{"bytes", bytes}, {"efficiency", shares}}}};
+}
+
+// "[cuda] scalelab was built …" → "scalelab was built …": a message quoted inside another.
+std::string without_component(std::string message) {
+  if (!message.empty() && message.front() == '[')
+    if (const size_t close = message.find("] "); close != std::string::npos) message.erase(0, close + 2);
+  return message;
+}
+
+// `scalelab calibrate --device cuda`: the GPU as the cuda device uses it, through the Device calls
+// a run makes — GEMMs over the shapes grid (f32 as the executor runs it, TF32 off: a table and a
+// curve; bf16 and f16: curves), each element-wise kind by size, a tiny op's pace (the launch
+// overhead), a large copy in device memory (HBM), uploads and downloads (the host link), copies
+// between two cuda devices (two logical devices of one GPU, or two GPUs) and the threads
+// collectives on --devices logical devices. What only the cpu device has is not measured: the
+// host's cache (a GPU step's data are in its memory; no cold times), the cores' turns and their
+// hand-off, the core-to-core round trip, OpenBLAS's helper threads.
+int calibrate_cuda(const CalibrateOptions& o) {
+  if (cuda_device_count() < 1) {
+    std::string why = "no CUDA device is visible";
+    try {
+      make_cuda_executor(0);
+    } catch (const std::exception& e) {
+      why = without_component(e.what());
+    }
+    // The device's own message says what to do where it says anything (built without CUDA: rebuild).
+    throw UsageError("calibrate", "--device cuda: " + why +
+                                      (why.find(" — ") != std::string::npos
+                                           ? std::string()
+                                           : " — run calibrate on the machine with the GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES), "
+                                             "or pass --device cpu to measure this machine's cores"));
+  }
+  if (o.devices < 2 || o.devices > kMaxCpuDevices)
+    throw UsageError("calibrate", "--device cuda --devices " + std::to_string(o.devices) + ": the threads collectives are measured on 2 … " +
+                                      std::to_string(kMaxCpuDevices) + " cuda devices (logical devices of this GPU) — pass --devices N ≥ 2");
+  const std::string out = o.out.empty() ? "calibrated-" + host_name() + "-cuda.json" : o.out;
+  check_output_path(out, "calibrate");
+  const auto started = clock_type::now();
+  const int gpus = cuda_device_count();
+  // GPU timings move little from one call to the next: shorter budgets than the cpu's, two rounds.
+  const double budget = o.quick ? 0.02 : 0.1;
+  const int gemm_rounds = o.quick ? 1 : 2;
+  // The cpu's grid, and larger shapes: a GPU reaches its peak only there.
+  const std::vector<int64_t> rows = o.quick ? std::vector<int64_t>{8, 128, 512} : std::vector<int64_t>{8, 32, 128, 512, 2048};
+  const std::vector<int64_t> widths =
+      o.quick ? std::vector<int64_t>{64, 256, 1024, 4096} : std::vector<int64_t>{16, 64, 256, 1024, 2048, 4096, 8192};
+  const std::vector<GemmShape> grid = gemm_grid(rows, widths);
+  struct GemmDtype {
+    DType dtype;
+    const char* name;
+  };
+  const std::vector<GemmDtype> gemm_dtypes = o.quick ? std::vector<GemmDtype>{{DType::f32, "f32"}, {DType::bf16, "bf16"}}
+                                                     : std::vector<GemmDtype>{{DType::f32, "f32"}, {DType::bf16, "bf16"}, {DType::f16, "f16"}};
+  // 4^i × 256 floats: 1 KiB … 256 MiB per tensor (past an H100's 50 MB L2).
+  const int elementwise_sizes = o.quick ? 7 : 10;
+  const int copy_sizes = o.quick ? 6 : 9;  // 4 KiB … 256 MiB
+  const int64_t hbm_copy_bytes = o.quick ? int64_t{256} << 20 : int64_t{1} << 30;
+  const int64_t largest_collective = o.quick ? 1 << 20 : 64 << 20;
+  const std::vector<int> collective_ranks = o.devices == 2 ? std::vector<int>{2} : std::vector<int>{o.devices, 2};
+  ProgressLine progress(static_cast<int>(grid.size() * gemm_dtypes.size()) * gemm_rounds + 8 * elementwise_sizes + 2 +
+                        3 * copy_sizes + 3 * static_cast<int>(collective_ranks.size()) + 1);
+
+  EventBus bus;
+  DeviceOptions dopt;
+  dopt.kind = DeviceKind::cuda;
+  dopt.bus = &bus;
+  auto devices = make_devices(dopt);
+  Device& dev = *devices[0];
+  const int64_t capacity = dev.memory().capacity();
+  const std::string model = [] {
+    std::string name = cuda_device_name(0);  // the driver's name; nvidia-smi's where it gives none
+    if (name.empty()) name = gpu_model();
+    return name.empty() ? std::string("NVIDIA GPU (neither the driver nor nvidia-smi named it)") : name;
+  }();
+  json raw;
+  std::vector<std::string> warnings;
+
+  // 1. GEMMs, each dtype over the grid, in rounds (as on the cpu): the best rate is the dtype's
+  // peak, the shares of it by m·n·k its curve; f32's shapes also the table (and the dW shapes
+  // adding to C, as a gradient accumulates).
+  json gemm_curves{{"source", "scalelab calibrate --device cuda: Device::gemm on the cuda device (cuBLAS, f32 with TF32 off as the executor runs it) over " +
+                                  std::to_string(grid.size()) + " MLP shapes (forward, dW, dx), median host time per call (the CudaClock waits for each op: "
+                                  "launch and wait included, as a step pays them); peak = the best rate measured"}};
+  json peaks = json::object(), raw_gemm = json::object(), gemm_table = json::array();
+  std::map<std::string, std::pair<double, SizeCurve>> gemm_summary;  // dtype → peak, curve
+  for (const GemmDtype& gd : gemm_dtypes) {
+    std::vector<std::vector<double>> call_times(grid.size()), gpu_times(grid.size()), accumulate_times(grid.size());
+    std::string failed;
+    for (int round = 0; round < gemm_rounds && failed.empty(); ++round)
+      for (size_t i = 0; i < grid.size(); ++i) {
+        const GemmShape g = grid[i];
+        try {
+          const CudaTiming t = cuda_time_call(gemm_op(g, false, gd.dtype)(dev), budget / gemm_rounds, bus);
+          call_times[i].push_back(t.call_s);
+          gpu_times[i].push_back(t.gpu_s);
+          if (gd.dtype == DType::f32 && g.ta && !g.tb)
+            accumulate_times[i].push_back(cuda_time_call(gemm_op(g, true, gd.dtype)(dev), budget / gemm_rounds, bus).call_s);
+        } catch (const std::exception& e) {
+          failed = std::string(gd.name) + " GEMM " + std::to_string(g.m) + "×" + std::to_string(g.n) + "×" + std::to_string(g.k) +
+                   ": " + e.what();
+          break;
+        }
+        progress.step(std::string("gemm ") + gd.name + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
+                      std::to_string(g.k) + ", round " + std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
+      }
+    if (!failed.empty()) {
+      if (gd.dtype == DType::f32) throw Error("calibrate", "--device cuda: " + failed + " — the f32 GEMM is what every run makes; check `scalelab train --device cuda --strategy single`");
+      warnings.push_back(std::string(gd.name) + " GEMMs not measured (" + failed + "): the profile has no " + gd.name +
+                         " peak or curve, and prices " + gd.name + " GEMMs at the f32 ones'");
+      continue;
+    }
+    std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
+    json rows_json = json::array();
+    for (size_t i = 0; i < grid.size(); ++i) {
+      const GemmShape& g = grid[i];
+      const double s = median(call_times[i]), gpu = median(gpu_times[i]);
+      const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+      rates.push_back({mnk, 2 * mnk / s});
+      rows_json.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}, {"seconds_gpu", gpu}});
+      if (gd.dtype == DType::f32) {
+        gemm_table.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}});
+        if (!accumulate_times[i].empty()) {
+          gemm_table.back()["seconds_accumulate"] = median(accumulate_times[i]);
+          rows_json.back()["seconds_accumulate"] = median(accumulate_times[i]);
+        }
+      }
+    }
+    double peak = 0;
+    for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
+    std::vector<std::pair<double, double>> shares;
+    for (const auto& [mnk, rate] : rates) shares.push_back({mnk, rate / peak});
+    const SizeCurve curve = curve_from(shares);
+    peaks[gd.name] = peak;
+    gemm_curves[gd.name] = {{"mnk", curve.sizes}, {"efficiency", curve.efficiency}};
+    raw_gemm[gd.name] = rows_json;
+    gemm_summary[gd.name] = {peak, curve};
+  }
+  raw["gemm"] = raw_gemm;
+
+  // 2. Element-wise kinds by size: each kind's share of the best rate by bytes touched (the bytes
+  // read off the op's event); axpy and bias+ReLU also give α + bytes/B.
+  std::vector<double> ew_bytes, ew_seconds;
+  std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
+  json raw_ew = json::array();
+  for (const ElementwiseKind& kind : elementwise_kinds())
+    for (int i = 0; i < elementwise_sizes; ++i) {
+      const int64_t n = int64_t{256} << (2 * i);
+      const std::function<void()> op = kind.make(dev, n / 256, 256);
+      const CudaTiming t = cuda_time_call(op, budget, bus);
+      const double bytes = event_bytes(op, bus);
+      ew_rates[kind.name].push_back({bytes, bytes / t.call_s});
+      if (std::string(kind.name) == "axpy" || std::string(kind.name) == "bias_relu") {
+        ew_bytes.push_back(bytes);
+        ew_seconds.push_back(t.call_s);
+      }
+      raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", t.call_s}, {"seconds_gpu", t.gpu_s}});
+      progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
+    }
+  raw["elementwise"] = raw_ew;
+  const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
+
+  // 3. The launch overhead: a tiny op (scale of 256 floats) called back to back — the wall time of
+  // N calls ÷ N is how far apart a step's ops are when they do nothing; its GPU time is beside it.
+  double launch = 0;
+  {
+    const std::vector<ElementwiseKind> kinds = elementwise_kinds();
+    const auto scale = std::find_if(kinds.begin(), kinds.end(), [](const ElementwiseKind& k) { return std::string(k.name) == "scale"; });
+    const std::function<void()> tiny = scale->make(dev, 1, 256);
+    const CudaTiming t = cuda_time_call(tiny, budget, bus);
+    const int calls = o.quick ? 200 : 2000;
+    bus.clear();
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < calls; ++i) {
+      tiny();
+      if (bus.event_count() > 4096) bus.clear();
+    }
+    launch = std::chrono::duration<double>(clock_type::now() - t0).count() / calls;
+    raw["tiny_op"] = {{"op", "scale"}, {"bytes", event_bytes(tiny, bus)}, {"calls", calls}, {"seconds_per_call", launch},
+                      {"median_call_s", t.call_s}, {"median_gpu_s", t.gpu_s}};
+    progress.step("launch overhead (tiny op)");
+  }
+
+  // 4. Device memory: one large copy inside the device (Device::copy, read + write as the event
+  // counts it), timed by its event — at this size the GPU's time is the call's.
+  double hbm_Bps = 0;
+  {
+    const int64_t floats = hbm_copy_bytes / 4;
+    Tensor src = filled_tensor(dev, {floats}, "src"), dst = filled_tensor(dev, {floats}, "dst");
+    const std::function<void()> copy = [&] { dev.copy({"calibrate"}, src, dst); };
+    const CudaTiming t = cuda_time_call(copy, budget, bus);
+    const double bytes = event_bytes(copy, bus);
+    hbm_Bps = bytes / t.gpu_s;
+    raw["device_memory_copy"] = {{"copied_bytes", hbm_copy_bytes}, {"bytes", bytes}, {"seconds", t.call_s}, {"seconds_gpu", t.gpu_s},
+                                 {"Bps", hbm_Bps}};
+    progress.step("device memory copy " + format_bytes(hbm_copy_bytes));
+  }
+  double ew_best = 0;
+  for (const auto& [kind, rates] : ew_rates)
+    for (const auto& [bytes, rate] : rates) ew_best = std::max(ew_best, rate);
+  // The curves are shares of this: the best of the element-wise rates (in L2 they can pass HBM's)
+  // and the large copy's.
+  const double mem_bw = std::max(ew_best, hbm_Bps);
+  json ew_curves{{"source", "scalelab calibrate --device cuda: each kind's Device call on the cuda device, median host time per call (launch and the "
+                            "CudaClock's wait included), " + std::to_string(elementwise_sizes) + " sizes; share of device.mem_bandwidth_Bps"}};
+  for (const auto& [kind, rates] : ew_rates) {
+    json sizes = json::array(), shares = json::array();
+    for (const auto& [bytes, rate] : rates) {
+      sizes.push_back(bytes);
+      shares.push_back(std::clamp(rate / mem_bw, 1e-6, 1.0));
+    }
+    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}};
+  }
+
+  // 5. Copies by size: uploads and downloads (the host link; pageable host memory, as a run's
+  // batches are), and copies from one cuda device into another (the link between devices).
+  struct Series {
+    std::vector<double> bytes, seconds, seconds_gpu;
+    AlphaBeta fit;
+    json raw() const {
+      json r = json::array();
+      for (size_t i = 0; i < bytes.size(); ++i) r.push_back({{"bytes", bytes[i]}, {"seconds", seconds[i]}, {"seconds_gpu", seconds_gpu[i]}});
+      return r;
+    }
+  };
+  const auto series = [&](const std::string& what, const std::function<CudaTiming(int64_t floats)>& time_one) {
+    Series s;
+    for (int i = 0; i < copy_sizes; ++i) {
+      const int64_t n = int64_t{1024} << (2 * i);
+      const CudaTiming t = time_one(n);
+      s.bytes.push_back(static_cast<double>(4 * n));
+      s.seconds.push_back(t.call_s);
+      s.seconds_gpu.push_back(t.gpu_s);
+      progress.step(what + " " + std::to_string(4 * n) + " B");
+    }
+    s.fit = fit_alpha_beta(s.bytes, s.seconds, 1, 1);
+    return s;
+  };
+  const Series upload = series("upload", [&](int64_t n) {
+    Tensor dst = dev.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+    std::vector<float> values(static_cast<size_t>(n), 1.0f);
+    return cuda_time_call([&] { dev.upload({"calibrate"}, dst, values.data()); }, budget, bus);
+  });
+  const Series download = series("download", [&](int64_t n) {
+    Tensor src = filled_tensor(dev, {n}, "src");
+    std::vector<float> values(static_cast<size_t>(n));
+    return cuda_time_call([&] { dev.download({"calibrate"}, values.data(), src); }, budget, bus);
+  });
+  raw["host_copy"] = upload.raw();
+  raw["host_download"] = download.raw();
+  // Two cuda devices: logical devices of this GPU (each its own stream), or two GPUs.
+  std::string peer_what;
+  Series peer;
+  {
+    DeviceOptions two = dopt;
+    two.count = 2;
+    std::vector<std::unique_ptr<Device>> pair;
+    try {
+      pair = make_devices(two);
+    } catch (const std::exception& e) {
+      warnings.push_back("copies between two cuda devices not measured (" + std::string(e.what()) +
+                         "): links.intra_node is a copy inside one device");
+    }
+    if (pair.size() == 2) {
+      peer_what = "Device::copy from " + pair[0]->name() + " into " + pair[1]->name();
+      peer = series("copy between devices", [&](int64_t n) {
+        Tensor src = filled_tensor(*pair[0], {n}, "src");
+        Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+        return cuda_time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, budget, bus);  // the destination copies in
+      });
+    } else {
+      peer_what = "Device::copy inside " + dev.name() + " (no second cuda device could be made)";
+      peer = series("copy inside the device", [&](int64_t n) {
+        Tensor src = filled_tensor(dev, {n}, "src"), dst = filled_tensor(dev, {n}, "dst");
+        return cuda_time_call([&] { dev.copy({"calibrate"}, src, dst); }, budget, bus);
+      });
+    }
+  }
+  raw["peer_copy"] = peer.raw();
+  const json host_link = link_from("pcie (measured: upload)", upload.bytes, upload.seconds, upload.fit.alpha_s);
+  const json intra_link = link_from(gpus > 1 ? "device-to-device (measured)" : "device memory (measured: logical devices of one GPU)",
+                                    peer.bytes, peer.seconds, peer.fit.alpha_s);
+
+  // 6. The threads collectives on --devices cuda devices (and on 2; a send between 2), their buffers
+  // in device memory, timed by size as bench comm times them.
+  std::vector<double> ar_bytes, ar_seconds;
+  json measured_collectives = json::array();
+  std::string collectives_failed;
+  try {
+    for (const int n : collective_ranks)
+      for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "send"}) {
+        if (std::string(op) == "send" && n != 2) continue;
+        std::vector<double> b, t;
+        const json rows_json = measure_collective("threads", op, n, largest_collective, b, t, "cuda");
+        measured_collectives.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
+        if (n == o.devices) {
+          raw[std::string(op) + "_threads"] = rows_json;
+          if (std::string(op) == "all_reduce") ar_bytes = b, ar_seconds = t;
+        }
+        progress.step(std::string(op) + " threads, " + std::to_string(n) + " cuda devices");
+      }
+  } catch (const std::exception& e) {
+    collectives_failed = e.what();
+    warnings.push_back("the threads collectives on cuda devices were not measured (" + collectives_failed +
+                       "): the profile has no collectives section, and the sim prices them as the textbook ring on links.intra_node");
+  }
+  progress.end();
+
+  const double seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+  json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
+            {"host_copy", {{"latency_s", upload.fit.alpha_s}, {"bandwidth_Bps", upload.fit.bandwidth_Bps}, {"rms_log_error", upload.fit.rms_log_error}}},
+            {"host_download", {{"latency_s", download.fit.alpha_s}, {"bandwidth_Bps", download.fit.bandwidth_Bps}, {"rms_log_error", download.fit.rms_log_error}}},
+            {"peer_copy", {{"latency_s", peer.fit.alpha_s}, {"bandwidth_Bps", peer.fit.bandwidth_Bps}, {"rms_log_error", peer.fit.rms_log_error}}}};
+  const std::string command = "scalelab calibrate --device cuda" + std::string(o.quick ? " --quick" : "") +
+                              (o.devices != 4 ? " --devices " + std::to_string(o.devices) : std::string());
+  // A run's devices on sim: at least a GPU node's 8 (collectives on counts not measured get the
+  // ring's closed form), and as many as were measured.
+  const int devices_per_node = std::max({8, gpus, o.devices});
+  const SizeCurve& f32_curve = gemm_summary.at("f32").second;
+  json profile{
+      {"name", "calibrated-" + host_name() + "-cuda"},
+      {"description", "This machine's GPU (" + model + ", " + format_bytes(capacity) + ") as the cuda device uses it: f32 GEMMs with TF32 off, " +
+                          "every op timed per call as a run pays it (the CudaClock waits for each), measured by `" + command + "` on " + utc_now() +
+                          ". Not measured on cuda (cpu-host figures): the host cache sweeps and cold times, the cores' turn hand-off, the "
+                          "core-to-core round trip, OpenBLAS's helper threads, shm's all-reduce — GPUs do not take turns on the host's cores"},
+      {"nodes", 1},
+      {"devices_per_node", devices_per_node},
+      {"device",
+       {{"model", model},
+        {"peak_flops", peaks},
+        {"gemm_efficiency", f32_curve.efficiency.back()},
+        {"gemm_curves", gemm_curves},
+        {"gemm_table", {{"source", "scalelab calibrate --device cuda: Device::gemm on the cuda device (f32, TF32 off), median host time per call, shape by shape"},
+                        {"f32", gemm_table}}},
+        {"mem_bandwidth_Bps", mem_bw},
+        {"elementwise_curves", ew_curves},
+        {"mem_capacity_bytes", capacity},
+        {"launch_overhead_s", launch}}},
+      {"links", {{"host", host_link}, {"intra_node", intra_link}}},
+      {"calibration",
+       {{"machine", host_name()}, {"device", "cuda"}, {"gpu", model}, {"gpus", gpus}, {"cpu", cpu_model()}, {"date", utc_now()},
+        {"quick", o.quick}, {"devices", o.devices}, {"seconds", seconds}, {"fits", fits}, {"raw", raw}, {"warnings", warnings}}},
+      {"sources",
+       {{"peak_flops", "measured: the best GEMM rate over the grid, per dtype (calibration.raw.gemm); no tf32: the executor runs f32 GEMMs without TF32"},
+        {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
+        {"gemm_table", "measured: every f32 shape of the grid, and the dW shapes adding to C (beta = 1); f32 GEMMs are priced by the nearest shapes of their transposition"},
+        {"mem_bandwidth_Bps", "measured: the larger of the best element-wise rate and a " + format_bytes(hbm_copy_bytes) +
+                                  " copy inside the device by its GPU time (calibration.raw.device_memory_copy)"},
+        {"elementwise_curves", "measured: each kind's share of mem_bandwidth_Bps by bytes touched, per call as a run pays it"},
+        {"launch_overhead_s", "measured: " + std::to_string(raw["tiny_op"]["calls"].get<int>()) +
+                                  " calls of a tiny op (scale, 1 KiB) back to back, wall time ÷ calls — the per-op cost of a kind without a curve"},
+        {"links.host", "measured: Device::upload from pageable host memory; bandwidth = the best rate, curve = each size's share of it, α fitted (downloads in calibration.raw.host_download)"},
+        {"links.intra_node", "measured: " + peer_what + "; bandwidth = the best rate, curve = each size's share of it, α fitted"},
+        {"mem_capacity_bytes", "the device's capacity as its memory ledger has it (cudaMemGetInfo)"},
+        {"devices_per_node", "at least 8 (a GPU node), the GPUs visible (" + std::to_string(gpus) + ") and --devices (" + std::to_string(o.devices) +
+                                 "): cuda devices can be logical devices of one GPU"}}}};
+  AlphaBeta threads_link;
+  if (collectives_failed.empty() && !ar_bytes.empty()) {
+    threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (o.devices - 1), 2.0 * (o.devices - 1) / o.devices);
+    profile["calibration"]["fits"]["all_reduce_threads"] = {{"ranks", o.devices}, {"latency_s", threads_link.alpha_s},
+                                                            {"bandwidth_Bps", threads_link.bandwidth_Bps}, {"rms_log_error", threads_link.rms_log_error}};
+    profile["collectives"] = {{"launch_s", 0},
+                              {"intra_hop_s", threads_link.alpha_s},
+                              {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / intra_link["bandwidth_Bps"].get<double>(), 1e-6, 1.0)},
+                              {"protocols", {"Simple"}},
+                              {"tree", false},
+                              {"measured", measured_collectives}};
+    profile["sources"]["collectives"] = "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(o.devices) +
+                                        " and 2 cuda devices, and send (a message between 2), their buffers in device memory; `measured` prices "
+                                        "calls on those counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
+                                        std::to_string(o.devices) + ", intra_efficiency = that B ÷ links.intra_node's B";
+  }
+  const std::string text = profile.dump(2) + "\n";
+  // Read back before it replaces anything: the sim must accept what calibrate writes.
+  write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
+
+  std::printf("# scalelab calibrate --device cuda: %s, %s, %d GPU%s visible, %.1f s%s\n", model.c_str(), format_bytes(capacity).c_str(),
+              gpus, gpus == 1 ? "" : "s", seconds, o.quick ? " (--quick)" : "");
+  std::printf("  timing         every op per call as a run pays it (host wall time; the CudaClock waits for each op);\n"
+              "                 the GPU's own time (CUDA events) is kept beside it in calibration.raw (seconds_gpu)\n");
+  for (const GemmDtype& gd : gemm_dtypes) {
+    if (!gemm_summary.count(gd.name)) continue;  // not measured: a WARNING below says why
+    const std::string name = gd.name;
+    const std::pair<double, SizeCurve>& summary = gemm_summary.at(name);
+    std::printf("  gemm %-9s peak %.1f TFLOP/s (best of %zu shapes); share of it by m·n·k:\n", name.c_str(), summary.first * 1e-12, grid.size());
+    for (size_t i = 0; i < summary.second.sizes.size(); ++i)
+      std::printf("                 %12.3g  %5.3f\n", summary.second.sizes[i], summary.second.efficiency[i]);
+  }
+  {
+    const json& f32_rows = raw_gemm.at("f32");
+    const json* largest = nullptr;
+    for (const json& r : f32_rows)
+      if (!largest || r["m"].get<double>() * r["n"].get<double>() * r["k"].get<double>() >
+                          (*largest)["m"].get<double>() * (*largest)["n"].get<double>() * (*largest)["k"].get<double>())
+        largest = &r;
+    if (largest)
+      std::printf("                 largest f32 shape %lld×%lld×%lld: %.3f ms per call, %.3f ms on the GPU\n",
+                  (*largest)["m"].get<long long>(), (*largest)["n"].get<long long>(), (*largest)["k"].get<long long>(),
+                  (*largest)["seconds"].get<double>() * 1e3, (*largest)["seconds_gpu"].get<double>() * 1e3);
+  }
+  std::printf("  launch         %.2f µs per tiny op back to back (median call %.2f µs, of it on the GPU %.2f µs)\n", launch * 1e6,
+              raw["tiny_op"]["median_call_s"].get<double>() * 1e6, raw["tiny_op"]["median_gpu_s"].get<double>() * 1e6);
+  std::printf("  device memory  %.0f GB/s: a %s copy inside the device (read + write, GPU time); best element-wise %.0f GB/s\n",
+              hbm_Bps * 1e-9, format_bytes(hbm_copy_bytes).c_str(), ew_best * 1e-9);
+  std::printf("  element-wise   by kind, GB/s per call at the smallest / largest size:\n");
+  for (const auto& [kind, rates] : ew_rates)
+    std::printf("                 %-14s %9.3f / %9.1f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
+  std::printf("                 α + bytes/B (fitted to axpy and bias+ReLU): %.2f µs, %.0f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
+              ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
+  for (const auto& [what, s] : {std::pair<const char*, const Series*>{"upload      ", &upload}, std::pair<const char*, const Series*>{"download    ", &download},
+                                std::pair<const char*, const Series*>{"peer copy   ", &peer}}) {
+    std::printf("  %s   GB/s by size:", what);
+    for (size_t i = 0; i < s->bytes.size(); ++i)
+      std::printf(" %s %.1f", format_bytes(static_cast<int64_t>(s->bytes[i])).c_str(), s->bytes[i] / s->seconds[i] * 1e-9);
+    std::printf("\n");
+  }
+  std::printf("                 peer copy: %s\n", peer_what.c_str());
+  if (collectives_failed.empty() && !ar_bytes.empty()) {
+    std::printf("  all_reduce     threads, %d cuda devices: B %.2f GB/s, α %.2f µs (fit rms %.0f %%); µs by size:", o.devices,
+                threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
+    for (size_t i = 0; i < ar_bytes.size(); ++i)
+      std::printf(" %s %.1f", format_bytes(static_cast<int64_t>(ar_bytes[i])).c_str(), ar_seconds[i] * 1e6);
+    std::printf("\n");
+  }
+  std::printf("  not measured   host cache, cold times, turn hand-off, core round trip, OpenBLAS helpers, shm (cpu-host figures)\n");
+  for (const std::string& w : warnings) std::printf("  WARNING        %s\n", w.c_str());
+  std::printf("  profile        %s (use it: --device sim --hw %s, or bench predict --device cuda --hw %s)\n", out.c_str(), out.c_str(),
+              out.c_str());
+  return 0;
+}
+
 }  // namespace
 
-GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes) {
+GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes, DeviceKind device) {
   GemmSpeedNow out;
   if (profile.gemm_table.empty()) return out;
   EventBus bus;
   DeviceOptions o;
   o.bus = &bus;
+  o.kind = device;
   auto devices = make_devices(o);
   Device& dev = *devices[0];
   double log_sum = 0;
@@ -538,7 +1104,8 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
     const GemmShape g{p.trans_a, p.trans_b, static_cast<int64_t>(p.m), static_cast<int64_t>(p.n), static_cast<int64_t>(p.k)};
     const double calibrated = profile.gemm_table.seconds(p.m, p.n, p.k, p.trans_a, p.trans_b);
     if (!(calibrated > 0)) continue;
-    const double now = median(warm_call_times(gemm_op(g), dev, g.operand_bytes(), 0.1, bus));
+    const double now = device == DeviceKind::cuda ? cuda_time_call(gemm_op(g)(dev), 0.1, bus).call_s
+                                                  : median(warm_call_times(gemm_op(g), dev, g.operand_bytes(), 0.1, bus));
     out.shapes.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb},
                           {"calibrated_s", calibrated}, {"now_s", now}});
     log_sum += std::log(now / calibrated);
@@ -548,7 +1115,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
   return out;
 }
 
-std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile) {
+std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, DeviceKind device) {
   std::vector<SpeedProbe> probes;
   // A forward GEMM of the table, the largest up to 128×1024×1024 (a few ms), re-timed as
   // gemm_speed_now re-times a model's shapes.
@@ -558,23 +1125,24 @@ std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile) {
         (!gemm || std::pair(p.m * p.n * p.k, p.m) > std::pair(gemm->m * gemm->n * gemm->k, gemm->m)))
       gemm = &p;  // of the largest, the most rows: a batch's forward
   if (gemm) {
-    const GemmSpeedNow now = gemm_speed_now(profile, {*gemm});
+    const GemmSpeedNow now = gemm_speed_now(profile, {*gemm}, device);
     if (!now.shapes.empty()) {
       char what[96];
       std::snprintf(what, sizeof what, "GEMM %.0f×%.0f×%.0f", gemm->m, gemm->n, gemm->k);
       probes.push_back({what, gemm->seconds, now.shapes[0].at("now_s").get<double>()});
     }
   }
-  if (profile.core_round_trip_s > 0)
+  if (profile.core_round_trip_s > 0 && device == DeviceKind::cpu)
     if (const double now = turn_to_helper_round_trip_s(); now > 0)
       probes.push_back({"core-to-core round trip", profile.core_round_trip_s, now, kCoresMovedFactor});
   return probes;
 }
 
 int run_calibrate(const CalibrateOptions& o) {
+  if (o.device == "cuda") return calibrate_cuda(o);
   if (o.device != "cpu")
-    throw UsageError("calibrate", "--device " + o.device + ": only the cpu device is measured here — pass --device cpu "
-                                  "(a GPU's figures come from its published tables, see profiles/README.md)");
+    throw UsageError("calibrate", "--device " + o.device + ": only the cpu and cuda devices are measured here — pass --device cpu "
+                                  "or --device cuda (a sim device's figures are the profile itself, see profiles/README.md)");
   if (o.devices < 2 || o.devices > kMaxCpuDevices)
     throw UsageError("calibrate", "--devices " + std::to_string(o.devices) + ": the threads all-reduce is measured on 2 … " +
                                       std::to_string(kMaxCpuDevices) + " ranks — pass --devices N ≥ 2");
@@ -674,61 +1242,12 @@ int run_calibrate(const CalibrateOptions& o) {
   // curve (an SGD step on a layer's 4 MiB weights reads from DRAM; a bias+ReLU on a batch's
   // activations from cache). The bytes are those the cost model counts, read off the op's event.
   // axpy and bias+ReLU also give α + bytes/B: the price of a kind without a curve.
-  struct Kind {
-    const char* name;
-    std::function<std::function<void()>(Device&, int64_t rows, int64_t cols)> make;
-  };
-  const auto filled = [](Device& d, std::vector<int64_t> shape, const char* what) {
-    Tensor t = d.empty(std::move(shape), DType::f32, MemoryCategory::workspace, what);
-    d.fill({"calibrate"}, t, 0.5f);
-    return t;
-  };
-  const std::vector<Kind> kinds = {
-      {"axpy", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor x = filled(d, {r, c}, "x"), y = filled(d, {r, c}, "y");
-         return [&d, x, y] { d.axpy({"calibrate"}, 1e-3f, x, y); };
-       }},
-      {"bias_relu", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor y = filled(d, {r, c}, "y"), bias = filled(d, {c}, "bias");
-         return [&d, y, bias] { d.bias_act({"calibrate"}, y, bias, Activation::relu); };
-       }},
-      {"bias_relu_bwd", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor dy = filled(d, {r, c}, "dy"), y = filled(d, {r, c}, "y"), db = filled(d, {c}, "dbias");
-         return [&d, dy, y, db] { d.bias_act_backward({"calibrate"}, dy, y, db, Activation::relu); };
-       }},
-      {"sgd", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), buf = filled(d, {r, c}, "momentum");
-         SgdOptions o;
-         o.lr = 1e-6f;
-         o.momentum = 0.9f;  // the trainer's default
-         return [&d, w, g, buf, o] { d.sgd({"calibrate"}, w, g, buf, o); };
-       }},
-      {"adam", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor w = filled(d, {r, c}, "w"), g = filled(d, {r, c}, "g"), m = filled(d, {r, c}, "m"), v = filled(d, {r, c}, "v");
-         return [&d, w, g, m, v] { d.adam({"calibrate"}, w, g, m, v, AdamOptions{}, 1); };
-       }},
-      {"copy", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor x = filled(d, {r, c}, "src"), y = filled(d, {r, c}, "dst");
-         return [&d, x, y] { d.copy({"calibrate"}, x, y); };
-       }},
-      {"scale", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         Tensor x = filled(d, {r, c}, "x");
-         return [&d, x] { d.scale({"calibrate"}, 1.0f, x); };
-       }},
-      {"softmax_xent", [&](Device& d, int64_t r, int64_t c) -> std::function<void()> {
-         // rows × 10 classes: a step's loss, by batch size
-         const int64_t rows = r * c / 10;
-         Tensor logits = filled(d, {rows, 10}, "logits"), dlogits = filled(d, {rows, 10}, "dlogits");
-         Tensor labels = d.empty({rows}, DType::i32, MemoryCategory::workspace, "labels");
-         d.fill({"calibrate"}, labels, 0.0f);
-         return [&d, logits, labels, dlogits] { d.softmax_xent({"calibrate"}, logits, labels, dlogits); };
-       }},
-  };
+  const std::vector<ElementwiseKind> kinds = elementwise_kinds();
   std::vector<double> ew_bytes, ew_seconds;
   std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
   std::map<std::string, std::vector<double>> ew_cold_rates;               // kind → B/s cold, by size
   json raw_ew = json::array();
-  for (const Kind& kind : kinds)
+  for (const ElementwiseKind& kind : kinds)
     for (int i = 0; i < elementwise_sizes; ++i) {
       const int64_t n = int64_t{256} << (2 * i);
       const int64_t cols = 256, rows_n = n / cols;

@@ -176,11 +176,19 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "benchmarks that print their bound next to the figure");
   bench_cmd->require_subcommand(1);
   BenchComputeOptions bc;
-  auto* compute_cmd = bench_cmd->add_subcommand("compute", "training step GFLOP/s vs OpenBLAS sgemm, same shapes");
+  auto* compute_cmd = bench_cmd->add_subcommand("compute", "training step time vs its GEMMs alone (OpenBLAS sgemm on cpu, "
+                                                            "cuBLAS on cuda), same shapes");
   compute_cmd->add_option("--model", bc.model)->capture_default_str();
   compute_cmd->add_option("--batch", bc.batch)->capture_default_str();
+  compute_cmd->add_option("--device", bc.device, "cpu | cuda (one GPU, as train --strategy single)")->capture_default_str();
+  compute_cmd->add_option("--amp", bc.amp, "cuda: off (f32, TF32 off) | bf16 (autocast, f32 master weights)")
+      ->capture_default_str();
   compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
-  compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same MLP on as many threads, same run");
+  compute_cmd->add_option("--warmup", bc.warmup, "untimed steps first (0: 3 on cpu, 10 on cuda)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same MLP (cpu: on as many threads; cuda: eager "
+                                         "on the same GPU; the python: $SCALELAB_PYTHON, else /usr/bin/python3 or "
+                                         "PATH's python3, whichever imports torch), same run");
   compute_cmd->add_option("--json", bc.json_path, "write the figures as JSON");
 
   BenchCommOptions bm;
@@ -198,7 +206,8 @@ int main(int argc, char** argv) {
   comm_cmd->add_option("--iters", bm.iters, "timed calls per size (fewer for large sizes)")->capture_default_str();
   comm_cmd->add_option("--warmup", bm.warmup, "untimed calls per size")->capture_default_str();
   comm_cmd->add_option("--vs", bm.vs, "mpi: Open MPI's collective on the same sizes and ranks, same run; gloo: torch.distributed's");
-  comm_cmd->add_option("--device", bm.device, "cpu (measured) | sim (modelled on --hw)")->capture_default_str();
+  comm_cmd->add_option("--device", bm.device, "cpu (measured) | cuda (measured: --comm threads on cuda devices, or nccl) | sim (modelled on --hw)")
+      ->capture_default_str();
   comm_cmd->add_option("--hw", bm.hw, "hardware profile for --device sim");
   comm_cmd->add_option("--shm-sharing", bm.shm_sharing, "fd_passing | named_file (--comm shm)")->capture_default_str();
   comm_cmd->add_option("--comm-algo", bm.algorithm, "ring | direct: how the host backends all-reduce")->capture_default_str();
@@ -289,7 +298,8 @@ int main(int argc, char** argv) {
   CalibrateOptions cal;
   auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (GEMMs by shape, element-wise ops, copies, "
                                                         "hot and cold, its cache, collectives) and write a profile for --device sim --hw FILE");
-  calibrate_cmd->add_option("--device", cal.device, "cpu (the device measured)")->capture_default_str();
+  calibrate_cmd->add_option("--device", cal.device, "cpu | cuda (the device measured; cuda: the GPU, its collectives on --devices logical devices)")
+      ->capture_default_str();
   calibrate_cmd->add_option("--out", cal.out, "the profile to write (default: calibrated-<host>.json here)");
   calibrate_cmd->add_flag("--quick", cal.quick, "a smaller grid, shorter timings (~15 s)");
   calibrate_cmd->add_option("--devices", cal.devices, "ranks of the threads all-reduce measured (the collectives' α and bandwidth)")
@@ -302,6 +312,9 @@ int main(int argc, char** argv) {
                                          "each run is priced on every one, side by side)")->required();
   predict_cmd->add_option("--model", bp.models, "models (repeatable; default: the tour's and two larger)");
   predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(CLI::PositiveNumber);
+  predict_cmd->add_option("--device", bp.device, "cpu | cuda: the device the strategies are measured on (cuda: logical devices of "
+                                                  "the GPU, collectives over the threads backend; price them on a `calibrate --device cuda` profile)")
+      ->capture_default_str();
   predict_cmd->add_option("--batch", bp.batch)->capture_default_str()->check(CLI::PositiveNumber);
   predict_cmd->add_option("--steps", bp.steps, "steps per run")->capture_default_str()->check(CLI::Range(3, 100000));
   predict_cmd->add_option("--repeat", bp.repeats, "measured runs per config (the median is compared, the spread shown)")

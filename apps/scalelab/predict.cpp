@@ -158,10 +158,10 @@ struct Comparison {
 
 using MeasuredRun = std::pair<RunFigures, TrainResult>;
 
-// A prediction is of a measured run: the cpu device. A bad profile is refused before anything runs.
+// A prediction is of a measured run: the cpu or the cuda device. A bad profile is refused before anything runs.
 void check_comparable(const TrainConfig& c, const std::vector<std::string>& profiles) {
-  if (c.device != DeviceKind::cpu)
-    throw UsageError("predict", "--predict compares a measured run with its prediction: it needs --device cpu, got --device " +
+  if (c.device != DeviceKind::cpu && c.device != DeviceKind::cuda)
+    throw UsageError("predict", "--predict compares a measured run with its prediction: it needs --device cpu or cuda, got --device " +
                                     std::string(device_kind_name(c.device)) + " — drop --predict, or pass --device cpu");
   for (const std::string& p : profiles) load_profile(p);
 }
@@ -189,6 +189,8 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
   for (const std::string& p : profiles) {
     EventBus sim_bus;
     Prediction pr{p, {}, train(priced_twin(c, p), sim_bus)};
+    std::vector<Event> served;
+    if (c.device == DeviceKind::cpu) {
     // The cpu devices measured took turns on this host's cores, passing them from thread to thread;
     // the sim priced each alone. Hogwild's workers are processes: they share the cores without turns.
     const int cores = static_cast<int>(usable_cores().size());
@@ -202,7 +204,12 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     int64_t footprint = 0;
     for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
     share.collectives_beside_one_thread_ops = !profile.turns_on_one_core && profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
-    const std::vector<Event> served = take_turns_on_host(sim_bus.events(), share);
+    served = take_turns_on_host(sim_bus.events(), share);
+    } else {
+      // cuda: each device's ops run on its own stream, as the sim prices them; nothing takes turns on
+      // the host's cores (the re-timing is the cpu device's only).
+      served = sim_bus.events();
+    }
     if (!c.trace_path.empty() && &p == &profiles.front()) write_predicted_trace(c, p, served, sim_bus);
     pr.figures = figures_of(served, pr.run);
     const RunMetrics turns = compute_metrics(served, {}, static_cast<int>(pr.figures.devices.size()));
@@ -319,7 +326,7 @@ int train_with_prediction(const TrainConfig& config, const std::string& profile,
   std::fputs(format_summary(r).c_str(), stdout);
   print_comparison(p.figures, cmp.measured, profile);
   // Timed after the run, not before: it must not warm or disturb what was measured.
-  const std::vector<SpeedProbe> speed = machine_speed_now(load_profile(profile));
+  const std::vector<SpeedProbe> speed = machine_speed_now(load_profile(profile), config.device);
   print_speed_now(speed, "    machine now            ", "                           ");
   if (!config.json_path.empty()) {
     json j = to_json(r);
@@ -342,6 +349,16 @@ std::string calibration_of(const std::string& profile) {
   const json j = json::parse(read_regular_file(path, "bench", 16 << 20, "pass a profile JSON file"));
   if (!j.contains("calibration") || !j["calibration"].is_object()) return "not calibrated";
   return "calibrated on " + j["calibration"].value("machine", std::string("?")) + ", " + j["calibration"].value("date", std::string("?"));
+}
+
+// The device a profile was calibrated on: its calibration's "device" (a cpu calibration has none:
+// "cpu"); "" for a profile not calibrated.
+std::string calibrated_device(const std::string& profile) {
+  const std::string path = load_profile(profile).path;
+  const json j = json::parse(read_regular_file(path, "bench", 16 << 20, "pass a profile JSON file"));
+  if (!j.contains("calibration") || !j["calibration"].is_object()) return "";
+  const json& device = j["calibration"].value("device", json("cpu"));
+  return device.is_string() ? device.get<std::string>() : "cpu";
 }
 
 namespace {
@@ -409,6 +426,7 @@ struct SavedTable {
   json rows = json::array();
   int64_t batch = 0, steps = 0;  // 0: not recorded (a table of an earlier build)
   std::vector<std::string> models;
+  std::string device = "cpu";  // what the runs were measured on: priced again as on that device
 };
 
 SavedTable read_saved_table(const std::string& path) {
@@ -435,6 +453,7 @@ SavedTable read_saved_table(const std::string& path) {
   try {
     t.batch = j.value("batch", int64_t{0});
     t.steps = j.value("steps", int64_t{0});
+    t.device = j.value("device", std::string("cpu"));
   } catch (const json::exception& e) {
     throw UsageError("bench", what + ": \"batch\" and \"steps\" are counts (" + std::string(e.what()) +
                                   ") — pass a table written by `scalelab bench predict --json`");
@@ -560,10 +579,27 @@ int bench_predict(const BenchPredictOptions& options) {
         break;
       }
   }
+  if (from_table && options.device == BenchPredictOptions{}.device) o.device = saved.device;  // not named: the table's
   if (o.models.empty()) o.models = BenchPredictOptions{}.models;
   if (o.hw.empty())
     throw UsageError("bench", "bench predict needs --hw PROFILE: a profile of this machine — make one with `scalelab calibrate`");
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");
+  if (o.device != "cpu" && o.device != "cuda")
+    throw UsageError("bench", "bench predict --device " + o.device + ": the strategies are measured on cpu or cuda — pass --device cpu or --device cuda");
+  const DeviceKind kind = parse_device_kind(o.device);
+  const bool cuda = kind == DeviceKind::cuda;
+  if (from_table && o.device != saved.device)
+    throw UsageError("bench", "bench predict --device " + o.device + " --measured " + o.measured_path + ": that table was measured on " +
+                                  saved.device + ", and is priced as it was measured — pass --device " + saved.device);
+  if (cuda && !from_table && cuda_device_count() < 1)
+    throw UsageError("bench", "bench predict --device cuda: no CUDA device is visible (or scalelab was built without CUDA) — run it on the "
+                              "machine with the GPU (check nvidia-smi), with build/cuda's scalelab, or pass --device cpu");
+  if (cuda)
+    std::printf("# bench predict: each strategy on the cuda device (%d devices: logical devices of the GPU where there are fewer GPUs; "
+                "collectives over the threads backend in device memory), measured, next to the cost model's prediction on each "
+                "profile (no turns on the host's cores: GPUs do not take them)\n",
+                o.devices);
+  else
   std::printf("# bench predict: each strategy on the cpu device, measured, next to the cost model's prediction on each profile\n");
   if (from_table)
     std::printf("# measured runs: those of %s, priced again (batch %lld, %lld steps%s)\n", o.measured_path.c_str(),
@@ -573,8 +609,12 @@ int bench_predict(const BenchPredictOptions& options) {
   const size_t given = o.hw.size(), columns = o.retime_gemms ? 2 * given : given;
   for (size_t i = 0; i < columns; ++i) {
     const std::string name = "P" + std::to_string(i % given + 1) + (i < given ? "" : "*");
-    if (i < given)
+    if (i < given) {
       std::printf("#   %s = %s (%s)\n", name.c_str(), o.hw[i].c_str(), calibration_of(o.hw[i]).c_str());
+      if (cuda && calibrated_device(o.hw[i]) != "cuda")
+        std::printf("#   %s was not calibrated on the cuda device (`scalelab calibrate --device cuda`): its error is the profile's\n",
+                    name.c_str());
+    }
     else
       std::printf("#   %s = P%zu with the model's GEMMs priced at their times now: each shape its runs make, timed "
                   "again just before them\n", name.c_str(), i % given + 1);
@@ -591,6 +631,10 @@ int bench_predict(const BenchPredictOptions& options) {
     if (::getloadavg(load, 1) == 1)
       std::printf("# load average %s: %.1f on %u cores\n", when, load[0], std::max(1u, std::thread::hardware_concurrency()));
   };
+  for (const StrategyInfo& info : strategy_registry())
+    if (!info.supports(kind))
+      std::printf("# %s: not on %s (%s) — left out\n", info.name.c_str(), o.device.c_str(),
+                  info.synchronous ? "the strategy does not run there" : "its workers are forked processes, and CUDA does not survive a fork");
   if (!from_table) print_load("before");
   std::printf("%-26s %-15s %3s %11s %7s%s  %s\n", "model", "strategy", "dev", "measured ms", "spread", header.c_str(),
               "closest: furthest-off class (pred/meas ms per step)");
@@ -604,9 +648,13 @@ int bench_predict(const BenchPredictOptions& options) {
   for (const std::string& model : o.models) {
     std::vector<std::pair<std::string, TrainConfig>> configs;  // strategy → its config
     for (const StrategyInfo& info : strategy_registry()) {
+      if (!info.supports(kind)) continue;  // said above the table
       TrainConfig c;
       c.strategy = info.name;
-      c.device = DeviceKind::cpu;
+      c.device = kind;
+      // Ranks of one process on cuda devices: the threads backend, in device memory, as calibrate
+      // --device cuda measured it (nccl needs a GPU per rank).
+      if (cuda && info.takes(StrategyOption::comm)) c.comm = CommBackend::threads;
       c.devices = devices_allowed(info, o.devices);
       c.model = model;
       c.dataset = "synthetic";
@@ -628,7 +676,7 @@ int bench_predict(const BenchPredictOptions& options) {
       for (size_t i = 0; i < given; ++i) {
         GemmSpeedNow now;
         if (from_table) now = saved_gemm_speed(saved, o.measured_path, model, i);  // the speed then: the past cannot be re-timed
-        else now = gemm_speed_now(load_profile(o.hw[i]), gemm_shapes_of(configs, o.hw[i]));
+        else now = gemm_speed_now(load_profile(o.hw[i]), gemm_shapes_of(configs, o.hw[i]), kind);
         profiles.push_back(retimed.add(o.hw[i], now));
         speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
         if (now.ratio > 0)
@@ -653,7 +701,7 @@ int bench_predict(const BenchPredictOptions& options) {
           if (row && row->contains(key) && (*row)[key].is_array() && i < (*row)[key].size())
             probes = speed_now_of((*row)[key][i]);
         } else {
-          probes = machine_speed_now(load_profile(o.hw[i]));
+          probes = machine_speed_now(load_profile(o.hw[i]), kind);
         }
         moved[i] = any_moved(probes);
         out.push_back(speed_now_json(probes));
@@ -759,9 +807,11 @@ int bench_predict(const BenchPredictOptions& options) {
       std::printf("#   with the machine as calibrated (no probe moved, before or after the model's runs): %d of %d within ±3 %%\n",
                   within_as_calibrated[i], total_as_calibrated[i]);
   }
-  if (!o.json_path.empty())
-    write_file_atomically(o.json_path,
-                          json{{"profiles", o.hw}, {"batch", o.batch}, {"steps", o.steps}, {"rows", rows}}.dump(2) + "\n", "bench");
+  if (!o.json_path.empty()) {
+    json table{{"profiles", o.hw}, {"batch", o.batch}, {"steps", o.steps}, {"rows", rows}};
+    if (cuda) table["device"] = "cuda";
+    write_file_atomically(o.json_path, table.dump(2) + "\n", "bench");
+  }
   return 0;
 }
 

@@ -1,6 +1,10 @@
 #include "core/comm/reduce_kernels.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/comm/buffer_ops.h"
 
 namespace scalelab::comm {
 
@@ -75,6 +79,35 @@ void finish_avg(void* x, int64_t n, DType dtype, ReduceOp op, int world_size) {
       return;
     }
   }
+}
+
+namespace {
+
+class HostBufferOps : public BufferOps {
+ public:
+  void copy(void* dst, const void* src, int64_t bytes) override {
+    if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<size_t>(bytes));
+  }
+  void reduce_pair(void* dst, const void* a, const void* b, int64_t n, DType d, ReduceOp op) override {
+    comm::reduce_pair(dst, a, b, n, d, op);
+  }
+  void finish_avg(void* x, int64_t n, DType d, ReduceOp op, int world_size) override {
+    comm::finish_avg(x, n, d, op, world_size);
+  }
+  void* scratch(int64_t bytes) override {
+    thread_local std::vector<char> buffer;
+    if (static_cast<int64_t>(buffer.size()) < bytes) buffer.resize(static_cast<size_t>(bytes));
+    return buffer.data();
+  }
+  int64_t piece_bytes() const override { return 64 << 10; }  // fits L2 with room to spare
+  void finish() override {}
+};
+
+}  // namespace
+
+BufferOps& host_buffer_ops() {
+  static HostBufferOps ops;
+  return ops;
 }
 
 }  // namespace scalelab::comm

@@ -29,7 +29,8 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
     : index_(index),
       kind_(kind),
       name_(std::move(name)),
-      description_{name_, std::string(device_kind_name(kind_)) + ":" + std::to_string(index_),
+      // cuda's names are short already, and a logical device's ("cuda:0.2") says which GPU it shares.
+      description_{name_, kind_ == DeviceKind::cuda ? name_ : std::string(device_kind_name(kind_)) + ":" + std::to_string(index_),
                    profile ? profile_to_json(*profile) : ""},
       executor_(std::move(executor)),
       clock_(std::move(clock)),
@@ -344,6 +345,20 @@ DeviceRecord device_record(const Device& device) {
   return r;
 }
 
+std::string CudaPlacement::name() const {
+  return "cuda:" + std::to_string(gpu) + (logical ? "." + std::to_string(local) : "");
+}
+
+CudaPlacement place_cuda_device(int index, int count, int gpus) {
+  if (gpus < 1) throw UsageError("cuda", "no GPU to place cuda:" + std::to_string(index) + " on — use --device cpu or sim");
+  CudaPlacement p;
+  p.gpu = index % gpus;
+  p.local = index / gpus;
+  p.sharing = count / gpus + (p.gpu < count % gpus ? 1 : 0);
+  p.logical = count > gpus;
+  return p;
+}
+
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
   if (o.count < 1) throw UsageError("device", "--devices must be at least 1, got " + std::to_string(o.count));
   std::vector<std::unique_ptr<Device>> devices;
@@ -381,16 +396,16 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
     }
     case DeviceKind::cuda: {
       if (o.dry_run) throw UsageError("device", "--dry-run runs no numerics, so it needs --device sim");
-      const int have = cuda_device_count();
-      if (o.first_index + o.count > have)
-        throw UsageError("cuda", std::to_string(o.count) + " CUDA devices asked for, " + std::to_string(have) +
-                                     " found — use --devices ≤ " + std::to_string(have) + ", or --device sim");
-      for (int i = o.first_index; i < o.first_index + o.count; ++i) {
-        auto exec = make_cuda_executor(i);
+      const int gpus = cuda_device_count();
+      if (gpus == 0) make_cuda_executor(0);  // throws the reason: no driver, no GPU, or no CUDA build
+      const int total = o.first_index + o.count;  // an mpi rank places its devices as the whole run does
+      for (int i = o.first_index; i < total; ++i) {
+        const CudaPlacement at = place_cuda_device(i, total, gpus);
+        auto exec = make_cuda_executor(at.gpu, at.name(), at.sharing);
         auto clock = make_cuda_clock(*exec, epoch);
         int64_t cap = exec->capacity_bytes();
-        devices.push_back(std::make_unique<Device>(i, DeviceKind::cuda, "cuda:" + std::to_string(i), std::move(exec),
-                                                   std::move(clock), cap, o.bus));
+        devices.push_back(std::make_unique<Device>(i, DeviceKind::cuda, at.name(), std::move(exec), std::move(clock),
+                                                   cap, o.bus));
       }
       break;
     }

@@ -150,6 +150,17 @@ struct DeviceOptions {
   std::optional<WallClock::time_point> epoch;
 };
 
+// Where cuda device `index` of a run of `count` lives when this machine has `gpus` GPUs: round-robin,
+// so with fewer GPUs than devices several logical devices share one (cuda:0.0 … cuda:0.3 on one GPU).
+struct CudaPlacement {
+  int gpu = 0;      // the physical GPU (CUDA ordinal)
+  int local = 0;    // which of that GPU's logical devices
+  int sharing = 1;  // how many of the run's devices that GPU holds
+  bool logical = false;  // the run has more devices than GPUs: names carry the local index
+  std::string name() const;  // "cuda:1", or "cuda:0.2" when logical
+};
+CudaPlacement place_cuda_device(int index, int count, int gpus);
+
 // cpu devices compute for real on this machine's cores; more than this is a mistake, not a run
 // (sim devices with --dry-run are the way to thousands).
 constexpr int kMaxCpuDevices = 256;
@@ -163,7 +174,11 @@ DeviceRecord device_record(const Device& device);
 // Provided by core/device/cuda (or its stub when CUDA is absent).
 bool cuda_available();
 int cuda_device_count();
-std::unique_ptr<Executor> make_cuda_executor(int ordinal);
+// GPU `ordinal`, shown as `name` (empty: "cuda:<ordinal>"), with the GPU's memory over `sharing`
+// devices placed on it (logical devices: several cuda devices of a run on one GPU).
+std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& name = "", int sharing = 1);
+// The GPU's name as the driver gives it ("NVIDIA H100 80GB HBM3"); empty without CUDA.
+std::string cuda_device_name(int ordinal);
 std::unique_ptr<Clock> make_cuda_clock(Executor& executor, WallClock::time_point epoch);
 
 }  // namespace scalelab

@@ -9,6 +9,10 @@
 
 namespace scalelab {
 
+namespace comm {
+class BufferOps;
+}
+
 using kernels::Activation;
 using kernels::AdamOptions;
 using kernels::SgdOptions;
@@ -21,6 +25,10 @@ class Executor {
   virtual bool computes() const { return true; }
   // The memory the device can hold, when the executor knows it (cudaMemGetInfo); 0 otherwise.
   virtual int64_t capacity_bytes() const { return 0; }
+
+  // How the threads backend moves and reduces bytes in this executor's memory; nullptr: host
+  // memory (memcpy and host loops). A cuda executor returns its copies and kernels on its stream.
+  virtual comm::BufferOps* buffer_ops() { return nullptr; }
 
   virtual void* allocate(int64_t bytes) = 0;
   virtual void deallocate(void* p) noexcept = 0;

@@ -7,7 +7,8 @@
 #include <map>
 #include <mutex>
 
-#include "core/comm/reduce_kernels.h"
+#include "core/comm/buffer_ops.h"
+#include "core/device/device.h"
 #include "core/proc/futex.h"
 #include "core/error.h"
 
@@ -56,7 +57,8 @@ class World {
     wait_for(lock, [&] { return m->taken; }, from, to, what);
   }
   // Copies the oldest message from `from` into dst (or takes its value).
-  Message receive(int from, int to, void* dst, int64_t bytes, const std::string& what) {
+  Message receive(int from, int to, void* dst, int64_t bytes, const std::string& what,
+                  comm::BufferOps& ops = comm::host_buffer_ops()) {
     std::unique_lock<std::mutex> lock(mutex_);
     throw_if_broken();
     auto& box = mailbox_[{from, to}];
@@ -70,7 +72,10 @@ class World {
                               " bytes but rank " + std::to_string(to) + " expects " + std::to_string(bytes) +
                               " — post matching sizes on both sides");
     }
-    if (dst && bytes > 0) std::memcpy(dst, m->data, static_cast<size_t>(bytes));
+    if (dst && bytes > 0) {
+      ops.copy(dst, m->data, bytes);
+      ops.finish();  // the sender may reuse its buffer once the message is taken
+    }
     Message copy = *m;
     m->taken = true;
     cv_.notify_all();
@@ -202,7 +207,7 @@ class ThreadsGroup : public ProcessGroup {
       }
       case Collective::recv: {
         const int64_t t0 = steady_ns();
-        world_->receive(call.root, rank(), call.out->raw(), call.out->nbytes(), what);
+        world_->receive(call.root, rank(), call.out->raw(), call.out->nbytes(), what, ops_of(call));
         call.chunks->push_back({call.root, call.out->nbytes(), t0, steady_ns()});
         return;
       }
@@ -245,21 +250,36 @@ class ThreadsGroup : public ProcessGroup {
   }
   static char* bytes_of(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * dtype_size(d); }
 
+  // Where the call's buffers live decides how their bytes move: host memory or a GPU's.
+  static comm::BufferOps& ops_of(const Call& call) {
+    for (const Tensor* t : {call.out, call.in})
+      if (t && t->defined() && t->device())
+        if (comm::BufferOps* ops = t->device()->executor().buffer_ops()) return *ops;
+    return comm::host_buffer_ops();
+  }
+
+  // Every rank waits here; this rank's moves have finished first, so the others may read them.
+  void step_done(comm::BufferOps& ops, const std::string& what) {
+    ops.finish();
+    world_->arrive_and_wait(rank(), what);
+  }
+
   // Ring all-reduce: n−1 reduce-scatter steps, in which each rank adds its left neighbour's partial
   // sum of one chunk to its own input, then n−1 all-gather steps, in which each rank copies a
   // finished chunk from its left neighbour. After step s of the first phase, rank r's output holds
   // the sum over s+2 ranks of chunk (r−s−1) mod n. Every chunk of the output is written exactly
   // once, so out of place needs no copy of the input first.
   void all_reduce_ring(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank(), left = (r - 1 + n) % n;
     const DType d = call.out->dtype();
     const int64_t count = call.out->numel();
     world_->post(r, call.in->raw(), call.out->raw());
     world_->arrive_and_wait(r, what + " (posting buffers)");
     if (n == 1) {
-      std::memmove(call.out->raw(), call.in->raw(), static_cast<size_t>(call.out->nbytes()));
-      comm::finish_avg(call.out->raw(), count, d, call.reduce_op, n);
-      world_->arrive_and_wait(r, what + " (done)");
+      ops.copy(call.out->raw(), call.in->raw(), call.out->nbytes());
+      ops.finish_avg(call.out->raw(), count, d, call.reduce_op, n);
+      step_done(ops, what + " (done)");
       return;
     }
     const void* my_in = call.in->raw();
@@ -269,50 +289,52 @@ class ThreadsGroup : public ProcessGroup {
       // Step 0 reads the neighbour's input; later steps its partial sum, in its output.
       const void* theirs = s == 0 ? world_->in(left) : world_->out(left);
       const int64_t t0 = steady_ns();
-      comm::reduce_pair(bytes_of(mine, c.first, d), bytes_of(my_in, c.first, d), bytes_of(theirs, c.first, d), c.count, d,
-                        call.reduce_op);
+      ops.reduce_pair(bytes_of(mine, c.first, d), bytes_of(my_in, c.first, d), bytes_of(theirs, c.first, d), c.count, d,
+                      call.reduce_op);
+      ops.finish();
       call.chunks->push_back({left, c.count * dtype_size(d), t0, steady_ns()});
-      world_->arrive_and_wait(r, what + " (reduce-scatter step " + std::to_string(s + 1) + ")");
+      step_done(ops, what + " (reduce-scatter step " + std::to_string(s + 1) + ")");
     }
     // Rank r now owns the finished chunk (r+1) mod n; averaging happens once, on the owner.
     const Range own = chunk_range(count, n, (r + 1) % n);
-    comm::finish_avg(bytes_of(mine, own.first, d), own.count, d, call.reduce_op, n);
-    world_->arrive_and_wait(r, what + " (end of reduce-scatter)");
+    ops.finish_avg(bytes_of(mine, own.first, d), own.count, d, call.reduce_op, n);
+    step_done(ops, what + " (end of reduce-scatter)");
     const void* theirs = world_->out(left);
     for (int s = 0; s < n - 1; ++s) {
       const Range c = chunk_range(count, n, ((r - s) % n + n) % n);
       const int64_t t0 = steady_ns();
-      std::memcpy(bytes_of(mine, c.first, d), bytes_of(theirs, c.first, d), static_cast<size_t>(c.count * dtype_size(d)));
+      ops.copy(bytes_of(mine, c.first, d), bytes_of(theirs, c.first, d), c.count * dtype_size(d));
+      ops.finish();
       call.chunks->push_back({left, c.count * dtype_size(d), t0, steady_ns()});
-      world_->arrive_and_wait(r, what + " (all-gather step " + std::to_string(s + 1) + ")");
+      step_done(ops, what + " (all-gather step " + std::to_string(s + 1) + ")");
     }
   }
 
   // One pass, no ring: rank r owns slice r of the buffer; it sums that slice of every rank's input
-  // a cache-sized piece at a time and writes each finished piece straight into every rank's
-  // output. Every input is read once and every output written once — the least memory traffic an
-  // all-reduce can have — where the ring reads and writes each chunk at every one of its 2(n−1)
-  // steps. The ring is the algorithm a network forces; in one shared memory we can do better.
+  // a piece at a time (a cache's worth on a host) and writes each finished piece straight into
+  // every rank's output. Every input is read once and every output written once — the least
+  // memory traffic an all-reduce can have — where the ring reads and writes each chunk at every one
+  // of its 2(n−1) steps. The ring is the algorithm a network forces; in one memory we can do better.
   void all_reduce_direct(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.out->dtype();
     const int64_t elem = dtype_size(d);
     world_->post(r, call.in->raw(), call.out->raw());
     world_->arrive_and_wait(r, what + " (posting buffers)");
     const Range slice = chunk_range(call.out->numel(), n, r);
-    constexpr int64_t kPieceBytes = 64 << 10;  // fits L2 with room to spare
-    const int64_t piece = std::max<int64_t>(1, kPieceBytes / elem);
-    std::vector<char> acc(static_cast<size_t>(piece * elem));
+    const int64_t piece = std::max<int64_t>(1, std::min(ops.piece_bytes() / elem, std::max<int64_t>(slice.count, 1)));
+    void* acc = ops.scratch(piece * elem);
     const int64_t t0 = steady_ns();
     for (int64_t first = slice.first; first < slice.first + slice.count; first += piece) {
       const int64_t m = std::min(piece, slice.first + slice.count - first);
-      if (n == 1) std::memcpy(acc.data(), bytes_of(world_->in(0), first, d), static_cast<size_t>(m * elem));
-      else comm::reduce_pair(acc.data(), bytes_of(world_->in(0), first, d), bytes_of(world_->in(1), first, d), m, d, call.reduce_op);
-      for (int k = 2; k < n; ++k) comm::reduce_into(acc.data(), bytes_of(world_->in(k), first, d), m, d, call.reduce_op);
-      comm::finish_avg(acc.data(), m, d, call.reduce_op, n);
-      for (int k = 0; k < n; ++k)
-        std::memcpy(bytes_of(world_->out(k), first, d), acc.data(), static_cast<size_t>(m * elem));
+      if (n == 1) ops.copy(acc, bytes_of(world_->in(0), first, d), m * elem);
+      else ops.reduce_pair(acc, bytes_of(world_->in(0), first, d), bytes_of(world_->in(1), first, d), m, d, call.reduce_op);
+      for (int k = 2; k < n; ++k) ops.reduce_into(acc, bytes_of(world_->in(k), first, d), m, d, call.reduce_op);
+      ops.finish_avg(acc, m, d, call.reduce_op, n);
+      for (int k = 0; k < n; ++k) ops.copy(bytes_of(world_->out(k), first, d), acc, m * elem);
     }
+    ops.finish();
     const int64_t t1 = steady_ns();
     // The peers' pieces interleave; report one step per peer over the measured interval.
     for (int k = 1; k < n; ++k) {
@@ -325,6 +347,7 @@ class ThreadsGroup : public ProcessGroup {
   // Binomial tree: in round j, the ranks that already have the data (relative rank < 2^j) give it
   // to the rank 2^j further on. ⌈log2 n⌉ rounds instead of n−1.
   void broadcast_tree(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const int rel = (r - call.root + n) % n;
     world_->post(r, nullptr, call.out->raw());
@@ -333,7 +356,8 @@ class ThreadsGroup : public ProcessGroup {
       if (rel >= dist && rel < 2 * dist) {
         const int from = (call.root + rel - dist) % n;
         const int64_t t0 = steady_ns();
-        std::memcpy(call.out->raw(), world_->out(from), static_cast<size_t>(call.out->nbytes()));
+        ops.copy(call.out->raw(), world_->out(from), call.out->nbytes());
+        ops.finish();
         call.chunks->push_back({from, call.out->nbytes(), t0, steady_ns()});
       }
       world_->arrive_and_wait(r, what + " (tree round " + std::to_string(dist) + ")");
@@ -342,6 +366,7 @@ class ThreadsGroup : public ProcessGroup {
 
   // The root reads every rank's input in rank order.
   void reduce_direct(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     world_->post(r, call.in->raw(), call.out ? call.out->raw() : nullptr);
     world_->arrive_and_wait(r, what + " (posting buffers)");
@@ -349,42 +374,46 @@ class ThreadsGroup : public ProcessGroup {
       const DType d = call.in->dtype();
       const int64_t count = call.in->numel();
       void* out = call.out->raw();
-      if (n == 1) std::memmove(out, call.in->raw(), static_cast<size_t>(call.in->nbytes()));
+      if (n == 1) ops.copy(out, call.in->raw(), call.in->nbytes());
       for (int k = 1; k < n; ++k) {
         const int64_t t0 = steady_ns();
-        if (k == 1) comm::reduce_pair(out, world_->in(0), world_->in(1), count, d, call.reduce_op);
-        else comm::reduce_into(out, world_->in(k), count, d, call.reduce_op);
+        if (k == 1) ops.reduce_pair(out, world_->in(0), world_->in(1), count, d, call.reduce_op);
+        else ops.reduce_into(out, world_->in(k), count, d, call.reduce_op);
+        ops.finish();
         call.chunks->push_back({k, call.in->nbytes(), t0, steady_ns()});
       }
-      comm::finish_avg(out, count, d, call.reduce_op, n);
+      ops.finish_avg(out, count, d, call.reduce_op, n);
     }
-    world_->arrive_and_wait(r, what + " (done)");  // inputs stay valid until the root has read them
+    step_done(ops, what + " (done)");  // inputs stay valid until the root has read them
   }
 
   // Each rank reduces its own block of everyone's input, in rank order.
   void reduce_scatter_direct(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.out->dtype();
     const int64_t block = call.out->numel();
     world_->post(r, call.in->raw(), call.out->raw());
     world_->arrive_and_wait(r, what + " (posting buffers)");
     void* out = call.out->raw();
-    if (n == 1) std::memmove(out, call.in->raw(), static_cast<size_t>(call.out->nbytes()));
+    if (n == 1) ops.copy(out, call.in->raw(), call.out->nbytes());
     for (int k = 1; k < n; ++k) {
       const int64_t t0 = steady_ns();
       if (k == 1)
-        comm::reduce_pair(out, bytes_of(world_->in(0), block * r, d), bytes_of(world_->in(1), block * r, d), block, d,
-                          call.reduce_op);
+        ops.reduce_pair(out, bytes_of(world_->in(0), block * r, d), bytes_of(world_->in(1), block * r, d), block, d,
+                        call.reduce_op);
       else
-        comm::reduce_into(out, bytes_of(world_->in(k), block * r, d), block, d, call.reduce_op);
+        ops.reduce_into(out, bytes_of(world_->in(k), block * r, d), block, d, call.reduce_op);
+      ops.finish();
       call.chunks->push_back({k, block * dtype_size(d), t0, steady_ns()});
     }
-    comm::finish_avg(out, block, d, call.reduce_op, n);
-    world_->arrive_and_wait(r, what + " (done)");
+    ops.finish_avg(out, block, d, call.reduce_op, n);
+    step_done(ops, what + " (done)");
   }
 
   // Each rank copies every rank's input into its place in the output.
   void all_gather_direct(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.in->dtype();
     const int64_t block = call.in->numel();
@@ -393,25 +422,29 @@ class ThreadsGroup : public ProcessGroup {
     for (int step = 0; step < n; ++step) {
       const int k = (r + step) % n;  // own block first; then each peer's, starting with the next
       const int64_t t0 = steady_ns();
-      std::memmove(bytes_of(call.out->raw(), block * k, d), world_->in(k), static_cast<size_t>(block * dtype_size(d)));
+      ops.copy(bytes_of(call.out->raw(), block * k, d), world_->in(k), block * dtype_size(d));
+      ops.finish();
       if (k != r) call.chunks->push_back({k, block * dtype_size(d), t0, steady_ns()});
     }
     world_->arrive_and_wait(r, what + " (done)");
   }
 
   void scatter_direct(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int r = rank();
     const DType d = call.out->dtype();
     const int64_t block = call.out->numel();
     world_->post(r, call.in ? call.in->raw() : nullptr, call.out->raw());
     world_->arrive_and_wait(r, what + " (posting buffers)");
     const int64_t t0 = steady_ns();
-    std::memmove(call.out->raw(), bytes_of(world_->in(call.root), block * r, d), static_cast<size_t>(call.out->nbytes()));
+    ops.copy(call.out->raw(), bytes_of(world_->in(call.root), block * r, d), call.out->nbytes());
+    ops.finish();
     if (r != call.root) call.chunks->push_back({call.root, call.out->nbytes(), t0, steady_ns()});
     world_->arrive_and_wait(r, what + " (done)");
   }
 
   void gather_direct(const Call& call, const std::string& what) {
+    comm::BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.in->dtype();
     const int64_t block = call.in->numel();
@@ -420,7 +453,8 @@ class ThreadsGroup : public ProcessGroup {
     if (r == call.root)
       for (int k = 0; k < n; ++k) {
         const int64_t t0 = steady_ns();
-        std::memmove(bytes_of(call.out->raw(), block * k, d), world_->in(k), static_cast<size_t>(call.in->nbytes()));
+        ops.copy(bytes_of(call.out->raw(), block * k, d), world_->in(k), call.in->nbytes());
+        ops.finish();
         if (k != r) call.chunks->push_back({k, call.in->nbytes(), t0, steady_ns()});
       }
     world_->arrive_and_wait(r, what + " (done)");

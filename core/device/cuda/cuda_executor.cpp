@@ -69,18 +69,87 @@ void stream_wait(cudaStream_t waiter, int waiter_device, cudaStream_t signaller,
 
 int64_t ms_to_ns(float ms) { return static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6)); }
 
+// The threads backend's moves in GPU memory (comm/buffer_ops.h): copies and reduction kernels on
+// the executor's comm stream. finish() waits for that stream: another rank's thread reads the
+// bytes after the next barrier. The compute stream needs no event: every Device op has finished
+// when it returns (CudaClock waits for its end), so a collective never reads a half-written tensor.
+class CudaBufferOps : public comm::BufferOps {
+ public:
+  explicit CudaBufferOps(const CudaExecutor& executor) : executor_(executor) {}
+  ~CudaBufferOps() override {
+    if (scratch_) {
+      (void)cudaSetDevice(executor_.ordinal());
+      (void)cudaStreamSynchronize(executor_.comm_stream());
+      (void)cudaFree(scratch_);
+      (void)cudaGetLastError();
+    }
+  }
+  void copy(void* dst, const void* src, int64_t bytes) override {
+    if (bytes <= 0 || dst == src) return;
+    executor_.activate();
+    SCALELAB_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, executor_.comm_stream()));
+  }
+  void reduce_pair(void* dst, const void* a, const void* b, int64_t n, DType d, ReduceOp op) override {
+    executor_.activate();
+    cuda::reduce_pair(dst, a, b, float_code(d), n, op == ReduceOp::max, executor_.comm_stream());
+  }
+  void finish_avg(void* x, int64_t n, DType d, ReduceOp op, int world_size) override {
+    if (op != ReduceOp::avg || world_size == 1) return;
+    executor_.activate();
+    cuda::divide(x, static_cast<float>(world_size), float_code(d), n, executor_.comm_stream());
+  }
+  void* scratch(int64_t bytes) override {
+    if (bytes <= scratch_bytes_) return scratch_;
+    executor_.activate();
+    SCALELAB_CUDA_CHECK(cudaStreamSynchronize(executor_.comm_stream()));  // the old one may be in use
+    if (scratch_) SCALELAB_CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    SCALELAB_CUDA_CHECK(cudaMalloc(&scratch_, static_cast<size_t>(bytes)));
+    scratch_bytes_ = bytes;
+    return scratch_;
+  }
+  int64_t piece_bytes() const override { return int64_t{256} << 20; }  // a launch per piece: large ones
+  void finish() override {
+    executor_.activate();
+    SCALELAB_CUDA_CHECK(cudaStreamSynchronize(executor_.comm_stream()));
+  }
+
+ private:
+  int float_code(DType d) const {
+    if (d == DType::i32)
+      throw Error("comm", std::string("threads on ") + executor_.name() +
+                              ": reductions of i32 tensors run on host memory only — reduce f32, f16 or bf16");
+    return dtype_code(d);
+  }
+  const CudaExecutor& executor_;
+  void* scratch_ = nullptr;
+  int64_t scratch_bytes_ = 0;
+};
+
 }  // namespace
 
 // ---- executor -----------------------------------------------------------------------------
 
-CudaExecutor::CudaExecutor(int ordinal) : ordinal_(ordinal), name_("cuda:" + std::to_string(ordinal)) {
+CudaExecutor::CudaExecutor(int ordinal, std::string name, int sharing)
+    : ordinal_(ordinal), name_(name.empty() ? "cuda:" + std::to_string(ordinal) : std::move(name)) {
   try {
     activate();
     size_t free_bytes = 0, total_bytes = 0;
     SCALELAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    capacity_bytes_ = static_cast<int64_t>(total_bytes);
-    // Non-blocking: our stream does not serialise with the legacy default stream other libraries use.
+    capacity_bytes_ = static_cast<int64_t>(total_bytes) / std::max(sharing, 1);
+    // Tensors come from the GPU's stream-ordered pool (cudaMallocAsync): a step's activations are
+    // allocated and freed every step, and cudaFree would wait for the whole GPU each time. Freed
+    // memory stays in the pool for the next step instead of going back to the driver.
+    cudaMemPool_t pool = nullptr;
+    SCALELAB_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ordinal_));
+    uint64_t keep = UINT64_MAX;
+    SCALELAB_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    // Non-blocking: our streams do not serialise with the legacy default stream other libraries use.
     SCALELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SCALELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    buffer_ops_ = std::make_unique<CudaBufferOps>(*this);
     SCALELAB_CUBLAS_CHECK(cublasCreate(&cublas_));
     SCALELAB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     // Full fp32 (no TF32 tensor cores), so gemm agrees with the cpu reference to fp32 rounding.
@@ -102,6 +171,9 @@ void CudaExecutor::release() noexcept {
   // Errors are ignored: this runs in destructors, possibly while the CUDA runtime shuts down.
   (void)cudaSetDevice(ordinal_);
   if (stream_) (void)cudaStreamSynchronize(stream_);
+  buffer_ops_.reset();  // waits for the comm stream, frees its scratch
+  if (comm_stream_) (void)cudaStreamDestroy(comm_stream_);
+  comm_stream_ = nullptr;
   if (cublas_) (void)cublasDestroy(cublas_);
   if (scalars_) (void)cudaFree(scalars_);
   if (workspace_) (void)cudaFree(workspace_);
@@ -127,7 +199,7 @@ void* CudaExecutor::allocate(int64_t bytes) {
   // At least one byte: an empty tensor still gets a real pointer, as on the cpu, so that it is
   // not mistaken for a meta tensor.
   const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
-  const cudaError_t e = cudaMalloc(&p, size);
+  const cudaError_t e = cudaMallocAsync(&p, size, stream_);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
@@ -144,7 +216,9 @@ void* CudaExecutor::allocate(int64_t bytes) {
 void CudaExecutor::deallocate(void* p) noexcept {
   if (!p) return;
   (void)cudaSetDevice(ordinal_);
-  if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();  // never throw; do not leave a stale error
+  // After the work queued on the stream (which may still read it); the comm stream's collectives
+  // have finished by then (finish()).
+  if (cudaFreeAsync(p, stream_) != cudaSuccess) (void)cudaGetLastError();  // never throw; no stale error
 }
 
 CudaExecutor::Scalars CudaExecutor::fetch_scalars() {
@@ -214,8 +288,10 @@ void CudaExecutor::bias_act_backward(const Tensor& dy, const Tensor& y, const Te
   require_same_dtype(dy, dbias, "bias_act_backward");
   if (act == Activation::relu) require_same_dtype(dy, y, "bias_act_backward");
   activate();
+  const int64_t floats = cuda::bias_act_backward_scratch_floats(dy.rows(), dy.cols());
+  float* scratch = reinterpret_cast<float*>(workspace((floats + 1) / 2));  // the workspace counts doubles
   cuda::bias_act_backward(dy.raw(), y.defined() ? y.raw() : nullptr, dbias.raw(), dtype_code(dy.dtype()), dy.rows(),
-                          dy.cols(), act, accumulate, stream_);
+                          dy.cols(), act, accumulate, scratch, stream_);
 }
 
 double CudaExecutor::softmax_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits,
@@ -343,8 +419,15 @@ void CudaExecutor::copy(const Tensor& src, const Tensor& dst) {
   if (attr.type == cudaMemoryTypeDevice && attr.device != ordinal_) {
     copy_from_peer(src, dst, attr.device);
   } else if (attr.type == cudaMemoryTypeDevice) {
+    // Another logical device of this GPU: a device-to-device copy on our stream, ordered after the
+    // other's stream and before its next write, as a peer copy is.
+    CudaExecutor* other = nullptr;
+    if (Device* device = src.device()) other = dynamic_cast<CudaExecutor*>(&device->executor());
+    if (other == this) other = nullptr;
+    if (other) stream_wait(stream_, ordinal_, other->stream(), ordinal_);
     SCALELAB_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
                                         stream_));
+    if (other) stream_wait(other->stream(), ordinal_, stream_, ordinal_);
   } else {  // host memory (a cpu device's tensor) or managed memory: the runtime works out the direction
     SCALELAB_CUDA_CHECK(
         cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(bytes), cudaMemcpyDefault, stream_));
@@ -380,9 +463,17 @@ void CudaExecutor::enable_peer_access(int peer) {
   const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
   if (e == cudaErrorPeerAccessAlreadyEnabled) {  // another executor in this process did it
     (void)cudaGetLastError();
-    return;
+  } else if (e != cudaSuccess) {
+    detail::throw_cuda_error(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
   }
-  if (e != cudaSuccess) detail::throw_cuda_error(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
+  // Tensors come from the peer's stream-ordered pool, which grants no access to other GPUs by itself.
+  cudaMemPool_t pool = nullptr;
+  SCALELAB_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, peer));
+  cudaMemAccessDesc access{};
+  access.location.type = cudaMemLocationTypeDevice;
+  access.location.id = ordinal_;
+  access.flags = cudaMemAccessFlagsProtReadWrite;
+  SCALELAB_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1));
 }
 
 // ---- clock --------------------------------------------------------------------------------
@@ -452,7 +543,7 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
-std::unique_ptr<Executor> make_cuda_executor(int ordinal) {
+std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& name, int sharing) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -466,7 +557,16 @@ std::unique_ptr<Executor> make_cuda_executor(int ordinal) {
     throw UsageError("cuda", "GPU " + std::to_string(ordinal) + " asked for, but " + std::to_string(n) +
                                  " visible — use --devices ≤ " + std::to_string(n) +
                                  " (check CUDA_VISIBLE_DEVICES and nvidia-smi), or --device sim");
-  return std::make_unique<CudaExecutor>(ordinal);
+  return std::make_unique<CudaExecutor>(ordinal, name, sharing);
+}
+
+std::string cuda_device_name(int ordinal) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return prop.name;
 }
 
 std::unique_ptr<Clock> make_cuda_clock(Executor& executor, WallClock::time_point epoch) {

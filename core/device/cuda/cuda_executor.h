@@ -1,15 +1,18 @@
 #pragma once
-// The cuda device: an executor that queues every op on one stream of one GPU (cuBLAS for gemm,
+// The cuda device: an executor that queues every op on its own stream of one GPU (cuBLAS for gemm,
 // cuda_kernels.cu for the rest), and a clock that times each op with CUDA events on that stream.
-// Several executors (one per GPU) may live in one process and be driven from different threads,
-// so every call first makes its GPU the calling thread's current device.
+// Several executors may live in one process and be driven from different threads, so every call
+// first makes its GPU the calling thread's current device. Several may share one GPU: logical
+// devices (cuda:0.0 … cuda:0.3), each with its own streams, cuBLAS handle and share of the memory.
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/comm/buffer_ops.h"
 #include "core/device/clock.h"
 #include "core/device/executor.h"
 
@@ -17,7 +20,9 @@ namespace scalelab {
 
 class CudaExecutor : public Executor {
  public:
-  explicit CudaExecutor(int ordinal);
+  // `name` is how the device is shown ("cuda:0", or "cuda:0.1" for the second logical device of
+  // GPU 0); its capacity is the GPU's memory over `sharing`, the devices placed on that GPU.
+  explicit CudaExecutor(int ordinal, std::string name = "", int sharing = 1);
   ~CudaExecutor() override;
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;
@@ -26,11 +31,14 @@ class CudaExecutor : public Executor {
   int64_t capacity_bytes() const override { return capacity_bytes_; }
   int ordinal() const { return ordinal_; }
   cudaStream_t stream() const { return stream_; }
+  // The stream the threads backend's collectives run on (buffer_ops), beside the compute stream.
+  cudaStream_t comm_stream() const { return comm_stream_; }
   // Makes this GPU the calling thread's current device.
   void activate() const;
   // Waits until everything queued on the stream has run.
   void synchronize() const;
 
+  comm::BufferOps* buffer_ops() override { return buffer_ops_.get(); }
   void* allocate(int64_t bytes) override;
   void deallocate(void* p) noexcept override;
   void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
@@ -71,7 +79,9 @@ class CudaExecutor : public Executor {
   std::string name_;
   int64_t capacity_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t comm_stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<comm::BufferOps> buffer_ops_;
   Scalars* scalars_ = nullptr;  // device memory
   double* workspace_ = nullptr;
   int64_t workspace_doubles_ = 0;

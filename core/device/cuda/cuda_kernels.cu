@@ -145,15 +145,21 @@ __global__ void bias_act_kernel(void* y, const void* bias, int64_t n, int64_t co
 // A block owns 32 adjacent columns (coalesced reads) and kRowLanes threads walk down the rows;
 // the kRowLanes partial sums per column (f32, whatever the dtype) then meet in shared memory.
 constexpr int kRowLanes = 8;
+// dbias is a column sum over every row: one block per 32 columns alone would leave most of the GPU
+// idle and stream each column's rows through a single block. So the rows are cut into chunks too
+// (blockIdx.y): each block sums its chunk of its 32 columns into partials[chunk][col], and a second
+// kernel adds the chunks in order. Deterministic: no atomics, a fixed order.
 template <int D>
-__global__ void bias_act_backward_kernel(void* dy, const void* y, void* dbias, int64_t rows, int64_t cols, bool relu,
-                                         bool accumulate) {
+__global__ void bias_act_backward_kernel(void* dy, const void* y, float* partials, int64_t rows, int64_t cols,
+                                         int64_t rows_per_chunk, bool relu) {
   __shared__ float partial[kRowLanes][33];  // 33: no bank conflicts on the column-wise reads
+  const int64_t row_first = blockIdx.y * rows_per_chunk;
+  const int64_t row_last = row_first + rows_per_chunk < rows ? row_first + rows_per_chunk : rows;
   for (int64_t first = blockIdx.x * 32ll; first < cols; first += gridDim.x * 32ll) {
     const int64_t j = first + threadIdx.x;
     float acc = 0.0f;
     if (j < cols) {
-      for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
+      for (int64_t r = row_first + threadIdx.y; r < row_last; r += kRowLanes) {
         const int64_t at = r * cols + j;
         float d = ld<D>(dy, at);
         if (relu && !(ld<D>(y, at) > 0.0f)) {
@@ -166,11 +172,21 @@ __global__ void bias_act_backward_kernel(void* dy, const void* y, void* dbias, i
     partial[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && j < cols) {
-      float sum = accumulate ? ld<D>(dbias, j) : 0.0f;
+      float sum = 0.0f;
       for (int k = 0; k < kRowLanes; ++k) sum += partial[k][threadIdx.x];
-      st<D>(dbias, j, sum);
+      partials[blockIdx.y * cols + j] = sum;
     }
     __syncthreads();
+  }
+}
+
+template <int D>
+__global__ void bias_sum_chunks_kernel(const float* partials, int64_t chunks, void* dbias, int64_t cols,
+                                       bool accumulate) {
+  GRID_STRIDE(j, cols) {
+    float sum = accumulate ? ld<D>(dbias, j) : 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) sum += partials[c * cols + j];
+    st<D>(dbias, j, sum);
   }
 }
 
@@ -259,6 +275,21 @@ __global__ void scale_or_zero_kernel(float beta, void* x, int64_t n) {
   GRID_STRIDE(i, n) st<D>(x, i, beta == 0.0f ? 0.0f : beta * ld<D>(x, i));
 }
 
+// The collectives' reductions (comm::reduce_pair and finish_avg on the host): a pair summed or
+// maxed in f32 and rounded once; the average divides, as the host does.
+template <int D>
+__global__ void reduce_pair_kernel(void* dst, const void* a, const void* b, int64_t n, bool max) {
+  GRID_STRIDE(i, n) {
+    const float x = ld<D>(a, i), y = ld<D>(b, i);
+    st<D>(dst, i, max ? (x < y ? y : x) : x + y);  // std::max, as the host
+  }
+}
+
+template <int D>
+__global__ void divide_kernel(void* x, float divisor, int64_t n) {
+  GRID_STRIDE(i, n) st<D>(x, i, ld<D>(x, i) / divisor);
+}
+
 template <typename T>
 __global__ void fill_kernel(T* x, T value, int64_t n) {
   GRID_STRIDE(i, n) x[i] = value;
@@ -298,13 +329,27 @@ void bias_act(void* y, const void* bias, int dtype, int64_t rows, int64_t cols, 
   CHECK_LAUNCH("bias_act_kernel");
 }
 
+namespace {
+constexpr int64_t kRowsPerChunk = 256;
+constexpr int64_t kMaxChunks = 65535;  // gridDim.y's limit
+int64_t rows_per_chunk(int64_t rows) { return std::max(kRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks); }
+int64_t row_chunks(int64_t rows) { return (rows + rows_per_chunk(rows) - 1) / rows_per_chunk(rows); }
+}  // namespace
+
+int64_t bias_act_backward_scratch_floats(int64_t rows, int64_t cols) { return std::max<int64_t>(row_chunks(rows) * cols, 1); }
+
 void bias_act_backward(void* dy, const void* y, void* dbias, int dtype, int64_t rows, int64_t cols,
-                       kernels::Activation act, bool accumulate, cudaStream_t stream) {
+                       kernels::Activation act, bool accumulate, float* scratch, cudaStream_t stream) {
   if (cols == 0) return;  // rows == 0 still runs: dbias is zeroed unless accumulating
-  const int blocks = static_cast<int>(std::min<int64_t>((cols + 31) / 32, kMaxBlocks));
+  const int64_t chunks = row_chunks(rows);
+  const int col_blocks = static_cast<int>(std::min<int64_t>((cols + 31) / 32, kMaxBlocks));
   with_dtype(dtype, [&](auto d) {
-    bias_act_backward_kernel<decltype(d)::value><<<blocks, dim3(32, kRowLanes), 0, stream>>>(
-        dy, y, dbias, rows, cols, act == kernels::Activation::relu, accumulate);
+    if (chunks > 0)
+      bias_act_backward_kernel<decltype(d)::value>
+          <<<dim3(col_blocks, static_cast<unsigned>(chunks)), dim3(32, kRowLanes), 0, stream>>>(
+              dy, y, scratch, rows, cols, rows_per_chunk(rows), act == kernels::Activation::relu);
+    bias_sum_chunks_kernel<decltype(d)::value><<<blocks_for(cols), kThreads, 0, stream>>>(scratch, chunks, dbias, cols,
+                                                                                         accumulate);
   });
   CHECK_LAUNCH("bias_act_backward_kernel");
 }
@@ -363,6 +408,22 @@ void scale(float alpha, void* x, int dtype, int64_t n, cudaStream_t stream) {
     scale_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, n);
   });
   CHECK_LAUNCH("scale_kernel");
+}
+
+void reduce_pair(void* dst, const void* a, const void* b, int dtype, int64_t n, bool max, cudaStream_t stream) {
+  if (n == 0) return;
+  with_dtype(dtype, [&](auto d) {
+    reduce_pair_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(dst, a, b, n, max);
+  });
+  CHECK_LAUNCH("reduce_pair_kernel");
+}
+
+void divide(void* x, float divisor, int dtype, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_dtype(dtype, [&](auto d) {
+    divide_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(x, divisor, n);
+  });
+  CHECK_LAUNCH("divide_kernel");
 }
 
 void scale_or_zero(float beta, void* c, int dtype, int64_t n, cudaStream_t stream) {

@@ -25,8 +25,10 @@ constexpr unsigned long long kNoBadRow = ~0ull;
 void bias_act(void* y, const void* bias, int dtype, int64_t rows, int64_t cols, kernels::Activation act,
               cudaStream_t stream);
 // dy *= act'(y) in place; dbias (+)= Σ_r dy[r, :] (a column reduction, summed in f32); one dtype.
+// scratch: bias_act_backward_scratch_floats(rows, cols) floats (the per-chunk column sums).
 void bias_act_backward(void* dy, const void* y, void* dbias, int dtype, int64_t rows, int64_t cols,
-                       kernels::Activation act, bool accumulate, cudaStream_t stream);
+                       kernels::Activation act, bool accumulate, float* scratch, cudaStream_t stream);
+int64_t bias_act_backward_scratch_floats(int64_t rows, int64_t cols);
 
 // Per-row softmax cross-entropy into row_loss[rows] (double), their sum into *loss_sum.
 // dlogits (may be null; logits' dtype) = (softmax − onehot) · grad_over_rows, where
@@ -48,6 +50,10 @@ void adam(float* w, const float* g, float* m, float* v, int64_t n, const kernels
 // y += alpha · x. y in x's dtype, or f32 (a half gradient added into an f32 master gradient).
 void axpy(float alpha, const void* x, int x_dtype, void* y, int y_dtype, int64_t n, cudaStream_t stream);
 void scale(float alpha, void* x, int dtype, int64_t n, cudaStream_t stream);  // x *= alpha
+// The collectives' reductions among devices of one process: dst = a + b (max(a, b) when max),
+// in f32, rounded once; and x /= divisor (an average's last step). One dtype for all operands.
+void reduce_pair(void* dst, const void* a, const void* b, int dtype, int64_t n, bool max, cudaStream_t stream);
+void divide(void* x, float divisor, int dtype, int64_t n, cudaStream_t stream);
 // Sets C = beta · C (0 when beta is 0, as BLAS reads no C then): gemm with an empty inner dimension.
 void scale_or_zero(float beta, void* c, int dtype, int64_t n, cudaStream_t stream);
 

@@ -7,7 +7,9 @@ namespace scalelab {
 bool cuda_available() { return false; }
 int cuda_device_count() { return 0; }
 
-std::unique_ptr<Executor> make_cuda_executor(int) {
+std::string cuda_device_name(int) { return ""; }
+
+std::unique_ptr<Executor> make_cuda_executor(int, const std::string&, int) {
   throw UsageError("cuda", "scalelab was built without CUDA — install the CUDA toolkit and rebuild with "
                            "`cmake --preset cuda`, or use --device cpu or --device sim");
 }
