@@ -227,6 +227,19 @@ if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-')" -eq 24 
   pass "the shipped table $(basename "$shipped") priced again: 24 rows"
 else fail "the shipped table $shipped: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
+# The table measured on the lent H100 (profiles/measured/h100/): a cuda table prices again without a
+# GPU, as it was measured — no turns on the host's cores, the profile's host gap before each op.
+gpu_table=$(ls "$ROOT"/profiles/measured/h100/*-bench-predict.json | tail -n 1)
+gpu_profile=$(ls "$ROOT"/profiles/measured/h100/*-profile.json | tail -n 1)
+out=$("$SCALELAB" bench predict --hw "$gpu_profile" --measured "$gpu_table" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-.* (single|data-parallel|model-parallel|ddp|ddp-mp|pipeline|zero) ')" -eq 21 ] \
+   && printf '%s' "$out" | grep -q "each strategy on the cuda device" \
+   && "$SCALELAB" train --device sim --hw "$gpu_profile" --strategy ddp --devices 4 --dry-run --model mlp:784-1024-1024-10 \
+        --dataset synthetic --steps 3 --quiet > /dev/null; then
+  pass "the H100 table $(basename "$gpu_table") priced again on its profile: 21 rows, as on the cuda device"
+else fail "the H100 table $gpu_table: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
+
 # The table taken with the VM's cores placed apart: its probes, as measured, flag every model.
 apart=$(ls "$ROOT"/profiles/measured/cores-apart/*-bench-predict.json | head -n 1)
 out=$("$SCALELAB" bench predict --hw "$ROOT/profiles/measured/2026-11-25T0804-profile.json" --measured "$apart" 2>&1)

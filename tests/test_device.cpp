@@ -638,3 +638,43 @@ TEST(Profile, ReshapedRefusesWhatCannotBePriced) {
   // One node of a single-node profile with fewer devices is fine: no link between nodes needed.
   EXPECT_EQ(reshaped(load_profile("a100-nvlink-8"), 1, 4).device_count(), 4);
 }
+
+// A calibrated cuda device as scalelab runs it: the host waits for each op, then spends
+// host_op_gap_s before the next. On sim, a device's ops then follow one another, the gap apart,
+// on any of its lanes; another device's are not held up; without the field they overlap.
+TEST(SimClock, AHostThatWaitsForEachOpIssuesTheNextOneTheGapAfterTheLastEnded) {
+  std::ifstream in(kTiny);
+  const std::string tiny((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json j = json::parse(tiny);
+  j["device"]["host_op_gap_s"] = 1e-6;
+  for (bool waits : {false, true}) {
+    DeviceOptions o;
+    o.kind = DeviceKind::sim;
+    o.count = 2;
+    o.profile = parse_profile(waits ? j.dump() : tiny, "gap.json");
+    EventBus bus;
+    o.bus = &bus;
+    auto devs = make_devices(o);
+    Tensor a0 = devs[0]->zeros({256}, DType::f32, MemoryCategory::activations);
+    Tensor b0 = devs[0]->zeros({256}, DType::f32, MemoryCategory::activations);
+    Tensor c0 = devs[0]->zeros({256}, DType::f32, MemoryCategory::activations);
+    Tensor a1 = devs[1]->zeros({256}, DType::f32, MemoryCategory::activations);
+    const size_t first = bus.event_count();
+    devs[0]->scale({"x0"}, 2.0f, a0);  // independent ops: without waiting, each starts when its lane is free
+    devs[0]->scale({"y0"}, 2.0f, b0);
+    devs[0]->copy({"c0"}, a1, c0);  // the copy lane is free, and c0 needs nothing of y0
+    devs[1]->scale({"x1"}, 2.0f, a1);
+    const std::vector<Event> e = bus.events_since(first);
+    ASSERT_EQ(e.size(), 4u);
+    if (waits) {
+      EXPECT_EQ(e[1].t_begin_ns, e[0].t_end_ns + 1000);
+      EXPECT_EQ(e[2].t_begin_ns, e[1].t_end_ns + 1000);  // the host waited for y0 first
+    } else {
+      EXPECT_EQ(e[1].t_begin_ns, e[0].t_end_ns);  // one lane: back to back
+      EXPECT_LT(e[2].t_begin_ns, e[1].t_end_ns);  // the copy lane did not wait for y0 to end
+    }
+    EXPECT_LT(e[3].t_begin_ns, e[1].t_begin_ns);  // another device: beside the first, either way
+  }
+  j["device"]["host_op_gap_s"] = -1;
+  EXPECT_THROW(parse_profile(j.dump(), "bad-gap.json"), Error);
+}

@@ -32,6 +32,7 @@
 #include "core/io/file_check.h"
 #include "core/proc/threads.h"
 #include "core/trace/events.h"
+#include "run/train.h"
 
 namespace scalelab {
 
@@ -717,7 +718,7 @@ int calibrate_cuda(const CalibrateOptions& o) {
   const int64_t largest_collective = o.quick ? 1 << 20 : 64 << 20;
   const std::vector<int> collective_ranks = o.devices == 2 ? std::vector<int>{2} : std::vector<int>{o.devices, 2};
   ProgressLine progress(static_cast<int>(grid.size() * gemm_dtypes.size()) * gemm_rounds + 8 * elementwise_sizes + 2 +
-                        3 * copy_sizes + 3 * static_cast<int>(collective_ranks.size()) + 1);
+                        3 * copy_sizes + 3 * static_cast<int>(collective_ranks.size()) + 2);
 
   EventBus bus;
   DeviceOptions dopt;
@@ -837,6 +838,43 @@ int calibrate_cuda(const CalibrateOptions& o) {
     raw["tiny_op"] = {{"op", "scale"}, {"bytes", event_bytes(tiny, bus)}, {"calls", calls}, {"seconds_per_call", launch},
                       {"median_call_s", t.call_s}, {"median_gpu_s", t.gpu_s}};
     progress.step("launch overhead (tiny op)");
+  }
+
+  // 3b. The host's time between two ops of a training step, beyond what a back-to-back call pays
+  // (the tiny op's call − GPU time): a step also allocates and frees its tensors and runs the
+  // strategy's own code between ops. Measured on a short run of single, as the run pays it: the
+  // mean gap from one op's end to the next op's start within a step, from the third step on. The
+  // sim puts it before each op of a device, after that device's last op (host_op_gap_s).
+  double host_op_gap = 0;
+  {
+    TrainConfig c;
+    c.strategy = "single";
+    c.device = DeviceKind::cuda;
+    c.model = "mlp:784-1024-1024-1024-10";
+    c.dataset = "synthetic";
+    c.synthetic_train = 4096;
+    c.synthetic_test = 128;
+    c.batch = 128;
+    c.steps = o.quick ? 10 : 30;
+    EventBus run_bus;
+    train(c, run_bus);
+    std::vector<Event> ops;
+    for (const Event& e : run_bus.events())
+      if (e.step >= 2 && e.device == 0 && (e.lane == Lane::compute || e.lane == Lane::copy)) ops.push_back(e);
+    std::sort(ops.begin(), ops.end(), [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
+    double sum = 0;
+    int64_t gaps = 0;
+    for (size_t i = 1; i < ops.size(); ++i)
+      if (ops[i].step == ops[i - 1].step) {
+        sum += 1e-9 * static_cast<double>(std::max<int64_t>(0, ops[i].t_begin_ns - ops[i - 1].t_end_ns));
+        ++gaps;
+      }
+    const double step_gap = gaps ? sum / static_cast<double>(gaps) : 0.0;
+    const double call_overhead = raw["tiny_op"]["median_call_s"].get<double>() - raw["tiny_op"]["median_gpu_s"].get<double>();
+    host_op_gap = std::max(0.0, step_gap - call_overhead);
+    raw["step_host_gap"] = {{"run", "single, " + c.model + ", batch 128, " + std::to_string(c.steps) + " steps"},
+                            {"gaps", gaps}, {"mean_gap_s", step_gap}, {"tiny_op_call_overhead_s", call_overhead}};
+    progress.step("host gap between a step's ops");
   }
 
   // 4. Device memory: one large copy inside the device (Device::copy, read + write as the event
@@ -993,7 +1031,8 @@ int calibrate_cuda(const CalibrateOptions& o) {
         {"mem_bandwidth_Bps", mem_bw},
         {"elementwise_curves", ew_curves},
         {"mem_capacity_bytes", capacity},
-        {"launch_overhead_s", launch}}},
+        {"launch_overhead_s", launch},
+        {"host_op_gap_s", host_op_gap}}},
       {"links", {{"host", host_link}, {"intra_node", intra_link}}},
       {"calibration",
        {{"machine", host_name()}, {"device", "cuda"}, {"gpu", model}, {"gpus", gpus}, {"cpu", cpu_model()}, {"date", utc_now()},
@@ -1058,6 +1097,11 @@ int calibrate_cuda(const CalibrateOptions& o) {
   }
   std::printf("  launch         %.2f µs per tiny op back to back (median call %.2f µs, of it on the GPU %.2f µs)\n", launch * 1e6,
               raw["tiny_op"]["median_call_s"].get<double>() * 1e6, raw["tiny_op"]["median_gpu_s"].get<double>() * 1e6);
+  std::printf("  host gap       %.2f µs before each op of a device, after its last (a step's mean gap between ops, %.2f µs, less a call's "
+              "own %.2f µs; %s)\n",
+              profile["device"]["host_op_gap_s"].get<double>() * 1e6, raw["step_host_gap"]["mean_gap_s"].get<double>() * 1e6,
+              raw["step_host_gap"]["tiny_op_call_overhead_s"].get<double>() * 1e6,
+              raw["step_host_gap"]["run"].get<std::string>().c_str());
   std::printf("  device memory  %.0f GB/s: a %s copy inside the device (read + write, GPU time); best element-wise %.0f GB/s\n",
               hbm_Bps * 1e-9, format_bytes(hbm_copy_bytes).c_str(), ew_best * 1e-9);
   std::printf("  element-wise   by kind, GB/s per call at the smallest / largest size:\n");

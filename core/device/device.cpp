@@ -36,6 +36,7 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
       clock_(std::move(clock)),
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
       bus_(bus) {
+  if (profile && profile->host_op_gap_s >= 0) host_op_gap_ns_ = seconds_to_ns(profile->host_op_gap_s);
   if (bus_) {
     bus_->describe_device(index_, description_);
     ledger_->set_listener([this](MemoryCategory category, int64_t live) {
@@ -114,9 +115,11 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
   priced.host_bytes = step_bytes();
   priced.held_bytes = static_cast<double>(ledger_->peak_total());
   step_bytes_ = step_bytes_.load() + cost.bytes;
+  if (host_op_gap_ns_ >= 0) ready = std::max(ready, last_op_end_ns_.load() + host_op_gap_ns_);
   Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();
   });
+  if (host_op_gap_ns_ >= 0) last_op_end_ns_ = std::max(last_op_end_ns_.load(), when.end_ns);  // waited for before the next
   for (const Tensor* t : outputs)
     if (t && t->defined()) t->set_ready_ns(when.end_ns);
   if (bus_) {

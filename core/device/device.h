@@ -133,6 +133,12 @@ class Device {
   // issues the next upload only after that, as a training loop that prints loss.item() does.
   // Shared by the devices one host drives: all of a controller's, each rank's own.
   std::shared_ptr<std::atomic<int64_t>> host_ready_ns_ = std::make_shared<std::atomic<int64_t>>(0);
+  // sim with a profile of a host that waits for each op (HardwareProfile::host_op_gap_s): the gap
+  // before this device's next op, and when its last op ended; < 0: the host does not wait. Per
+  // device, not per host: the threads that drive a device's ops (a replica thread, a rank) wait for
+  // its ops alone, and a shared mark would make the order of racing threads decide the times.
+  int64_t host_op_gap_ns_ = -1;
+  std::atomic<int64_t> last_op_end_ns_{0};
 };
 
 // How to make devices for a run.

@@ -145,6 +145,7 @@ __global__ void bias_act_kernel(void* y, const void* bias, int64_t n, int64_t co
 // A block owns 32 adjacent columns (coalesced reads) and kRowLanes threads walk down the rows;
 // the kRowLanes partial sums per column (f32, whatever the dtype) then meet in shared memory.
 constexpr int kRowLanes = 8;
+constexpr int kUnroll = 8;  // rows in flight per thread in bias_act_backward
 // dbias is a column sum over every row: one block per 32 columns alone would leave most of the GPU
 // idle and stream each column's rows through a single block. So the rows are cut into chunks too
 // (blockIdx.y): each block sums its chunk of its 32 columns into partials[chunk][col], and a second
@@ -159,14 +160,26 @@ __global__ void bias_act_backward_kernel(void* dy, const void* y, float* partial
     const int64_t j = first + threadIdx.x;
     float acc = 0.0f;
     if (j < cols) {
-      for (int64_t r = row_first + threadIdx.y; r < row_last; r += kRowLanes) {
-        const int64_t at = r * cols + j;
-        float d = ld<D>(dy, at);
-        if (relu && !(ld<D>(y, at) > 0.0f)) {
-          d = 0.0f;
-          st<D>(dy, at, 0.0f);
+      // kUnroll rows' loads are issued before any is used: one row at a time, each load waited for
+      // the last (dy may be written), and the kernel ran at a tenth of the memory's bandwidth.
+      for (int64_t r0 = row_first + threadIdx.y; r0 < row_last; r0 += kRowLanes * kUnroll) {
+        float d[kUnroll], act[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t r = r0 + u * kRowLanes;
+          d[u] = r < row_last ? ld<D>(dy, r * cols + j) : 0.0f;
+          act[u] = relu && r < row_last ? ld<D>(y, r * cols + j) : 1.0f;
         }
-        acc += d;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t r = r0 + u * kRowLanes;
+          if (r >= row_last) break;
+          if (relu && !(act[u] > 0.0f)) {
+            d[u] = 0.0f;
+            st<D>(dy, r * cols + j, 0.0f);
+          }
+          acc += d[u];  // rows in increasing order, as one at a time
+        }
       }
     }
     partial[threadIdx.y][threadIdx.x] = acc;

@@ -172,6 +172,11 @@ struct HardwareProfile {
   // helper's when it was calibrated (core_round_trip_s, core/proc/threads.h). Not priced: it says
   // how the host had placed the cores, which `train --predict` and `bench predict` compare with now.
   double core_round_trip_s = 0;
+  // A calibrated cuda device as scalelab runs it: its host waits for each op to end (the CudaClock
+  // times it with events), then spends this long before issuing the next. The sim then starts each
+  // op of a device only once the device's last op has ended (on any of its lanes), this much later.
+  // < 0 (published profiles): the host queues ops ahead of the GPU, as PyTorch does; nothing waits.
+  double host_op_gap_s = -1;
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
