@@ -100,10 +100,11 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
   device_options.bus = &bus;
   device_options.epoch = epoch;
   if (c.device == DeviceKind::sim) device_options.profile = reshaped(load_profile(c.hw), c.hw_nodes, c.hw_devices_per_node);
-  if (c.tf32) {
+  if (c.tf32 && c.device == DeviceKind::cuda) device_options.tf32 = true;  // cuBLAS's TF32 tensor-op math
+  if (c.tf32 && c.device != DeviceKind::cuda) {
     if (c.device != DeviceKind::sim)
-      throw UsageError("train", "--tf32 prices f32 GEMMs as TF32 on a simulated GPU; --device " +
-                                    std::string(device_kind_name(c.device)) + " computes in f32 — add --device sim --hw PROFILE, or drop --tf32");
+      throw UsageError("train", "--tf32 runs f32 GEMMs as TF32 on a GPU's tensor cores (cuda) or prices them so (sim); --device " +
+                                    std::string(device_kind_name(c.device)) + " computes in f32 — add --device cuda, or --device sim --hw PROFILE, or drop --tf32");
     if (device_options.profile.peak_flops_tf32 <= 0)
       throw UsageError("hw", "--tf32: profile " + device_options.profile.name + " has no TF32 peak (" +
                                  device_options.profile.device_model + " has no TF32 tensor cores) — drop --tf32");

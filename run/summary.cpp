@@ -26,6 +26,7 @@ TrainResult conclude(const RunSetup& run, const LoopResult& loop, EquivalencePro
                                          (gpus == 1 ? " GPU" : " GPUs")
                                    : std::to_string(c.devices) + (c.devices == 1 ? " GPU" : " GPUs");
     if (!gpu.empty()) r.placement += " (" + gpu + ")";
+    r.placement += c.tf32 ? ", f32 GEMMs as TF32 (--tf32)" : ", f32 GEMMs in full f32";
   }
   r.stopped = loop.last_step < run.total;
   r.steps = loop.last_step - loop.first_step;  // a resumed (or stopped) run reports the steps it ran

@@ -198,6 +198,29 @@ TEST(CudaAmp, HalfPrecisionRunsEveryDataParallelStrategyAndStaysCloseToF32) {
     }
 }
 
+TEST(CudaTf32, AllowedItRoundsTheProductsOffByDefaultItDoesNot) {
+  // --tf32 runs f32 GEMMs on the tensor cores with 10-bit mantissas: close to f32, not equal. Off
+  // (the default, as PyTorch >= 1.12) the run is the cpu's to fp32 round-off (CudaStrategy above).
+  TrainConfig c = test::small_config("single", 1, DeviceKind::cpu);
+  c.model = "mlp:784-512-512-10";  // wide enough that a GEMM rounds its products visibly
+  c.batch = 128;
+  c.device = DeviceKind::cpu;
+  const TrainResult cpu = run(c);
+  c.tf32 = true;
+  EXPECT_THROW(run(c), UsageError);  // the cpu computes in f32
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device here (a build without CUDA, or no GPU and driver)";
+  c.device = DeviceKind::cuda;
+  const TrainResult tf32 = run(c);
+  c.tf32 = false;
+  const TrainResult f32 = run(c);
+  const double off = max_relative_loss_difference(f32, cpu), on = max_relative_loss_difference(tf32, cpu);
+  EXPECT_LE(off, 1e-5);
+  EXPECT_GT(on, off);
+  EXPECT_LE(on, 1e-2);
+  EXPECT_NE(tf32.placement.find("TF32"), std::string::npos) << tf32.placement;
+  std::printf("    loss vs cpu: f32 %.3g, tf32 %.3g\n", off, on);
+}
+
 TEST(CudaCheckpoint, AResumedRunEndsBitIdenticalToOneThatNeverStopped) {
   SKIP_WITHOUT_GPU();
   const std::string dir =

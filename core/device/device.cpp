@@ -404,7 +404,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
       const int total = o.first_index + o.count;  // an mpi rank places its devices as the whole run does
       for (int i = o.first_index; i < total; ++i) {
         const CudaPlacement at = place_cuda_device(i, total, gpus);
-        auto exec = make_cuda_executor(at.gpu, at.name(), at.sharing);
+        auto exec = make_cuda_executor(at.gpu, at.name(), at.sharing, o.tf32);
         auto clock = make_cuda_clock(*exec, epoch);
         int64_t cap = exec->capacity_bytes();
         devices.push_back(std::make_unique<Device>(i, DeviceKind::cuda, at.name(), std::move(exec), std::move(clock),

@@ -147,6 +147,7 @@ struct DeviceOptions {
   int count = 1;
   HardwareProfile profile;  // required for sim
   bool dry_run = false;     // sim only: shape-only tensors, no numerics
+  bool tf32 = false;        // cuda only: f32 GEMMs on the tensor cores as TF32 (sim: profile.tf32)
   EventBus* bus = nullptr;
   // The index (and name) of the first device: rank r of an mpi launch owns device r of the run,
   // so its events and its place in the profile's nodes are the global ones.
@@ -182,7 +183,9 @@ bool cuda_available();
 int cuda_device_count();
 // GPU `ordinal`, shown as `name` (empty: "cuda:<ordinal>"), with the GPU's memory over `sharing`
 // devices placed on it (logical devices: several cuda devices of a run on one GPU).
-std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& name = "", int sharing = 1);
+// tf32: f32 GEMMs on the tensor cores in TF32 (PyTorch's allow_tf32); off, they are full f32.
+std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& name = "", int sharing = 1,
+                                             bool tf32 = false);
 // The GPU's name as the driver gives it ("NVIDIA H100 80GB HBM3"); empty without CUDA.
 std::string cuda_device_name(int ordinal);
 std::unique_ptr<Clock> make_cuda_clock(Executor& executor, WallClock::time_point epoch);

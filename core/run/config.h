@@ -46,7 +46,7 @@ struct TrainConfig {
   int hw_devices_per_node = 0;  // sim: … and devices per node (0: its own)
   int devices = 1;
   bool dry_run = false;
-  bool tf32 = false;  // sim: f32 GEMMs priced as TF32 (the profile's TF32 peak and curve)
+  bool tf32 = false;  // f32 GEMMs as TF32: run so on cuda (cuBLAS), priced so on sim (the profile's TF32 peak and curve)
   std::string model = "mlp:784-256-128-10";
   std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
   std::string data_dir;                   // empty: the Debian package's directory

@@ -132,7 +132,7 @@ class CudaBufferOps : public comm::BufferOps {
 
 // ---- executor -----------------------------------------------------------------------------
 
-CudaExecutor::CudaExecutor(int ordinal, std::string name, int sharing)
+CudaExecutor::CudaExecutor(int ordinal, std::string name, int sharing, bool tf32)
     : ordinal_(ordinal), name_(name.empty() ? "cuda:" + std::to_string(ordinal) : std::move(name)) {
   try {
     activate();
@@ -152,9 +152,10 @@ CudaExecutor::CudaExecutor(int ordinal, std::string name, int sharing)
     buffer_ops_ = std::make_unique<CudaBufferOps>(*this);
     SCALELAB_CUBLAS_CHECK(cublasCreate(&cublas_));
     SCALELAB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-    // Full fp32 (no TF32 tensor cores), so gemm agrees with the cpu reference to fp32 rounding.
-    // Half inputs (cublasGemmEx, mixed precision) still run on the tensor cores in this mode.
-    SCALELAB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    // Full fp32 by default (no TF32 tensor cores, as PyTorch >= 1.12), so gemm agrees with the cpu
+    // reference to fp32 rounding; --tf32 allows TF32 (10-bit mantissas in the products). Half
+    // inputs (cublasGemmEx, mixed precision) run on the tensor cores either way.
+    SCALELAB_CUBLAS_CHECK(cublasSetMathMode(cublas_, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     SCALELAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scalars_), sizeof(Scalars)));
     int count = 0;
     SCALELAB_CUDA_CHECK(cudaGetDeviceCount(&count));
@@ -543,7 +544,7 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
-std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& name, int sharing) {
+std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& name, int sharing, bool tf32) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -557,7 +558,7 @@ std::unique_ptr<Executor> make_cuda_executor(int ordinal, const std::string& nam
     throw UsageError("cuda", "GPU " + std::to_string(ordinal) + " asked for, but " + std::to_string(n) +
                                  " visible — use --devices ≤ " + std::to_string(n) +
                                  " (check CUDA_VISIBLE_DEVICES and nvidia-smi), or --device sim");
-  return std::make_unique<CudaExecutor>(ordinal, name, sharing);
+  return std::make_unique<CudaExecutor>(ordinal, name, sharing, tf32);
 }
 
 std::string cuda_device_name(int ordinal) {

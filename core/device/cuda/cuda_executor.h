@@ -22,7 +22,8 @@ class CudaExecutor : public Executor {
  public:
   // `name` is how the device is shown ("cuda:0", or "cuda:0.1" for the second logical device of
   // GPU 0); its capacity is the GPU's memory over `sharing`, the devices placed on that GPU.
-  explicit CudaExecutor(int ordinal, std::string name = "", int sharing = 1);
+  // tf32: f32 GEMMs as TF32 on the tensor cores (cuBLAS's TF32 tensor-op math).
+  explicit CudaExecutor(int ordinal, std::string name = "", int sharing = 1, bool tf32 = false);
   ~CudaExecutor() override;
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;

@@ -9,7 +9,7 @@ int cuda_device_count() { return 0; }
 
 std::string cuda_device_name(int) { return ""; }
 
-std::unique_ptr<Executor> make_cuda_executor(int, const std::string&, int) {
+std::unique_ptr<Executor> make_cuda_executor(int, const std::string&, int, bool) {
   throw UsageError("cuda", "scalelab was built without CUDA — install the CUDA toolkit and rebuild with "
                            "`cmake --preset cuda`, or use --device cpu or --device sim");
 }
