@@ -68,15 +68,6 @@ void sync_gpu() {
 #endif
 }
 
-std::string gpu_name() {
-#ifdef SCALELAB_HAVE_CUDA
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) return prop.name;
-  (void)cudaGetLastError();
-#endif
-  return "?";
-}
-
 // A tensor on `dev` of uniform(-1, 1) values in `dtype` (drawn in f32 on the host, uploaded, cast).
 Tensor random_tensor(Device& dev, std::vector<int64_t> shape, DType dtype, Rng& rng) {
   Tensor f32 = dev.empty(shape, DType::f32, MemoryCategory::workspace, "bench.gemm.operand");
@@ -107,7 +98,8 @@ CudaFigures measure_cuda(const BenchComputeOptions& o, const ModelSpec& spec, co
   dopt.bus = &bus;
   auto devices = make_devices(dopt);
   Device& dev = *devices[0];
-  f.device_name = dev.name() + " (" + gpu_name() + ")";
+  const std::string gpu = cuda_device_name(0);
+  f.device_name = dev.name() + " (" + (gpu.empty() ? "?" : gpu) + ")";
   // The training step, through the same strategy code `scalelab train --strategy single` runs.
   StrategyContext ctx{config, {&dev}, bus, init_weights(spec, 1), nullptr, dopt};
   auto strategy = find_strategy(kReferenceStrategy).make(ctx);

@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints");
   train_cmd->add_option("--resume", c.resume_path, "continue from this checkpoint");
   std::string predict_profile;
-  train_cmd->add_option("--predict", predict_profile, "cpu: also price this run on PROFILE (`scalelab calibrate`) and "
+  train_cmd->add_option("--predict", predict_profile, "cpu or cuda: also price this run on PROFILE (`scalelab calibrate`) and "
                                                       "print predicted next to measured, with the error");
   train_cmd->add_flag("--tf32", c.tf32, "f32 GEMMs as TF32 on the tensor cores (PyTorch's allow_tf32): run so on cuda, "
                                         "priced so on sim where the profile has a TF32 peak; off by default, as PyTorch");
