@@ -51,9 +51,9 @@ struct Slot { alignas(64) Order order; alignas(64) Result result; };
 // What every process knows, handed to the workers by fork (the parent's memory as it was): the run,
 // and the segment — commands (core/proc) | PARAMETERS | per worker: slot, shard, outbox (its round's
 // records) | the optimizer state on its way out or in. Nothing is locked, least of all the parameters.
-// What a device's description takes in a message (core/trace/wire.cpp: three strings).
+// What a device's description takes in a message (core/trace/wire.cpp: three strings and its capacity).
 int64_t description_bytes(const DeviceDescription& d) {
-  return static_cast<int64_t>(d.name.size() + d.label.size() + d.profile.size()) + 3 * 8;
+  return static_cast<int64_t>(d.name.size() + d.label.size() + d.profile.size()) + 3 * 8 + 8;
 }
 
 struct Plan {

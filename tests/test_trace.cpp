@@ -824,3 +824,16 @@ TEST(AtomicFileWriter, AbandonedLeavesTheOldFileAndNoTemporary) {
   EXPECT_EQ(back[10000 * 27], 'b');
   fs::remove_all(dir);
 }
+
+TEST_F(TraceFixture, AMeasuredDevicesCapacityReadsBackWhereItHasNoProfile) {
+  // A cuda device's share of its GPU: the dashboard's memory bars are drawn against it.
+  info.devices[0] = {"cuda:0.1", "cuda:0.1", "", int64_t{20} << 30};
+  info.devices[1] = {"cpu:1", "cpu:1", "", 0};
+  const json raw = written();
+  EXPECT_EQ(raw.at("otherData").at("devices").at(0).at("capacity_bytes"), int64_t{20} << 30);
+  EXPECT_FALSE(raw.at("otherData").at("devices").at(1).contains("capacity_bytes"));  // unknown: not written
+  const TraceContents c = read_chrome_trace((dir / "trace.json").string());
+  ASSERT_EQ(c.info.devices.size(), 2u);
+  EXPECT_EQ(c.info.devices[0], info.devices[0]);
+  EXPECT_EQ(c.info.devices[1].capacity_bytes, 0);
+}

@@ -34,7 +34,7 @@ Records sample_records() {
   r.metrics.push_back({41, "loss", 0.125});
   DeviceRecord d;
   d.index = 3;
-  d.description = {"sim:3 (a100-nvlink-8)", "sim:3", R"({"name": "a100-nvlink-8"})"};
+  d.description = {"sim:3 (a100-nvlink-8)", "sim:3", R"({"name": "a100-nvlink-8"})", 80LL << 30};
   d.capacity = 80LL << 30;
   d.peak = {1, 2, 3, 4, 5, 6};
   d.peak_total = 21;

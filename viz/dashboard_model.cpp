@@ -198,6 +198,7 @@ void DashboardModel::rebuild() {
         d < static_cast<int>(info_.devices.size()) ? info_.devices[static_cast<size_t>(d)] : DeviceDescription{};
     info.name = described.name.empty() ? "device " + std::to_string(d) : described.name;
     info.label = described.label.empty() ? info.name : described.label;
+    info.capacity_bytes = described.capacity_bytes;  // a measured device's (cuda: its share of the GPU)
     if (described.profile.empty()) continue;
     auto it = parsed.find(described.profile);
     if (it == parsed.end()) {

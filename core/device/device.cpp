@@ -31,7 +31,7 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
       name_(std::move(name)),
       // cuda's names are short already, and a logical device's ("cuda:0.2") says which GPU it shares.
       description_{name_, kind_ == DeviceKind::cuda ? name_ : std::string(device_kind_name(kind_)) + ":" + std::to_string(index_),
-                   profile ? profile_to_json(*profile) : ""},
+                   profile ? profile_to_json(*profile) : "", capacity_bytes},
       executor_(std::move(executor)),
       clock_(std::move(clock)),
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),

@@ -69,6 +69,7 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     device_rows.push_back({{"name", devices[d].name},
                            {"label", devices[d].label},
                            {"profile", profile_object(devices[d].profile, devices[d].name)}});
+    if (devices[d].capacity_bytes > 0) device_rows.back()["capacity_bytes"] = devices[d].capacity_bytes;
     element({{"ph", "M"}, {"name", "process_name"}, {"pid", d}, {"tid", 0}, {"args", {{"name", devices[d].name}}}});
     element({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d}, {"tid", 0}, {"args", {{"sort_index", d}}}});
   }
@@ -270,7 +271,10 @@ void read_other_data(const json& o, TraceInfo& info) {
   if (o.contains("devices"))
     for (const json& d : o["devices"])
       info.devices.push_back({d.value("name", std::string()), d.value("label", std::string()),
-                              d.contains("profile") && d["profile"].is_object() ? d["profile"].dump() : ""});
+                              d.contains("profile") && d["profile"].is_object() ? d["profile"].dump() : "",
+                              d.contains("capacity_bytes") && d["capacity_bytes"].is_number_integer()
+                                  ? std::max<int64_t>(0, d["capacity_bytes"].get<int64_t>())
+                                  : 0});
   else if (o.contains("device_names"))  // written before devices carried their profiles
     for (const std::string& name : o["device_names"].get<std::vector<std::string>>())
       info.devices.push_back({name, name, ""});

@@ -72,6 +72,9 @@ struct DeviceDescription {
   std::string name;     // as errors and the summary name it: "sim:0 (a100-nvlink-8)", "cuda:1"
   std::string label;    // short, for row labels: "sim:0"
   std::string profile;  // sim: the hardware profile as JSON, in the profile files' format; "" otherwise
+  // The memory the device may hold where known (cuda: its share of the GPU; sim: the profile's);
+  // 0: unknown (cpu). How the dashboard draws memory against capacity without a profile.
+  int64_t capacity_bytes = 0;
   bool operator==(const DeviceDescription&) const = default;
 };
 

@@ -126,6 +126,7 @@ std::vector<uint8_t> encode_records(const Records& r) {
     w.put(d.description.name);
     w.put(d.description.label);
     w.put(d.description.profile);
+    w.put<int64_t>(d.description.capacity_bytes);
     w.put<int64_t>(d.capacity);
     for (int64_t p : d.peak) w.put<int64_t>(p);
     w.put<int64_t>(d.peak_total);
@@ -171,12 +172,13 @@ Records decode_records(const uint8_t* data, size_t size) {
     m.name = in.get_string();
     m.value = in.get<double>();
   }
-  r.devices.resize(in.get_count(32 + 8 * kMemoryCategoryCount));
+  r.devices.resize(in.get_count(40 + 8 * kMemoryCategoryCount));
   for (DeviceRecord& d : r.devices) {
     d.index = in.get<int32_t>();
     d.description.name = in.get_string();
     d.description.label = in.get_string();
     d.description.profile = in.get_string();
+    d.description.capacity_bytes = in.get<int64_t>();
     d.capacity = in.get<int64_t>();
     for (int64_t& p : d.peak) p = in.get<int64_t>();
     d.peak_total = in.get<int64_t>();
