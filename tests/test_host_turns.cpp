@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -240,6 +242,51 @@ TEST(HostTurns, PassingTheCoresToAnotherThreadCostsTheHandoff) {
   expect_at(t[1], 20, 30);  // 3 late
   t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(0, Lane::compute, 10, 20)}, share);
   expect_at(t[1], 10, 20);
+}
+
+TEST(HostTurns, TheCoresPassBetweenThreadsNotDevices) {
+  // One thread driving two devices (model parallel's, a ddp-mp rank's) keeps the cores from one
+  // device's op to the other's: no handoff. Two threads pay it. An event that names no thread (read
+  // back from a trace) is its device's own thread.
+  HostShare share;
+  share.handoff_ns = 2;
+  auto on_thread = [](Event e, int thread) {
+    e.thread = thread;
+    return e;
+  };
+  auto t = take_turns_on_host({on_thread(op(0, Lane::compute, 0, 10), 7), on_thread(op(1, Lane::compute, 10, 20), 7)}, share);
+  expect_at(t[1], 10, 20);
+  t = take_turns_on_host({on_thread(op(0, Lane::compute, 0, 10), 7), on_thread(op(1, Lane::compute, 10, 20), 8)}, share);
+  expect_at(t[1], 12, 22);
+  t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 10, 20)}, share);
+  expect_at(t[1], 12, 22);
+  t = take_turns_on_host({on_thread(op(0, Lane::compute, 0, 10), 0), op(0, Lane::compute, 10, 20)}, share);
+  expect_at(t[1], 12, 22);  // thread 0 is not device 0's unnamed thread
+}
+
+TEST(HostTurns, ADevicesEventsNameTheThreadThatIssuedThem) {
+  // Devices 0 and 1 driven by this thread (as model parallel drives them), device 2 by another:
+  // the events of 0 and 1 carry one thread, 2's another — what the re-timing keys handoffs by.
+  EventBus bus;
+  DeviceOptions o;
+  o.count = 3;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  auto compute = [](Device& d) {
+    Tensor a = d.empty({8, 8}, DType::f32, MemoryCategory::workspace, "a");
+    d.fill({"t"}, a, 1.0f);
+  };
+  compute(*devices[0]);
+  compute(*devices[1]);
+  std::thread([&] { compute(*devices[2]); }).join();
+  std::map<int, std::set<int>> threads;  // device → the threads its events name
+  for (const Event& e : bus.events()) threads[e.device].insert(e.thread);
+  ASSERT_EQ(threads.size(), 3u);
+  ASSERT_EQ(threads[0].size(), 1u);
+  EXPECT_GE(*threads[0].begin(), 0);
+  EXPECT_EQ(threads[1], threads[0]);
+  ASSERT_EQ(threads[2].size(), 1u);
+  EXPECT_NE(*threads[2].begin(), *threads[0].begin());
 }
 
 TEST(HostCores, OneOpAtATimeInTheOrderAsked) {

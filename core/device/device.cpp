@@ -139,6 +139,7 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     e.layer = tag.layer;
     e.peer = peer;
     e.role = tag.role;
+    e.thread = host_thread_index();
     bus_->emit(std::move(e));
   }
   return when;
@@ -336,6 +337,7 @@ void Device::host_waits_until(int64_t t_ns) {
 
 void Device::record(Event e) {
   e.device = index_;
+  if (e.thread < 0) e.thread = host_thread_index();
   if (e.step < 0) e.step = step_;
   if (bus_) bus_->emit(std::move(e));
 }

@@ -1,8 +1,15 @@
 #include "core/trace/events.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace scalelab {
+
+int host_thread_index() {
+  static std::atomic<int> next{0};
+  thread_local const int index = next.fetch_add(1);
+  return index;
+}
 
 const char* lane_name(Lane lane) {
   switch (lane) {

@@ -51,7 +51,14 @@ struct Event {
   int peer = -1;
   int64_t flow_id = -1;  // links a send to its recv, the ranks' events of one collective
   Role role = Role::none;
+  // The host thread that issued the op (host_thread_index(): equal for one thread, nothing more),
+  // -1 where unknown (an event read back from a trace or a worker process). On the cpu device the
+  // cores pass between threads, not devices: ddp-mp's rank drives both its devices from one thread.
+  int thread = -1;
 };
+
+// A small number for the calling thread, the same for as long as it lives, another for each thread.
+int host_thread_index();
 
 struct MemorySample {
   int device = 0;

@@ -16,7 +16,7 @@ namespace {
 constexpr int64_t kStepsPerCall = 64;
 
 // One server of the host's cores: busy intervals [begin, end), none overlapping, each with the
-// thread that held it (a device, or -1: a collective's ranks). An op takes the earliest gap at or
+// thread that held it (thread_of, or -1: a collective's ranks). An op takes the earliest gap at or
 // after `earliest` that holds it whole (an op, once on the cores, runs to its end), and a handoff
 // on each side where the thread before or after it is another.
 class HostServer {
@@ -77,6 +77,11 @@ class HostServers {
   std::vector<HostServer> servers_;
   int64_t handoff_;
 };
+
+// The host thread that issued an event: the cores pass between threads, and one thread may drive
+// several devices (model parallel's, a ddp-mp rank's two). An event that does not say (read back
+// from a trace) is taken as its device's thread, one thread a device.
+int thread_of(const Event& e) { return e.thread >= 0 ? e.thread : (1 << 24) + e.device; }
 
 struct LaneState {
   int64_t end = 0;                // re-timed end of the lane's last event
@@ -181,8 +186,8 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     LaneState& lane = lane_of(i);
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
     if (on_cores)
-      start = two_tracks && e.kind == "gemm" ? cores.reserve_with(gemms_and_collectives, start, duration[i], e.device)
-                                             : cores.reserve(start, duration[i], e.device);
+      start = two_tracks && e.kind == "gemm" ? cores.reserve_with(gemms_and_collectives, start, duration[i], thread_of(e))
+                                             : cores.reserve(start, duration[i], thread_of(e));
     begin[i] = start;
     lane.end = start + duration[i];
     lane.priced_end = e.t_end_ns;

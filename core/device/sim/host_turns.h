@@ -25,7 +25,7 @@ namespace scalelab {
 // at once, a GEMM at its share's speed (`gemm_stretch` times what the sim priced with every core)
 // and an element-wise op or a copy at what it was priced (one thread either way).
 //
-// `handoff_ns`: when the cores pass from one thread to another (another device's op, or a
+// `handoff_ns`: when the cores pass from one host thread to another (Event::thread: another rank's op, or a
 // collective's), the next waits that long for its thread to wake (the profile's turn_handoff_s).
 //
 // `collectives_beside_one_thread_ops`: a collective's ranks' threads run on the core that an
