@@ -81,6 +81,11 @@ else:
 # The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
 # The gap when the cores pass from one device's thread to another's, and what it came from.
 assert 0 <= p["device"]["turn_handoff_s"] < 1e-3 and len(p["calibration"]["raw"]["turn_handoff"]["round_mean_s"]) >= 5
+# What a GEMM takes more right after the cores passed to its thread: the median of the rounds'
+# differences (threads taking turns less one thread going round the devices), never below 0.
+extra = p["calibration"]["raw"]["turn_gemm_extra"]
+assert len(extra["extra_s"]) == 9 and all(0 < t < 1e-2 for t in extra["gemm_median_s_one_thread"]), extra
+assert p["device"]["turn_gemm_extra_s"] == max(0.0, sorted(extra["extra_s"])[4]), (extra, p["device"])
 # A cache line's round trip between the first two cores, at the start, middle and end; the median kept.
 import os
 trips = p["calibration"]["raw"]["core_round_trip_s"]

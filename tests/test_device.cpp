@@ -678,3 +678,24 @@ TEST(SimClock, AHostThatWaitsForEachOpIssuesTheNextOneTheGapAfterTheLastEnded) {
   j["device"]["host_op_gap_s"] = -1;
   EXPECT_THROW(parse_profile(j.dump(), "bad-gap.json"), Error);
 }
+
+// A calibrated host's GEMM extra after a handoff: kept through a round trip, refused out of range
+// with the field named.
+TEST(HardwareProfile, TheGemmExtraAfterAHandoffIsReadBackAndCheckedForRange) {
+  std::ifstream in(kTiny);
+  json j = json::parse(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  EXPECT_EQ(parse_profile(j.dump(), "none.json").turn_gemm_extra_s, 0);  // a profile without it: none
+  j["device"]["turn_gemm_extra_s"] = 4.6e-6;
+  const HardwareProfile p = parse_profile(j.dump(), "extra.json");
+  EXPECT_DOUBLE_EQ(p.turn_gemm_extra_s, 4.6e-6);
+  EXPECT_DOUBLE_EQ(parse_profile(profile_to_json(p), "again.json").turn_gemm_extra_s, 4.6e-6);
+  for (const json bad : {json(-1e-6), json(2.0), json("5us")}) {
+    j["device"]["turn_gemm_extra_s"] = bad;
+    try {
+      parse_profile(j.dump(), "bad-extra.json");
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("device.turn_gemm_extra_s"), std::string::npos) << e.what();
+    }
+  }
+}

@@ -264,6 +264,26 @@ TEST(HostTurns, TheCoresPassBetweenThreadsNotDevices) {
   expect_at(t[1], 12, 22);  // thread 0 is not device 0's unnamed thread
 }
 
+TEST(HostTurns, AGemmRightAfterAnotherThreadsOpTakesTheExtra) {
+  // Handoff 2, a GEMM after a handoff 3 longer: device 1's GEMM follows device 0's op (another
+  // thread): it starts after the handoff and runs 10 + 3. Device 0's next GEMM follows device 1's:
+  // the same. A GEMM after its own thread's op, and an element-wise op after another's, take their
+  // priced time.
+  HostShare share;
+  share.handoff_ns = 2;
+  share.gemm_after_handoff_ns = 3;
+  auto t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(1, Lane::compute, 0, 10), op(0, Lane::compute, 10, 20)}, share);
+  expect_at(t[0], 0, 10);   // the first op: nothing held the cores before it
+  expect_at(t[1], 12, 25);
+  expect_at(t[2], 27, 40);
+  t = take_turns_on_host({op(0, Lane::compute, 0, 10), op(0, Lane::compute, 10, 20)}, share);
+  expect_at(t[1], 10, 20);
+  Event bias = op(1, Lane::compute, 10, 14);
+  bias.kind = "bias_relu";
+  t = take_turns_on_host({op(0, Lane::compute, 0, 10), bias}, share);
+  expect_at(t[1], 12, 16);
+}
+
 TEST(HostTurns, ADevicesEventsNameTheThreadThatIssuedThem) {
   // Devices 0 and 1 driven by this thread (as model parallel drives them), device 2 by another:
   // the events of 0 and 1 carry one thread, 2's another — what the re-timing keys handoffs by.

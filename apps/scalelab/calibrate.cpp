@@ -401,53 +401,92 @@ SizeCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficienc
 // GEMM and the element-wise op both, as a step passes the cores after either: timed after GEMMs
 // alone the mean came out 14–19 µs, with the bias+ReLU 9.7–15.1 (nine calibrations), and a run of
 // the tour's model's DDP or ZeRO steps left 11–14 between its devices' ops.
-double measure_turn_handoff(int devices, json& raw) {
+// The turn handoff, and what a GEMM takes beyond its own time when its thread has just taken the
+// cores from another.
+struct TurnCosts {
+  double handoff_s = 0;     // the mean gap when the cores pass to another thread
+  double gemm_extra_s = 0;  // a GEMM after such a pass, against the same GEMM with no pass
+};
+
+TurnCosts measure_turn_costs(int devices, json& raw) {
   DeviceOptions o;
   o.count = devices;
-  // One round: every thread takes its turns; the mean gap when the turn passes to another thread.
-  // The mean, not the median: the gaps add up over a step, and they come in two kinds — a few µs
-  // when the next thread is awake, tens when it must be woken. A gap over 1 ms is the machine's (a
-  // thread descheduled), not the handoff's.
-  auto round = [&] {
+  // One round: a layer's forward (a GEMM, then its bias+ReLU) 100 times on every device, either by
+  // a thread of each, taking turns, or by one thread going round them — the same ops on the same
+  // operands, the cores passing between threads or not.
+  struct Round {
+    double handoff_s;  // the mean gap where the turn passed to another thread (0 for one thread)
+    double gemm_s;     // the median GEMM
+  };
+  auto round = [&](bool thread_each) {
     EventBus bus;
     o.bus = &bus;
     auto ds = make_devices(o);
-    std::vector<std::thread> threads;
-    for (auto& d : ds)
-      threads.emplace_back([&d] {
-        Tensor a = d->empty({32, 256}, DType::f32, MemoryCategory::workspace, "a");
-        Tensor w = d->empty({256, 256}, DType::f32, MemoryCategory::workspace, "w");
-        Tensor c = d->empty({32, 256}, DType::f32, MemoryCategory::workspace, "c");
-        Tensor bias = d->empty({256}, DType::f32, MemoryCategory::workspace, "bias");
-        d->fill({"calibrate"}, a, 0.5f);
-        d->fill({"calibrate"}, w, 0.25f);
-        d->fill({"calibrate"}, bias, 0.0f);
-        for (int i = 0; i < 100; ++i) {
-          d->gemm({"calibrate"}, false, true, a, w, c);
-          d->bias_act({"calibrate"}, c, bias, Activation::relu);
-        }
-      });
-    for (auto& t : threads) t.join();
+    struct Layer {
+      Tensor a, w, c, bias;
+    };
+    auto layer = [](Device& d) {
+      Layer l{d.empty({32, 256}, DType::f32, MemoryCategory::workspace, "a"), d.empty({256, 256}, DType::f32, MemoryCategory::workspace, "w"),
+              d.empty({32, 256}, DType::f32, MemoryCategory::workspace, "c"), d.empty({256}, DType::f32, MemoryCategory::workspace, "bias")};
+      d.fill({"calibrate"}, l.a, 0.5f);
+      d.fill({"calibrate"}, l.w, 0.25f);
+      d.fill({"calibrate"}, l.bias, 0.0f);
+      return l;
+    };
+    auto forward = [](Device& d, const Layer& l) {
+      d.gemm({"calibrate"}, false, true, l.a, l.w, l.c);
+      d.bias_act({"calibrate"}, l.c, l.bias, Activation::relu);
+    };
+    if (thread_each) {
+      std::vector<std::thread> threads;
+      for (auto& d : ds)
+        threads.emplace_back([&d, &layer, &forward] {
+          const Layer l = layer(*d);
+          for (int i = 0; i < 100; ++i) forward(*d, l);
+        });
+      for (auto& t : threads) t.join();
+    } else {
+      std::vector<Layer> layers;
+      for (auto& d : ds) layers.push_back(layer(*d));
+      for (int i = 0; i < 100; ++i)
+        for (size_t k = 0; k < ds.size(); ++k) forward(*ds[k], layers[k]);
+    }
     std::vector<Event> ops;
+    std::vector<double> gemms;
     for (const Event& e : bus.events())
       if (e.kind == "gemm" || e.kind == "bias_relu") ops.push_back(e);
     std::sort(ops.begin(), ops.end(), [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
+    // The mean gap, not the median: the gaps add up over a step, and they come in two kinds — a few
+    // µs when the next thread is awake, tens when it must be woken. A gap over 1 ms is the
+    // machine's (a thread descheduled), not the handoff's.
     double sum = 0;
     int counted = 0;
     for (size_t i = 1; i < ops.size(); ++i) {
       const double gap = 1e-9 * static_cast<double>(ops[i].t_begin_ns - ops[i - 1].t_end_ns);
-      if (ops[i].device != ops[i - 1].device && gap >= 0 && gap < 1e-3) sum += gap, ++counted;
+      if (ops[i].thread != ops[i - 1].thread && gap >= 0 && gap < 1e-3) sum += gap, ++counted;
     }
-    return counted ? sum / counted : 0.0;
+    for (const Event& e : ops)
+      if (e.kind == "gemm") gemms.push_back(1e-9 * static_cast<double>(e.t_end_ns - e.t_begin_ns));
+    return Round{counted ? sum / counted : 0.0, median(gemms)};
   };
   // Which kind of gap dominates changes from one second to the next on a shared machine (a
-  // round's mean, 4 … 29 µs here): the mean over 9 rounds.
-  std::vector<double> means;
-  for (int r = 0; r < 9; ++r) means.push_back(round());
-  double handoff = 0;
-  for (double m : means) handoff += m / static_cast<double>(means.size());
-  raw["turn_handoff"] = {{"devices", devices}, {"ops_per_device_per_round", 200}, {"round_mean_s", means}, {"mean_s", handoff}};
-  return handoff;
+  // round's mean, 4 … 29 µs here): the mean over 9 rounds; each round with threads taking turns
+  // next to one without, so a slow second falls on both.
+  std::vector<double> means, extras, gemm_turns, gemm_one_thread;
+  for (int r = 0; r < 9; ++r) {
+    const Round turns = round(true), one = round(false);
+    means.push_back(turns.handoff_s);
+    gemm_turns.push_back(turns.gemm_s);
+    gemm_one_thread.push_back(one.gemm_s);
+    extras.push_back(turns.gemm_s - one.gemm_s);
+  }
+  TurnCosts costs;
+  for (double m : means) costs.handoff_s += m / static_cast<double>(means.size());
+  costs.gemm_extra_s = std::max(0.0, median(extras));
+  raw["turn_handoff"] = {{"devices", devices}, {"ops_per_device_per_round", 200}, {"round_mean_s", means}, {"mean_s", costs.handoff_s}};
+  raw["turn_gemm_extra"] = {{"gemm", "32x256x256"}, {"gemm_median_s_threads_taking_turns", gemm_turns},
+                            {"gemm_median_s_one_thread", gemm_one_thread}, {"extra_s", extras}, {"median_s", costs.gemm_extra_s}};
+  return costs;
 }
 
 // A run's GEMMs leave OpenBLAS's helper threads spinning: they wait for more work (about 0.1 s)
@@ -1232,7 +1271,8 @@ int run_calibrate(const CalibrateOptions& o) {
   };
   sweep_host_cache();
   progress.step("host cache, sweep 1 of 3");
-  const double turn_handoff = measure_turn_handoff(o.devices, raw);
+  const TurnCosts turns = measure_turn_costs(o.devices, raw);
+  const double turn_handoff = turns.handoff_s;
   progress.step("turn handoff");
   // Past what any sweep touched (1 GiB): 448 MiB had left a copy's data partly cached.
   CacheFlusher flush(static_cast<size_t>(std::max(4 * in_effect.front(), 1024.0 * (1 << 20))));
@@ -1512,6 +1552,7 @@ int run_calibrate(const CalibrateOptions& o) {
     }
   }
   profile["device"]["turn_handoff_s"] = turn_handoff;
+  profile["device"]["turn_gemm_extra_s"] = turns.gemm_extra_s;
   if (turns_kept_on_one_core()) {
     profile["device"]["turns_on_one_core"] = true;
     profile["sources"]["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
@@ -1526,6 +1567,7 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   profile["sources"]["turn_handoff_s"] = "measured: " + std::to_string(o.devices) +
                                          " device threads taking turns for a layer's forward (a GEMM, then its bias+ReLU); the mean gap when the turn passes to another";
+  profile["sources"]["turn_gemm_extra_s"] = "measured: the median GEMM (32x256x256) of those rounds less the median of the same ops on the same devices driven by one thread, round by round; the median over 9 rounds (calibration.raw.turn_gemm_extra)";
   const std::string text = profile.dump(2) + "\n";
   // Read back before it replaces anything: the sim must accept what calibrate writes.
   write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
@@ -1540,7 +1582,8 @@ int run_calibrate(const CalibrateOptions& o) {
     std::printf("  gemm adding    dW adding to C (beta = 1) takes %.2f … %.2f (median %.2f) of writing it (%zu shapes)\n",
                 *std::min_element(adding.begin(), adding.end()), *std::max_element(adding.begin(), adding.end()),
                 median(adding), adding.size());
-  std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes)\n", turn_handoff * 1e6);
+  std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes); a GEMM right after takes %.1f µs more\n",
+              turn_handoff * 1e6, turns.gemm_extra_s * 1e6);
   if (round_trip > 0) {
     std::printf("  core to core   a cache line's round trip %.0f ns (start, middle, end:", round_trip * 1e9);
     for (double t : round_trips) std::printf(" %.0f", t * 1e9);

@@ -197,7 +197,7 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     const HardwareProfile profile = load_profile(p);
     HostShare share = find_strategy(c.strategy).workers_are_processes
                           ? processes_share(c.devices, cores)
-                          : HostShare{1, 1, seconds_to_ns(profile.turn_handoff_s)};
+                          : HostShare{1, 1, seconds_to_ns(profile.turn_handoff_s), seconds_to_ns(profile.turn_gemm_extra_s)};
     // The devices' data together within the cache in effect: a collective and an element-wise op
     // then each run on a core of their own, not one after the other — unless the turns keep to one
     // core, where the collective's ranks are too.

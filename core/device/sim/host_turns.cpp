@@ -15,22 +15,35 @@ namespace {
 // More than the steps a backend's call is recorded in (ProcessGroup keeps at most 32).
 constexpr int64_t kStepsPerCall = 64;
 
+// Where an op goes on a server, and how long it holds it there.
+struct Slot {
+  int64_t start, length;
+};
+
 // One server of the host's cores: busy intervals [begin, end), none overlapping, each with the
 // thread that held it (thread_of, or -1: a collective's ranks). An op takes the earliest gap at or
 // after `earliest` that holds it whole (an op, once on the cores, runs to its end), and a handoff
-// on each side where the thread before or after it is another.
+// on each side where the thread before or after it is another. `switch_extra`: what the op takes
+// beyond `duration` where the thread that held the server before it is another (a GEMM after a
+// handoff, HostShare::gemm_after_handoff_ns).
 class HostServer {
  public:
-  int64_t earliest_gap(int64_t earliest, int64_t duration, int thread, int64_t handoff) const {
+  Slot earliest_gap(int64_t earliest, int64_t duration, int thread, int64_t handoff, int64_t switch_extra = 0) const {
     const auto gap = [&](const Held& h) { return h.thread != thread ? handoff : 0; };
-    int64_t start = earliest;
+    int64_t start = earliest, length = duration;
     auto it = busy_.upper_bound(start);
-    if (it != busy_.begin()) start = std::max(start, std::prev(it)->second.end + gap(std::prev(it)->second));
-    for (; it != busy_.end() && it->first < start + duration + gap(it->second); ++it)
+    if (it != busy_.begin()) {
+      const Held& before = std::prev(it)->second;
+      start = std::max(start, before.end + gap(before));
+      if (before.thread != thread) length = duration + switch_extra;
+    }
+    for (; it != busy_.end() && it->first < start + length + gap(it->second); ++it) {
       start = std::max(start, it->second.end + gap(it->second));
-    return start;
+      length = it->second.thread != thread ? duration + switch_extra : duration;
+    }
+    return {start, length};
   }
-  void take(int64_t start, int64_t duration, int thread) { busy_.emplace(start, Held{start + duration, thread}); }
+  void take(Slot s, int thread) { busy_.emplace(s.start, Held{s.start + s.length, thread}); }
 
  private:
   struct Held {
@@ -44,34 +57,34 @@ class HostServer {
 class HostServers {
  public:
   HostServers(int count, int64_t handoff) : servers_(static_cast<size_t>(std::max(1, count))), handoff_(handoff) {}
-  int64_t reserve(int64_t earliest, int64_t duration, int thread) {
-    if (duration <= 0) return earliest;
-    const auto [start, best] = find(earliest, duration, thread);
-    best->take(start, duration, thread);
-    return start;
+  Slot reserve(int64_t earliest, int64_t duration, int thread, int64_t switch_extra = 0) {
+    if (duration <= 0) return {earliest, duration};
+    const auto [slot, best] = find(earliest, duration, thread, switch_extra);
+    best->take(slot, thread);
+    return slot;
   }
   // The earliest start at or after `earliest` that both these servers and `track` hold free, which
   // it then takes on both (a GEMM: the turn, and the track it keeps from the collectives).
-  int64_t reserve_with(HostServer& track, int64_t earliest, int64_t duration, int thread) {
-    if (duration <= 0) return earliest;
+  Slot reserve_with(HostServer& track, int64_t earliest, int64_t duration, int thread, int64_t switch_extra = 0) {
+    if (duration <= 0) return {earliest, duration};
     for (int64_t start = earliest;;) {
-      const auto [at, best] = find(start, duration, thread);
-      start = track.earliest_gap(at, duration, thread, handoff_);
-      if (start == at) {
-        best->take(start, duration, thread);
-        track.take(start, duration, thread);
-        return start;
+      const auto [slot, best] = find(start, duration, thread, switch_extra);
+      start = track.earliest_gap(slot.start, slot.length, thread, handoff_).start;
+      if (start == slot.start) {
+        best->take(slot, thread);
+        track.take(slot, thread);
+        return slot;
       }
     }
   }
 
  private:
-  std::pair<int64_t, HostServer*> find(int64_t earliest, int64_t duration, int thread) {
+  std::pair<Slot, HostServer*> find(int64_t earliest, int64_t duration, int thread, int64_t switch_extra) {
     HostServer* best = nullptr;
-    int64_t start = INT64_MAX;
+    Slot slot{INT64_MAX, duration};
     for (HostServer& s : servers_)
-      if (const int64_t at = s.earliest_gap(earliest, duration, thread, handoff_); at < start) start = at, best = &s;
-    return {start, best};
+      if (const Slot at = s.earliest_gap(earliest, duration, thread, handoff_, switch_extra); at.start < slot.start) slot = at, best = &s;
+    return {slot, best};
   }
 
   std::vector<HostServer> servers_;
@@ -156,6 +169,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
   std::vector<int64_t> begin(n);
   for (size_t i = 0; i < n; ++i) begin[i] = events[i].t_begin_ns;
   const int64_t handoff = std::max<int64_t>(0, share.handoff_ns);
+  const int64_t gemm_after_handoff = std::max<int64_t>(0, share.gemm_after_handoff_ns);
   HostServers cores(share.servers, handoff);
   // The second track (HostShare::collectives_beside_one_thread_ops): GEMMs and collectives, one at
   // a time. Only where the devices take turns: Hogwild's processes make no collectives.
@@ -185,9 +199,14 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (on_cores)
-      start = two_tracks && e.kind == "gemm" ? cores.reserve_with(gemms_and_collectives, start, duration[i], thread_of(e))
-                                             : cores.reserve(start, duration[i], thread_of(e));
+    if (on_cores) {
+      const int64_t extra = e.kind == "gemm" ? gemm_after_handoff : 0;
+      const Slot slot = two_tracks && e.kind == "gemm"
+                            ? cores.reserve_with(gemms_and_collectives, start, duration[i], thread_of(e), extra)
+                            : cores.reserve(start, duration[i], thread_of(e), extra);
+      start = slot.start;
+      duration[i] = slot.length;
+    }
     begin[i] = start;
     lane.end = start + duration[i];
     lane.priced_end = e.t_end_ns;
@@ -239,10 +258,11 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
         longest = std::max(longest, duration[j]);
       }
       if (two_tracks) {
-        start = gemms_and_collectives.earliest_gap(start, longest, -1, handoff);
-        gemms_and_collectives.take(start, longest, -1);
+        const Slot slot = gemms_and_collectives.earliest_gap(start, longest, -1, handoff);
+        gemms_and_collectives.take(slot, -1);
+        start = slot.start;
       } else {
-        start = cores.reserve(start, longest, -1);
+        start = cores.reserve(start, longest, -1).start;
       }
       for (const auto& [j, d] : group_events) place(j, start - events[j].t_begin_ns, false);
       gathering.erase(group[i]);

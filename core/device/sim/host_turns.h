@@ -27,6 +27,8 @@ namespace scalelab {
 //
 // `handoff_ns`: when the cores pass from one host thread to another (Event::thread: another rank's op, or a
 // collective's), the next waits that long for its thread to wake (the profile's turn_handoff_s).
+// `gemm_after_handoff_ns`: a GEMM whose thread has just taken the cores from another takes that
+// much longer (the profile's turn_gemm_extra_s).
 //
 // `collectives_beside_one_thread_ops`: a collective's ranks' threads run on the core that an
 // element-wise op or a copy (one thread) leaves free — calibrate timed the collectives with one
@@ -37,6 +39,7 @@ struct HostShare {
   int servers = 1;
   double gemm_stretch = 1;
   int64_t handoff_ns = 0;
+  int64_t gemm_after_handoff_ns = 0;
   bool collectives_beside_one_thread_ops = false;
 };
 // How N worker processes, each with max(1, cores / N) of OpenBLAS's threads, share `cores`.

@@ -483,6 +483,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   if (d.contains("host_cache_bytes")) p.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
   if (d.contains("host_cache_retouch")) p.host_cache_retouch = positive(d, "host_cache_retouch", origin, "device.", true, 1);
   if (d.contains("turn_handoff_s")) p.turn_handoff_s = positive(d, "turn_handoff_s", origin, "device.", true, 1);
+  if (d.contains("turn_gemm_extra_s")) p.turn_gemm_extra_s = positive(d, "turn_gemm_extra_s", origin, "device.", true, 1);
   if (d.contains("core_round_trip_s")) p.core_round_trip_s = positive(d, "core_round_trip_s", origin, "device.", true, 1);
   if (d.contains("host_op_gap_s")) p.host_op_gap_s = positive(d, "host_op_gap_s", origin, "device.", true, 1);
   if (d.contains("turns_on_one_core")) {
@@ -584,6 +585,7 @@ std::string profile_to_json(const HardwareProfile& p) {
     j["device"]["host_cache_curve"] = {{"bytes", p.host_cache_curve.bytes}, {"cold_share", p.host_cache_curve.share}};
   if (p.host_cache_retouch != 1) j["device"]["host_cache_retouch"] = p.host_cache_retouch;
   if (p.turn_handoff_s > 0) j["device"]["turn_handoff_s"] = p.turn_handoff_s;
+  if (p.turn_gemm_extra_s > 0) j["device"]["turn_gemm_extra_s"] = p.turn_gemm_extra_s;
   if (p.turns_on_one_core) j["device"]["turns_on_one_core"] = true;
   if (p.core_round_trip_s > 0) j["device"]["core_round_trip_s"] = p.core_round_trip_s;
   if (p.host_op_gap_s >= 0) j["device"]["host_op_gap_s"] = p.host_op_gap_s;
