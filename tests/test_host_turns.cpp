@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -35,6 +36,14 @@ Event op(int device, Lane lane, int64_t begin, int64_t end, int64_t step = 0, in
   e.flow_id = flow;
   e.role = role;
   return e;
+}
+
+// `count` cpu devices recording on `bus`.
+std::vector<std::unique_ptr<Device>> cpu_devices(int count, EventBus& bus) {
+  DeviceOptions o;
+  o.count = count;
+  o.bus = &bus;
+  return make_devices(o);
 }
 
 void expect_at(const Event& e, int64_t begin, int64_t end) {
@@ -288,10 +297,7 @@ TEST(HostTurns, ADevicesEventsNameTheThreadThatIssuedThem) {
   // Devices 0 and 1 driven by this thread (as model parallel drives them), device 2 by another:
   // the events of 0 and 1 carry one thread, 2's another — what the re-timing keys handoffs by.
   EventBus bus;
-  DeviceOptions o;
-  o.count = 3;
-  o.bus = &bus;
-  auto devices = make_devices(o);
+  auto devices = cpu_devices(3, bus);
   auto compute = [](Device& d) {
     Tensor a = d.empty({8, 8}, DType::f32, MemoryCategory::workspace, "a");
     d.fill({"t"}, a, 1.0f);
@@ -332,10 +338,7 @@ TEST(HostCores, OneOpAtATimeInTheOrderAsked) {
 
 TEST(HostCores, TheComputeOfCpuDevicesNeverOverlaps) {
   EventBus bus;
-  DeviceOptions o;
-  o.count = 2;
-  o.bus = &bus;
-  auto devices = make_devices(o);
+  auto devices = cpu_devices(2, bus);
   std::vector<std::thread> threads;
   for (auto& d : devices)
     threads.emplace_back([&d] {
