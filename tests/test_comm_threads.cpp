@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <atomic>
 #include <thread>
 
 #include "comm_checks.h"
@@ -127,6 +128,50 @@ TEST(Threads, RingStepsAreEventsWithPeerAndBytes) {
   }
   EXPECT_EQ(steps, n * 2 * (n - 1));                   // 2(n−1) ring steps on every rank
   EXPECT_EQ(bytes, n * 2 * (n - 1) * (m / n) * 4);     // each step moves one chunk of m/n floats
+}
+
+// An asynchronous call belongs to the step its caller was in when it queued it, though it may run
+// after the caller has gone on (a bucket's all-reduce, then the next step's set_step): its events
+// say that step, and name the thread that ran them — the queue's worker, not the caller.
+TEST(Threads, AnAsyncCallKeepsItsCallersStepAndNamesTheThreadThatRanIt) {
+  const int n = 2;
+  EventBus bus;
+  auto groups = make_threads_groups(n);
+  auto devices = cpu_devices(n, &bus);
+  std::vector<int> callers(n, -1);
+  run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+    pg.set_device(&dev);
+    callers[static_cast<size_t>(r)] = host_thread_index();
+    Tensor t = comm_test::make_tensor(dev, std::vector<float>(300, 1.0f), DType::f32);
+    dev.set_step(4);
+    std::atomic<bool> stepped{false};
+    // Holds the queue until the caller is in step 5: the all-reduce behind it runs there.
+    auto work = pg.run_async([&] {
+      while (!stepped) std::this_thread::yield();
+    });
+    auto reduce = pg.all_reduce_async(t, ReduceOp::sum, {.name = "bucket 0", .bucket = 0});
+    dev.set_step(5);
+    stepped = true;
+    work->wait();
+    reduce->wait();
+    pg.all_reduce(t, ReduceOp::sum, {.name = "blocking"});
+  });
+  int async_events = 0, blocking_events = 0;
+  for (const Event& e : bus.events()) {
+    if (e.role != Role::all_reduce) continue;
+    EXPECT_GE(e.thread, 0) << e.name;
+    if (e.bucket == 0) {
+      ++async_events;
+      EXPECT_EQ(e.step, 4) << e.name << ": queued in step 4";
+      EXPECT_NE(e.thread, callers[static_cast<size_t>(e.device)]) << e.name << ": run by the queue's worker";
+    } else {
+      ++blocking_events;
+      EXPECT_EQ(e.step, 5) << e.name;
+      EXPECT_EQ(e.thread, callers[static_cast<size_t>(e.device)]) << e.name << ": run by its caller";
+    }
+  }
+  EXPECT_GE(async_events, n);
+  EXPECT_GE(blocking_events, n);
 }
 
 // A tag passed with a call tags that call alone: the barrier after a tagged collective carries

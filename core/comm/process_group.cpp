@@ -110,15 +110,19 @@ void ProcessGroup::drain_queue() {
 
 // The tag is captured by value: it tags the call when it runs, whatever the caller does meanwhile.
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op, CommTag tag) {
+  if (tag.step < 0 && device_) tag.step = device_->step();
   return run_async([this, t, op, tag = std::move(tag)] { all_reduce(t, t, op, tag); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op, CommTag tag) {
+  if (tag.step < 0 && device_) tag.step = device_->step();
   return run_async([this, in, out, op, tag = std::move(tag)] { reduce_scatter(in, out, op, tag); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& in, const Tensor& out, CommTag tag) {
+  if (tag.step < 0 && device_) tag.step = device_->step();
   return run_async([this, in, out, tag = std::move(tag)] { all_gather(in, out, tag); });
 }
 std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& t, int root, CommTag tag) {
+  if (tag.step < 0 && device_) tag.step = device_->step();
   return run_async([this, t, root, tag = std::move(tag)] { broadcast(t, root, tag); });
 }
 
@@ -368,6 +372,8 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
   e.phase = Phase::comm;
   e.bucket = tag.bucket;
   e.micro_batch = tag.micro_batch;
+  e.step = tag.step;
+  e.thread = host_thread_index();  // the thread that ran the call: a rank's, or its queue's worker
   e.flow_id = flow_id;
   e.role = role_of(call.op);
   if (chunks.empty()) {

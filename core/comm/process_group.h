@@ -57,6 +57,9 @@ struct CommTag {
   std::string name;
   int bucket = -1;
   int micro_batch = -1;
+  // The step the call belongs to; -1: the device's step when it runs. An asynchronous call takes
+  // its caller's step when queued: it may run after the caller has gone on to the next step.
+  int64_t step = -1;
 };
 
 class ProcessGroup {

@@ -337,7 +337,6 @@ void Device::host_waits_until(int64_t t_ns) {
 
 void Device::record(Event e) {
   e.device = index_;
-  if (e.thread < 0) e.thread = host_thread_index();
   if (e.step < 0) e.step = step_;
   if (bus_) bus_->emit(std::move(e));
 }
