@@ -401,8 +401,8 @@ SizeCurve curve_from(const std::vector<std::pair<double, double>>& mnk_efficienc
 // GEMM and the element-wise op both, as a step passes the cores after either: timed after GEMMs
 // alone the mean came out 14–19 µs, with the bias+ReLU 9.7–15.1 (nine calibrations), and a run of
 // the tour's model's DDP or ZeRO steps left 11–14 between its devices' ops.
-// The turn handoff, and what a GEMM takes beyond its own time when its thread has just taken the
-// cores from another.
+// And what a GEMM takes beyond its own time when its thread has just taken the cores from another:
+// the same rounds run by one thread going round the devices, the GEMM's median against theirs.
 struct TurnCosts {
   double handoff_s = 0;     // the mean gap when the cores pass to another thread
   double gemm_extra_s = 0;  // a GEMM after such a pass, against the same GEMM with no pass
