@@ -51,8 +51,9 @@ struct Event {
   int peer = -1;
   int64_t flow_id = -1;  // links a send to its recv, the ranks' events of one collective
   Role role = Role::none;
-  // The host thread that issued the op (host_thread_index(): equal for one thread, nothing more),
-  // -1 where unknown (an event read back from a trace or a worker process). On the cpu device the
+  // The host thread that ran it (host_thread_index(): equal for one thread, nothing more) — a
+  // device's op the thread that issued it, a collective its rank's thread or its queue's worker;
+  // -1 where unknown (read back from a trace, relayed from a worker process). On the cpu device the
   // cores pass between threads, not devices: ddp-mp's rank drives both its devices from one thread.
   int thread = -1;
 };
