@@ -293,6 +293,53 @@ TEST(HostTurns, AGemmRightAfterAnotherThreadsOpTakesTheExtra) {
   expect_at(t[1], 12, 16);
 }
 
+TEST(HostTurns, WithTwoThreadsOnOneCoreTheHolderKeepsTheTurnUntilALargeGemm) {
+  // Two threads, each: two element-wise ops, then a GEMM of m·n·k 500 (over the 100 at which its
+  // caller yields the core). The first thread holds the cores through all three; the second, which
+  // could not ask meanwhile, runs its three after. A GEMM of m·n·k 50 does not end a turn.
+  auto kind = [](Event e, const char* k, double mnk = 0) {
+    e.kind = k;
+    e.flops = 2 * mnk;
+    return e;
+  };
+  auto ops = [&](int gemm_mnk) {
+    std::vector<Event> v;
+    for (int d = 0; d < 2; ++d) {
+      v.push_back(kind(op(d, Lane::compute, 0, 2), "bias_relu"));
+      v.push_back(kind(op(d, Lane::compute, 2, 4), "bias_relu"));
+      v.push_back(kind(op(d, Lane::compute, 4, 14), "gemm", gemm_mnk));
+      v.push_back(kind(op(d, Lane::compute, 14, 16), "bias_relu"));
+    }
+    return v;
+  };
+  HostShare share;
+  share.holder_keeps_turn_until_gemm_over_mnk = 100;
+  auto t = take_turns_on_host(ops(500), share);
+  expect_at(t[0], 0, 2);
+  expect_at(t[1], 2, 4);
+  expect_at(t[2], 4, 14);
+  expect_at(t[4], 14, 16);
+  expect_at(t[5], 16, 18);
+  expect_at(t[6], 18, 28);
+  expect_at(t[3], 28, 30);  // the first thread asked again while the second's GEMM yielded
+  expect_at(t[7], 30, 32);
+  t = take_turns_on_host(ops(50), share);  // no GEMM yields: each thread's four ops are one turn
+  expect_at(t[3], 14, 16);
+  expect_at(t[4], 16, 18);
+  expect_at(t[7], 30, 32);
+  // Without the rule (threads on cores of their own), or with a third thread asking, the turns
+  // pass at every op.
+  t = take_turns_on_host(ops(500));
+  expect_at(t[4], 2, 4);
+  expect_at(t[1], 4, 6);
+  std::vector<Event> three = ops(500);
+  three.push_back(kind(op(2, Lane::compute, 0, 2), "bias_relu"));
+  t = take_turns_on_host(three, share);
+  expect_at(t[4], 2, 4);
+  expect_at(t[8], 4, 6);
+  expect_at(t[1], 6, 8);
+}
+
 TEST(HostTurns, ADevicesEventsNameTheThreadThatIssuedThem) {
   // Devices 0 and 1 driven by this thread (as model parallel drives them), device 2 by another:
   // the events of 0 and 1 carry one thread, 2's another — what the re-timing keys handoffs by.

@@ -204,6 +204,7 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     int64_t footprint = 0;
     for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
     share.collectives_beside_one_thread_ops = !profile.turns_on_one_core && profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
+    if (profile.turns_on_one_core) share.holder_keeps_turn_until_gemm_over_mnk = kBlasOneThreadMaxMnk;
     served = take_turns_on_host(sim_bus.events(), share);
     } else {
       // cuda: each device's ops run on its own stream, as the sim prices them; nothing takes turns on

@@ -42,6 +42,13 @@ void computes_beside_other_processes();
 // and openblas_setaffinity.
 bool turns_kept_on_one_core();
 
+// OpenBLAS computes a GEMM of up to this m·n·k on its caller alone, and a larger one with its
+// helpers too (interface/gemm.c: SMP_THRESHOLD_MIN × GEMM_MULTITHREAD_THRESHOLD, 65536 × 4). Timed on
+// the AMD VM with 1 thread and with 2: 64×64×64 4.55 and 4.57 µs, 64×64×65 4.58 and 3.54. While the
+// helpers finish their share the caller yields its core — where another thread taking turns can ask
+// for the next one (take_turns_on_host, HostShare::holder_keeps_turn_until_gemm_over_mnk).
+constexpr double kBlasOneThreadMaxMnk = 65536.0 * 4;
+
 // How long a cache line takes to go from core `a` to core `b` and back: two threads kept to them
 // pass a flag to and fro (the median of 5 rounds of up to 20 000, each at most 0.1 s). On a VM it
 // says how far apart the host has placed its cores, which can change from one minute to the next:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -164,6 +165,37 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     }
   }
 
+  // One thread's ops held as one turn (HostShare::holder_keeps_turn_until_gemm_over_mnk), where two
+  // threads take turns: the op after i in i's turn (-1: the turn ends with i), and whether i follows
+  // another in its turn.
+  auto on_cores_alone = [&](size_t i) {
+    const Event& e = events[i];
+    return (e.lane == Lane::compute || e.lane == Lane::copy) && group[i] < 0 && e.flow_id < 0;
+  };
+  std::vector<int64_t> turn_next(n, -1);
+  std::vector<char> in_turn(n, 0);
+  std::set<int> turn_takers;
+  for (size_t i = 0; i < n; ++i)
+    if (on_cores_alone(i) && events[i].step >= 0) turn_takers.insert(thread_of(events[i]));
+  if (share.servers == 1 && share.holder_keeps_turn_until_gemm_over_mnk > 0 && turn_takers.size() == 2) {
+    std::unordered_map<int, size_t> last;  // thread → its last op on the cores
+    for (size_t i : order) {
+      if (!on_cores_alone(i)) continue;
+      const Event& e = events[i];
+      const int thread = thread_of(e);
+      if (const auto it = last.find(thread); it != last.end()) {
+        const Event& before = events[it->second];
+        const bool yields = before.kind == "gemm" && before.flops / 2 > share.holder_keeps_turn_until_gemm_over_mnk;
+        if (!yields && stage(before) == stage(e) && before.t_end_ns == e.t_begin_ns) {
+          turn_next[it->second] = static_cast<int64_t>(i);
+          in_turn[i] = 1;
+        }
+      }
+      last[thread] = i;
+    }
+  }
+  std::vector<int64_t> planned(n, INT64_MIN);  // where an op of a turn taken whole starts
+
   std::map<std::pair<int, int>, LaneState> lanes;                        // (device, lane)
   std::unordered_map<int, std::unordered_map<int64_t, int64_t>> ended;  // device → priced end → delay
   std::vector<int64_t> begin(n);
@@ -199,7 +231,19 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     const Event& e = events[i];
     LaneState& lane = lane_of(i);
     int64_t start = std::max({e.t_begin_ns + delay, lane.end, stage_floor});
-    if (on_cores) {
+    if (on_cores && planned[i] != INT64_MIN && start <= planned[i]) {
+      start = planned[i];  // its place in its thread's turn
+    } else if (on_cores && turn_next[i] >= 0 && !in_turn[i]) {
+      // The first op of a turn of several: the cores for all of them, one after another. (One that
+      // something else holds back past its place in the turn takes the cores again, on its own.)
+      int64_t total = 0;
+      for (int64_t j = static_cast<int64_t>(i); j >= 0; j = turn_next[j]) total += duration[j];
+      const Slot slot = cores.reserve(start, total, thread_of(e), e.kind == "gemm" ? gemm_after_handoff : 0);
+      start = slot.start;
+      duration[i] += slot.length - total;
+      int64_t at = start + duration[i];
+      for (int64_t j = turn_next[i]; j >= 0; j = turn_next[j]) planned[j] = at, at += duration[j];
+    } else if (on_cores) {
       const int64_t extra = e.kind == "gemm" ? gemm_after_handoff : 0;
       const Slot slot = two_tracks && e.kind == "gemm"
                             ? cores.reserve_with(gemms_and_collectives, start, duration[i], thread_of(e), extra)
