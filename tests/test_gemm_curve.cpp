@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/device/device.h"
@@ -577,6 +578,36 @@ TEST(HostCache, ASimDeviceCountsTheBytesItsHostMovesInAStep) {
   EXPECT_NEAR(seconds[0], 8e3 / (1e10 * 0.5), 1e-9);
   EXPECT_NEAR(seconds[1], 8e3 / (1e10 * 0.1), 1e-9);
   EXPECT_NEAR(seconds[2], 8e3 / (1e10 * 0.1), 1e-9);
+}
+
+TEST(HostCache, OneThreadsDevicesTogetherStandForTheirShareOfTheHost) {
+  // Two sim devices on a host whose cache holds 10 kB (cold share: the ramp), every byte counting.
+  // Device 0 scales a 4 kB tensor (8 kB touched) in step 0; its op in step 1 follows 8 kB moved.
+  // Driven alone by its thread, device 0 stands for one of the host's two devices: 16 kB, cold
+  // share 0.6. Where the same thread also drives device 1, which moved next to nothing, the two
+  // stand for the whole host: 8 kB, hot (a ddp-mp rank's two stages). Device 1 driven by another
+  // thread leaves this thread's count alone, however much it moves.
+  const auto op_of_step_1 = [](const char* device_1) {
+    EventBus bus;
+    auto devices = two_sim_devices_scaling_at(1e4, 1, bus);
+    Device &d0 = *devices[0], &d1 = *devices[1];
+    Tensor x = d0.empty({1000}, DType::f32, MemoryCategory::workspace, "x");
+    Tensor y = d1.empty({1000}, DType::f32, MemoryCategory::workspace, "y");
+    Tensor one = d1.empty({1}, DType::f32, MemoryCategory::workspace, "one");
+    d0.set_step(0);
+    d0.scale({"a"}, 2.0f, x);
+    if (std::string(device_1) == "this thread") d1.scale({"b"}, 2.0f, one);
+    if (std::string(device_1) == "another thread") std::thread([&] { d1.scale({"b"}, 2.0f, y); }).join();
+    d0.set_step(1);
+    d0.scale({"c"}, 2.0f, x);
+    for (const Event& e : bus.events())
+      if (e.name == "c") return static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+    return -1.0;
+  };
+  const double hot = 8e3 / (1e10 * 0.5), cold = 8e3 / (1e10 * 0.1);
+  EXPECT_NEAR(op_of_step_1("none"), 0.4 * hot + 0.6 * cold, 1e-9);
+  EXPECT_NEAR(op_of_step_1("this thread"), hot, 1e-9);
+  EXPECT_NEAR(op_of_step_1("another thread"), 0.4 * hot + 0.6 * cold, 1e-9);
 }
 
 TEST(HostCache, WhereABytesSecondTouchCountsLessTheMemoryHeldBoundsWhatPassesBetweenTouches) {

@@ -2,6 +2,7 @@
 // The clock of a device stamps each op with a begin and end time in ns since the run began.
 // Each lane (stream) runs one op at a time; an op starts when its lane is free and its inputs
 // are ready. The wall clock measures (cpu); the sim clock prices the op with a cost model.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -96,10 +97,10 @@ class SimClock : public Clock {
   int64_t lane_free_ns(Lane lane) const;
   const CostModel& model() const { return *model_; }
   // What passes through the host's cache between two touches of a tensor used once a step, for
-  // this device's `moved` and `held` bytes (HardwareProfile::bytes_between_touches), taken as the
-  // same for every device on the host.
-  double host_bytes_between_touches(double moved, double held) const {
-    return model_->profile().bytes_between_touches(moved, held) * devices_on_host_;
+  // the `moved` and `held` bytes of `devices` devices (HardwareProfile::bytes_between_touches: one
+  // thread's devices, Device::host_traffic), taken as the same for each such share of the host's.
+  double host_bytes_between_touches(double moved, double held, int devices = 1) const {
+    return model_->profile().bytes_between_touches(moved, held) * devices_on_host_ / std::max(1, devices);
   }
 
  private:

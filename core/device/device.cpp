@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "core/device/cpu/cpu_executor.h"
 #include "core/error.h"
@@ -24,9 +25,44 @@ DeviceKind parse_device_kind(const std::string& name) {
   throw UsageError("device", "unknown device '" + name + "' — use cpu, sim or cuda");
 }
 
+namespace {
+
+uint64_t next_device_serial() {
+  static std::atomic<uint64_t> serial{0};
+  return serial++;
+}
+
+// What the calling thread has seen of the devices it drives: per device (serial), its step bytes
+// and peak memory as of the thread's last op on it — the devices of one run (`run`).
+struct ThreadDevices {
+  uint64_t run = UINT64_MAX;
+  std::map<uint64_t, std::pair<double, double>> seen;
+};
+thread_local ThreadDevices t_devices;
+
+}  // namespace
+
+Device::HostTraffic Device::host_traffic() const {
+  ThreadDevices& mine = t_devices;
+  if (mine.run != made_with_) {
+    mine.seen.clear();
+    mine.run = made_with_;
+  }
+  mine.seen[serial_] = {step_bytes(), static_cast<double>(ledger_->peak_total())};
+  HostTraffic t;
+  for (const auto& [serial, bytes] : mine.seen) {
+    t.moved += bytes.first;
+    t.held += bytes.second;
+  }
+  t.devices = static_cast<int>(mine.seen.size());
+  return t;
+}
+
 Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Executor> executor,
                std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus, const HardwareProfile* profile)
     : index_(index),
+      serial_(next_device_serial()),
+      made_with_(serial_),
       kind_(kind),
       name_(std::move(name)),
       // cuda's names are short already, and a logical device's ("cuda:0.2") says which GPU it shares.
@@ -112,8 +148,10 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
   OpCost priced = cost;
   priced.kind = kind;
-  priced.host_bytes = step_bytes();
-  priced.held_bytes = static_cast<double>(ledger_->peak_total());
+  const HostTraffic traffic = host_traffic();
+  priced.host_bytes = traffic.moved;
+  priced.held_bytes = traffic.held;
+  priced.host_devices = traffic.devices;
   step_bytes_ = step_bytes_.load() + cost.bytes;
   if (host_op_gap_ns_ >= 0) ready = std::max(ready, last_op_end_ns_.load() + host_op_gap_ns_);
   Interval when = clock_->run(lane, ready, priced, [&] {
@@ -415,7 +453,10 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
     }
   }
   // One host drives them all, until a RankSet gives each rank its own.
-  for (size_t i = 1; i < devices.size(); ++i) devices[i]->share_host_with(*devices[0]);
+  for (size_t i = 1; i < devices.size(); ++i) {
+    devices[i]->share_host_with(*devices[0]);
+    devices[i]->made_with(*devices[0]);
+  }
   return devices;
 }
 

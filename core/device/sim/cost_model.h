@@ -33,6 +33,9 @@ struct OpCost {
   // the profile's host_cache_bytes, a share of the op's data comes from DRAM.
   double host_bytes = 0;
   double held_bytes = 0;  // … and the memory the op's device holds (its peak so far)
+  // How many devices host_bytes and held_bytes are the sum of: those the op's host thread drives
+  // (Device::host_traffic), which stand for that share of the host's devices.
+  int host_devices = 1;
 };
 
 class CostModel {
