@@ -586,7 +586,8 @@ TEST(HostCache, OneThreadsDevicesTogetherStandForTheirShareOfTheHost) {
   // Driven alone by its thread, device 0 stands for one of the host's two devices: 16 kB, cold
   // share 0.6. Where the same thread also drives device 1, which moved next to nothing, the two
   // stand for the whole host: 8 kB, hot (a ddp-mp rank's two stages). Device 1 driven by another
-  // thread leaves this thread's count alone, however much it moves.
+  // thread leaves this thread's count alone, however much it moves; driven in a step by another
+  // thread and this one (data parallel's replica and controller), it stands alone, as device 0 then.
   const auto op_of_step_1 = [](const char* device_1) {
     EventBus bus;
     auto devices = two_sim_devices_scaling_at(1e4, 1, bus);
@@ -598,6 +599,11 @@ TEST(HostCache, OneThreadsDevicesTogetherStandForTheirShareOfTheHost) {
     d0.scale({"a"}, 2.0f, x);
     if (std::string(device_1) == "this thread") d1.scale({"b"}, 2.0f, one);
     if (std::string(device_1) == "another thread") std::thread([&] { d1.scale({"b"}, 2.0f, y); }).join();
+    if (std::string(device_1) == "both threads") {
+      d1.set_step(0);
+      std::thread([&] { d1.scale({"b"}, 2.0f, one); }).join();
+      d1.scale({"b"}, 2.0f, one);
+    }
     d0.set_step(1);
     d0.scale({"c"}, 2.0f, x);
     for (const Event& e : bus.events())
@@ -608,6 +614,7 @@ TEST(HostCache, OneThreadsDevicesTogetherStandForTheirShareOfTheHost) {
   EXPECT_NEAR(op_of_step_1("none"), 0.4 * hot + 0.6 * cold, 1e-9);
   EXPECT_NEAR(op_of_step_1("this thread"), hot, 1e-9);
   EXPECT_NEAR(op_of_step_1("another thread"), 0.4 * hot + 0.6 * cold, 1e-9);
+  EXPECT_NEAR(op_of_step_1("both threads"), 0.4 * hot + 0.6 * cold, 1e-9);
 }
 
 TEST(HostCache, WhereABytesSecondTouchCountsLessTheMemoryHeldBoundsWhatPassesBetweenTouches) {

@@ -48,7 +48,12 @@ Device::HostTraffic Device::host_traffic() const {
     mine.seen.clear();
     mine.run = made_with_;
   }
-  mine.seen[serial_] = {step_bytes(), static_cast<double>(ledger_->peak_total())};
+  const double moved = step_bytes(), held = static_cast<double>(ledger_->peak_total());
+  if (driven_by_several_) {
+    mine.seen.erase(serial_);
+    return {moved, held, 1};
+  }
+  mine.seen[serial_] = {moved, held};
   HostTraffic t;
   for (const auto& [serial, bytes] : mine.seen) {
     t.moved += bytes.first;
@@ -148,6 +153,11 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
   OpCost priced = cost;
   priced.kind = kind;
+  if (step_ >= 0) {  // set-up (weights placed by the main thread) does not make a device shared
+    int driver = -1;
+    const int me = host_thread_index();
+    if (!driver_thread_.compare_exchange_strong(driver, me) && driver != me) driven_by_several_ = true;
+  }
   const HostTraffic traffic = host_traffic();
   priced.host_bytes = traffic.moved;
   priced.held_bytes = traffic.held;
