@@ -55,7 +55,6 @@ class Device {
   const DeviceDescription& description() const { return description_; }
   EventBus* bus() const { return bus_; }
   bool computes() const { return executor_->computes(); }
-  // Stamped on every event this device emits from now on.
   // The bytes this device's ops touch in a step: the last step's, or this one's so far in the first.
   double step_bytes() const { return std::max(last_step_bytes_.load(), step_bytes_.load()); }
   // The step bytes and the memory held (peak) of the devices the calling thread drives, this one
@@ -71,6 +70,7 @@ class Device {
     int devices = 0;
   };
   HostTraffic host_traffic() const;
+  // Stamped on every event this device emits from now on.
   void set_step(int64_t step) {
     if (step != step_) {  // a new step: what the last one moved is the reuse distance of the next
       if (step_bytes_ > 0) last_step_bytes_ = step_bytes_.load();
