@@ -177,7 +177,9 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
   std::set<int> turn_takers;
   for (size_t i = 0; i < n; ++i)
     if (on_cores_alone(i) && events[i].step >= 0) turn_takers.insert(thread_of(events[i]));
-  if (share.servers == 1 && share.holder_keeps_turn_until_gemm_over_mnk > 0 && turn_takers.size() == 2) {
+  // Not with the collectives' second track: that is for turns on cores of their own, this for one core.
+  if (share.servers == 1 && share.holder_keeps_turn_until_gemm_over_mnk > 0 && !share.collectives_beside_one_thread_ops &&
+      turn_takers.size() == 2) {
     std::unordered_map<int, size_t> last;  // thread → its last op on the cores
     for (size_t i : order) {
       if (!on_cores_alone(i)) continue;

@@ -164,8 +164,8 @@ struct HardwareProfile {
   // gap; `train --predict` puts it between the ops of different devices (take_turns_on_host).
   double turn_handoff_s = 0;
   // A calibrated host: what a GEMM takes beyond its own time when its thread has just taken the cores
-  // from another thread (OpenBLAS hands the work to its helpers afresh for a new caller: +5 µs a
-  // GEMM on the AMD VM, whatever its size). `train --predict` adds it to such GEMMs.
+  // from another thread (4.6–4.9 µs in the AMD VM's calibrations, about the same for a 24 µs and a
+  // 1.2 ms GEMM; why, not measured). `train --predict` adds it to such GEMMs.
   double turn_gemm_extra_s = 0;
   // A calibrated host whose turn-taking threads keep to one core, OpenBLAS's helpers to the others
   // (keep_turns_off_blas_helper_cores, core/proc/threads.h): a threads collective's ranks then copy
