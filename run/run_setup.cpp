@@ -115,6 +115,7 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
       throw UsageError("train", "--devices " + std::to_string(c.devices) + " but " + std::to_string(group->size()) +
                                     " ranks were started, with " + std::to_string(per_rank) + " device(s) each — start " +
                                     std::to_string(c.devices / per_rank) + " ranks (mpirun -np)");
+    device_options.run_count = c.devices;
     device_options.count = per_rank;
     device_options.first_index = group->rank() * per_rank;
   }

@@ -10,6 +10,7 @@
 #include "core/device/device.h"
 #include "core/device/sim/cost_model.h"
 #include "core/device/sim/profile.h"
+#include "core/proc/child_device.h"
 #include "core/error.h"
 
 using namespace scalelab;
@@ -540,7 +541,7 @@ namespace {
 
 // Two sim devices on one host whose cache in effect is `cache_bytes` (cold share: the ramp) and
 // whose `scale` runs at half of 10 GB/s hot, a tenth cold.
-std::vector<std::unique_ptr<Device>> two_sim_devices_scaling_at(double cache_bytes, double retouch, EventBus& bus) {
+DeviceOptions two_sim_devices_options(double cache_bytes, double retouch, EventBus& bus) {
   json j = round_profile();
   j["devices_per_node"] = 2;
   j["device"]["host_cache_bytes"] = cache_bytes;
@@ -553,7 +554,11 @@ std::vector<std::unique_ptr<Device>> two_sim_devices_scaling_at(double cache_byt
   o.profile = parse_profile(j.dump(), "round");
   o.dry_run = true;
   o.bus = &bus;
-  return make_devices(o);
+  return o;
+}
+
+std::vector<std::unique_ptr<Device>> two_sim_devices_scaling_at(double cache_bytes, double retouch, EventBus& bus) {
+  return make_devices(two_sim_devices_options(cache_bytes, retouch, bus));
 }
 
 }  // namespace
@@ -615,6 +620,26 @@ TEST(HostCache, OneThreadsDevicesTogetherStandForTheirShareOfTheHost) {
   EXPECT_NEAR(op_of_step_1("this thread"), hot, 1e-9);
   EXPECT_NEAR(op_of_step_1("another thread"), 0.4 * hot + 0.6 * cold, 1e-9);
   EXPECT_NEAR(op_of_step_1("both threads"), 0.4 * hot + 0.6 * cold, 1e-9);
+}
+
+TEST(HostCache, AProcessOfTheRunSharesTheHostWithTheOthersDevices) {
+  // A Hogwild worker (or an mpi or procs rank) makes only its own device, in its own process; the
+  // host's cache is still the run's. Device 1 of the two-device run above, made in a child: its op
+  // of step 1 follows 8 kB moved by it, and as much by device 0 — 16 kB, cold share 0.6 — not its
+  // 8 kB alone (hot), as it was priced when the child's device counted only itself.
+  EventBus bus;
+  std::unique_ptr<Device> d = make_child_device(two_sim_devices_options(1e4, 1, bus), 1, bus);
+  EXPECT_EQ(d->index(), 1);
+  Tensor x = d->empty({1000}, DType::f32, MemoryCategory::workspace, "x");
+  d->set_step(0);
+  d->scale({"a"}, 2.0f, x);
+  d->set_step(1);
+  d->scale({"c"}, 2.0f, x);
+  double seconds = -1;
+  for (const Event& e : bus.events())
+    if (e.name == "c") seconds = static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+  const double hot = 8e3 / (1e10 * 0.5), cold = 8e3 / (1e10 * 0.1);
+  EXPECT_NEAR(seconds, 0.4 * hot + 0.6 * cold, 1e-9);
 }
 
 TEST(HostCache, WhereABytesSecondTouchCountsLessTheMemoryHeldBoundsWhatPassesBetweenTouches) {

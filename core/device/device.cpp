@@ -441,7 +441,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
         if (o.dry_run) exec = std::make_unique<MetaExecutor>();
         else exec = std::make_unique<CpuExecutor>();
         devices.push_back(std::make_unique<Device>(i, DeviceKind::sim, "sim:" + std::to_string(i) + " (" + p.name + ")",
-                                                   std::move(exec), std::make_unique<SimClock>(model, std::min(o.count, p.devices_per_node)),
+                                                   std::move(exec), std::make_unique<SimClock>(model, std::min(o.run_count > 0 ? o.run_count : o.count, p.devices_per_node)),
                                                    p.mem_capacity_bytes, o.bus, &p));
       }
       break;

@@ -176,6 +176,10 @@ struct DeviceOptions {
   // The index (and name) of the first device: rank r of an mpi launch owns device r of the run,
   // so its events and its place in the profile's nodes are the global ones.
   int first_index = 0;
+  // How many devices the whole run has (0: `count`). A process of a run of several — a Hogwild
+  // worker, an mpi or procs rank — makes only its own devices, but shares the host (the sim: its
+  // node's host, whose cache the cost model prices) with the others' as well.
+  int run_count = 0;
   // When measured clocks start counting (cpu, cuda); unset: now. Worker processes pass their
   // parent's, so every process's events share one time axis.
   std::optional<WallClock::time_point> epoch;

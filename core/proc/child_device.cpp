@@ -15,6 +15,7 @@ DeviceOptions with_parent_epoch(DeviceOptions run, Device& parent) {
 
 std::unique_ptr<Device> make_child_device(DeviceOptions run, int index, EventBus& bus) {
   run.first_index = index;
+  if (run.run_count == 0) run.run_count = run.count;
   run.count = 1;
   run.bus = &bus;
   return std::move(make_devices(run).front());
