@@ -254,6 +254,34 @@ if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c "the host has placed t
   pass "a table measured with the cores apart: the round trip flags every model, before and after its runs"
 else fail "the cores-apart table $apart: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
+# bench repeat: each table's measurements as the prediction of the other's, in closed form. Two
+# tables of two configs: single 1.00 and 1.08 ms, ddp 2.00 and 2.00 — single's errors −7.4 % and
+# +8.0 %, ddp's 0 and 0: 2 of 4 within ±3 %, all 4 within ±10 %, mean |error| 3.9 %; ddp as a
+# multiple of its table's single, 2.00 and 1.85: +8.0 % and −7.4 %, 0 of 2.
+$PY - "$WORK" <<'PYEOF'
+import json, sys
+for name, single in (("ra", 1.0e-3), ("rb", 1.08e-3)):
+    rows = [{"model": "mlp:8-4-2", "strategy": s, "devices": d, "measured_step_s": t, "measured_runs_step_s": [t]}
+            for s, d, t in (("single", 1, single), ("ddp", 4, 2.0e-3))]
+    json.dump({"batch": 16, "steps": 5, "device": "cpu", "rows": rows}, open(f"{sys.argv[1]}/{name}.json", "w"))
+PYEOF
+out=$("$SCALELAB" bench repeat "$WORK/ra.json" "$WORK/rb.json" 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qE "^mlp:8-4-2 +single +1.00 +1.08 +7.4 %" \
+   && printf '%s' "$out" | grep -q "another table's measurement as the prediction: 2 of 4 within ±3 % (50 %), 2 within ±5 %, 4 within ±10 %; mean |error| 3.9 %" \
+   && printf '%s' "$out" | grep -q "each run as a multiple of its table's single: 0 of 2 within ±3 % (0 %), 0 within ±5 %, 2 within ±10 %; mean |error| 7.7 %"; then
+  pass "bench repeat: each table's measurements as the other's prediction, in closed form"
+else fail "bench repeat: rc $rc, $(printf '%s' "$out" | tail -n 6)"; fi
+out=$("$SCALELAB" bench repeat "$WORK/ra.json" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "needs two tables or more" \
+  && pass "bench repeat with one table: exit 2, says it needs two" || fail "bench repeat, one table: rc $rc, $out"
+$PY -c "import json,sys; t=json.load(open(sys.argv[1])); t['steps']=9; json.dump(t, open(sys.argv[2],'w'))" "$WORK/rb.json" "$WORK/rc.json"
+out=$("$SCALELAB" bench repeat "$WORK/ra.json" "$WORK/rc.json" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "compare tables of the same runs" \
+  && pass "bench repeat of tables of other runs (steps 5 and 9): exit 2, names both" || fail "bench repeat, other runs: rc $rc, $out"
+
 # A table of an earlier build kept 4 probe shapes and a ratio: --retime-gemms scales the whole GEMM
 # table by it, so single on the 2048-wide model (its GEMMs nearly all its time) moves about as much.
 old_table="$ROOT/profiles/measured/2026-11-24T1142-bench-predict.json"

@@ -138,6 +138,10 @@ struct BenchPredictOptions {
   std::string device = "cpu";
 };
 
+// The middle value (the upper of the two for an even count; 0 for none): one descheduled call
+// on a shared machine does not move it.
+double median(std::vector<double> values);
+
 // How fast this machine's GEMMs of `shapes` (a model's: bench predict takes them from its runs) run
 // now, timed as calibrate times them, against the profile's table's price of each: `shapes` the
 // times, `ratio` the geometric mean of now ÷ calibrated (0: the profile has no GEMM table).
@@ -173,5 +177,10 @@ std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, Device
 // Predicted next to measured for every strategy on each model, on each profile: a table with the
 // errors, and for the closest profile the op class that is furthest off where the error is large.
 int bench_predict(const BenchPredictOptions& options);
+
+// How far this machine's measurements repeat: tables of bench predict (--json) measured minutes
+// apart, each one's measured step times taken as the prediction of every other's — the floor
+// under what any calibration of one moment can reach, printed next to the goal.
+int bench_repeat(const std::vector<std::string>& tables);
 
 }  // namespace scalelab

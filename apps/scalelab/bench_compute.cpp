@@ -49,10 +49,6 @@ std::vector<GemmShape> step_gemms(const ModelSpec& spec, int64_t batch) {
   return g;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // ---- cuda ---------------------------------------------------------------------------------
 

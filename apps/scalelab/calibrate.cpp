@@ -36,6 +36,11 @@
 
 namespace scalelab {
 
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.empty() ? 0.0 : t[t.size() / 2];
+}
+
 namespace {
 
 using nlohmann::json;
@@ -59,11 +64,6 @@ std::vector<double> call_times(const std::function<void()>& op, double budget_s,
   return t;
 }
 
-// The median: one descheduled call on a shared machine does not move it.
-double median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t.empty() ? 0.0 : t[t.size() / 2];
-}
 
 double time_call(const std::function<void()>& op, double budget_s, EventBus& bus) {
   return median(call_times(op, budget_s, bus));

@@ -327,6 +327,11 @@ int main(int argc, char** argv) {
                         "also price each model on the profiles with their GEMMs re-timed just before its runs (columns P1*, …): "
                         "this machine's speed moves by more than the goal between a calibration and the runs");
 
+  std::vector<std::string> repeat_tables;
+  auto* repeat_cmd = bench_cmd->add_subcommand("repeat", "how far this machine's measurements repeat: tables of bench predict "
+                                                         "(--json), each one's measured step times as the prediction of the others'");
+  repeat_cmd->add_option("tables", repeat_tables, "two tables or more, written by `bench predict --json` minutes apart")->required();
+
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
 
@@ -388,6 +393,7 @@ int main(int argc, char** argv) {
       if (!bp.measured_path.empty() && predict_cmd->count("--model") == 0) bp.models.clear();  // the table's
       return bench_predict(bp);
     }
+    if (*repeat_cmd) return bench_repeat(repeat_tables);
     if (*calibrate_cmd) return run_calibrate(cal);
     if (*comm_cmd) {
       // 0 would silently become the default 4; a --shm-sharing without --comm shm would be ignored.

@@ -430,8 +430,9 @@ struct SavedTable {
   std::string device = "cpu";  // what the runs were measured on: priced again as on that device
 };
 
-SavedTable read_saved_table(const std::string& path) {
-  const std::string what = "--measured " + path;
+// `option`: how the user named the table ("--measured", "bench repeat"), for the errors.
+SavedTable read_saved_table(const std::string& path, const std::string& option = "--measured") {
+  const std::string what = option + " " + path;
   SavedTable t;
   std::string text;
   try {
@@ -440,7 +441,7 @@ SavedTable read_saved_table(const std::string& path) {
     // Not there, not a file, too large: the user's to fix (exit 2), in the reader's words.
     std::string why = e.what();
     if (why.rfind("[bench] ", 0) == 0) why.erase(0, 8);
-    throw UsageError("bench", "--measured: " + why);
+    throw UsageError("bench", option + ": " + why);
   }
   json j;
   try {
@@ -813,6 +814,90 @@ int bench_predict(const BenchPredictOptions& options) {
     if (cuda) table["device"] = "cuda";
     write_file_atomically(o.json_path, table.dump(2) + "\n", "bench");
   }
+  return 0;
+}
+
+int bench_repeat(const std::vector<std::string>& tables) {
+  if (tables.size() < 2)
+    throw UsageError("bench", "bench repeat needs two tables or more (`bench predict --json`), got " + std::to_string(tables.size()) +
+                                  " — measure the same configs again, minutes apart, and pass every table");
+  std::vector<SavedTable> saved;
+  for (const std::string& path : tables) {
+    saved.push_back(read_saved_table(path, "bench repeat"));
+    const SavedTable &first = saved.front(), &t = saved.back();
+    if (t.batch != first.batch || t.steps != first.steps || t.device != first.device)
+      throw UsageError("bench", "bench repeat: " + path + " measured batch " + std::to_string(t.batch) + ", " + std::to_string(t.steps) +
+                                    " steps on " + t.device + ", but " + tables.front() + " batch " + std::to_string(first.batch) + ", " +
+                                    std::to_string(first.steps) + " steps on " + first.device +
+                                    " — compare tables of the same runs (bench predict with the same --batch, --steps and --device)");
+  }
+  // Every (model, strategy) that each table measured, in the first table's order.
+  struct Config {
+    std::string model, strategy;
+    std::vector<double> step_s;  // one per table
+  };
+  std::vector<Config> configs;
+  for (const json& row : saved.front().rows) {
+    if (!row.is_object() || !row.contains("model") || !row.contains("strategy")) continue;
+    Config c{row.value("model", std::string()), row.value("strategy", std::string()), {}};
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const json* r = saved_row(saved[i], c.model, c.strategy);
+      const double s = r && (*r)["measured_step_s"].is_number() ? (*r)["measured_step_s"].get<double>() : 0.0;
+      if (!(s > 0)) break;
+      c.step_s.push_back(s);
+    }
+    if (c.step_s.size() == saved.size()) configs.push_back(std::move(c));
+  }
+  if (configs.empty())
+    throw UsageError("bench", "bench repeat: no model and strategy was measured in every table — pass tables of the same models");
+
+  std::printf("# bench repeat: the same runs measured in %zu tables; each table's measured step time taken as the\n"
+              "# prediction of every other's — the error a model that priced one moment of this machine exactly\n"
+              "# would still have at another; bound: the goal, |error| ≤ 3 %% per strategy\n", saved.size());
+  for (size_t i = 0; i < tables.size(); ++i) std::printf("#   T%zu = %s\n", i + 1, tables[i].c_str());
+  std::printf("%-26s %-15s", "model", "strategy");
+  for (size_t i = 0; i < saved.size(); ++i) std::printf(" %8s", ("T" + std::to_string(i + 1) + " ms").c_str());
+  std::printf("   range\n");
+  for (const Config& c : configs) {
+    std::printf("%-26s %-15s", c.model.c_str(), c.strategy.c_str());
+    for (double s : c.step_s) std::printf(" %8.2f", s * 1e3);
+    const auto [lo, hi] = std::minmax_element(c.step_s.begin(), c.step_s.end());
+    std::printf("  %5.1f %%\n", 100 * (*hi - *lo) / median(c.step_s));
+  }
+  // Each ordered pair of tables: one the prediction, the other the measurement. Then the same with
+  // each run as a multiple of single's in its table (where both have single): the moment's speed
+  // of the whole machine divided out, what is left is each strategy's own spread.
+  const auto summarize = [&](const char* what, bool relative_to_single) {
+    std::vector<double> errors;
+    for (const Config& c : configs) {
+      const Config* single = nullptr;
+      if (relative_to_single) {
+        if (c.strategy == "single") continue;
+        for (const Config& s : configs)
+          if (s.model == c.model && s.strategy == "single") single = &s;
+        if (!single) continue;
+      }
+      for (size_t a = 0; a < saved.size(); ++a)
+        for (size_t b = 0; b < saved.size(); ++b) {
+          if (a == b) continue;
+          double predicted = c.step_s[a], measured = c.step_s[b];
+          if (single) {
+            predicted /= single->step_s[a];
+            measured /= single->step_s[b];
+          }
+          errors.push_back(std::abs(predicted / measured - 1));
+        }
+    }
+    if (errors.empty()) return;
+    const auto within = [&](double bound) { return std::count_if(errors.begin(), errors.end(), [&](double e) { return e <= bound; }); };
+    double sum = 0;
+    for (double e : errors) sum += e;
+    std::printf("# %s: %td of %zu within ±3 %% (%.0f %%), %td within ±5 %%, %td within ±10 %%; mean |error| %.1f %%, median %.1f %%\n", what,
+                within(0.03), errors.size(), 100.0 * static_cast<double>(within(0.03)) / static_cast<double>(errors.size()), within(0.05),
+                within(0.10), 100 * sum / static_cast<double>(errors.size()), 100 * median(errors));
+  };
+  summarize("another table's measurement as the prediction", false);
+  summarize("the same, each run as a multiple of its table's single", true);
   return 0;
 }
 
