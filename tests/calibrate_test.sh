@@ -281,6 +281,24 @@ out=$("$SCALELAB" bench repeat "$WORK/ra.json" "$WORK/rc.json" 2>&1)
 rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "compare tables of the same runs" \
   && pass "bench repeat of tables of other runs (steps 5 and 9): exit 2, names both" || fail "bench repeat, other runs: rc $rc, $out"
+# A run that failed in one table (no measured step time) leaves its config out; nothing in common: exit 2.
+$PY - "$WORK" <<'PYEOF'
+import json, sys
+t = json.load(open(f"{sys.argv[1]}/rb.json"))
+del t["rows"][1]["measured_step_s"]
+json.dump(t, open(f"{sys.argv[1]}/rd.json", "w"))
+for r in t["rows"]: r["model"] = "mlp:9-9"
+json.dump(t, open(f"{sys.argv[1]}/re.json", "w"))
+PYEOF
+out=$("$SCALELAB" bench repeat "$WORK/ra.json" "$WORK/rd.json" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && printf '%s' "$out" | grep -qE "^mlp:8-4-2 +single " && ! printf '%s' "$out" | grep -qE "^mlp:8-4-2 +ddp " \
+  && printf '%s' "$out" | grep -q "another table's measurement as the prediction: 0 of 2 within ±3 %" \
+  && pass "bench repeat leaves out a config one table did not measure" || fail "bench repeat, a failed row: rc $rc, $out"
+out=$("$SCALELAB" bench repeat "$WORK/ra.json" "$WORK/re.json" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "no model and strategy was measured in every table" \
+  && pass "bench repeat of tables of other models: exit 2" || fail "bench repeat, other models: rc $rc, $out"
 
 # A table of an earlier build kept 4 probe shapes and a ratio: --retime-gemms scales the whole GEMM
 # table by it, so single on the 2048-wide model (its GEMMs nearly all its time) moves about as much.

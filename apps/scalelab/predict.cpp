@@ -842,7 +842,7 @@ int bench_repeat(const std::vector<std::string>& tables) {
     Config c{row.value("model", std::string()), row.value("strategy", std::string()), {}};
     for (size_t i = 0; i < saved.size(); ++i) {
       const json* r = saved_row(saved[i], c.model, c.strategy);
-      const double s = r && (*r)["measured_step_s"].is_number() ? (*r)["measured_step_s"].get<double>() : 0.0;
+      const double s = r && r->contains("measured_step_s") && r->at("measured_step_s").is_number() ? r->at("measured_step_s").get<double>() : 0.0;
       if (!(s > 0)) break;
       c.step_s.push_back(s);
     }
