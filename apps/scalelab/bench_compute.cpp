@@ -49,7 +49,6 @@ std::vector<GemmShape> step_gemms(const ModelSpec& spec, int64_t batch) {
   return g;
 }
 
-
 // ---- cuda ---------------------------------------------------------------------------------
 
 // Waits until the GPU has run everything queued (the executor's stream is non-blocking, so the

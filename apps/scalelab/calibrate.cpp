@@ -64,7 +64,6 @@ std::vector<double> call_times(const std::function<void()>& op, double budget_s,
   return t;
 }
 
-
 double time_call(const std::function<void()>& op, double budget_s, EventBus& bus) {
   return median(call_times(op, budget_s, bus));
 }
@@ -1184,7 +1183,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
   // In rounds, as calibrate times its table, each shape's calls pooled: a stretch of the machine
   // that falls on one round moves no shape's median. Timed in one go, a table's first three shapes
   // came out 14–28× their calibrated times (32×512×784: 3.98 ms against 0.17; the next shapes 1–2×)
-  // and priced the tour's model's multi-device runs 2–9× over.
+  // and priced the tour's model's multi-device runs 3–9× over.
   constexpr int kRounds = 3;
   std::vector<GemmShape> timed_shapes;
   std::vector<double> calibrated;
