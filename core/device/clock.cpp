@@ -62,7 +62,7 @@ int64_t WallClock::now_ns() const {
 Interval SimClock::run(Lane lane, int64_t ready_ns, const OpCost& cost, const std::function<void()>& work) {
   if (work) work();
   OpCost host = cost;
-  host.host_bytes = host_bytes_between_touches(cost.host_bytes, cost.held_bytes, cost.host_devices);
+  host.host_bytes = host_bytes_between_touches(cost.host_bytes, cost.held_bytes, cost.host_devices, cost.shared_bytes);
   const double seconds = model_->seconds(host);
   // A peer copy moves its bytes over this device's link at the link's rate, but for its α.
   const double link_Bps = model_->profile().intra_node.bandwidth_Bps;

@@ -98,9 +98,12 @@ class SimClock : public Clock {
   const CostModel& model() const { return *model_; }
   // What passes through the host's cache between two touches of a tensor used once a step, for
   // the `moved` and `held` bytes of `devices` devices (HardwareProfile::bytes_between_touches: one
-  // thread's devices, Device::host_traffic), taken as the same for each such share of the host's.
-  double host_bytes_between_touches(double moved, double held, int devices = 1) const {
-    return model_->profile().bytes_between_touches(moved, held) * devices_on_host_ / std::max(1, devices);
+  // thread's devices, Device::host_traffic), taken as the same for each such share of the host's —
+  // but for the `shared` bytes of them that every device maps, which the host holds once.
+  double host_bytes_between_touches(double moved, double held, int devices = 1, double shared = 0) const {
+    const double shares = static_cast<double>(devices_on_host_) / std::max(1, devices);
+    const double one_share = model_->profile().bytes_between_touches(moved, held);
+    return std::max(0.0, one_share * shares - std::min(shared, one_share) * std::max(0.0, shares - 1));
   }
 
  private:

@@ -32,11 +32,12 @@ uint64_t next_device_serial() {
   return serial++;
 }
 
-// What the calling thread has seen of the devices it drives: per device (serial), its step bytes
-// and peak memory as of the thread's last op on it — the devices of one run (`run`).
+// What the calling thread has seen of the devices it drives: per device (serial), its step bytes,
+// peak memory and memory shared with the run's other devices as of the thread's last op on it —
+// the devices of one run (`run`).
 struct ThreadDevices {
   uint64_t run = UINT64_MAX;
-  std::map<uint64_t, std::pair<double, double>> seen;
+  std::map<uint64_t, Device::HostTraffic> seen;
 };
 thread_local ThreadDevices t_devices;
 
@@ -48,16 +49,17 @@ Device::HostTraffic Device::host_traffic() const {
     mine.seen.clear();
     mine.run = made_with_;
   }
-  const double moved = step_bytes(), held = static_cast<double>(ledger_->peak_total());
+  const HostTraffic own{step_bytes(), static_cast<double>(ledger_->peak_total()), 1, shared_with_run_bytes_.load()};
   if (driven_by_several_) {
     mine.seen.erase(serial_);
-    return {moved, held, 1};
+    return own;
   }
-  mine.seen[serial_] = {moved, held};
+  mine.seen[serial_] = own;
   HostTraffic t;
   for (const auto& [serial, bytes] : mine.seen) {
-    t.moved += bytes.first;
-    t.held += bytes.second;
+    t.moved += bytes.moved;
+    t.held += bytes.held;
+    t.shared += bytes.shared;
   }
   t.devices = static_cast<int>(mine.seen.size());
   return t;
@@ -162,6 +164,7 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
   priced.host_bytes = traffic.moved;
   priced.held_bytes = traffic.held;
   priced.host_devices = traffic.devices;
+  priced.shared_bytes = traffic.shared;
   step_bytes_ = step_bytes_.load() + cost.bytes;
   if (host_op_gap_ns_ >= 0) ready = std::max(ready, last_op_end_ns_.load() + host_op_gap_ns_);
   Interval when = clock_->run(lane, ready, priced, [&] {

@@ -68,8 +68,12 @@ class Device {
   struct HostTraffic {
     double moved = 0, held = 0;
     int devices = 0;
+    double shared = 0;  // of `held`, what every device of the run maps (mark_shared_with_run)
   };
   HostTraffic host_traffic() const;
+  // `bytes` of this device's memory are one segment that every device of the run maps (Hogwild's
+  // parameters): the host holds them once, not once per device.
+  void mark_shared_with_run(double bytes) { shared_with_run_bytes_ = bytes; }
   // Stamped on every event this device emits from now on.
   void set_step(int64_t step) {
     if (step != step_) {  // a new step: what the last one moved is the reuse distance of the next
@@ -153,6 +157,7 @@ class Device {
   // Bytes this device's ops read and wrote in this step and in the last one: how much passes
   // between two touches of a tensor used once a step (see HardwareProfile::host_cache_bytes).
   std::atomic<double> step_bytes_{0}, last_step_bytes_{0};
+  std::atomic<double> shared_with_run_bytes_{0};
   // When the host last waited for a device (it read a loss, or downloaded a tensor): the host
   // issues the next upload only after that, as a training loop that prints loss.item() does.
   // Shared by the devices one host drives: all of a controller's, each rank's own.

@@ -53,6 +53,7 @@ void SharedWeights::share(Mlp& model, Device& device, char* base) const {
     bytes += numel_[i] * 4;
   }
   device.memory().allocate(MemoryCategory::params, bytes, "shared parameters (mapped)");
+  device.mark_shared_with_run(static_cast<double>(bytes));
 }
 
 }  // namespace scalelab

@@ -36,6 +36,9 @@ struct OpCost {
   // How many devices host_bytes and held_bytes are the sum of: those the op's host thread drives
   // (Device::host_traffic), which stand for that share of the host's devices.
   int host_devices = 1;
+  // Of held_bytes, what every device on the host maps (Hogwild's shared parameters): the host holds
+  // it once, however many devices stand for it.
+  double shared_bytes = 0;
 };
 
 class CostModel {
