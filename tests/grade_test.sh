@@ -110,31 +110,22 @@ for t in j["tests"]:
 EOF
   then pass "$GRADING: the stub compiles, scores 0 and every check says TODO"
   else fail "$GRADING: the stub: exit $(rc "stub-$GRADING"): $(show "stub-$GRADING")"; fi
-  # Graded three at a time: a mutant that deadlocks mostly waits for the group's 2 s timeouts.
-  mutants=0
-  for m in "$labdir"mutants/*; do
-    [ -e "$m" ] || continue
-    grade "mutant-$GRADING-$(basename "$m" .cpp)" "$m" &
-    while [ "$(jobs -rp | wc -l)" -ge 3 ]; do sleep 0.2; done
-  done
-  wait
-  for m in "$labdir"mutants/*; do
-    [ -e "$m" ] || continue
-    mutants=$((mutants + 1))
-    name=mutant-$GRADING-$(basename "$m" .cpp)
-    header=$m
-    [ -d "$m" ] && header=$(grep -l "caught-by:" "$m"/* | head -1)
-    caught_by=$(sed -n 's|^// caught-by: *\([a-z_0-9]*\).*|\1|p' "$header" | head -1)
-    [ -n "$caught_by" ] || { fail "$m names no check (// caught-by: CHECK)"; continue; }
-    read -r got max < <(score "$name")
-    r=$(result "$name" "$caught_by")
-    if [ "$(rc "$name")" = 1 ] && [ "$got" != "$max" ] && [ "$r" != passed ] && [ "$r" != absent ] && [ "$r" != blocked ]; then
-      pass "$GRADING: mutant $(basename "$m"): $got / $max, caught by $caught_by ($r)"
-    else
-      fail "$GRADING: mutant $(basename "$m"): exit $(rc "$name"), $got / $max, $caught_by: $r: $(show "$name")"
-    fi
-  done
-  [ "$mutants" -ge 3 ] && pass "$GRADING has $mutants mutants" || fail "$GRADING has $mutants mutants, fewer than 3"
+  # Every shipped mutant (a patch on the solution) caught by the check its header names.
+  "$SCALELAB" grade "$GRADING" --labs-dir "$LABS" --mutants --json >"$WORK/mutants-$GRADING.json" 2>"$WORK/mutants-$GRADING.err"
+  code=$?
+  if summary=$(python3 - "$WORK/mutants-$GRADING.json" 2>&1 <<'EOF'
+import json, sys
+ms = json.load(open(sys.argv[1]))
+bad = [f'{m["mutant"]}: {m["note"]}' for m in ms if not m["caught"] or m["score"] != 0]
+assert not bad, "; ".join(bad)
+assert len(ms) >= 8, f"{len(ms)} mutants, fewer than 8"
+print(f"{len(ms)} mutants, each caught by its named check")
+EOF
+  ) && [ "$code" = 0 ]; then
+    pass "$GRADING: $summary"
+  else
+    fail "$GRADING: --mutants exit $code: $summary $(tail -5 "$WORK/mutants-$GRADING.err")"
+  fi
 done
 GRADING=01-collectives
 
@@ -177,17 +168,75 @@ EOF
 then pass "a compile error: builds failed with the compiler's errors, every other check blocked"
 else fail "a compile error: $(show compile_error)"; fi
 
+# --- cheats: a submission scores only by doing the work, sees nothing of the instructor's, and
+# leaves nothing running ---------------------------------------------------------------------------
+# Each cheat is a lab-01 submission (tests/data/grade/cheats/); the .in ones get the labs' path (and
+# a root-only file's) written in here. Every check it touches scores 0.
+CHEATS=$WORK/cheats
+mkdir -p "$CHEATS/rootonly"
+chmod 755 "$CHEATS"
+chmod 700 "$CHEATS/rootonly"
+echo "ROOT-ONLY-SECRET-LINE" >"$CHEATS/rootonly/secret.h"
+chmod 600 "$CHEATS/rootonly/secret.h"
+LABS_REAL=$(cd "$LABS" && pwd -P)
+for f in "$DATA"/cheats/*.cpp "$DATA"/cheats/*.cpp.in; do
+  out=$CHEATS/$(basename "$f" .in)
+  sed "s|@LABS@|$LABS_REAL|g; s|@SECRET@|$CHEATS/rootonly/secret.h|g" "$f" >"$out"
+  grep -q "^#define CHEAT" "$out" && cat "$DATA/cheats/functions.cpp.txt" >>"$out"
+done
+for cheat in "$CHEATS"/*.cpp; do
+  name=cheat-$(basename "$cheat" .cpp)
+  grade "$name" "$cheat" &
+  while [ "$(jobs -rp | wc -l)" -ge 2 ]; do sleep 0.2; done
+done
+wait
+for cheat in "$CHEATS"/*.cpp; do
+  base=$(basename "$cheat" .cpp)
+  name=cheat-$base
+  # Only a grader run as root has a user to drop the compiler to.
+  [ "$base" = include_root_only ] && [ "$(id -u)" != 0 ] && continue
+  read -r got max < <(score "$name")
+  leaked=""
+  grep -q "LEAKED\|ROOT-ONLY-SECRET" "$WORK/$name.json" && leaked=" (it read what it must not)"
+  case $base in
+    exit_at_start | fake_pass_exit | forged_verdict) want="the check ended before its verdict" ;;
+    include_solution | include_solution_abs) want="No such file\|not a public header" ;;
+    include_root_only) want="Permission denied" ;;
+    early_constructor) want="is refused" ;;
+    *) want="" ;;
+  esac
+  if [ "$got" = 0 ] && [ "$(rc "$name")" = 1 ] && [ -z "$leaked" ] && grep -q "$want" "$WORK/$name.json"; then
+    pass "cheat $base: 0 / $max${want:+, '$want'}"
+  else
+    fail "cheat $base: $got / $max, exit $(rc "$name")$leaked, wanted '$want': $(show "$name")"
+  fi
+done
+# The reader saw neither the solution nor the rubric: its checks say so.
+grep -q "nothing readable" "$WORK/cheat-read_at_run_time.json" &&
+  pass "a check cannot read solution/ or checks.json while it runs" ||
+  fail "a check read the instructor's files: $(show cheat-read_at_run_time)"
+if ! pgrep -x sl-escaped >/dev/null; then
+  pass "a process that left the check's group and session (fork, setsid, fork) is gone after the grade"
+else
+  fail "an escaped process outlived its check: $(pgrep -ax sl-escaped)"
+  pkill -9 -x sl-escaped
+fi
+
 # --- the same submission graded twice: the same results.json but for durations --------------
-grade chain_again "$LAB/mutants/chain_exchange.cpp"
+# A mutant made by hand as an instructor would: the solution with one patch applied.
+mkdir -p "$WORK/chain" && cp -r "$LAB/solution/." "$WORK/chain/" &&
+  patch -s -p1 -d "$WORK/chain" --batch -i "$LAB/mutants/chain_exchange.patch"
+grade chain_once "$WORK/chain"
+grade chain_again "$WORK/chain"
 strip='import json,sys
 j=json.load(open(sys.argv[1])); j.pop("execution_time")
 for t in j["tests"]: t["extra_data"].pop("seconds")
 print(json.dumps(j, sort_keys=True))'
-first=$(python3 -c "$strip" "$WORK/mutant-01-collectives-chain_exchange.json")
-if [ -n "$first" ] && [ "$first" = "$(python3 -c "$strip" "$WORK/chain_again.json")" ]; then
+first=$(python3 -c "$strip" "$WORK/chain_once.json")
+if [ -n "$first" ] && [ "$first" = "$(python3 -c "$strip" "$WORK/chain_again.json")" ] && [ "$(rc chain_once)" = 1 ]; then
   pass "graded twice, results.json is identical apart from durations"
 else
-  fail "graded twice, results.json differs: $(diff <(python3 -c "$strip" "$WORK/mutant-01-collectives-chain_exchange.json") <(python3 -c "$strip" "$WORK/chain_again.json") | head -5)"
+  fail "graded twice, results.json differs: $(diff <(python3 -c "$strip" "$WORK/chain_once.json") <(python3 -c "$strip" "$WORK/chain_again.json") | head -5)"
 fi
 
 # --- the grader itself cannot run: exit 2, saying why --------------------------------------------

@@ -95,6 +95,8 @@ struct GradeCliOptions {
   std::string out_dir;       // with --submissions: per-student reports and grades.csv (default grades-<lab>)
   double timeout_s = 0;      // > 0: every check's time limit instead of the rubric's
   bool keep_scratch = false;
+  bool mutants = false;         // grade the lab's shipped mutants
+  bool mutation_score = false;  // grade automatic mutations of the solution
 };
 
 // The lab grader (labs/grader): builds a submission into a lab's harness and runs its rubric.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/scalelab/bench.h"
@@ -93,7 +94,14 @@ int grade_class(const GradeCliOptions& o, const grade::Options& base) {
         row.append(",").append(points ? points_text(c.score) : grade::status_name(c.status));
         if (c.status == grade::Status::passed) ++passed[c.spec.name];
       }
-      row += ",\n";
+      // Why a submission scored nothing at all, in a word an instructor can act on: its files were
+      // not found, or it did not build (the report has the compiler's errors).
+      std::string note;
+      if (!r.checks.empty() && r.checks.front().status != grade::Status::passed) {
+        const std::string& why = r.checks.front().output;
+        note = why.substr(0, why.find('\n'));
+      }
+      row += "," + csv_field(note) + "\n";
       std::fprintf(stderr, "[grade] %zu/%zu %-24s %6s / %s  (%.1f s)\n", k, entries.size(), student.c_str(),
                    points_text(r.score).c_str(), points_text(r.max_score).c_str(), r.seconds);
     } catch (const UsageError& e) {
@@ -114,9 +122,57 @@ int grade_class(const GradeCliOptions& o, const grade::Options& base) {
        }())
     std::printf("%-28s %d / %zu\n", name.c_str(), passed[name], entries.size());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[grade] %zu submissions of %s graded in %.1f s: %s (one row each), and each student's results.json, "
+  std::printf("[grade] %zu submission%s of %s graded in %.1f s: %s (one row each), and each student's results.json, "
               "results.xml and report.txt under %s/\n",
-              entries.size(), lab.name.c_str(), seconds, (out / "grades.csv").string().c_str(), out.string().c_str());
+              entries.size(), entries.size() == 1 ? "" : "s", lab.name.c_str(), seconds, (out / "grades.csv").string().c_str(),
+              out.string().c_str());
+  return 0;
+}
+
+// `--mutants`: every shipped mutant graded, a row each; exit 0 when each is caught by its check.
+int grade_shipped_mutants(const GradeCliOptions& o, const grade::Options& base) {
+  const std::vector<grade::MutantResult> all = grade::grade_mutants(base);
+  int caught = 0;
+  nlohmann::json j = nlohmann::json::array();
+  if (!o.json) std::printf("%-34s %9s  %-22s %s\n", "mutant", "score", "caught by", "result");
+  for (const auto& m : all) {
+    caught += m.caught;
+    j.push_back({{"mutant", m.name}, {"what", m.what}, {"caught_by", m.caught_by}, {"result", m.named_check_result},
+                 {"score", m.score}, {"max_score", m.max_score}, {"caught", m.caught}, {"note", m.note}});
+    if (o.json) continue;
+    const std::string pts = points_text(m.score) + "/" + points_text(m.max_score);
+    std::printf("%-34s %9s  %-22s %s\n", m.name.c_str(), pts.c_str(), m.caught_by.c_str(),
+                m.caught ? ("caught (" + m.named_check_result + ")").c_str() : ("NOT CAUGHT: " + m.note).c_str());
+  }
+  if (o.json) std::printf("%s\n", j.dump(2).c_str());
+  std::fprintf(stderr, "[grade] %s: %d of %zu mutants caught by the check each names\n", base.lab.c_str(), caught, all.size());
+  return caught == static_cast<int>(all.size()) ? 0 : 1;
+}
+
+// `--mutation-score`: the solution mutated automatically; the share the rubric catches and the
+// survivors, which the lab's README lists as known gaps or proven equivalent. Exit 0 once scored.
+int grade_mutation_score(const GradeCliOptions& o, const grade::Options& base) {
+  const grade::MutationScore s = grade::mutation_score(base, [&](size_t k, size_t n, const grade::MutationOutcome& m) {
+    std::fprintf(stderr, "[mutation] %zu/%zu %s:%d %-18s %s\n", k, n, m.file.c_str(), m.line, m.kind.c_str(),
+                 !m.compiled ? "does not compile (left out)" : m.caught ? ("caught by " + m.caught_by).c_str() : "SURVIVED");
+  });
+  const double pct = s.compiled > 0 ? 100.0 * s.caught / s.compiled : 0;
+  if (o.json) {
+    nlohmann::json survivors = nlohmann::json::array();
+    for (const auto& m : s.mutants)
+      if (m.compiled && !m.caught)
+        survivors.push_back({{"file", m.file}, {"line", m.line}, {"kind", m.kind}, {"before", m.before}, {"after", m.after}});
+    nlohmann::json j{{"lab", base.lab}, {"mutants", s.mutants.size()}, {"compiled", s.compiled}, {"caught", s.caught},
+                     {"score", s.compiled > 0 ? static_cast<double>(s.caught) / s.compiled : 0.0},
+                     {"seconds", s.seconds}, {"survivors", survivors}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("mutation score of %s: %d of %d mutants caught (%.0f %%); %zu made, %zu did not compile (left out); %.0f s\n",
+              base.lab.c_str(), s.caught, s.compiled, pct, s.mutants.size(), s.mutants.size() - s.compiled, s.seconds);
+  for (const auto& m : s.mutants)
+    if (m.compiled && !m.caught)
+      std::printf("  survived  %s:%d  %s:  %s  →  %s\n", m.file.c_str(), m.line, m.kind.c_str(), m.before.c_str(), m.after.c_str());
   return 0;
 }
 
@@ -148,6 +204,13 @@ int run_grade(const GradeCliOptions& o) {
   g.verbose = !o.json && ::isatty(STDERR_FILENO);  // progress on a terminal; logs get the table
   grade::Report r;
   try {
+    if (o.mutants || o.mutation_score) {
+      if (o.mutants && o.mutation_score) throw UsageError("grade", "--mutants and --mutation-score: give one at a time");
+      if (!o.submission.empty() || !o.class_dir.empty() || !o.results_path.empty() || !o.junit_path.empty())
+        throw UsageError("grade", std::string(o.mutants ? "--mutants" : "--mutation-score") +
+                                      " grades the lab's own solution, mutated: drop --submission(s), --results and --junit");
+      return o.mutants ? grade_shipped_mutants(o, g) : grade_mutation_score(o, g);
+    }
     if (!o.class_dir.empty()) return grade_class(o, g);
     r = grade::grade(g);
   } catch (const UsageError&) {

@@ -294,6 +294,10 @@ int main(int argc, char** argv) {
   grade_cmd->add_option("--timeout", grade_opts.timeout_s, "seconds: every check's time limit instead of the rubric's")
       ->check(CLI::PositiveNumber);
   grade_cmd->add_flag("--keep", grade_opts.keep_scratch, "keep the scratch build folder (its path is printed)");
+  grade_cmd->add_flag("--mutants", grade_opts.mutants, "grade the lab's shipped mutants (mutants/*.patch): each must be "
+                                                       "caught by the check its header names");
+  grade_cmd->add_flag("--mutation-score", grade_opts.mutation_score, "mutate the reference solution automatically "
+                                                                     "and report the share the rubric catches, with the survivors");
 
   CalibrateOptions cal;
   auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (GEMMs by shape, element-wise ops, copies, "

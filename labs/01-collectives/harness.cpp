@@ -15,6 +15,7 @@
 #include "core/trace/events.h"
 #include "lab.h"
 #include "labs/common/world.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -253,7 +254,7 @@ void broadcast_rounds(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"exchange", exchange},
                          {"exact_sums", exact_sums},
                          {"steps", steps},

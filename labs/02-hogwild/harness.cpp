@@ -35,6 +35,7 @@
 #include "core/trace/events.h"
 #include "lab.h"
 #include "labs/common/reference.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -689,7 +690,7 @@ lab::Check steady(const lab::Check& check) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"shared", steady(shared)},
                          {"one_worker", steady(one_worker)},
                          {"processes", steady(processes)},

@@ -19,6 +19,7 @@
 #include "core/trace/events.h"
 #include "lab.h"
 #include "labs/common/reference.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -212,5 +213,5 @@ void device0_memory(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv, {{"equivalence", equivalence}, {"moves", moves}, {"device0_memory", device0_memory}});
+  return lab::graded_main(argc, argv, {{"equivalence", equivalence}, {"moves", moves}, {"device0_memory", device0_memory}});
 }

@@ -20,6 +20,7 @@
 #include "core/trace/events.h"
 #include "lab.h"
 #include "labs/common/reference.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -417,7 +418,7 @@ void optimum(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"placement", placement},
                          {"equivalence", equivalence},
                          {"moves", moves},

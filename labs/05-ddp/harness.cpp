@@ -25,6 +25,7 @@
 #include "labs/common/world.h"
 #include "strategies/ddp_buckets.h"
 #include "strategies/distributed_sampler.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -349,7 +350,7 @@ void no_sync(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"bucket_order", bucket_order},
                          {"bucket_defaults", bucket_defaults},
                          {"equivalence", equivalence},

@@ -25,6 +25,7 @@
 #include "labs/common/reference.h"
 #include "labs/common/world.h"
 #include "strategies/distributed_sampler.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -338,6 +339,6 @@ void memory(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"placement", placement}, {"equivalence", equivalence}, {"moves", moves}, {"memory", memory}});
 }

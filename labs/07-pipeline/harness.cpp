@@ -27,6 +27,7 @@
 #include "lab.h"
 #include "run/train.h"
 #include "strategies/registry.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -370,6 +371,6 @@ void peak(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"well_formed", well_formed}, {"equivalence", equivalence}, {"bubble", bubble}, {"peak", peak}});
 }

@@ -19,6 +19,7 @@
 #include "labs/common/reference.h"
 #include "labs/common/world.h"
 #include "strategies/distributed_sampler.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -234,7 +235,7 @@ void gradient_bytes(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"shard_layout", shard_layout},
                          {"equivalence", equivalence},
                          {"optimizer_bytes", optimizer_bytes},

@@ -28,6 +28,7 @@
 #include "labs/common/reference.h"
 #include "labs/common/world.h"
 #include "strategies/distributed_sampler.h"
+#include "labs/common/verdict.h"
 
 using namespace scalelab;
 using lab::Args;
@@ -434,7 +435,7 @@ void barrier(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv,
+  return lab::graded_main(argc, argv,
                         {{"overflow_skipped", overflow_skipped},
                          {"scale_growth", scale_growth},
                          {"unscaled_equivalence", unscaled_equivalence},

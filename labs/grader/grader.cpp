@@ -5,7 +5,10 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -89,7 +92,6 @@ struct Limits {
   int64_t memory_mb = 0;   // RLIMIT_AS; 0: none (sanitizer builds)
   int64_t file_mb = 64;    // RLIMIT_FSIZE
   int64_t procs = 0;       // RLIMIT_NPROC (counts the user's threads too); 0: none
-  bool drop_to_nobody = false;
 };
 
 struct Job {
@@ -98,6 +100,15 @@ struct Job {
   std::string cwd;
   double timeout_s = 0;
   Limits limits;
+  // Run as user nobody (when the grader is root): a submission's compiler and checks cannot read
+  // what only root may (/root, the grader's own files), and RLIMIT_NPROC binds them.
+  bool drop_to_nobody = false;
+  // Folders replaced by an empty read-only tmpfs in the job's own mount namespace (root only):
+  // the labs' solutions, mutants and rubrics, and the source tree, out of a submission's sight.
+  std::vector<std::string> hidden;
+  // Non-empty: the harness gets this secret through a pipe and answers on another with its
+  // verdict (labs/common/verdict.h); JobResult::verdict holds what came back.
+  std::string verdict_secret;
 };
 
 struct JobResult {
@@ -106,9 +117,14 @@ struct JobResult {
   std::string output;
   int64_t dropped_bytes = 0;
   double seconds = 0;
+  std::string verdict;  // what the harness wrote on the verdict pipe (at most 4 KiB)
 };
 
 constexpr size_t kMaxOutput = 32 * 1024;
+constexpr size_t kMaxVerdict = 4096;
+// Where the harness finds the verdict pipes (labs/common/verdict.h reads SCALELAB_VERDICT_FDS):
+// high numbers, clear of anything the child has open when it execs.
+constexpr int kSecretFd = 200, kVerdictFd = 201;
 
 // Kills every process of group `pgid` and reaps those that are our children (the direct child,
 // and any grandchild re-parented to us as the sub-reaper), for up to a second.
@@ -122,9 +138,56 @@ void kill_group(pid_t pgid) noexcept {
   }
 }
 
+// The processes descended from this one: read from /proc (pid → parent). A process that left its
+// group and session (fork, setsid, fork) is still a descendant: when its parent dies it is
+// re-parented to us, the sub-reaper.
+std::vector<pid_t> descendants() {
+  std::map<pid_t, pid_t> parent;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t close = stat.rfind(')');  // the command's name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (state != 'Z') parent[static_cast<pid_t>(std::stol(name))] = ppid;
+  }
+  std::set<pid_t> mine{::getpid()};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [pid, ppid] : parent)
+      if (mine.count(ppid) && mine.insert(pid).second) grew = true;
+  }
+  mine.erase(::getpid());
+  return {mine.begin(), mine.end()};
+}
+
+// After a job has ended: kills and reaps every process still descended from the grader, for up to
+// two seconds. Called only when no job of ours is running (it reaps any child).
+void kill_descendants() noexcept {
+  try {
+    for (int i = 0; i < 200; ++i) {
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      const std::vector<pid_t> left = descendants();
+      if (left.empty()) return;
+      for (pid_t p : left) ::kill(p, SIGKILL);
+      ::usleep(10000);
+    }
+  } catch (...) {  // /proc unreadable: the process groups were killed already
+  }
+}
+
 struct Running {
   pid_t pid = -1;
   int fd = -1;
+  int verdict_fd = -1;
   bool ended = false;
   Clock::time_point start;
   JobResult result;
@@ -153,12 +216,48 @@ void set_limit(int resource, rlim_t soft, rlim_t hard) noexcept {
   ::setrlimit(resource, &r);
 }
 
+// Whether this grader can give a job a mount namespace of its own (root, and a kernel or container
+// that allows it): asked once, in a child that tries.
+bool can_hide_folders() {
+  static const bool can = [] {
+    if (::geteuid() != 0) return false;
+    const pid_t pid = ::fork();
+    if (pid < 0) return false;
+    if (pid == 0) ::_exit(::unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return can;
+}
+
+// A secret the submission cannot guess: 128 random bits, as hex.
+std::string random_secret() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error("grade", std::string("cannot draw a random secret: ") + std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  std::string s;
+  char h[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(h, sizeof h, "%02x", b);
+    s += h;
+  }
+  return s;
+}
+
 Running start_job(const Job& job, Prepared& prep) {
   prep.argv_s = job.argv;
   for (auto& a : prep.argv_s) prep.argv.push_back(a.data());
   prep.argv.push_back(nullptr);
   prep.inherit_env = job.env.empty();
   prep.env_s = job.env;
+  if (!job.verdict_secret.empty())
+    prep.env_s.push_back("SCALELAB_VERDICT_FDS=" + std::to_string(kSecretFd) + "," + std::to_string(kVerdictFd));
   for (auto& e : prep.env_s) prep.env.push_back(e.data());
   prep.env.push_back(nullptr);
   uid_t nobody_uid = 65534;
@@ -167,14 +266,34 @@ Running start_job(const Job& job, Prepared& prep) {
     nobody_uid = pw->pw_uid;
     nobody_gid = pw->pw_gid;
   }
+  const bool drop = job.drop_to_nobody && ::geteuid() == 0;
+  const bool hide = !job.hidden.empty() && can_hide_folders();
 
-  int fds[2];
+  int fds[2], secret[2] = {-1, -1}, verdict[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {fds[0], fds[1], secret[0], secret[1], verdict[0], verdict[1]})
+      if (fd >= 0) ::close(fd);
+  };
   if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("grade", std::string("cannot make a pipe: ") + std::strerror(errno));
+  if (!job.verdict_secret.empty()) {
+    if (::pipe2(secret, O_CLOEXEC) != 0 || ::pipe2(verdict, O_CLOEXEC) != 0) {
+      const std::string why = std::strerror(errno);
+      close_all();
+      throw Error("grade", "cannot make the verdict pipes: " + why);
+    }
+    // The secret fits a pipe's buffer: written now, the child reads it once it runs.
+    const std::string line = job.verdict_secret;
+    if (::write(secret[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      close_all();
+      throw Error("grade", "cannot write the verdict secret");
+    }
+    ::close(secret[1]);
+    secret[1] = -1;
+  }
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
+    close_all();
     throw Error("grade", std::string("cannot fork: ") + std::strerror(errno) + " — too many processes?");
   }
   if (pid == 0) {
@@ -184,6 +303,18 @@ Running start_job(const Job& job, Prepared& prep) {
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
+    if (secret[0] >= 0) {  // dup2 clears close-on-exec on the copies the harness keeps
+      if (::dup2(secret[0], kSecretFd) < 0 || ::dup2(verdict[1], kVerdictFd) < 0) child_fail("dup2 of the verdict pipes");
+    }
+    if (hide) {
+      // Our own mount table: what we cover stays covered for this job alone.
+      if (::unshare(CLONE_NEWNS) != 0) child_fail("unshare");
+      if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail("mount --make-rprivate /");
+      for (const auto& dir : job.hidden)
+        if (::mount("scalelab-hidden", dir.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    "size=4k,mode=0755") != 0)
+          child_fail("hiding a folder");
+    }
     if (!job.cwd.empty() && ::chdir(job.cwd.c_str()) != 0) child_fail("chdir");
     const Limits& l = job.limits;
     if (l.apply) {
@@ -192,72 +323,92 @@ Running start_job(const Job& job, Prepared& prep) {
       if (l.memory_mb > 0) set_limit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20, static_cast<rlim_t>(l.memory_mb) << 20);
       set_limit(RLIMIT_FSIZE, static_cast<rlim_t>(l.file_mb) << 20, static_cast<rlim_t>(l.file_mb) << 20);
       set_limit(RLIMIT_CORE, 0, 0);
-      if (l.drop_to_nobody) {
-        // root is exempt from RLIMIT_NPROC: a fork bomb is only bounded under another user.
-        if (::setgroups(0, nullptr) != 0) child_fail("setgroups");
-        if (::setgid(nobody_gid) != 0) child_fail("setgid nobody");
-        if (::setuid(nobody_uid) != 0) child_fail("setuid nobody");
-      }
-      if (l.procs > 0) set_limit(RLIMIT_NPROC, static_cast<rlim_t>(l.procs), static_cast<rlim_t>(l.procs));
     }
+    if (drop) {
+      // root is exempt from RLIMIT_NPROC: a fork bomb is only bounded under another user.
+      if (::setgroups(0, nullptr) != 0) child_fail("setgroups");
+      if (::setgid(nobody_gid) != 0) child_fail("setgid nobody");
+      if (::setuid(nobody_uid) != 0) child_fail("setuid nobody");
+    }
+    if (l.apply && l.procs > 0) set_limit(RLIMIT_NPROC, static_cast<rlim_t>(l.procs), static_cast<rlim_t>(l.procs));
     if (prep.inherit_env) ::execv(prep.argv[0], prep.argv.data());
     else ::execve(prep.argv[0], prep.argv.data(), prep.env.data());
     child_fail(prep.argv[0]);
   }
   ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before we kill it
   ::close(fds[1]);
+  if (secret[0] >= 0) ::close(secret[0]);
+  if (verdict[1] >= 0) ::close(verdict[1]);
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  if (verdict[0] >= 0) ::fcntl(verdict[0], F_SETFL, O_NONBLOCK);
   Running r;
   r.pid = pid;
   r.fd = fds[0];
+  r.verdict_fd = verdict[0];
   r.start = Clock::now();
   return r;
 }
 
-void drain(Running& r) {
+// Reads what is there from `fd` into `into` (kept up to `max` bytes, the rest counted in
+// `dropped`); closes the descriptor and sets it to -1 once every writer is gone.
+void drain_fd(int& fd, std::string& into, size_t max, int64_t& dropped) {
   char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(r.fd, buf, sizeof buf);
+  while (fd >= 0) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n > 0) {
-      const size_t keep = std::min(static_cast<size_t>(n), kMaxOutput - std::min(kMaxOutput, r.result.output.size()));
-      r.result.output.append(buf, keep);
-      r.result.dropped_bytes += n - static_cast<ssize_t>(keep);
+      const size_t keep = std::min(static_cast<size_t>(n), max - std::min(max, into.size()));
+      into.append(buf, keep);
+      dropped += n - static_cast<ssize_t>(keep);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {  // every writer gone
-      ::close(r.fd);
-      r.fd = -1;
+      ::close(fd);
+      fd = -1;
     }
     return;
   }
 }
 
+void drain(Running& r) {
+  drain_fd(r.fd, r.result.output, kMaxOutput, r.result.dropped_bytes);
+  int64_t ignored = 0;
+  drain_fd(r.verdict_fd, r.result.verdict, kMaxVerdict, ignored);
+}
+
 // Runs the jobs side by side; each ends on its own, or is killed (with its whole group) at its
-// timeout. Never leaves a process behind.
+// timeout. Never leaves a process behind: once all have ended, every process still descended from
+// the grader is killed too (one that left its group with setsid).
 std::vector<JobResult> run_jobs(const std::vector<Job>& jobs) {
   std::vector<Prepared> prep(jobs.size());
   std::vector<Running> run;
+  auto close_fds = [](Running& r) {
+    if (r.fd >= 0) ::close(r.fd);
+    if (r.verdict_fd >= 0) ::close(r.verdict_fd);
+    r.fd = r.verdict_fd = -1;
+  };
   try {
     for (size_t i = 0; i < jobs.size(); ++i) run.push_back(start_job(jobs[i], prep[i]));
   } catch (...) {
     for (Running& r : run) {
       kill_group(r.pid);
       ::waitpid(r.pid, nullptr, 0);
-      if (r.fd >= 0) ::close(r.fd);
+      close_fds(r);
     }
+    kill_descendants();
     throw;
   }
   size_t left = run.size();
   while (left > 0) {
     std::vector<pollfd> pfds;
     for (Running& r : run)
-      if (r.fd >= 0 && !r.ended) pfds.push_back({r.fd, POLLIN, 0});
+      for (int fd : {r.fd, r.verdict_fd})
+        if (fd >= 0 && !r.ended) pfds.push_back({fd, POLLIN, 0});
     ::poll(pfds.data(), pfds.size(), 20);
     for (size_t i = 0; i < run.size(); ++i) {
       Running& r = run[i];
       if (r.ended) continue;
-      if (r.fd >= 0) drain(r);
+      drain(r);
       int status = 0;
       const pid_t done = ::waitpid(r.pid, &status, WNOHANG);
       const bool late = jobs[i].timeout_s > 0 && since(r.start) > jobs[i].timeout_s;
@@ -270,16 +421,16 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs) {
         r.result.wait_status = status;
         r.result.seconds = since(r.start);
         kill_group(r.pid);  // what the child left running (a forked helper, a fork bomb)
-        if (r.fd >= 0) {
-          drain(r);
-          if (r.fd >= 0) ::close(r.fd);
-          r.fd = -1;
-        }
+        // What is in the pipes now is all the job said; a process that left the group may still
+        // hold them open, so they are not read to their end.
+        drain(r);
+        close_fds(r);
         r.ended = true;
         --left;
       }
     }
   }
+  kill_descendants();
   std::vector<JobResult> out;
   for (Running& r : run) out.push_back(std::move(r.result));
   return out;
@@ -506,6 +657,197 @@ std::vector<std::string> compile_command(const Toolchain& t, const Lab& lab, con
   return cmd;
 }
 
+// ---------------------------------------------------------------------------------------------
+// What a submission may see and use
+
+bool is_under(const fs::path& p, const fs::path& dir) {
+  const std::string a = p.lexically_normal().string(), d = dir.lexically_normal().string();
+  return !d.empty() && (a == d || (a.size() > d.size() && a.compare(0, d.size(), d) == 0 &&
+                                   (d.back() == '/' || a[d.size()] == '/')));
+}
+
+fs::path real(const fs::path& p) {
+  std::error_code ec;
+  const fs::path r = fs::weakly_canonical(fs::absolute(p), ec);
+  return ec ? fs::absolute(p).lexically_normal() : r;
+}
+
+// The folders a submission must not read, at compile time and while its checks run: the labs (the
+// solutions, the mutants, the rubrics with their hidden arguments) and the source tree they sit in.
+// A folder holding the scratch folder stays visible (the tests put their scratch inside the build).
+std::vector<std::string> secret_folders(const std::string& labs_dir, const std::string& scratch) {
+  std::vector<fs::path> candidates{real(SCALELAB_SOURCE_DIR), real(labs_dir), real(fs::path(SCALELAB_SOURCE_DIR) / "labs")};
+  std::vector<std::string> out;
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    if (!fs::is_directory(c, ec) || is_under(real(scratch), c)) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const std::string& o) { return is_under(c, o); })) continue;
+    out.erase(std::remove_if(out.begin(), out.end(), [&](const std::string& o) { return is_under(o, c); }), out.end());
+    out.push_back(c.string());
+  }
+  return out;
+}
+
+// The headers a submission compiles against, copied into the scratch folder: the lab's own headers
+// (lab.h), labs/common's (but verdict.h, the harness's alone), and the library's headers from the
+// source tree (core/, strategies/, run/ …). No solution, mutant, rubric or test is among them.
+// Returns the include folders, in order; the toolchain's folders outside the source tree (system
+// libraries) follow them.
+std::vector<std::string> public_headers(const Toolchain& tc, const Lab& lab, const std::string& labs_dir,
+                                        const std::string& scratch) {
+  auto header = [](const fs::path& p) {
+    const std::string ext = p.extension().string();
+    return ext == ".h" || ext == ".hpp" || ext == ".cuh" || ext == ".inl";
+  };
+  auto copy = [](const fs::path& from, const fs::path& to) {
+    fs::create_directories(to.parent_path());
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+    fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  };
+  const fs::path lab_inc = fs::path(scratch) / "include" / "lab", root_inc = fs::path(scratch) / "include" / "root";
+  fs::create_directories(lab_inc);
+  fs::create_directories(root_inc / "labs" / "common");
+  for (const auto& e : fs::directory_iterator(lab.dir)) {
+    const std::string name = e.path().filename().string();
+    const bool student = std::any_of(lab.student_files.begin(), lab.student_files.end(),
+                                     [&](const std::string& f) { return fs::path(f).filename() == name; });
+    if (e.is_regular_file() && header(e.path()) && !student) copy(e.path(), lab_inc / name);
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(labs_dir) / "common", ec))
+    if (e.is_regular_file() && header(e.path()) && e.path().filename() != "verdict.h")
+      copy(e.path(), root_inc / "labs" / "common" / e.path().filename());
+  const fs::path source = real(SCALELAB_SOURCE_DIR);
+  std::vector<std::string> out{lab_inc.string(), root_inc.string()};
+  for (const std::string& dir : tc.include_dirs) {
+    if (!is_under(real(dir), source)) {
+      out.push_back(dir);  // a system library's headers
+      continue;
+    }
+    // The source tree's library headers. Skipped: labs (above), tests, build trees, the rest.
+    const fs::path top = real(dir);
+    auto it = fs::recursive_directory_iterator(top, fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (it->is_directory()) {
+        if (it.depth() == 0 && name != "core" && name != "strategies" && name != "run" && name != "viz")
+          it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file() && header(it->path()))
+        copy(it->path(), root_inc / fs::relative(it->path(), source));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> student_compile_command(const Toolchain& t, const std::vector<std::string>& includes,
+                                                 const std::string& source, const std::string& object) {
+  std::vector<std::string> cmd{t.cxx};
+  for (const auto& f : t.compile_flags) cmd.push_back(f);
+  for (const auto& d : t.definitions) cmd.push_back("-D" + d);
+  for (const auto& i : includes) cmd.push_back("-I" + i);
+  // The headers it read (the .d file) and the preprocessed text (.ii), checked after the compile.
+  for (const char* f : {"-fdiagnostics-color=never", "-MD", "-save-temps=obj", "-c"}) cmd.push_back(f);
+  cmd.push_back(source);
+  cmd.push_back("-o");
+  cmd.push_back(object);
+  return cmd;
+}
+
+// The files a compile read, from its .d file ("obj: a.cpp b.h \\\n c.h"; "\\ " is a space).
+std::vector<std::string> dependencies(const std::string& depfile) {
+  std::string text;
+  try {
+    text = read_regular_file(depfile, "grade", int64_t{16} << 20, "the compiler writes it");
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::vector<std::string> out;
+  std::string cur;
+  bool target = true;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == ' ')) {
+      if (text[i + 1] == ' ') cur += ' ';
+      ++i;
+      if (text[i] == '\n' && !cur.empty()) out.push_back(cur), cur.clear();
+      continue;
+    }
+    if (c == ' ' || c == '\n' || c == '\t') {
+      if (!cur.empty()) out.push_back(cur), cur.clear();
+      continue;
+    }
+    if (target && c == ':' && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n')) {
+      target = false;
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// What the student's own lines hold, after the preprocessor: a construct that would run code before
+// the harness takes its secret (a constructor of a lower priority, a section of its own), change how
+// the harness is built (#pragma), or read a file into the program at build time (asm .incbin).
+// Returns "" or why the submission is refused. Only the lines the preprocessor attributes to a
+// student file are read: the library's headers may use these freely.
+std::string forbidden_constructs(const std::string& preprocessed, const std::string& src_dir) {
+  static const std::set<std::string> banned{"asm", "__asm", "__asm__", "__attribute", "__attribute__", "gnu", "__declspec"};
+  std::istringstream in(preprocessed);
+  std::string line, file;
+  bool student = true;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# ", 0) == 0 && line.size() > 2 && std::isdigit(static_cast<unsigned char>(line[2]))) {
+      // A line marker: `# N "file" flags`.
+      std::istringstream m(line.substr(2));
+      m >> line_no;
+      const size_t q1 = line.find('"'), q2 = line.rfind('"');
+      file = q1 != std::string::npos && q2 > q1 ? line.substr(q1 + 1, q2 - q1 - 1) : "";
+      const fs::path p = fs::path(file).is_absolute() ? fs::path(file) : fs::path(src_dir) / file;
+      student = !file.empty() && file[0] != '<' && is_under(p.lexically_normal(), src_dir);
+      continue;
+    }
+    ++line_no;
+    if (!student) continue;
+    const std::string where = fs::path(file).filename().string() + ":" + std::to_string(line_no - 1);
+    const std::string t = trim(line);
+    if (t.rfind("#pragma", 0) == 0 || (t.rfind("#", 0) == 0 && t.find("pragma") != std::string::npos))
+      return where + ": #pragma (or _Pragma)";
+    // Identifiers outside string and character literals.
+    for (size_t i = 0; i < line.size();) {
+      const char c = line[i];
+      if (c == '"' || c == '\'') {
+        // A raw string R"d( … )d" on one line, or a plain literal with escapes.
+        if (c == '"' && i > 0 && line[i - 1] == 'R') {
+          const size_t open = line.find('(', i);
+          const std::string close = ")" + line.substr(i + 1, open == std::string::npos ? 0 : open - i - 1) + "\"";
+          const size_t end = open == std::string::npos ? std::string::npos : line.find(close, open);
+          i = end == std::string::npos ? line.size() : end + close.size();
+          continue;
+        }
+        size_t j = i + 1;
+        while (j < line.size() && line[j] != c) j += line[j] == '\\' ? 2 : 1;
+        i = j + 1;
+        continue;
+      }
+      if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        size_t j = i;
+        while (j < line.size() && (std::isalnum(static_cast<unsigned char>(line[j])) || line[j] == '_')) ++j;
+        const std::string word = line.substr(i, j - i);
+        if (banned.count(word)) return where + ": '" + word + "'";
+        i = j;
+        continue;
+      }
+      ++i;
+    }
+  }
+  return "";
+}
+
 // The first errors of a compiler's output: what a student needs, not pages of template notes.
 std::string first_errors(const std::string& output, size_t max_lines = 30) {
   std::istringstream in(output);
@@ -635,7 +977,7 @@ CheckResult grade_answer(const CheckSpec& spec, const std::string& workdir) {
 }
 
 CheckResult run_check(const CheckSpec& spec, const std::string& harness, const std::string& workdir,
-                      const std::string& profiles, const Toolchain& t) {
+                      const std::string& profiles, const Toolchain& t, const std::vector<std::string>& hidden) {
   CheckResult r;
   r.spec = spec;
   Job job;
@@ -647,7 +989,9 @@ CheckResult run_check(const CheckSpec& spec, const std::string& harness, const s
   job.limits.cpu_s = 2 * spec.timeout_s + 1;  // every core busy: CPU time runs ahead of the wall clock
   job.limits.memory_mb = t.sanitized ? 0 : spec.memory_mb;
   const bool root = ::geteuid() == 0;
-  job.limits.drop_to_nobody = root;
+  job.drop_to_nobody = root;
+  job.hidden = hidden;
+  job.verdict_secret = random_secret();
   // Threads and processes a check may add. RLIMIT_NPROC counts every task of the user, and checks
   // (of this grader and of others graded beside it) all run as that user, so the allowance must
   // cover them together: large enough for many multi-threaded checks at once, small enough that a
@@ -679,8 +1023,20 @@ CheckResult run_check(const CheckSpec& spec, const std::string& harness, const s
                   "endless loop, or ranks waiting on each other for ever?", spec.timeout_s);
     r.output = buf + std::string(out.empty() ? "" : "\noutput so far:\n" + out);
   } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-    r.status = Status::passed;
-    r.output = out;
+    // Exit status 0 is not a pass: anyone can exit 0. The harness's verdict, with the secret only
+    // it was given, is.
+    const std::string check = spec.args.empty() ? spec.name : spec.args.front();
+    const std::string want = job.verdict_secret + " passed " + check + "\n";
+    if (j.verdict == want) {
+      r.status = Status::passed;
+      r.output = out;
+    } else {
+      r.status = Status::failed;
+      std::snprintf(buf, sizeof buf, "the check ended before its verdict (exit 0 after %.2f s, without the harness's "
+                    "word that it passed): the submission ended the process itself (exit, _exit, quick_exit) or "
+                    "closed the harness's descriptors — return from your functions instead", j.seconds);
+      r.output = buf + std::string(out.empty() ? "" : "\noutput:\n" + out);
+    }
   } else if (WIFEXITED(st)) {
     r.status = Status::failed;
     r.output = out.empty() ? "the harness exited with status " + std::to_string(WEXITSTATUS(st)) + " and said nothing" : out;
@@ -756,6 +1112,8 @@ Report grade(const Options& o) {
   const bool harness_cached = fs::exists(cached);
   const std::string harness_obj = ec ? scratch.dir + "/harness.o" : cached;
 
+  const std::vector<std::string> hidden = secret_folders(labs_dir, scratch.dir);
+  std::string policy;  // why the submission is refused, though it compiles
   CheckResult builds;
   builds.spec.name = "builds";
   builds.spec.description = "the submission compiles and links with the lab's harness";
@@ -776,16 +1134,31 @@ Report grade(const Options& o) {
       j.timeout_s = 600;
       jobs.push_back(j);
     }
+    // The student's files compile as user nobody, against the public headers alone, in a mount
+    // namespace where the labs and the source tree are hidden: nothing of the instructor's (a
+    // solution, a rubric) nor root's can be included.
+    const std::vector<std::string> includes = public_headers(tc, lab, labs_dir, scratch.dir);
+    const std::string obj_dir = scratch.dir + "/obj";
+    fs::create_directories(obj_dir);
+    if (::geteuid() == 0) {
+      const passwd* pw = ::getpwnam("nobody");
+      (void)!::chown(obj_dir.c_str(), pw ? pw->pw_uid : 65534, pw ? pw->pw_gid : 65534);
+    }
+    std::vector<std::string> compiled_files;
     for (const auto& f : lab.student_files) {
       const std::string base = fs::path(f).filename().string();
       fs::copy_file(files.at(f), scratch.dir + "/src/" + base, fs::copy_options::overwrite_existing);
+      ::chmod((scratch.dir + "/src/" + base).c_str(), 0644);
       if (!compiled(base)) continue;  // a header, or an answers file (into the checks' folder below)
       Job j;
-      j.argv = compile_command(tc, lab, base, "../" + base + ".o");
+      j.argv = student_compile_command(tc, includes, base, "../obj/" + base + ".o");
       j.cwd = scratch.dir + "/src";
       j.timeout_s = 300;
+      j.drop_to_nobody = true;
+      j.hidden = hidden;
       jobs.push_back(j);
-      objects.push_back(scratch.dir + "/" + base + ".o");
+      objects.push_back(obj_dir + "/" + base + ".o");
+      compiled_files.push_back(base);
     }
     const auto results = run_jobs(jobs);
     std::string errors;
@@ -806,11 +1179,36 @@ Report grade(const Options& o) {
       if (!ec) fs::rename(part, harness_obj, ec);
       if (ec) fs::remove(part, ec);
     }
+    // What each student file read and holds: only public headers, no constructs that run before
+    // the harness or embed files.
+    for (size_t i = 0; i < compiled_files.size(); ++i) {
+      const JobResult& s = results[k + i];
+      if (s.timed_out || !WIFEXITED(s.wait_status) || WEXITSTATUS(s.wait_status) != 0) continue;
+      const std::string stem = obj_dir + "/" + compiled_files[i];
+      for (const std::string& dep : dependencies(stem + ".d")) {
+        const fs::path p = real(fs::path(dep).is_absolute() ? fs::path(dep) : fs::path(scratch.dir) / "src" / dep);
+        if (is_under(p, real(scratch.dir))) continue;
+        if (std::any_of(hidden.begin(), hidden.end(), [&](const std::string& d) { return is_under(p, d); }) ||
+            is_under(p, real(labs_dir)))
+          policy += compiled_files[i] + " includes " + dep + ", which is not a public header — a submission may include "
+                    "lab.h, labs/common/, the library's headers (core/, strategies/ …) and the standard library only\n";
+      }
+      std::string ii;
+      try {
+        ii = read_regular_file(stem + ".ii", "grade", int64_t{256} << 20, "the compiler writes it");
+      } catch (const std::exception&) {
+      }
+      const std::string why = forbidden_constructs(ii, scratch.dir + "/src");
+      if (!why.empty())
+        policy += why + " — not allowed in a submission: it could run before the harness, embed a file or change how "
+                  "the harness is built (attributes, asm and pragmas are refused)\n";
+    }
     for (; k < results.size(); ++k) {
       const JobResult& s = results[k];
       if (s.timed_out) errors += "the compiler took longer than 300 s\n";
       else if (!WIFEXITED(s.wait_status) || WEXITSTATUS(s.wait_status) != 0) errors += s.output;
     }
+    if (!policy.empty()) errors = policy;
     if (errors.empty()) {
       Job link;
       link.argv = {tc.cxx};
@@ -828,6 +1226,9 @@ Report grade(const Options& o) {
     if (errors.empty()) {
       builds.status = Status::passed;
       builds.output = harness_cached ? "compiled (the harness from the cache)" : "compiled";
+    } else if (!policy.empty()) {
+      builds.status = Status::failed;
+      builds.output = "the submission is refused:\n" + policy;
     } else {
       builds.status = Status::failed;
       builds.output = "the submission does not compile — the compiler's first errors:\n" + first_errors(errors);
@@ -880,11 +1281,13 @@ Report grade(const Options& o) {
     } else {
       CheckSpec limited = spec;
       if (o.timeout_s > 0) limited.timeout_s = o.timeout_s;
-      r = run_check(limited, scratch.dir + "/harness", workdir, profiles, tc);
+      r = run_check(limited, scratch.dir + "/harness", workdir, profiles, tc, hidden);
       r.spec.timeout_s = spec.timeout_s;
     }
     if (o.verbose) std::fprintf(stderr, "[grade] %-24s %s (%.1f s)\n", spec.name.c_str(), status_name(r.status), r.seconds);
+    const bool stop = o.stop_at_first_failure && r.status != Status::passed;
     report.checks.push_back(std::move(r));
+    if (stop) break;
   }
   for (const CheckResult& c : report.checks) {
     report.score += c.score;
@@ -1054,6 +1457,23 @@ void release(const std::string& labs_dir, const std::string& out_tar_gz) {
   const fs::path out(out_tar_gz);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   write_file_atomically(out_tar_gz, read_text(tmp_tar), "grade");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mutants
+
+void apply_patch(const std::string& patch_file, const std::string& dir) {
+  Job p;
+  p.argv = {"/usr/bin/patch", "-p1", "--batch", "--silent", "--no-backup-if-mismatch", "-d", dir, "-i",
+            fs::absolute(patch_file).string()};
+  if (::access(p.argv[0].c_str(), X_OK) != 0) p.argv[0] = "/bin/patch";
+  if (::access(p.argv[0].c_str(), X_OK) != 0)
+    throw UsageError("grade", "cannot apply " + patch_file + ": no `patch` program — apt-get install patch");
+  p.timeout_s = 60;
+  const JobResult r = run_jobs({p}).front();
+  if (r.timed_out || !WIFEXITED(r.wait_status) || WEXITSTATUS(r.wait_status) != 0)
+    throw UsageError("grade", patch_file + " does not apply to the solution (" + trim(r.output) +
+                                  ") — remake it with diff -u against solution/");
 }
 
 }  // namespace scalelab::grade

@@ -3,6 +3,7 @@
 // rubric (checks.json) in its own child process with time, memory, file-size and process limits,
 // and reports each as passed, failed, timeout, crashed or blocked. It knows nothing of any one lab:
 // a lab is a folder (see labs/README.md). `scalelab grade` is its command line.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,12 +90,46 @@ struct Options {
   std::string cache_dir;   // compiled harnesses, by content; default: beside the toolchain file
   bool keep_scratch = false;
   bool verbose = false;    // print each check's result as it ends (on stderr)
+  bool stop_at_first_failure = false;  // the checks after the first that did not pass are not run
 };
 
 // Builds and runs the rubric. Throws UsageError/Error("grade", ...) when the grader itself cannot
 // run (unknown lab, no compiler, a harness that does not compile); a submission that does not
 // compile is a failed `builds` check instead, every other check blocked on it.
 Report grade(const Options& options);
+
+// Applies a unified diff (`patch -p1`) to the files in `dir`. Throws UsageError naming the patch
+// and patch's own message when it does not apply, or when `patch` is missing.
+void apply_patch(const std::string& patch_file, const std::string& dir);
+
+// A lab's shipped mutants (labs/<lab>/mutants/NAME.patch): each a plausible wrong submission, a
+// patch on the solution whose header says what is wrong and which check must catch it:
+//   # mutant: the all-reduce is waited for inside the hook …
+//   # caught-by: overlap
+struct MutantResult {
+  std::string name, what, caught_by;
+  std::string named_check_result;  // the result of the check caught_by names ("absent": no such check)
+  double score = 0, max_score = 0;  // of that check alone, the only one run
+  bool caught = false;  // the named check did not pass (nor was blocked)
+  std::string note;     // what went wrong when not caught
+};
+std::vector<MutantResult> grade_mutants(const Options& base);
+
+// The rubric's mutation score: simple mutations of the reference solution (labs/grader/mutate.h),
+// each graded until its first failing check. Mutants that do not compile are left out.
+struct MutationOutcome {
+  std::string file, kind, before, after, caught_by;  // caught_by: the first check that did not pass
+  int line = 0;
+  bool compiled = false, caught = false;
+};
+struct MutationScore {
+  std::vector<MutationOutcome> mutants;
+  int compiled = 0, caught = 0;
+  double seconds = 0;
+};
+// progress(k, n, outcome) after each mutant.
+MutationScore mutation_score(const Options& base,
+                             const std::function<void(size_t, size_t, const MutationOutcome&)>& progress = {});
 
 // Gradescope's results.json; JUnit XML; the terminal table.
 std::string results_json(const Report& report);

@@ -2,9 +2,10 @@
 #include <cmath>
 
 #include "lab.h"
+#include "labs/common/verdict.h"
 
 int main(int argc, char** argv) {
-  return lab::run_check(argc, argv, {
+  return lab::graded_main(argc, argv, {
     {"twice", [](const lab::Args&) { lab::expect(twice(21) == 42, "twice(21)", "42", lab::str(twice(21))); }},
     {"harness_read", [](const lab::Args&) {
        const double b = lab::answer_number("bubble");
