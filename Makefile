@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 OUT    ?= out
 
-.PHONY: all deps configure build demo test test-sanitizers dash dash-replay screenshots scale-pictures slides slides-pictures lab-release clean
+.PHONY: all deps configure build demo test test-sanitizers dash dash-replay screenshots scale-pictures slides slides-pictures lab-release autograder mutation-score clean
 
 all: build
 
@@ -63,8 +63,19 @@ slides-pictures: build
 lab-release: build
 	$(BUILD)/scalelab grade --release dist/scalelab-labs.tar.gz
 
+# Gradescope's autograder for one lab (LAB=05-ddp): dist/autograder-LAB.zip, setup.sh and
+# run_autograder with the sources — no solutions, no mutants (labs/README.md, "Gradescope").
+LAB ?= 01-collectives
+autograder:
+	bash scripts/autograder.sh $(LAB) dist/autograder-$(LAB).zip
+
+# The rubric's mutation score for every lab (slow: minutes per lab): the share of automatic
+# mutations of each solution its checks catch, and the survivors.
+mutation-score: build
+	cd $(BUILD) && ctest --output-on-failure -L mutation
+
 test: build
-	cd $(BUILD) && ctest -j $(JOBS) --no-tests=error --output-on-failure --timeout 900
+	cd $(BUILD) && ctest -j $(JOBS) --no-tests=error --output-on-failure --timeout 900 -LE mutation
 
 # The fuzz suite and the unit tests again, built with AddressSanitizer and UndefinedBehaviorSanitizer
 # (the debug preset, at -O1; LeakSanitizer on). CI runs it after `make test`.

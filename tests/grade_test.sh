@@ -300,6 +300,28 @@ else
   fail "the hand-out's rubric still tells the answers: $out"
 fi
 
+# --- Gradescope's autograder: the sources to build and the lab's rubric, no solution or mutant ----
+if bash "$(dirname "$0")/../scripts/autograder.sh" 01-collectives "$WORK/ag/autograder.zip" >"$WORK/ag.out" 2>&1 &&
+  /usr/bin/python3 - "$WORK/ag/autograder.zip" <<'EOF'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+names = set(z.namelist())
+for need in ["setup.sh", "run_autograder", "scalelab/Makefile", "scalelab/labs/01-collectives/harness.cpp",
+             "scalelab/labs/01-collectives/checks.json", "scalelab/labs/grader/grader.cpp", "scalelab/core/tensor.h"]:
+    assert need in names, need
+leaks = [n for n in names if "/solution/" in n or "/mutants/" in n]
+assert not leaks, leaks[:3]
+run = z.read("run_autograder").decode()
+assert "grade 01-collectives --submission /autograder/submission --results /autograder/results/results.json" in run, run
+assert "make build" in z.read("setup.sh").decode()
+assert z.getinfo("run_autograder").external_attr >> 16 & 0o111, "run_autograder is executable"
+EOF
+then pass "the autograder zip has setup.sh, run_autograder and the sources, and no solution or mutant"
+else fail "the autograder zip: $(cat "$WORK/ag.out")"; fi
+out=$(bash "$(dirname "$0")/../scripts/autograder.sh" no-such-lab "$WORK/ag/x.zip" 2>&1)
+[ $? = 2 ] && [[ "$out" == *"01-collectives"* ]] && [ ! -e "$WORK/ag/x.zip" ] && pass "autograder for an unknown lab: exit 2, the labs listed" ||
+  fail "autograder for an unknown lab: $out"
+
 # --- the hand-out: stubs, READMEs, public checks; no solution, mutants or hidden checks ---------
 out=$("$SCALELAB" grade --labs-dir "$LABS" --release "$WORK/dist/labs.tar.gz" 2>&1)
 if [ $? = 0 ] && mkdir -p "$WORK/unpacked" && tar -xzf "$WORK/dist/labs.tar.gz" -C "$WORK/unpacked"; then
