@@ -21,7 +21,8 @@ if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   (cd "$root" && git ls-files -z --cached --others --exclude-standard)
 else
   (cd "$root" && find . -type f -not -path './build/*' -not -path './.git/*' -printf '%P\0')
-fi | grep -zvE '^labs/[^/]+/(solution|mutants)/|^profiles/measured/|^docs/img/|^slides/|^build/' |
+fi | while IFS= read -r -d '' f; do [ -f "$root/$f" ] && printf '%s\0' "$f"; done |  # tracked but deleted: left out
+  grep -zvE '^labs/[^/]+/(solution|mutants)/|^profiles/measured/|^docs/img/|^slides/|^build/' |
   (cd "$root" && xargs -0 cp --parents -t "$stage/scalelab")
 cat >"$stage/setup.sh" <<EOF
 #!/usr/bin/env bash

@@ -130,10 +130,15 @@ done
 GRADING=01-collectives
 
 # --- hostile submissions: each scored within its limit, and the next check still runs ----------
+# patched NAME: lab 01's solution with $DATA/NAME.patch applied, in $WORK/NAME (its path printed).
+patched() {
+  mkdir -p "$WORK/$1" && cp -r "$LAB/solution/." "$WORK/$1/" && patch -s -p1 -d "$WORK/$1" --batch -i "$DATA/$1.patch"
+  echo "$WORK/$1"
+}
 # hostile NAME EXPECTED LIMIT_S: exact_sums ends EXPECTED within LIMIT_S; broadcast_exact then passes.
 hostile() {
   local name=$1 expected=$2 limit=$3
-  grade "$name" "$DATA/$name.cpp" --check exact_sums --check broadcast_exact --timeout 3
+  grade "$name" "$(patched "$name")" --check exact_sums --check broadcast_exact --timeout 3
   local r s next
   r=$(result "$name" exact_sums)
   s=$(seconds "$name" exact_sums)
@@ -157,7 +162,7 @@ if ! pgrep -f "$WORK/tmp/scalelab-grade-.*/harness" >/dev/null; then
 else
   fail "processes left behind: $(pgrep -af "$WORK/tmp/scalelab-grade-.*/harness" | head -5)"
 fi
-grade compile_error "$DATA/compile_error.cpp"
+grade compile_error "$(patched compile_error)"
 if [ "$(result compile_error builds)" = failed ] && grep -q "error:" "$WORK/compile_error.json" &&
   [ "$(rc compile_error)" = 1 ] && python3 - "$WORK/compile_error.json" <<'EOF'
 import json, sys
@@ -205,7 +210,8 @@ for cheat in "$CHEATS"/*.cpp; do
     early_constructor) want="is refused" ;;
     *) want="" ;;
   esac
-  if [ "$got" = 0 ] && [ "$(rc "$name")" = 1 ] && [ -z "$leaked" ] && grep -q "$want" "$WORK/$name.json"; then
+  if python3 -c "import sys; sys.exit(float('$got') != 0)" && [ "$(rc "$name")" = 1 ] && [ -z "$leaked" ] &&
+    grep -q "$want" "$WORK/$name.json"; then
     pass "cheat $base: 0 / $max${want:+, '$want'}"
   else
     fail "cheat $base: $got / $max, exit $(rc "$name")$leaked, wanted '$want': $(show "$name")"

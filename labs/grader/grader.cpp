@@ -714,9 +714,11 @@ std::vector<std::string> public_headers(const Toolchain& tc, const Lab& lab, con
     if (e.is_regular_file() && header(e.path()) && !student) copy(e.path(), lab_inc / name);
   }
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(fs::path(labs_dir) / "common", ec))
-    if (e.is_regular_file() && header(e.path()) && e.path().filename() != "verdict.h")
-      copy(e.path(), root_inc / "labs" / "common" / e.path().filename());
+  // labs/common of the sources, then the labs folder's own (a lab kept elsewhere may bring one).
+  for (const fs::path& common : {fs::path(SCALELAB_SOURCE_DIR) / "labs" / "common", fs::path(labs_dir) / "common"})
+    for (const auto& e : fs::directory_iterator(common, ec))
+      if (e.is_regular_file() && header(e.path()) && e.path().filename() != "verdict.h")
+        copy(e.path(), root_inc / "labs" / "common" / e.path().filename());
   const fs::path source = real(SCALELAB_SOURCE_DIR);
   std::vector<std::string> out{lab_inc.string(), root_inc.string()};
   for (const std::string& dir : tc.include_dirs) {
