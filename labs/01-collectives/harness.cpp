@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -112,6 +113,15 @@ void exact_sums(const Args& a) {
 // f32, so a rank that summed the others' data itself would come out a few ulps apart.
 float inexact_value(int rank, int64_t i) { return 0.1f * static_cast<float>(rank + 1) + 1.0f / static_cast<float>(3 + i % 11); }
 
+// A float to its last bit: 9 digits and the bits in hex.
+std::string exactly(float v) {
+  uint32_t u = 0;
+  std::memcpy(&u, &v, sizeof u);
+  char text[48];
+  std::snprintf(text, sizeof text, "%.9g (bits 0x%08x)", static_cast<double>(v), u);
+  return text;
+}
+
 void agreement(const Args& a) {
   const auto ranks = a.ints("ranks", "3,5,8");
   const int64_t count = std::stoll(a.get("count", "1001"));
@@ -133,7 +143,7 @@ void agreement(const Args& a) {
                     "n = " + str(n) + ", count = " + str(count) + ": rank " + str(r) + "'s element " + str(i) +
                         " against rank 0's",
                     "the same bits on every rank (each chunk summed once, then copied round the ring)",
-                    str(mine[i]) + " against " + str(first[i]));
+                    exactly(mine[i]) + " against " + exactly(first[i]));
     }
   }
   std::printf("passed: every rank holds the same bits, n = %s\n", lab::list_text(ranks).c_str());
