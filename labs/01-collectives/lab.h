@@ -30,7 +30,8 @@ void ring_exchange(ProcessGroup& pg, const Tensor& out, int to, const Tensor& in
 
 // Task 2. Sum `data` over every rank, in place: reduce-scatter, then all-gather, around the ring
 // r → r + 1. 2(n − 1) calls of ring_exchange per rank, each moving one chunk of about count / n
-// elements (use chunk(), slice(), add_into()). Any count ≥ 1, any n ≥ 1.
+// elements (use chunk(), slice(), add_into()), received into one chunk of scratch (scratch_like)
+// reused every step. Every rank must end with the same bits. Any count ≥ 1, any n ≥ 1.
 void ring_all_reduce(ProcessGroup& pg, const Tensor& data);
 
 // Task 3. Copy `data` of rank `root` to every rank through a binomial tree: in round k

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,9 @@ struct Run {
   HostWeights weights;           // replicas[0]'s, after the last step
   std::vector<Event> events;     // the whole trace
   std::vector<std::vector<int64_t>> peaks;  // each device's ledger peak by category
+  // Each device's activations and comm_buffers still held when a step returned, by step.
+  std::vector<std::vector<int64_t>> left_after_step;
+  int controller_thread = -1;    // the host thread that called data_parallel_step
 };
 
 // The student's DataParallel: n devices (cpu, or sim of `profile`), `steps` steps.
@@ -70,13 +76,19 @@ Run train_dp(int n, const std::string& profile, const std::string& model, const 
   }
   Optimizer optimizer(sgd(), replicas[0]->parameters());
   c.optimizer = &optimizer;
+  std::vector<std::vector<int64_t>> left;
   for (size_t s = 0; s < batches.size(); ++s) {
     for (Device* d : c.devices) d->set_step(static_cast<int64_t>(s));
     const double loss = lab03::data_parallel_step(c, batches[s]);
     lab::expect(std::isfinite(loss), "step " + str(s) + ": the loss data_parallel_step returned", "a finite number",
                 str(loss));
+    left.emplace_back();
+    for (Device* d : c.devices)
+      left.back().push_back(d->memory().live(MemoryCategory::activations) + d->memory().live(MemoryCategory::comm_buffers));
   }
   Run r;
+  r.left_after_step = std::move(left);
+  r.controller_thread = host_thread_index();
   r.weights = replicas[0]->download();
   for (Device* d : c.devices) {
     r.peaks.emplace_back();
@@ -118,64 +130,179 @@ void equivalence(const Args& a) {
   std::printf("passed: DataParallel with your step trains as single does\n%s", report.c_str());
 }
 
-const char* move_name(Role r) { return role_name(r); }
+bool is_move(Role r) { return r == Role::scatter || r == Role::replicate || r == Role::gather || r == Role::reduce; }
 
-// Task 1: the moves, read from the trace. Per step, the copies with a DataParallel role, in the
-// order they were issued, come in runs: scatter, replicate, gather, scatter, reduce. Each device
-// i ≥ 1 receives 4·P bytes of replicated weights; device 0 receives every gather and reduce: the
-// outputs of the other devices' rows, and (N−1)·4·P bytes of gradients.
-void moves(const Args& a) {
+// One step as the trace has it.
+struct StepMoves {
+  // DataParallel's copies by role, and the loss ("loss"), in the order issued; a run of the same
+  // one counted once. The lecture's order: scatter, replicate, gather, loss, scatter, reduce.
+  std::vector<std::string> runs;
+  std::vector<int> loss_devices;  // the device of each softmax_xent
+  // The bytes each device received by copies between devices (copy_p2p), by role.
+  std::map<Role, std::vector<int64_t>> received;
+};
+
+StepMoves step_moves(const Run& r, int n, int step) {
+  StepMoves m;
+  for (Role role : {Role::scatter, Role::replicate, Role::gather, Role::reduce}) m.received[role].assign(static_cast<size_t>(n), 0);
+  for (const Event& e : r.events) {
+    const bool loss = e.kind == "softmax_xent";
+    if (e.step != step || (!loss && !is_move(e.role))) continue;
+    const std::string what = loss ? "loss" : role_name(e.role);
+    if (m.runs.empty() || m.runs.back() != what) m.runs.push_back(what);
+    if (loss) m.loss_devices.push_back(e.device);
+    if (!loss && e.kind == "copy_p2p" && e.device >= 0 && e.device < n)
+      m.received[e.role][static_cast<size_t>(e.device)] += e.bytes;  // not the reduce's additions
+  }
+  return m;
+}
+
+template <typename T>
+std::string joined(const std::vector<T>& v) {
+  std::string s;
+  for (const T& x : v) s += (s.empty() ? "" : ", ") + str(x);
+  return s.empty() ? "none" : s;
+}
+
+// The trace checks train kMoveSteps steps of --model, batch --batch, on each --devices count of cpu
+// devices, and hand each run to check(n, spec, batch, run, "DataParallel, n cpu devices, …").
+constexpr int kMoveSteps = 2;
+using RunCheck = std::function<void(int n, const ModelSpec& spec, int64_t batch, const Run& r, const std::string& what)>;
+void each_run(const Args& a, const RunCheck& check) {
   const std::string model = a.get("model", kModel);
   const int64_t batch = std::stoll(a.get("batch", "32"));
-  const int steps = 2;
   const ModelSpec spec = ModelSpec::parse(model);
-  const int64_t P = spec.parameter_count(), C = spec.outputs();
-  std::string report;
   for (long long nl : a.ints("devices", "2,4")) {
     const int n = static_cast<int>(nl);
-    const int64_t rows = batch / n;
-    const Run r = train_dp(n, "", model, make_batches(model, batch, steps));
-    const std::string what = "DataParallel, " + str(n) + " cpu devices, " + model + ", batch " + str(batch);
-    for (int s = 0; s < steps; ++s) {
-      std::vector<Role> runs;
-      std::vector<int64_t> replicated(static_cast<size_t>(n), 0);
-      int64_t gathered = 0, reduced = 0;
-      for (const Event& e : r.events) {
-        if (e.step != s) continue;
-        if (e.role != Role::scatter && e.role != Role::replicate && e.role != Role::gather && e.role != Role::reduce) continue;
-        if (runs.empty() || runs.back() != e.role) runs.push_back(e.role);
-        if (e.kind != "copy_p2p") continue;  // moves between devices only (not the reduce's additions)
-        if (e.role == Role::replicate && e.device >= 0 && e.device < n) replicated[static_cast<size_t>(e.device)] += e.bytes;
-        if ((e.role == Role::gather || e.role == Role::reduce) && e.device != 0)
-          lab::fail(what + ", step " + str(s) + ": a " + move_name(e.role) + " copy (\"" + e.name + "\")",
-                    "received by device 0 (the controller's device gathers and reduces)",
-                    "received by device " + str(e.device));
-        if (e.role == Role::gather) gathered += e.bytes;
-        if (e.role == Role::reduce) reduced += e.bytes;
-      }
-      std::string got;
-      for (Role x : runs) got += (got.empty() ? "" : ", ") + std::string(move_name(x));
-      lab::expect(runs == std::vector<Role>{Role::scatter, Role::replicate, Role::gather, Role::scatter, Role::reduce},
-                  what + ", step " + str(s) + ": the moves (copies by role, in the order issued)",
-                  "scatter, replicate, gather, scatter, reduce (the batch's rows out, the weights out, the outputs in, "
-                  "their gradient out, the weight gradients in)",
-                  got.empty() ? "no copies with those roles" : got);
-      for (int i = 1; i < n; ++i)
-        lab::expect(replicated[static_cast<size_t>(i)] == 4 * P,
-                    what + ", step " + str(s) + ": the weights device " + str(i) + " receives (replicate)",
-                    "4 · P = " + str(4 * P) + " bytes, every step", str(replicated[static_cast<size_t>(i)]) + " bytes");
-      lab::expect(gathered == (n - 1) * rows * C * 4,
-                  what + ", step " + str(s) + ": the outputs device 0 gathers from the other devices",
-                  "(N − 1) · " + str(rows) + " rows · " + str(C) + " classes · 4 = " + str((n - 1) * rows * C * 4) +
-                      " bytes, into one [batch, classes] tensor on device 0",
-                  str(gathered) + " bytes");
-      lab::expect(reduced == (n - 1) * 4 * P, what + ", step " + str(s) + ": the gradients device 0 receives (reduce)",
-                  "(N − 1) · 4 · P = " + str((n - 1) * 4 * P) + " bytes", str(reduced) + " bytes");
-    }
-    report += "  " + str(n) + " devices: scatter, replicate, gather, scatter, reduce; device 0 reduces " +
-              str((n - 1) * 4 * P) + " bytes a step\n";
+    const Run r = train_dp(n, "", model, make_batches(model, batch, kMoveSteps));
+    check(n, spec, batch, r, "DataParallel, " + str(n) + " cpu devices, " + model + ", batch " + str(batch));
   }
-  std::printf("passed: the moves of DataParallel, in order\n%s", report.c_str());
+}
+
+// Task 1, order: per step the copies come in runs scatter, replicate, gather, scatter, reduce; the
+// loss comes once, on device 0, between the gather and the gradient's scatter; device 0 alone
+// receives the gathers and the reduces.
+void moves(const Args& a) {
+  each_run(a, [](int n, const ModelSpec&, int64_t, const Run& r, const std::string& what) {
+    for (int s = 0; s < kMoveSteps; ++s) {
+      const StepMoves m = step_moves(r, n, s);
+      const std::string at = what + ", step " + str(s);
+      const std::vector<std::string> order = {"scatter", "replicate", "gather", "loss", "scatter", "reduce"};
+      lab::expect(m.runs == order, at + ": the moves (copies by role) and the loss, in the order issued",
+                  "scatter, replicate, gather, loss, scatter, reduce (the batch's rows out, the weights out, the outputs "
+                  "in, the loss on device 0, its gradient out, the weight gradients in)",
+                  joined(m.runs));
+      lab::expect(m.loss_devices == std::vector<int>{0}, at + ": the loss (softmax_xent), by device",
+                  "once, on device 0, on the whole gathered batch", "on devices " + joined(m.loss_devices));
+      for (Role role : {Role::gather, Role::reduce})
+        for (int i = 1; i < n; ++i)
+          lab::expect(m.received.at(role)[static_cast<size_t>(i)] == 0,
+                      at + ": " + role_name(role) + " copies received by device " + str(i),
+                      "none (device 0, the controller's device, gathers and reduces)",
+                      str(m.received.at(role)[static_cast<size_t>(i)]) + " bytes");
+    }
+  });
+  std::printf("passed: scatter, replicate, gather, loss, scatter, reduce every step; the loss once, on device 0\n");
+}
+
+// Task 1, bytes moved per step: each device i ≥ 1 receives its rows only (of the batch, then of the
+// outputs' gradient: R · (F + C) · 4) and every weight (4 · P); device 0 receives the other
+// devices' outputs ((N − 1) · R · C · 4) and their gradients ((N − 1) · 4 · P).
+void bytes(const Args& a) {
+  std::string report;
+  each_run(a, [&](int n, const ModelSpec& spec, int64_t batch, const Run& r, const std::string& what) {
+    const int64_t P = spec.parameter_count(), F = spec.inputs(), C = spec.outputs(), R = batch / n;
+    const std::string sizes = " (R = " + str(R) + " rows, F = " + str(F) + ", C = " + str(C) + ", P = " + str(P) + ")";
+    struct Want {
+      Role role;
+      int device;
+      int64_t bytes;
+      std::string why;
+    };
+    std::vector<Want> wants;
+    for (int i = 1; i < n; ++i) {
+      wants.push_back({Role::scatter, i, R * (F + C) * 4,
+                       "its rows only, of the batch and of the outputs' gradient: R · (F + C) · 4 = " + str(R * (F + C) * 4)});
+      wants.push_back({Role::replicate, i, 4 * P, "every weight, every step: 4 · P = " + str(4 * P)});
+    }
+    wants.push_back({Role::gather, 0, (n - 1) * R * C * 4, "the other devices' outputs: (N − 1) · R · C · 4 = " + str((n - 1) * R * C * 4)});
+    wants.push_back({Role::reduce, 0, (n - 1) * 4 * P, "the other devices' gradients: (N − 1) · 4 · P = " + str((n - 1) * 4 * P)});
+    for (int s = 0; s < kMoveSteps; ++s) {
+      const StepMoves m = step_moves(r, n, s);
+      for (const Want& w : wants) {
+        const int64_t got = m.received.at(w.role)[static_cast<size_t>(w.device)];
+        lab::expect(got == w.bytes,
+                    what + ", step " + str(s) + ": the " + role_name(w.role) + " bytes device " + str(w.device) + " receives" + sizes,
+                    w.why, str(got) + " bytes");
+      }
+    }
+    report += "  " + str(n) + " devices: each other device receives " + str(R * (F + C) * 4) + " bytes of rows and " +
+              str(4 * P) + " of weights; device 0 " + str((n - 1) * R * C * 4) + " of outputs and " + str((n - 1) * 4 * P) +
+              " of gradients, a step\n";
+  });
+  std::printf("passed: the bytes of every move\n%s", report.c_str());
+}
+
+// Task 1, memory held: the reduce holds one comm_buffers tensor at a time on device 0 (the largest
+// parameter's), the other devices none, and a step leaves no activation or buffer behind.
+void memory_held(const Args& a) {
+  std::string report;
+  each_run(a, [&](int n, const ModelSpec& spec, int64_t, const Run& r, const std::string& what) {
+    int64_t largest = 0;
+    for (int l = 0; l < spec.layer_count(); ++l)
+      largest = std::max({largest, spec.sizes[l + 1] * spec.sizes[l], spec.sizes[l + 1]});
+    const size_t comm = static_cast<size_t>(MemoryCategory::comm_buffers);
+    lab::expect(r.peaks[0][comm] == 4 * largest, what + ": device 0's comm_buffers peak",
+                "one reduce buffer at a time, freed before the next: the largest parameter's, 4 · " + str(largest) + " = " +
+                    str(4 * largest) + " bytes",
+                str(r.peaks[0][comm]) + " bytes");
+    for (int i = 1; i < n; ++i)
+      lab::expect(r.peaks[static_cast<size_t>(i)][comm] == 0, what + ": device " + str(i) + "'s comm_buffers peak",
+                  "0 (its rows land in activations, the weights in its parameters; it reduces nothing)",
+                  str(r.peaks[static_cast<size_t>(i)][comm]) + " bytes");
+    for (size_t s = 0; s < r.left_after_step.size(); ++s)
+      for (int i = 0; i < n; ++i)
+        lab::expect(r.left_after_step[s][static_cast<size_t>(i)] == 0,
+                    what + ", step " + str(s) + ": activations and comm_buffers device " + str(i) +
+                        " still held when data_parallel_step returned",
+                    "0 bytes (each buffer freed once used)", str(r.left_after_step[s][static_cast<size_t>(i)]) + " bytes");
+    report += "  " + str(n) + " devices: device 0's comm_buffers peak " + str(4 * largest) + " bytes, the others' 0\n";
+  });
+  std::printf("passed: one reduce buffer at a time, nothing kept past its step\n%s", report.c_str());
+}
+
+// Task 1, what runs at once: each replica's forward and backward run on a host thread of its own
+// (parallel_apply), and every move is issued by the controller's thread, in order.
+void parallel(const Args& a) {
+  each_run(a, [](int n, const ModelSpec&, int64_t, const Run& r, const std::string& what) {
+    const std::string controller = "the controller's thread " + str(r.controller_thread);
+    for (int s = 0; s < kMoveSteps; ++s) {
+      const std::string at = what + ", step " + str(s);
+      for (Phase phase : {Phase::fwd, Phase::bwd}) {
+        std::vector<std::set<int>> threads(static_cast<size_t>(n));  // the threads of each replica's layers
+        for (const Event& e : r.events)
+          if (e.step == s && e.lane == Lane::compute && e.phase == phase && e.layer >= 0 && e.role == Role::none &&
+              e.device >= 0 && e.device < n)
+            threads[static_cast<size_t>(e.device)].insert(e.thread);
+        for (int i = 0; i < n; ++i) {
+          const std::set<int>& t = threads[static_cast<size_t>(i)];
+          lab::expect(t.size() == 1 && *t.begin() != r.controller_thread,
+                      at + ": the host threads that ran replica " + str(i) + "'s " + phase_name(phase),
+                      "one thread of parallel_apply's, not " + controller,
+                      "threads " + joined(std::vector<int>(t.begin(), t.end())));
+          for (int j = 0; j < i; ++j)
+            lab::expect(t != threads[static_cast<size_t>(j)], at + ": replicas " + str(j) + " and " + str(i) + "'s " + phase_name(phase),
+                        "a thread each, so that they run at once", "both on thread " + joined(std::vector<int>(t.begin(), t.end())));
+        }
+      }
+      for (const Event& e : r.events)
+        if (e.step == s && is_move(e.role) && e.thread != r.controller_thread)
+          lab::fail(at + ": the " + role_name(e.role) + " \"" + e.name + "\" on device " + str(e.device),
+                    "issued by " + controller + " (only forward and backward go through parallel_apply)",
+                    "issued by thread " + str(e.thread));
+    }
+  });
+  std::printf("passed: each replica's forward and backward on a thread of its own; every move from the controller\n");
 }
 
 // Task 2: the numeric question, against what the ledgers measure with the student's own step (which
@@ -213,5 +340,11 @@ void device0_memory(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return lab::graded_main(argc, argv, {{"equivalence", equivalence}, {"moves", moves}, {"device0_memory", device0_memory}});
+  return lab::graded_main(argc, argv,
+                          {{"equivalence", equivalence},
+                           {"moves", moves},
+                           {"bytes", bytes},
+                           {"memory_held", memory_held},
+                           {"parallel", parallel},
+                           {"device0_memory", device0_memory}});
 }

@@ -48,6 +48,8 @@ inline void parallel_apply(int n, const std::function<void(int i)>& work) { lab:
 
 // What you call (core/device/device.h, core/tensor.h, core/nn/mlp.h):
 //   dev.empty({rows, cols}, DType::f32 | DType::i32, MemoryCategory::activations | comm_buffers, "name")
+//       activations for the batch, its rows, the outputs and their gradient; comm_buffers for the
+//       reduce's buffers only (the `memory_held` check reads the ledger by category)
 //   dev.upload({"batch.x", Phase::data}, t, host_pointer)          host → device
 //   dst_dev.copy({.name = "…", .phase = Phase::comm, .role = Role::scatter}, src, dst)
 //       a move between devices: the event is on the device that RECEIVES (dst's), with the role
@@ -69,8 +71,9 @@ inline void parallel_apply(int n, const std::function<void(int i)>& work) { lab:
 //                  the loss and its gradient w.r.t. the outputs there, on the whole batch
 //   5. scatter     each device i ≥ 1 copies its rows of that gradient
 //   6. backward    each replica on its rows (parallel_apply): its own parameters' .grad
-//   7. reduce      device 0 copies each replica's gradients (into comm_buffers) and adds them to
-//                  its own: the SUM over the slices is the gradient of the whole batch's mean loss
+//   7. reduce      device 0 copies each replica's gradients (into comm_buffers, one parameter's
+//                  buffer at a time, freed before the next) and adds them to its own: the SUM over
+//                  the slices is the gradient of the whole batch's mean loss
 //   8. step        the optimizer on device 0
 // Returns the loss. After 5 steps replicas[0]'s weights must be `single`'s within 1e-5.
 double data_parallel_step(Controller& c, const HostBatch& batch);
