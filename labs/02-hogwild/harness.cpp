@@ -4,13 +4,16 @@
 // which fork the workers. What it checks is read from the kernel (/proc/self/maps, /proc/self/fd,
 // /dev/shm, the process table) and from the workers themselves: train_step calls the harness's
 // hook (lab02::detail::on_train_step), which records in a log of shared memory which process
-// trained which rows, and where its parameters live.
+// trained which rows, where its parameters live, what its device copied between steps (its trace),
+// and whether all the workers are inside a step at once (no lock).
 //
 // Hogwild races: two runs of the same submission end with other weights. So every check is built
 // to pass or fail the same way every time — exact oracles (one worker is single, bit for bit),
 // facts the kernel reports, what the hook holds at each worker's first step (no worker trains
 // before the parent waits for them, and they all meet there: they must run at the same time), and
-// an accuracy threshold far from where a working Hogwild lands. What a passed check prints holds
+// an accuracy threshold far from where a working Hogwild lands. The deadline (one_deadline) is
+// timed on the wall clock, as a deadline is: a hang reported within [timeout − 50 ms, timeout +
+// 400 ms], where a fresh deadline per worker lands 560 ms later. What a passed check prints holds
 // no raced number, and no message a pid.
 #include <dirent.h>
 #include <fcntl.h>
@@ -830,6 +833,29 @@ Attempt try_share_memory(Sharing sharing, const std::string& name) {
   return at;
 }
 
+// A file-size limit of `bytes` while it lives, SIGXFSZ ignored: growing a file past it (ftruncate)
+// fails with EFBIG instead of killing the process. The limit and the handler are restored after.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(int64_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &before_);
+    rlimit low = before_;
+    low.rlim_cur = static_cast<rlim_t>(bytes);
+    handler_ = signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &low);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &before_);
+    signal(SIGXFSZ, handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit before_{};
+  void (*handler_)(int) = SIG_DFL;
+};
+
 void share_failure(const Args& a) {
   const int64_t bytes = lab02::ParamLayout(ModelSpec::parse(kSmallModel)).bytes();
   std::string report;
@@ -837,22 +863,11 @@ void share_failure(const Args& a) {
     const std::string name = unique_name(), path = segment_path(sharing, name);
     const std::string what = "share_memory(model, " + std::string(lab02::sharing_name(sharing)) + ", \"" + name +
                              "\") with ftruncate failing (a file-size limit of " + str(bytes / 2) + " bytes)";
-    rlimit before{};
-    getrlimit(RLIMIT_FSIZE, &before);
-    rlimit low = before;
-    low.rlim_cur = static_cast<rlim_t>(bytes / 2);
-    const auto old_handler = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
-    setrlimit(RLIMIT_FSIZE, &low);
     Attempt at;
-    try {
+    {
+      const FileSizeLimit limit(bytes / 2);
       at = try_share_memory(sharing, name);
-    } catch (...) {
-      setrlimit(RLIMIT_FSIZE, &before);
-      signal(SIGXFSZ, old_handler);
-      throw;
     }
-    setrlimit(RLIMIT_FSIZE, &before);
-    signal(SIGXFSZ, old_handler);
     const std::vector<std::string> files = shm_entries(name);
     const size_t maps = mappings_of(path).size();
     const int fds = descriptors_of(path);
