@@ -4,17 +4,22 @@
 // which fork the workers. What it checks is read from the kernel (/proc/self/maps, /proc/self/fd,
 // /dev/shm, the process table) and from the workers themselves: train_step calls the harness's
 // hook (lab02::detail::on_train_step), which records in a log of shared memory which process
-// trained which rows, and where its parameters live.
+// trained which rows, where its parameters live, what its device copied between steps (its trace),
+// and whether all the workers are inside a step at once (no lock).
 //
 // Hogwild races: two runs of the same submission end with other weights. So every check is built
 // to pass or fail the same way every time — exact oracles (one worker is single, bit for bit),
 // facts the kernel reports, what the hook holds at each worker's first step (no worker trains
 // before the parent waits for them, and they all meet there: they must run at the same time), and
-// an accuracy threshold far from where a working Hogwild lands. What a passed check prints holds
+// an accuracy threshold far from where a working Hogwild lands. The deadline (one_deadline) is
+// timed on the wall clock, as a deadline is: a hang reported within [timeout − 50 ms, timeout +
+// 400 ms], where a fresh deadline per worker lands 560 ms later. What a passed check prints holds
 // no raced number, and no message a pid.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,6 +51,7 @@ namespace {
 
 constexpr int kMaxWorkers = 16;
 constexpr auto kRendezvous = std::chrono::seconds(3);  // how long a worker waits at its first step for the others
+constexpr int kMeetStep = 2;  // no_lock: the step every worker must be inside at once (after some training)
 
 const std::string kSmallModel = "mlp:20-16-4";
 
@@ -54,6 +60,7 @@ const std::string kSmallModel = "mlp:20-16-4";
 
 struct Mapping {
   uintptr_t begin = 0, end = 0;
+  unsigned long inode = 0;  // two segments of one name (two memfds "x") differ here
   std::string perms, path;  // path without " (deleted)"
 };
 
@@ -71,8 +78,8 @@ std::vector<Mapping> mappings() {
     Mapping m;
     char perms[8] = {};
     int path_at = 0;
-    const char* format = "%" SCNxPTR "-%" SCNxPTR " %7s %*s %*s %*s %n";  // begin-end perms offset dev inode path
-    if (std::sscanf(line.c_str(), format, &m.begin, &m.end, perms, &path_at) < 3) continue;
+    const char* format = "%" SCNxPTR "-%" SCNxPTR " %7s %*s %*s %lu %n";  // begin-end perms offset dev inode path
+    if (std::sscanf(line.c_str(), format, &m.begin, &m.end, perms, &m.inode, &path_at) < 3) continue;
     m.perms = perms;
     if (path_at > 0 && static_cast<size_t>(path_at) <= line.size())
       m.path = without_deleted(line.substr(static_cast<size_t>(path_at)));
@@ -176,8 +183,10 @@ void remove_leftovers() {
 }
 
 // Where `model`'s parameters live: "" if all of them are inside ONE mapping of the segment at
-// `path`, mapped shared (MAP_SHARED); else what is wrong. `who` starts the sentence.
-std::string where_parameters_live(Mlp& model, const std::string& path, const std::string& who) {
+// `path`, mapped shared (MAP_SHARED); else what is wrong. `who` starts the sentence. `inode`, if
+// given, gets the segment's.
+std::string where_parameters_live(Mlp& model, const std::string& path, const std::string& who,
+                                  unsigned long* inode = nullptr) {
   const std::vector<Mapping> all = mappings();
   const Mapping* first = nullptr;
   for (Parameter* p : model.parameters()) {
@@ -192,6 +201,7 @@ std::string where_parameters_live(Mlp& model, const std::string& path, const std
       return who + ": the parameters are spread over several mappings of " + path + " — ONE mapping of one segment";
     first = m;
   }
+  if (inode && first) *inode = first->inode;
   return "";
 }
 
@@ -201,7 +211,10 @@ std::string where_parameters_live(Mlp& model, const std::string& path, const std
 
 struct Log {
   std::atomic<int> parent_waits;  // the parent has called Workers::wait
+  std::atomic<int64_t> wait_began_ns;  // when it first did (steady clock: the same in every process)
+  std::atomic<unsigned long> segment_inode;  // the segment the parent had mapped then (0: none)
   std::atomic<int> arrived;       // workers that reached their first step
+  std::atomic<int> inside_meet;   // workers inside their step kMeetStep (no_lock)
   std::atomic<int> pid[kMaxWorkers];
   std::atomic<int> steps[kMaxWorkers];
   // What went wrong, per worker (its first complaint), and in the last slot for a call with a bad
@@ -210,10 +223,11 @@ struct Log {
   char error[kMaxWorkers + 1][1024];
 };
 
-enum class FaultKind { none, exit3, sigkill, hang };
+enum class FaultKind { none, exit3, sigkill, hang, slow };
 struct Fault {
   FaultKind kind = FaultKind::none;
   int rank = -1, step = -1;
+  std::chrono::milliseconds until{0};  // slow: the worker sleeps until this long after the parent began to wait
 };
 
 // What the hook holds the workers to, besides running in processes of their own: each check
@@ -223,6 +237,8 @@ enum Verify : unsigned {
   kMapping = 1,   // each worker's parameters inside one MAP_SHARED mapping of the segment
   kTogether = 2,  // every worker reaches its first step while the others are alive (a rendezvous)
   kShards = 4,    // worker r's step k trains rows r, r + W, … of batch k
+  kNoLock = 8,    // every worker is inside its step kMeetStep at once: nothing keeps the others out
+  kNoCopies = 16, // between two steps a worker copies nothing but its shard (the trace of its device)
 };
 
 // The run being watched: the workers get a copy of it with the rest of the parent's memory.
@@ -230,7 +246,7 @@ struct Watched {
   const lab02::Job* job = nullptr;
   Log* log = nullptr;
   pid_t parent = 0;
-  Fault fault;
+  std::vector<Fault> faults;
   unsigned verify = kNothingMore;
 };
 Watched g_watched;
@@ -261,8 +277,10 @@ void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
   // Per process: fork copies these, and a fresh process has trained nothing yet.
   static pid_t me = 0;
   static int my_rank = -1, calls = 0;
+  static size_t events_seen = 0;  // kNoCopies: the device's trace up to this process's last step
+  static int64_t shard_bytes = 0;  // and the bytes of that step's shard, which it uploads
   const pid_t pid = getpid();
-  if (me != pid) me = pid, my_rank = -1, calls = 0;
+  if (me != pid) me = pid, my_rank = -1, calls = 0, events_seen = 0, shard_bytes = 0;
   const lab02::Job& job = *g_watched.job;
   const int n = job.workers;
   Log& log = *g_watched.log;
@@ -278,8 +296,9 @@ void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
     int none = 0;
     if (!log.pid[rank].compare_exchange_strong(none, pid))
       stop_worker(rank, "two processes trained as worker " + str(rank) + ": pid " + str(none) + " and pid " + str(pid));
+    unsigned long inode = 0;
     if (g_watched.verify & kMapping) {
-      const std::string wrong = where_parameters_live(model, segment_path(job.sharing, job.name), who);
+      const std::string wrong = where_parameters_live(model, segment_path(job.sharing, job.name), who, &inode);
       if (!wrong.empty()) stop_worker(rank, wrong);
     }
     // No worker trains before the parent waits for them: a parent that does not wait reads the
@@ -291,6 +310,12 @@ void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
                               "for its workers (Workers::wait), in vain");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    // The same segment as the parent's, not another of the same name (a memfd of its own).
+    const unsigned long parents = log.segment_inode.load();
+    if (inode && parents && inode != parents)
+      stop_worker(rank, who + ": its parameters are in a segment of its own named " +
+                            segment_path(job.sharing, job.name) + " (another inode), not the parent's: every process " +
+                            "must map the ONE segment the parent made");
     // The rendezvous: Hogwild's workers train at the same time, so every one of them reaches its
     // first step while the others are alive.
     const int here = log.arrived.fetch_add(1) + 1;
@@ -300,7 +325,7 @@ void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
                               " s at its first step for the others, but only " + str(log.arrived.load()) + " of " +
                               str(n) + " workers had started (it was number " +
                               str(here) + "): Hogwild's workers train at the same time — start every worker before "
-                              "waiting for any");
+                              "waiting for any, and take no lock around train_step");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   } else if (rank != my_rank) {
@@ -319,17 +344,59 @@ void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
                             " + " + str(2 * n) + ", … — take_shard(batch, " + str(rank) + ", " + str(n) +
                             ", shard))");
   }
-  const Fault& f = g_watched.fault;
-  if (f.kind != FaultKind::none && f.rank == rank && f.step == k) {
+  if (g_watched.verify & kNoCopies) {
+    // The worker computes on the shared floats in place: between two of its steps its device moves
+    // the last step's shard (batch.x, batch.y) and nothing else — no weights pulled or pushed.
+    Device& device = model.layers().front().device();
+    if (k > 0 && device.bus()) {
+      int64_t moved = 0;
+      for (const Event& e : device.bus()->events_since(events_seen))
+        if (e.lane == Lane::copy) moved += e.bytes;
+      if (moved != shard_bytes)
+        stop_worker(rank, who + " copied " + str(moved) + " bytes between its steps " + str(k - 1) + " and " + str(k) +
+                              ", its shard is " + str(shard_bytes) + " bytes: " + str(moved - shard_bytes) +
+                              " bytes more (weights downloaded or uploaded every step?) — Hogwild's worker computes "
+                              "on the shared floats in place, nothing is copied per step");
+    }
+    if (device.bus()) events_seen = device.bus()->event_count();
+    shard_bytes = static_cast<int64_t>(shard.x.size() * sizeof(float) + shard.y.size() * sizeof(int32_t));
+  }
+  if ((g_watched.verify & kNoLock) && k == kMeetStep) {
+    // Every worker inside train_step at once: a lock (a semaphore, taking turns) around the step
+    // keeps the others out, and they never meet.
+    log.inside_meet.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + kRendezvous;
+    while (log.inside_meet.load() < n) {
+      if (std::chrono::steady_clock::now() > deadline)
+        stop_worker(rank, who + " waited " + str(kRendezvous.count()) + " s inside its step " + str(kMeetStep) +
+                              " (in train_step) for the other workers to be inside theirs, but only " +
+                              str(log.inside_meet.load()) + " of " + str(n) +
+                              " were: something keeps a worker out of train_step while another is in it (a lock, a "
+                              "semaphore, taking turns) — Hogwild's workers write the shared weights without any lock");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  for (const Fault& f : g_watched.faults) {
+    if (f.kind == FaultKind::none || f.rank != rank || f.step != k) continue;
     if (f.kind == FaultKind::exit3) _exit(3);
     if (f.kind == FaultKind::sigkill) raise(SIGKILL);
-    for (;;) pause();  // hang
+    if (f.kind == FaultKind::hang)
+      for (;;) pause();
+    // slow: asleep until `until` after the parent began to wait, then on as usual
+    const std::chrono::steady_clock::time_point began{std::chrono::nanoseconds(log.wait_began_ns.load())};
+    std::this_thread::sleep_until(began + f.until);
   }
   log.steps[rank].fetch_add(1);
 }
 
 void on_parent_waits() {
-  if (g_watched.log && getpid() == g_watched.parent) g_watched.log->parent_waits.store(1);
+  if (!g_watched.log || getpid() != g_watched.parent || g_watched.log->parent_waits.load()) return;
+  // The time and the segment first, then the flag: a worker that sees the flag reads them.
+  g_watched.log->wait_began_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  const lab02::Job& job = *g_watched.job;
+  const std::vector<Mapping> maps = mappings_of(segment_path(job.sharing, job.name));
+  if (!maps.empty()) g_watched.log->segment_inode.store(maps.front().inode);
+  g_watched.log->parent_waits.store(1);
 }
 
 }  // namespace lab02::detail
@@ -345,6 +412,7 @@ struct Outcome {
   std::string error;      // what hogwild threw
   std::string hook;       // what the workers' hook recorded ("" nothing wrong)
   bool parent_waited = false;  // hogwild called Workers::wait
+  std::chrono::milliseconds waited{0};  // from its first Workers::wait until hogwild returned or threw
   std::vector<int> pid, steps;
   std::vector<std::string> children;  // left in the process table after hogwild returned or threw
 };
@@ -367,11 +435,11 @@ lab02::Job make_job(Sharing sharing, int workers, std::vector<HostBatch> batches
   return j;
 }
 
-Outcome run(const lab02::Job& job, const HostWeights& init, unsigned verify, const Fault& fault = {}) {
+Outcome run(const lab02::Job& job, const HostWeights& init, unsigned verify, const std::vector<Fault>& faults = {}) {
   void* area = mmap(nullptr, sizeof(Log), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (area == MAP_FAILED) throw std::runtime_error("harness: mmap of its log failed");
   Log* log = new (area) Log();
-  g_watched = Watched{&job, log, getpid(), fault, verify};
+  g_watched = Watched{&job, log, getpid(), faults, verify};
   Outcome o;
   EventBus bus;
   DeviceOptions opt;
@@ -387,8 +455,11 @@ Outcome run(const lab02::Job& job, const HostWeights& init, unsigned verify, con
     o.threw = true;
     o.error = e.what();
   }
+  const int64_t ended_ns = std::chrono::steady_clock::now().time_since_epoch().count();
   g_watched = Watched{};
   o.parent_waited = log->parent_waits.load() != 0;
+  if (o.parent_waited)
+    o.waited = std::chrono::milliseconds((ended_ns - log->wait_began_ns.load()) / 1000000);
   for (int slot = 0; slot <= kMaxWorkers && o.hook.empty(); ++slot)
     if (log->taken[slot].load()) o.hook = log->error[slot];
   for (int r = 0; r < job.workers && r < kMaxWorkers; ++r) {
@@ -610,7 +681,7 @@ void worker_failure(const Args& a) {
   for (const Case& c : cases) {
     lab02::Job job = make_job(Sharing::file_descriptor, workers, data.batches);
     if (c.kind == FaultKind::hang) job.timeout = std::chrono::milliseconds(1500);
-    const Outcome o = run(job, init, kNothingMore, Fault{c.kind, bad, 2});
+    const Outcome o = run(job, init, kNothingMore, {Fault{c.kind, bad, 2}});
     remove_leftovers();
     const std::string what = run_text(job) + ": worker " + str(bad) + " " + c.what + " at its step 2" +
                              (c.kind == FaultKind::hang ? " (job.timeout " + str(job.timeout.count()) + " ms)" : "");
@@ -640,7 +711,7 @@ void no_leak(const Args& a) {
     for (bool failing : {false, true}) {
       const lab02::Job job = make_job(sharing, workers, data.batches);
       const std::string path = segment_path(sharing, job.name);
-      const Outcome o = run(job, init, kNothingMore, failing ? Fault{FaultKind::exit3, workers - 1, 1} : Fault{});
+      const Outcome o = run(job, init, kNothingMore, {failing ? Fault{FaultKind::exit3, workers - 1, 1} : Fault{}});
       const std::vector<std::string> files = shm_entries(name_prefix());
       remove_leftovers();
       const std::string what = run_text(job) +
@@ -658,6 +729,181 @@ void no_leak(const Args& a) {
     }
   std::printf("passed: nothing left behind — no /dev/shm file, mapping, descriptor or process — after a normal run "
               "and after a failed worker, by both strategies\n");
+}
+
+// Task 3, no lock: at their step 2, after some training, every worker is inside train_step at the
+// same time. A lock around the step (a semaphore, workers taking turns) lets one in at a time, and
+// they never meet. (The first-step rendezvous of `processes` says the same about starting.)
+void no_lock(const Args& a) {
+  const int workers = static_cast<int>(std::stoll(a.get("workers", "3")));
+  const HostWeights init = init_weights(ModelSpec::parse(kSmallModel), 7);
+  const Data data = make_data(kSmallModel, 8 * workers, 8 * workers * 6, 19);
+  lab02::Job job = make_job(Sharing::file_descriptor, workers, data.batches);
+  // A worker stopped inside a locked step keeps the lock: the others wait for ever, and the parent
+  // gives up on them at this deadline, not the default 10 s.
+  job.timeout = kRendezvous + std::chrono::seconds(1);
+  const Outcome o = run(job, init, kNoLock);
+  remove_leftovers();
+  expect_clean_run(job, o);
+  std::printf("passed: %d workers were inside train_step at once at their step %d: no lock\n", workers, kMeetStep);
+}
+
+// Bytes moved: a worker's parameters are the shared floats, so between two of its steps its
+// device copies its shard in and nothing else — no weights pulled from the segment or pushed to it.
+void no_copies(const Args& a) {
+  const int workers = static_cast<int>(std::stoll(a.get("workers", "2")));
+  const HostWeights init = init_weights(ModelSpec::parse(kSmallModel), 7);
+  const Data data = make_data(kSmallModel, 8 * workers, 8 * workers * 6, 23);
+  std::string report;
+  for (Sharing sharing : sharings(a)) {
+    const lab02::Job job = make_job(sharing, workers, data.batches);
+    const Outcome o = run(job, init, kNoCopies);
+    remove_leftovers();
+    expect_clean_run(job, o);
+    report += "  " + run_text(job) + ": each worker copied its shard per step, no weights\n";
+  }
+  std::printf("passed: nothing but the shards copied between steps (the workers' traces)\n%s", report.c_str());
+}
+
+// Task 3, the deadline: job.timeout bounds the waiting for ALL the workers together, from the
+// first Workers::wait. A worker that is slow but ends in time is waited for; a hang behind a slow
+// worker is reported job.timeout after the waiting began — not that plus the slow one's time (a
+// fresh deadline per worker).
+void one_deadline(const Args& a) {
+  const auto timeout = std::chrono::milliseconds(std::stoll(a.get("timeout_ms", "800")));
+  const auto slow = timeout * 7 / 10;  // the slow worker ends this long after the waiting began
+  const auto slack = std::chrono::milliseconds(400);  // reaping, releasing, a loaded machine
+  const HostWeights init = init_weights(ModelSpec::parse(kSmallModel), 7);
+  const Data data = make_data(kSmallModel, 24, 24 * 6, 29);
+  const std::string limits = " (job.timeout " + str(timeout.count()) + " ms)";
+
+  lab02::Job job = make_job(Sharing::file_descriptor, 3, data.batches);
+  job.timeout = timeout;
+  const Outcome fine = run(job, init, kNothingMore, {Fault{FaultKind::slow, 1, 1, slow}});
+  remove_leftovers();
+  const std::string what_fine = run_text(job) + ": worker 1 ends " + str(slow.count()) +
+                                " ms after the waiting began" + limits;
+  expect_no_complaint(what_fine, fine);
+  lab::expect(!fine.threw, what_fine, "the trained weights: every worker ended within job.timeout", fine.error);
+
+  job = make_job(Sharing::file_descriptor, 3, data.batches);
+  job.timeout = timeout;
+  const Outcome hung = run(job, init, kNothingMore,
+                           {Fault{FaultKind::slow, 0, 1, slow}, Fault{FaultKind::hang, 1, 1}});
+  remove_leftovers();
+  const std::string what = run_text(job) + ": worker 0 ends " + str(slow.count()) +
+                           " ms after the waiting began, worker 1 hangs" + limits;
+  expect_no_complaint(what, hung);
+  lab::expect(hung.threw && hung.error.find("worker 1") != std::string::npos, what, "hogwild throws, naming worker 1",
+              hung.threw ? hung.error : std::string("it returned weights"));
+  // Printed as a range, not the measured time: the same submission prints the same message.
+  const auto early = timeout - std::chrono::milliseconds(50), late = timeout + slack;
+  lab::expect(hung.waited >= early && hung.waited <= late, what + ": from the first Workers::wait until hogwild threw",
+              str(timeout.count()) + " ms (up to " + str(late.count()) +
+                  "): one deadline, job.timeout after the waiting began, for all the workers together",
+              hung.waited > late ? "over " + str(late.count()) + " ms — a fresh deadline per worker adds the slow worker's time"
+                                 : "under " + str(early.count()) + " ms — it gave up before job.timeout");
+  lab::expect(hung.children.empty(), what + ": worker processes after hogwild threw", "none", join(hung.children));
+  std::printf("passed: one deadline for all the workers — a slow worker that ends in time is waited for, a hang "
+              "behind it is reported job.timeout after the waiting began\n");
+}
+
+// Task 1 on its failing paths: share_memory that cannot make its segment throws, and leaves
+// nothing behind — and touches nothing it did not make. ftruncate is made to fail by a file-size
+// limit below the segment's size (EFBIG); file_system's name is taken by a file made beforehand
+// (EEXIST: shm_open's O_EXCL refuses to open another's segment, and release must not unlink it).
+struct Attempt {
+  bool threw = false;
+  std::string error;
+};
+Attempt try_share_memory(Sharing sharing, const std::string& name) {
+  EventBus bus;
+  DeviceOptions opt;
+  opt.bus = &bus;
+  auto devices = make_devices(opt);
+  Mlp model(*devices[0], init_weights(ModelSpec::parse(kSmallModel), 7));
+  Attempt at;
+  try {
+    lab02::Segment s = lab02::share_memory(model, sharing, name);
+    lab02::release(s);
+  } catch (const lab::Todo&) {
+    throw;
+  } catch (const std::exception& e) {
+    at = {true, e.what()};
+  }
+  return at;
+}
+
+// A file-size limit of `bytes` while it lives, SIGXFSZ ignored: growing a file past it (ftruncate)
+// fails with EFBIG instead of killing the process. The limit and the handler are restored after.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(int64_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &before_);
+    rlimit low = before_;
+    low.rlim_cur = static_cast<rlim_t>(bytes);
+    handler_ = signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &low);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &before_);
+    signal(SIGXFSZ, handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit before_{};
+  void (*handler_)(int) = SIG_DFL;
+};
+
+void share_failure(const Args& a) {
+  const int64_t bytes = lab02::ParamLayout(ModelSpec::parse(kSmallModel)).bytes();
+  std::string report;
+  for (Sharing sharing : sharings(a)) {
+    const std::string name = unique_name(), path = segment_path(sharing, name);
+    const std::string what = "share_memory(model, " + std::string(lab02::sharing_name(sharing)) + ", \"" + name +
+                             "\") with ftruncate failing (a file-size limit of " + str(bytes / 2) + " bytes)";
+    Attempt at;
+    {
+      const FileSizeLimit limit(bytes / 2);
+      at = try_share_memory(sharing, name);
+    }
+    const std::vector<std::string> files = shm_entries(name);
+    const size_t maps = mappings_of(path).size();
+    const int fds = descriptors_of(path);
+    remove_leftovers();
+    lab::expect(at.threw, what, "it throws (std::runtime_error naming ftruncate and strerror(errno))",
+                "it returned a segment");
+    lab::expect(files.empty() && maps == 0 && fds == 0, what + ": after it threw (\"" + at.error + "\")",
+                "nothing of the segment left: release what was made, then throw",
+                str(files.size()) + " /dev/shm file(s), " + str(maps) + " mapping(s), " + str(fds) +
+                    " descriptor(s) of " + path);
+    report += std::string("  ") + lab02::sharing_name(sharing) + ": ftruncate fails: thrown, nothing left\n";
+  }
+  // file_system: the name is already taken by another's segment.
+  const std::string name = unique_name(), marker = "another process's segment";
+  const int fd = shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 || ftruncate(fd, 4096) != 0 || pwrite(fd, marker.data(), marker.size(), 0) != ssize_t(marker.size()))
+    throw std::runtime_error("harness: could not make /dev/shm/" + name + ": " + std::strerror(errno));
+  close(fd);
+  const Attempt at = try_share_memory(Sharing::file_system, name);
+  std::string left;
+  if (const int back = shm_open(("/" + name).c_str(), O_RDONLY, 0); back >= 0) {
+    left.resize(marker.size());
+    if (pread(back, left.data(), left.size(), 0) != ssize_t(left.size())) left.clear();
+    close(back);
+  }
+  remove_leftovers();
+  const std::string what = "share_memory(model, file_system, \"" + name + "\") where /dev/shm/" + name +
+                           " already exists (another's segment)";
+  lab::expect(at.threw, what, "it throws (shm_open with O_CREAT | O_EXCL: File exists)",
+              "it opened the existing file and wrote the model over it");
+  lab::expect(left == marker, what + ": /dev/shm/" + name + " afterwards", "still there, untouched (\"" + marker + "\")",
+              left.empty() ? std::string("gone: release unlinked a name it had not made (Segment::linked)")
+                           : "overwritten: \"" + left + "\"");
+  report += "  file_system, the name taken: thrown, the other's file untouched\n";
+  std::printf("passed: share_memory that fails throws and leaves nothing behind\n%s", report.c_str());
 }
 
 // What a failed check prints holds no pid: "lab02-<pid>-3", "worker 1 (pid …)" — so the same
@@ -696,5 +942,9 @@ int main(int argc, char** argv) {
                          {"processes", steady(processes)},
                          {"accuracy", steady(accuracy)},
                          {"worker_failure", steady(worker_failure)},
-                         {"no_leak", steady(no_leak)}});
+                         {"no_leak", steady(no_leak)},
+                         {"no_lock", steady(no_lock)},
+                         {"no_copies", steady(no_copies)},
+                         {"one_deadline", steady(one_deadline)},
+                         {"share_failure", steady(share_failure)}});
 }
