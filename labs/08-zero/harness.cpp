@@ -290,6 +290,30 @@ void gradient_bytes(const Args& a) {
   std::printf("passed: gradient bytes kept per rank (P = %lld)\n%s", static_cast<long long>(P), report.c_str());
 }
 
+// One run of the checks that read the trace and the ledgers: a stage, a world size, its ranks.
+struct ZeroRun {
+  int stage = 1, n = 2;
+  std::string model;
+  int64_t P = 0;
+  size_t steps = 0;
+  std::vector<RankResult> ranks;
+  std::string what() const {
+    return "ZeRO stage " + str(stage) + ", " + str(n) + " ranks, " + model + " (P = " + str(P) + ")";
+  }
+};
+
+// Trains 2 steps for each stage of `stages` and each world size of --ranks, and hands each run to
+// `check`.
+template <typename Check>
+void for_each_run(const Args& a, const std::vector<int>& stages, Check check) {
+  const std::string model = a.get("model", kModel);
+  const auto batches = make_batches(model, std::stoll(a.get("batch", "32")), 2);
+  for (int stage : stages)
+    for (long long n : a.ints("ranks", "2,4"))
+      check(ZeroRun{stage, static_cast<int>(n), model, ModelSpec::parse(model).parameter_count(), batches.size(),
+                    train_zero(static_cast<int>(n), stage, model, batches)});
+}
+
 // The calls of one step as text: "reduce_scatter 834 B, adam, all_gather 834 B".
 std::string calls_text(const std::vector<Call>& calls) {
   std::string s;
@@ -303,38 +327,30 @@ std::string calls_text(const std::vector<Call>& calls) {
 // 2(N−1)/N · 4P', reduce-scatter and all-gather (N−1)/N · 4P' each. So stage 2 moves exactly one
 // all-reduce's bytes (ZeRO puts Adam between its two halves), stage 1 half as much again.
 void collectives(const Args& a) {
-  const auto ranks = a.ints("ranks", "2,4");
-  const std::string model = a.get("model", kModel);
-  const int64_t P = ModelSpec::parse(model).parameter_count();
-  const auto batches = make_batches(model, std::stoll(a.get("batch", "32")), 2);
   std::string report;
-  for (int stage : {1, 2})
-    for (long long nl : ranks) {
-      const int n = static_cast<int>(nl);
-      const auto r = train_zero(n, stage, model, batches);
-      const int64_t padded = ceil_div(P, n) * n, half = (n - 1) * 4 * padded / n;
-      const std::vector<Call> want = {{stage == 1 ? "all_reduce" : "reduce_scatter", stage == 1 ? 2 * half : half},
-                                      {"adam", 0},
-                                      {"all_gather", half}};
-      for (int k = 0; k < n; ++k)
-        for (size_t s = 0; s < batches.size(); ++s) {
-          const auto& steps = r[static_cast<size_t>(k)].steps;
-          const std::vector<Call> got = s < steps.size() ? steps[s] : std::vector<Call>{};
-          bool same = got.size() == want.size();
-          for (size_t i = 0; same && i < got.size(); ++i) same = got[i].what == want[i].what && got[i].bytes == want[i].bytes;
-          lab::expect(same,
-                      "ZeRO stage " + str(stage) + ", " + str(n) + " ranks, " + model + " (P = " + str(P) + ", P' = " +
-                          str(padded) + "): what rank " + str(k) + " issues in step " + str(s) +
-                          ", in order, with the bytes it sends",
-                      calls_text(want) + " (the gradient averaged, Adam on the shard, the shards gathered; " +
-                          (stage == 2 ? "a reduce-scatter and an all-gather send one all-reduce's bytes"
-                                      : "one all-reduce of the flat gradient and one all-gather of the weights") +
-                          ")",
-                      calls_text(got));
-        }
-      report += "  stage " + str(stage) + ", " + str(n) + " ranks: " + calls_text(want) + " a step: " +
-                str(want[0].bytes + want[2].bytes) + " B sent per rank (one all-reduce: " + str(2 * half) + " B)\n";
-    }
+  for_each_run(a, {1, 2}, [&](const ZeroRun& run) {
+    const int64_t padded = ceil_div(run.P, run.n) * run.n, half = (run.n - 1) * 4 * padded / run.n;
+    const bool one = run.stage == 1;
+    const std::vector<Call> want = {
+        {one ? "all_reduce" : "reduce_scatter", one ? 2 * half : half}, {"adam", 0}, {"all_gather", half}};
+    for (int k = 0; k < run.n; ++k)
+      for (size_t s = 0; s < run.steps; ++s) {
+        const auto& steps = run.ranks[static_cast<size_t>(k)].steps;
+        const std::vector<Call> got = s < steps.size() ? steps[s] : std::vector<Call>{};
+        bool same = got.size() == want.size();
+        for (size_t i = 0; same && i < got.size(); ++i) same = got[i].what == want[i].what && got[i].bytes == want[i].bytes;
+        lab::expect(same,
+                    run.what() + ", P' = " + str(padded) + ": what rank " + str(k) + " issues in step " + str(s) +
+                        ", in order, with the bytes it sends",
+                    calls_text(want) + " (the gradient averaged, Adam on the shard, the shards gathered; " +
+                        (one ? "one all-reduce of the flat gradient and one all-gather of the weights"
+                             : "a reduce-scatter and an all-gather send one all-reduce's bytes") +
+                        ")",
+                    calls_text(got));
+      }
+    report += "  stage " + str(run.stage) + ", " + str(run.n) + " ranks: " + calls_text(want) + " a step: " +
+              str(want[0].bytes + want[2].bytes) + " B sent per rank (one all-reduce: " + str(2 * half) + " B)\n";
+  });
   std::printf("passed: per step the gradient's collective, Adam on the shard, the all-gather, in this order\n%s",
               report.c_str());
 }
@@ -344,57 +360,42 @@ void collectives(const Args& a) {
 // the bucket backward writes before the reduce-scatter is a communication buffer (stage 2 4 · P' of
 // comm_buffers; stage 1 none: its flat gradient is the one it keeps).
 void memory_categories(const Args& a) {
-  const auto ranks = a.ints("ranks", "2,4");
-  const std::string model = a.get("model", kModel);
-  const int64_t P = ModelSpec::parse(model).parameter_count();
-  const auto batches = make_batches(model, std::stoll(a.get("batch", "32")), 2);
   std::string report;
-  for (int stage : {1, 2})
-    for (long long nl : ranks) {
-      const int n = static_cast<int>(nl);
-      const auto r = train_zero(n, stage, model, batches);
-      const int64_t S = ceil_div(P, n);
-      const int64_t want_grads = stage == 1 ? 4 * S * n : 4 * S, want_comm = stage == 1 ? 0 : 4 * S * n;
-      for (int k = 0; k < n; ++k) {
-        const RankResult& R = r[static_cast<size_t>(k)];
-        lab::expect(R.grads_step_peak == want_grads && R.comm_step_peak == want_comm,
-                    "ZeRO stage " + str(stage) + ", " + str(n) + " ranks, " + model + " (P = " + str(P) +
-                        "): the most rank " + str(k) + "'s ledger held during the steps, categories grads and "
-                        "comm_buffers",
-                    "grads " + str(want_grads) + " B, comm_buffers " + str(want_comm) + " B (" +
-                        (stage == 1 ? "the flat gradient of P' floats is kept: grads; no bucket"
-                                    : "the kept shard of S floats is grads; the P'-float bucket backward writes is "
-                                      "comm_buffers") +
-                        ")",
-                    "grads " + str(R.grads_step_peak) + " B, comm_buffers " + str(R.comm_step_peak) + " B");
-      }
-      report += "  stage " + str(stage) + ", " + str(n) + " ranks: grads " + str(want_grads) + " B, comm_buffers " +
-                str(want_comm) + " B\n";
+  for_each_run(a, {1, 2}, [&](const ZeroRun& run) {
+    const int64_t S = ceil_div(run.P, run.n);
+    const bool one = run.stage == 1;
+    const int64_t want_grads = one ? 4 * S * run.n : 4 * S, want_comm = one ? 0 : 4 * S * run.n;
+    for (int k = 0; k < run.n; ++k) {
+      const RankResult& R = run.ranks[static_cast<size_t>(k)];
+      lab::expect(R.grads_step_peak == want_grads && R.comm_step_peak == want_comm,
+                  run.what() + ": the most rank " + str(k) + "'s ledger held during the steps, categories grads and "
+                  "comm_buffers",
+                  "grads " + str(want_grads) + " B, comm_buffers " + str(want_comm) + " B (" +
+                      (one ? "the flat gradient of P' floats is kept: grads; no bucket"
+                           : "the kept shard of S floats is grads; the P'-float bucket backward writes is comm_buffers") +
+                      ")",
+                  "grads " + str(R.grads_step_peak) + " B, comm_buffers " + str(R.comm_step_peak) + " B");
     }
-  std::printf("passed: gradient memory in the right categories during the steps (P = %lld)\n%s",
-              static_cast<long long>(P), report.c_str());
+    report += "  stage " + str(run.stage) + ", " + str(run.n) + " ranks: grads " + str(want_grads) +
+              " B, comm_buffers " + str(want_comm) + " B\n";
+  });
+  std::printf("passed: gradient memory in the right categories during the steps\n%s", report.c_str());
 }
 
 // A buffer is not kept past its use: stage 2's bucket is read by the reduce-scatter and by nothing
 // after it, so it is gone (comm_buffers 0 on the ledger) before Adam runs and the all-gather moves
 // the weights — the memory the stage saves is free for the rest of the step.
 void bucket_lifetime(const Args& a) {
-  const auto ranks = a.ints("ranks", "2,4");
-  const std::string model = a.get("model", kModel);
-  const auto batches = make_batches(model, std::stoll(a.get("batch", "32")), 2);
-  for (long long nl : ranks) {
-    const int n = static_cast<int>(nl);
-    const auto r = train_zero(n, 2, model, batches);
-    for (int k = 0; k < n; ++k)
-      for (size_t s = 0; s < r[static_cast<size_t>(k)].steps.size(); ++s)
-        for (const Call& c : r[static_cast<size_t>(k)].steps[s])
+  for_each_run(a, {2}, [&](const ZeroRun& run) {
+    for (int k = 0; k < run.n; ++k)
+      for (size_t s = 0; s < run.ranks[static_cast<size_t>(k)].steps.size(); ++s)
+        for (const Call& c : run.ranks[static_cast<size_t>(k)].steps[s])
           if (c.what == "adam")
             lab::expect(c.comm_buffers_live == 0,
-                        "ZeRO stage 2, " + str(n) + " ranks, " + model + ": rank " + str(k) + "'s comm_buffers when "
-                        "its Adam op runs in step " + str(s),
+                        run.what() + ": rank " + str(k) + "'s comm_buffers when its Adam op runs in step " + str(s),
                         "0 B (the gradient bucket freed as soon as the reduce-scatter has read it)",
                         str(c.comm_buffers_live) + " B still held");
-  }
+  });
   std::printf("passed: stage 2's bucket is freed right after the reduce-scatter, before Adam and the all-gather\n");
 }
 
