@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,7 +85,26 @@ struct RankResult {
   // model's own gradients, freed by flatten_parameters, do not count).
   int64_t grads_step_peak = 0, comm_step_peak = 0;
   std::vector<std::vector<Call>> steps;  // per step, in the order issued
+  int64_t padding_nonzero = -1;  // after the steps: the padding floats of the flat weights that are not 0
 };
+
+// Leaves a freed block of `floats` floats full of NaN in the cpu device's cache of blocks, so that
+// the next buffer of that size the rank allocates without zeroing starts as NaN, not as whatever
+// the allocator happened to hold: a bucket whose padding is never zeroed shows on every run.
+void poison_next_buffer(Device& device, int64_t floats) {
+  Tensor t = device.empty({floats}, DType::f32, MemoryCategory::workspace, "harness.poison");
+  std::fill_n(t.data<float>(), floats, std::numeric_limits<float>::quiet_NaN());
+}
+
+// The floats of the flat weight buffer past the P parameters (the last parameter is a view of it)
+// that are not exactly 0.
+int64_t padding_nonzero(Mlp& model, int64_t params) {
+  const auto& storage = model.parameters().back()->value.storage();
+  const float* flat = static_cast<const float*>(storage->data);
+  int64_t bad = 0;
+  for (int64_t i = params; i < storage->bytes / 4; ++i) bad += flat[i] != 0.0f;
+  return bad;
+}
 
 // A change of one category's live bytes on a rank's ledger, and how many events the bus held then:
 // the change came after those events and before the next ones, so it can be placed among the
@@ -106,6 +126,7 @@ std::vector<RankResult> train_zero(int n, int stage, const std::string& model_sp
           changes[static_cast<size_t>(r)].push_back({bus.event_count(), c, live});
         });
   const HostWeights init = init_weights(ModelSpec::parse(model_spec), 7);
+  const int64_t P = ModelSpec::parse(model_spec).parameter_count(), padded = ceil_div(P, n) * n;
   std::vector<RankResult> out(static_cast<size_t>(n));
   std::vector<size_t> constructed(static_cast<size_t>(n), 0);  // ledger changes before the first step
   lab::run_ranks(n, [&](int rank) {
@@ -131,11 +152,13 @@ std::vector<RankResult> train_zero(int n, int stage, const std::string& model_sp
       Tensor logits = model.forward(x);
       Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
       device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);
+      poison_next_buffer(device, padded);
       opt.prepare_backward();
       model.backward(dlogits);
       opt.step();
     }
     R.weights = model.download();
+    R.padding_nonzero = padding_nonzero(model, P);
     R.optimizer_peak = device.memory().peak(MemoryCategory::optimizer);
     R.grads_live = device.memory().live(MemoryCategory::grads);
     R.comm_live = device.memory().live(MemoryCategory::comm_buffers);
@@ -399,6 +422,25 @@ void bucket_lifetime(const Args& a) {
   std::printf("passed: stage 2's bucket is freed right after the reduce-scatter, before Adam and the all-gather\n");
 }
 
+// The padding stays zero: its gradient is zero (backward never writes it; the bucket's padding
+// is zeroed before the reduce-scatter reads it), so Adam leaves its weights at zero. Each step the
+// rank's next buffer of P' floats starts as NaN (poison_next_buffer): a bucket whose padding is not
+// zeroed puts NaN in the last shard's padding, which the all-gather then hands to every rank.
+void padding(const Args& a) {
+  std::string report;
+  for_each_run(a, {1, 2}, [&](const ZeroRun& run) {
+    const int64_t padded = ceil_div(run.P, run.n) * run.n;
+    for (int k = 0; k < run.n; ++k)
+      lab::expect(run.ranks[static_cast<size_t>(k)].padding_nonzero == 0,
+                  run.what() + ": the " + str(padded - run.P) + " padding floats of rank " + str(k) +
+                      "'s flat weights after the steps (each step's fresh buffer of P' floats started as NaN)",
+                  "all 0 (zero the bucket's padding before backward: the reduce-scatter reads it)",
+                  str(run.ranks[static_cast<size_t>(k)].padding_nonzero) + " not 0");
+    report += "  stage " + str(run.stage) + ", " + str(run.n) + " ranks: " + str(padded - run.P) + " padding floats, 0\n";
+  });
+  std::printf("passed: the padding stays zero\n%s", report.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -409,5 +451,6 @@ int main(int argc, char** argv) {
                          {"gradient_bytes", gradient_bytes},
                          {"collectives", collectives},
                          {"memory_categories", memory_categories},
-                         {"bucket_lifetime", bucket_lifetime}});
+                         {"bucket_lifetime", bucket_lifetime},
+                         {"padding", padding}});
 }
