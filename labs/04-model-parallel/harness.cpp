@@ -345,16 +345,17 @@ void uploads(const Args& a) {
       const std::string want = "device 0: 1 upload, " + str(batch * spec.inputs() * 4) + " B; device " + str(p - 1) +
                                ": 1 upload, " + str(batch * 4) + " B";
       for (int s = 0; s < 2; ++s) {
-        std::map<int, std::pair<int, int64_t>> got;  // device → (uploads, bytes)
+        std::map<std::pair<int, bool>, std::pair<int, int64_t>> got;  // (device, download?) → (count, bytes)
         for (const Event& e : r.events)
           if (e.step == s && (e.role == Role::upload || e.role == Role::download)) {
-            ++got[e.device].first;
-            got[e.device].second += e.bytes;
+            auto& [count, bytes] = got[{e.device, e.role == Role::download}];
+            ++count;
+            bytes += e.bytes;
           }
         std::string text;
-        for (const auto& [d, ub] : got)
-          text += (text.empty() ? "" : "; ") + std::string("device ") + str(d) + ": " + str(ub.first) +
-                  (ub.first == 1 ? " upload, " : " uploads, ") + str(ub.second) + " B";
+        for (const auto& [key, cb] : got)
+          text += (text.empty() ? "" : "; ") + std::string("device ") + str(key.first) + ": " + str(cb.first) +
+                  (key.second ? " download" : " upload") + (cb.first == 1 ? ", " : "s, ") + str(cb.second) + " B";
         lab::expect(text == want,
                     "your " + step_name(split) + ", " + str(p) + " cpu devices, " + model + ", batch " + str(batch) +
                         ", step " + str(s) + ": the transfers between host and devices",
