@@ -5,6 +5,7 @@
 // loop. The moves are read from the trace, the speed from the simulated clock (dry runs on sim:
 // no numerics, the cost model's time), so every number checked is machine-independent.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -70,6 +71,10 @@ struct Run {
   HostWeights weights;        // after the last step
   std::vector<Event> events;  // the whole trace
   std::vector<double> losses;
+  // Per step, per device: the activations, comm_buffers and workspace bytes still held after it.
+  std::vector<std::vector<int64_t>> held_after;
+  // Per device: the ledger's peak of params, grads and optimizer.
+  std::vector<std::array<int64_t, 3>> state_peaks;
 };
 
 // The student's steps on p devices (cpu, or sim of `profile`; a dry run on sim: no numerics).
@@ -102,7 +107,15 @@ Run train_mp(int p, const std::string& profile, bool dry_run, const std::string&
       lab::expect(std::isfinite(loss), "step " + str(s) + ": the loss " + step_name(split) + " returned",
                   "a finite number", str(loss));
     r.losses.push_back(loss);
+    std::vector<int64_t> held;
+    for (Device* d : c.devices)
+      held.push_back(d->memory().live(MemoryCategory::activations) + d->memory().live(MemoryCategory::comm_buffers) +
+                     d->memory().live(MemoryCategory::workspace));
+    r.held_after.push_back(held);
   }
+  for (Device* d : c.devices)
+    r.state_peaks.push_back({d->memory().peak(MemoryCategory::params), d->memory().peak(MemoryCategory::grads),
+                             d->memory().peak(MemoryCategory::optimizer)});
   for (Device* d : c.devices) d->set_step(-1);  // reading the weights back is not part of a step
   if (!dry_run) r.weights = mlp.download();
   r.events = bus.events();
@@ -253,6 +266,144 @@ void moves(const Args& a) {
               (width.size() == 1 ? " boundary\n" : " boundaries\n");
   }
   std::printf("passed: the moves of model parallel, unsplit and in chunks\n%s", report.c_str());
+}
+
+// One entry of a device's GEMMs in issue order: forward or backward, the layer, the rows of the
+// chunk (a GEMM's FLOPs / (2 · in · out): forward, dW and dX alike). Consecutive equal entries are
+// one (a layer's backward runs two GEMMs), so the list reads as the passes of chunks over layers.
+struct Pass {
+  bool forward = true;
+  int layer = 0;
+  int64_t rows = 0;
+  bool operator==(const Pass&) const = default;
+};
+
+void add_pass(std::vector<Pass>& passes, const Pass& p) {
+  if (passes.empty() || !(passes.back() == p)) passes.push_back(p);
+}
+
+std::string passes_text(const std::vector<Pass>& passes) {
+  std::string s;
+  for (const Pass& p : passes)
+    s += (s.empty() ? "" : " ") + std::string(p.forward ? "F" : "B") + "fc" + str(p.layer + 1) + "×" + str(p.rows);
+  return s;
+}
+
+// Task 3, the order the lecture pipelines in: on each device, every chunk's forward before any
+// backward (GPipe); the chunks in the batch's order (the last, shorter one last); each chunk through
+// all the device's layers before the next chunk starts (the tutorial's seq1(s_next) then
+// .to('cuda:1'): device k + 1 can take chunk i while device k is on chunk i + 1); the backwards
+// in the forwards' order, each chunk through the layers last first. Read from the trace of cpu
+// runs, whose events are in the order issued.
+void order(const Args& a) {
+  const std::string model = a.get("model", kModel);
+  const int64_t batch = std::stoll(a.get("batch", "32"));
+  const ModelSpec spec = ModelSpec::parse(model);
+  const int L = spec.layer_count();
+  std::string report;
+  for (long long pl : a.ints("devices", "2,4"))
+    for (long long split : a.ints("splits", "12,8")) {
+      const int p = static_cast<int>(pl);
+      const std::vector<int> place = reference_placement(L, p);
+      const Run r = train_mp(p, "", false, model, make_batches(model, batch, 1), split);
+      for (int d = 0; d < p; ++d) {
+        const int lo = static_cast<int>(std::find(place.begin(), place.end(), d) - place.begin());
+        const int hi = static_cast<int>(place.rend() - std::find(place.rbegin(), place.rend(), d)) - 1;
+        std::vector<Pass> want, got;
+        for (const bool forward : {true, false})
+          for (int64_t begin = 0; begin < batch; begin += split)
+            for (int k = 0; k <= hi - lo; ++k)
+              add_pass(want, {forward, forward ? lo + k : hi - k, std::min<int64_t>(split, batch - begin)});
+        for (const Event& e : r.events)
+          if (e.device == d && e.step == 0 && e.kind == "gemm" && e.layer >= 0 && e.layer < L) {
+            const double per_row = 2.0 * static_cast<double>(spec.sizes[static_cast<size_t>(e.layer)]) *
+                                   static_cast<double>(spec.sizes[static_cast<size_t>(e.layer) + 1]);
+            add_pass(got, {e.phase == Phase::fwd, e.layer, std::llround(e.flops / per_row)});
+          }
+        lab::expect(got == want,
+                    "your " + step_name(split) + ", " + str(p) + " cpu devices, " + model + ", batch " + str(batch) +
+                        ": device " + str(d) + "'s GEMMs in the order issued (F/B forward/backward, fcN×rows: the "
+                        "chunk's rows through layer N)",
+                    passes_text(want) + " — every chunk's forward first, the chunks in the batch's order, each "
+                    "through all the device's layers before the next; then the backwards in the same order",
+                    passes_text(got));
+      }
+      report += "  " + str(p) + " devices, split " + str(split) + ": chunks in order, chunk by chunk\n";
+    }
+  std::printf("passed: the chunks launched in the lecture's order on every device\n%s", report.c_str());
+}
+
+// The bytes from the host: per step, the batch's x once to the first device (batch × features × 4)
+// and its labels once to the last (batch × 4), where the loss is — and nothing else.
+void uploads(const Args& a) {
+  const std::string model = a.get("model", kModel);
+  const int64_t batch = std::stoll(a.get("batch", "32"));
+  const ModelSpec spec = ModelSpec::parse(model);
+  for (long long pl : a.ints("devices", "2,4"))
+    for (long long split : a.ints("splits", "0,8,12")) {
+      const int p = static_cast<int>(pl);
+      const Run r = train_mp(p, "", false, model, make_batches(model, batch, 2), split);
+      const std::string want = "device 0: 1 upload, " + str(batch * spec.inputs() * 4) + " B; device " + str(p - 1) +
+                               ": 1 upload, " + str(batch * 4) + " B";
+      for (int s = 0; s < 2; ++s) {
+        std::map<std::pair<int, bool>, std::pair<int, int64_t>> got;  // (device, download?) → (count, bytes)
+        for (const Event& e : r.events)
+          if (e.step == s && (e.role == Role::upload || e.role == Role::download)) {
+            auto& [count, bytes] = got[{e.device, e.role == Role::download}];
+            ++count;
+            bytes += e.bytes;
+          }
+        std::string text;
+        for (const auto& [key, cb] : got)
+          text += (text.empty() ? "" : "; ") + std::string("device ") + str(key.first) + ": " + str(cb.first) +
+                  (key.second ? " download" : " upload") + (cb.first == 1 ? ", " : "s, ") + str(cb.second) + " B";
+        lab::expect(text == want,
+                    "your " + step_name(split) + ", " + str(p) + " cpu devices, " + model + ", batch " + str(batch) +
+                        ", step " + str(s) + ": the transfers between host and devices",
+                    want + " (x to the first layer's device, the labels to the loss's, each once)",
+                    text.empty() ? "none" : text);
+      }
+    }
+  std::printf("passed: the batch uploaded once to the first device, the labels once to the last\n");
+}
+
+// Memory held per category: each device holds the weights, gradients and momentum of its own
+// layers only (4 bytes a parameter each: the point of model parallel), the copies made for it
+// are activations, and nothing a step allocates is held after it.
+void memory(const Args& a) {
+  const std::string model = a.get("model", kModel);
+  const int64_t batch = std::stoll(a.get("batch", "32"));
+  const ModelSpec spec = ModelSpec::parse(model);
+  const int L = spec.layer_count();
+  const char* names[3] = {"params", "grads", "optimizer"};
+  std::string report;
+  for (long long pl : a.ints("devices", "2,4"))
+    for (long long split : a.ints("splits", "0,12")) {
+      const int p = static_cast<int>(pl);
+      const std::vector<int> place = reference_placement(L, p);
+      const Run r = train_mp(p, "", false, model, make_batches(model, batch, 2), split);
+      const std::string what = "your " + step_name(split) + ", " + str(p) + " cpu devices, " + model + " (layers on " +
+                               text(place) + "), batch " + str(batch);
+      for (int d = 0; d < p; ++d) {
+        int64_t own = 0;  // the device's layers' parameters, in bytes
+        for (int l = 0; l < L; ++l)
+          if (place[static_cast<size_t>(l)] == d)
+            own += 4 * (spec.sizes[static_cast<size_t>(l)] + 1) * spec.sizes[static_cast<size_t>(l) + 1];
+        for (int c = 0; c < 3; ++c)
+          lab::expect(r.state_peaks[static_cast<size_t>(d)][static_cast<size_t>(c)] == own,
+                      what + ": device " + str(d) + "'s peak of " + names[c] + " on its ledger",
+                      str(own) + " B, its own layers' (the activations and gradients copied between devices are "
+                      "activations)",
+                      str(r.state_peaks[static_cast<size_t>(d)][static_cast<size_t>(c)]) + " B");
+        for (size_t s = 0; s < r.held_after.size(); ++s)
+          lab::expect(r.held_after[s][static_cast<size_t>(d)] == 0,
+                      what + ": device " + str(d) + " after step " + str(s) + ", activations + comm_buffers + workspace",
+                      "0 B (every chunk's activations and copies freed by the end of the step)",
+                      str(r.held_after[s][static_cast<size_t>(d)]) + " B still held");
+      }
+      report += "  " + str(p) + " devices, split " + str(split) + ": each device its own layers' state\n";
+    }
+  std::printf("passed: memory per device and category\n%s", report.c_str());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -424,5 +575,8 @@ int main(int argc, char** argv) {
                          {"moves", moves},
                          {"overlap", overlap},
                          {"optimum", optimum},
-                         {"sweep", sweep}});
+                         {"sweep", sweep},
+                         {"order", order},
+                         {"uploads", uploads},
+                         {"memory", memory}});
 }
