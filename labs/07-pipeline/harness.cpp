@@ -233,17 +233,21 @@ int64_t saved_per_micro_batch(int stages, int64_t rows) { return (kEqualLayers /
 
 // ---------------------------------------------------------------------------------------------
 
+// Calls fn(schedule, p, stage, m, that stage's list) for every stage of every p and m the check's
+// --stages and --micro-batches name (p = 1…5, m = 1…9 unless told).
+template <typename Fn>
+void for_each_list(const Args& a, Fn fn) {
+  for (const NamedSchedule& s : schedules(a, "gpipe,1f1b"))
+    for (long long p : a.ints("stages", "1-5"))
+      for (long long m : a.ints("micro-batches", "1-9"))
+        for (int stage = 0; stage < p; ++stage) fn(s, p, stage, m, s.fn(static_cast<int>(p), stage, static_cast<int>(m)));
+}
+
 // Tasks 1 and 2, as lists: every stage runs every micro-batch's forward and backward exactly once,
 // each backward after its forward, the backwards in the order of the forwards (the strategy's
 // check_pipeline_schedule); GPipe runs all its forwards before any backward.
 void well_formed(const Args& a) {
-  const auto stages = a.ints("stages", "1-5");
-  const auto micro = a.ints("micro-batches", "1-9");
-  for (const NamedSchedule& s : schedules(a, "gpipe,1f1b"))
-    for (long long p : stages)
-      for (long long m : micro)
-        for (int stage = 0; stage < p; ++stage) {
-          const std::vector<lab07::Task> tasks = s.fn(static_cast<int>(p), stage, static_cast<int>(m));
+  for_each_list(a, [](const NamedSchedule& s, long long p, int stage, long long m, const std::vector<lab07::Task>& tasks) {
           const std::string call = s.function + "(" + str(p) + ", " + str(stage) + ", " + str(m) + ")";
           try {
             check_pipeline_schedule(tasks, static_cast<int>(p), stage, static_cast<int>(m));
@@ -260,11 +264,11 @@ void well_formed(const Args& a) {
                         "GPipe: every forward (" + str(m) + ") before any backward",
                         str(forwards) + " forwards before the first backward");
           }
-        }
+  });
   std::printf("passed: every stage runs each micro-batch's F and B once, B after F, in the order of the Fs "
               "(GPipe: all F first); "
               "p = %s, m = %s\n",
-              lab::list_text(stages).c_str(), lab::list_text(micro).c_str());
+              lab::list_text(a.ints("stages", "1-5")).c_str(), lab::list_text(a.ints("micro-batches", "1-9")).c_str());
 }
 
 // The lists the lecture draws (strategies/pipeline.cpp's diagrams): GPipe's F 0 … F m−1, B 0 … B m−1;
@@ -286,13 +290,8 @@ std::vector<lab07::Task> lecture_list(const std::string& schedule, int p, int st
 // that trains the same weights can still fill the pipe late, hold more, or take the micro-batches
 // out of the batch's order.
 void order(const Args& a) {
-  const auto stages = a.ints("stages", "1-5");
-  const auto micro = a.ints("micro-batches", "1-9");
-  for (const NamedSchedule& s : schedules(a, "gpipe,1f1b"))
-    for (long long p : stages)
-      for (long long m : micro)
-        for (int stage = 0; stage < p; ++stage) {
-          const std::string got = lab07::text(s.fn(static_cast<int>(p), stage, static_cast<int>(m)));
+  for_each_list(a, [](const NamedSchedule& s, long long p, int stage, long long m, const std::vector<lab07::Task>& tasks) {
+          const std::string got = lab07::text(tasks);
           const std::string want = lab07::text(lecture_list(s.name, static_cast<int>(p), stage, static_cast<int>(m)));
           lab::expect(got == want,
                       s.function + "(" + str(p) + ", " + str(stage) + ", " + str(m) + "): the tasks in the lecture's order" +
@@ -300,9 +299,9 @@ void order(const Args& a) {
                                              : " (warm-up of min(p − s − 1, m) forwards, then F and B in turn, then the "
                                                "backwards left; micro-batch 0 first)"),
                       want, got);
-        }
-  std::printf("passed: every stage's list is the lecture's, p = %s, m = %s\n", lab::list_text(stages).c_str(),
-              lab::list_text(micro).c_str());
+  });
+  std::printf("passed: every stage's list is the lecture's, p = %s, m = %s\n",
+              lab::list_text(a.ints("stages", "1-5")).c_str(), lab::list_text(a.ints("micro-batches", "1-9")).c_str());
 }
 
 // Sends: what crosses each link, in which order, and how many bytes. Stage s sends micro-batch 0's

@@ -265,6 +265,19 @@ HostWeights train_single(const HostWeights& init, const std::vector<HostBatch>& 
 
 HostWeights init() { return init_weights(ModelSpec::parse(kModel), 7); }
 
+// `steps` steps on n ranks from the same weights, S = 65536 not growing on the way, the last rank's
+// first gradient tensor holding an inf at step `bad`.
+Run overflow_run(int n, int steps, int bad) {
+  Run run;
+  run.ranks = n;
+  run.options.growth_interval = 1000;
+  run.last = steps;
+  run.overflow_step = bad;
+  run.overflow_rank = n - 1;
+  run.init = {init()};
+  return run;
+}
+
 // Overflow on one rank only: every rank skips that step (its weights stay as they were) and halves S.
 // `--inject inf|nan`: what the gradient holds (a NaN is an overflow too: 0 · inf, inf − inf);
 // `--tensor first|last`: in the first layer's weight gradient or the last layer's bias gradient;
@@ -277,15 +290,10 @@ void overflow_skipped(const Args& args) {
                                 tensor + ", " + on);
   for (long long n : args.ints("ranks", "2,4")) {
     const auto batches = make_batches(steps);
-    Run run;
-    run.ranks = static_cast<int>(n);
-    run.options.growth_interval = 1000;
-    run.last = steps;
-    run.overflow_step = bad;
-    run.overflow_rank = on == "every" ? kEveryRank : static_cast<int>(n) - 1;
+    Run run = overflow_run(static_cast<int>(n), steps, bad);
+    if (on == "every") run.overflow_rank = kEveryRank;
     run.overflow_tensor = tensor == "first" ? 0 : -1;
     run.overflow_value = inject == "inf" ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
-    run.init = {init()};
     const auto T = train(run, batches);
     const std::string where = str(n) + " ranks, " + (on == "every" ? "every rank's" : "rank " + str(n - 1) + "'s") + " " +
                               (tensor == "first" ? "first" : "last") + " gradient tensor held a" +
@@ -343,16 +351,8 @@ void flag_traffic(const Args& args) {
   const size_t gradients = 2 * static_cast<size_t>(ModelSpec::parse(kModel).layer_count());
   std::string report;
   for (long long n : args.ints("ranks", "2,4")) {
-    const auto batches = make_batches(steps);
-    Run run;
-    run.ranks = static_cast<int>(n);
-    run.options.growth_interval = 1000;
-    run.last = steps;
-    run.overflow_step = bad;
-    run.overflow_rank = static_cast<int>(n) - 1;
-    run.init = {init()};
     std::vector<Event> events;
-    train(run, batches, &events);
+    train(overflow_run(static_cast<int>(n), steps, bad), make_batches(steps), &events);
     const std::vector<int64_t> flag_bytes = one_float_all_reduce_bytes(static_cast<int>(n));
     for (int r = 0; r < n; ++r)
       for (int s = 0; s < steps; ++s) {
