@@ -73,10 +73,13 @@ std::vector<NamedSchedule> schedules(const Args& a, const std::string& fallback)
 // registry's factory.
 
 struct Outcome {
-  std::vector<double> losses;
+  std::vector<double> losses;           // the pipeline's loss of each step
+  std::vector<double> reference_losses; // single's, on the same batches (runs with numerics)
   double max_rel_diff = -1;           // vs single (runs with numerics)
   double bubble = 0;                  // RunMetrics::bubble_fraction over the training steps
   int64_t stage0_activation_peak = 0; // the most activations device 0 (stage 0) ever held
+  std::vector<int64_t> activation_peaks;  // the same, per stage
+  std::vector<Event> sends;               // every send of the training steps, in the order each stage made them
 };
 
 Outcome run_pipeline(const TrainConfig& c, ScheduleFn fn) {
@@ -126,7 +129,7 @@ Outcome run_pipeline(const TrainConfig& c, ScheduleFn fn) {
     if (step % per_epoch == 0) loader.set_epoch(step / per_epoch);
     loader.fill(step % per_epoch, batch);
     out.losses.push_back(pipeline->train_step(batch, step));
-    if (reference) reference->train_step(batch, step);
+    if (reference) out.reference_losses.push_back(reference->train_step(batch, step));
   }
   for (auto& d : devices) d->set_step(-1);  // gathering the weights is not part of a step
   if (numerics) out.max_rel_diff = max_relative_difference(pipeline->weights(), reference->weights());
@@ -134,8 +137,11 @@ Outcome run_pipeline(const TrainConfig& c, ScheduleFn fn) {
   std::vector<Event> steps;
   for (const Event& e : bus.events())
     if (e.step >= 0) steps.push_back(e);
+  for (const Event& e : steps)
+    if (e.role == Role::send) out.sends.push_back(e);
   out.bubble = compute_metrics(steps, bus.memory(), c.devices).bubble_fraction;
-  out.stage0_activation_peak = devices[0]->memory().peak(MemoryCategory::activations);
+  for (auto& d : devices) out.activation_peaks.push_back(d->memory().peak(MemoryCategory::activations));
+  out.stage0_activation_peak = out.activation_peaks.front();
   return out;
 }
 
@@ -228,17 +234,21 @@ int64_t saved_per_micro_batch(int stages, int64_t rows) { return (kEqualLayers /
 
 // ---------------------------------------------------------------------------------------------
 
+// Calls fn(schedule, p, stage, m, that stage's list) for every stage of every p and m the check's
+// --stages and --micro-batches name (p = 1…5, m = 1…9 unless told).
+template <typename Fn>
+void for_each_list(const Args& a, Fn fn) {
+  for (const NamedSchedule& s : schedules(a, "gpipe,1f1b"))
+    for (long long p : a.ints("stages", "1-5"))
+      for (long long m : a.ints("micro-batches", "1-9"))
+        for (int stage = 0; stage < p; ++stage) fn(s, p, stage, m, s.fn(static_cast<int>(p), stage, static_cast<int>(m)));
+}
+
 // Tasks 1 and 2, as lists: every stage runs every micro-batch's forward and backward exactly once,
 // each backward after its forward, the backwards in the order of the forwards (the strategy's
 // check_pipeline_schedule); GPipe runs all its forwards before any backward.
 void well_formed(const Args& a) {
-  const auto stages = a.ints("stages", "1-5");
-  const auto micro = a.ints("micro-batches", "1-9");
-  for (const NamedSchedule& s : schedules(a, "gpipe,1f1b"))
-    for (long long p : stages)
-      for (long long m : micro)
-        for (int stage = 0; stage < p; ++stage) {
-          const std::vector<lab07::Task> tasks = s.fn(static_cast<int>(p), stage, static_cast<int>(m));
+  for_each_list(a, [](const NamedSchedule& s, long long p, int stage, long long m, const std::vector<lab07::Task>& tasks) {
           const std::string call = s.function + "(" + str(p) + ", " + str(stage) + ", " + str(m) + ")";
           try {
             check_pipeline_schedule(tasks, static_cast<int>(p), stage, static_cast<int>(m));
@@ -255,11 +265,87 @@ void well_formed(const Args& a) {
                         "GPipe: every forward (" + str(m) + ") before any backward",
                         str(forwards) + " forwards before the first backward");
           }
-        }
+  });
   std::printf("passed: every stage runs each micro-batch's F and B once, B after F, in the order of the Fs "
               "(GPipe: all F first); "
               "p = %s, m = %s\n",
-              lab::list_text(stages).c_str(), lab::list_text(micro).c_str());
+              lab::list_text(a.ints("stages", "1-5")).c_str(), lab::list_text(a.ints("micro-batches", "1-9")).c_str());
+}
+
+// The lists the lecture draws (strategies/pipeline.cpp's diagrams): GPipe's F 0 … F m−1, B 0 … B m−1;
+// 1F1B's warm-up of min(p − s − 1, m) forwards, then (F w + i, B i) in turn, then the backwards left.
+// The micro-batches go in the order of the batch's rows, 0 first.
+std::vector<lab07::Task> lecture_list(const std::string& schedule, int p, int stage, int m) {
+  const int warmup = schedule == "gpipe" ? m : std::min(p - stage - 1, m);
+  std::vector<lab07::Task> tasks;
+  for (int i = 0; i < warmup; ++i) tasks.push_back(lab07::F(i));
+  for (int i = 0; i < m - warmup; ++i) {
+    tasks.push_back(lab07::F(warmup + i));
+    tasks.push_back(lab07::B(i));
+  }
+  for (int i = m - warmup; i < m; ++i) tasks.push_back(lab07::B(i));
+  return tasks;
+}
+
+// Order: what each stage launches when. Every stage's list is the lecture's, task for task — a list
+// that trains the same weights can still fill the pipe late, hold more, or take the micro-batches
+// out of the batch's order.
+void order(const Args& a) {
+  for_each_list(a, [](const NamedSchedule& s, long long p, int stage, long long m, const std::vector<lab07::Task>& tasks) {
+          const std::string got = lab07::text(tasks);
+          const std::string want = lab07::text(lecture_list(s.name, static_cast<int>(p), stage, static_cast<int>(m)));
+          lab::expect(got == want,
+                      s.function + "(" + str(p) + ", " + str(stage) + ", " + str(m) + "): the tasks in the lecture's order" +
+                          (s.name == "gpipe" ? " (every forward in micro-batch order, then every backward)"
+                                             : " (warm-up of min(p − s − 1, m) forwards, then F and B in turn, then the "
+                                               "backwards left; micro-batch 0 first)"),
+                      want, got);
+  });
+  std::printf("passed: every stage's list is the lecture's, p = %s, m = %s\n",
+              lab::list_text(a.ints("stages", "1-5")).c_str(), lab::list_text(a.ints("micro-batches", "1-9")).c_str());
+}
+
+// Sends: what crosses each link, in which order, and how many bytes. Stage s sends micro-batch 0's
+// activations first, then 1, …, m − 1 (each rows × width f32), and the gradients of its input back in
+// the same order: per step and link 2·m messages, 2 · batch · width · 4 bytes, whatever the schedule.
+void sends(const Args& a) {
+  const auto stages = a.ints("stages", "4");
+  const auto micro = a.ints("micro-batches", "4");
+  const int64_t batch = 32, steps = 2;
+  const ModelSpec spec = ModelSpec::parse(small_config(1, 1, batch, steps, "sgd").model);
+  std::string report;
+  for (const NamedSchedule& s : schedules(a, "gpipe,1f1b"))
+    for (long long p : stages)
+      for (long long m : micro) {
+        const TrainConfig c = small_config(static_cast<int>(p), static_cast<int>(m), batch, steps, "sgd");
+        const std::string what = "pipeline with " + s.function + ", " + str(p) + " stages, " + str(m) + " micro-batches";
+        const Outcome r = run_or_fail(c, s, what);
+        int64_t link_bytes = 0;
+        for (int64_t step = 0; step < steps; ++step)
+          for (int from = 0; from < p; ++from)
+            for (int to : {from + 1, from - 1}) {
+              if (to < 0 || to >= p) continue;
+              const bool forward = to == from + 1;
+              // The width at the link: the input of stage from + 1 going up, of stage `from` coming back.
+              const int first_layer = (forward ? from + 1 : from) * spec.layer_count() / static_cast<int>(p);
+              const int64_t bytes = batch / m * spec.sizes[static_cast<size_t>(first_layer)] * 4;
+              std::string want, got;
+              for (int i = 0; i < m; ++i) want += (want.empty() ? "" : " ") + str(i) + ":" + str(bytes);
+              for (const Event& e : r.sends)
+                if (e.step == step && e.device == from && e.peer == to) {
+                  got += (got.empty() ? "" : " ") + str(e.micro_batch) + ":" + str(e.bytes);
+                  link_bytes += e.bytes;
+                }
+              lab::expect(got == want,
+                          what + ", step " + str(step) + ": the " + (forward ? "activations" : "gradients") +
+                              " stage " + str(from) + " sent to stage " + str(to) + ", as micro-batch:bytes in the order sent",
+                          want + " (every micro-batch once, 0 first, rows × width f32)", got.empty() ? "nothing" : got);
+            }
+        report += "  " + s.name + " p = " + str(p) + " m = " + str(m) + ": " + str(link_bytes / steps) +
+                  " bytes sent per step over the " + str(p - 1) + " links, every micro-batch in order\n";
+      }
+  std::printf("passed: each link carries every micro-batch's activations and gradient once, in order\n%s",
+              report.c_str());
 }
 
 // Tasks 1 and 2, run: the pipeline with the schedule trains the same weights as single.
@@ -278,7 +364,15 @@ void equivalence(const Args& a) {
                                  " micro-batches of " + str(batch / m) + " rows, " + optimizer + ", " + str(steps) +
                                  " steps";
         const Outcome r = run_or_fail(small_config(static_cast<int>(p), static_cast<int>(m), batch, steps, optimizer), s, what);
-        for (double l : r.losses) lab::expect(std::isfinite(l), what + ": the losses", "finite", str(l));
+        // The losses it collects are compared too: each step's loss (the mean over the micro-batches,
+        // each micro-batch's mean over its rows) is single's loss of the whole batch.
+        for (size_t k = 0; k < r.losses.size(); ++k) {
+          const double want = r.reference_losses.at(k), got = r.losses[k];
+          lab::expect(std::isfinite(got) && std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want)),
+                      what + ": the loss of step " + str(k) + " against single's",
+                      str(want) + " (± " + str(tolerance) + " relative: every micro-batch's loss counted once, over m)",
+                      str(got));
+        }
         char line[200];
         std::snprintf(line, sizeof line, "%s p = %lld m = %lld: max relative difference to single %.3g", s.name.c_str(),
                       p, m, r.max_rel_diff);
@@ -323,54 +417,77 @@ void bubble(const Args& a) {
   std::printf("passed: bubble within 0.02 of (p − 1)/(m + p − 1)\n%s", report.c_str());
 }
 
-// Task 2: 1F1B's stage 0 holds at most p micro-batches' activations; GPipe's holds all m (run too,
-// for the comparison, when it runs). `--bubble gpipe,1f1b` also checks those schedules' bubbles.
+// Memory held: 1F1B's stage s holds at most min(p − s, m) micro-batches' activations (`--schedule
+// 1f1b`, the default); GPipe's stage 0 holds all m at once (`--schedule gpipe`). The other schedule
+// is run too, for the comparison in the report. `--bubble gpipe,1f1b` also checks those bubbles.
 void peak(const Args& a) {
   const auto stages = a.ints("stages", "4");
   const auto micro = a.ints("micro-batches", "8");
   const int64_t batch = std::stoll(a.get("batch", "1024"));
   const std::string hw = a.get("hw", "a100-nvlink-8");
-  const NamedSchedule one = schedule_named("1f1b"), gpipe = schedule_named("gpipe");
+  const NamedSchedule checked = schedule_named(a.get("schedule", "1f1b"));
+  const NamedSchedule other = schedule_named(checked.name == "gpipe" ? "1f1b" : "gpipe");
+  const bool gpipe = checked.name == "gpipe";
   std::string report;
   for (long long p : stages)
     for (long long m : micro) {
       const int64_t rows = batch / m, per = saved_per_micro_batch(static_cast<int>(p), rows);
       const TrainConfig c = equal_stages(static_cast<int>(p), static_cast<int>(m), batch, 1, hw);
-      const std::string what = "pipeline with one_f_one_b_schedule on " + str(p) + " equal stages (" + hw + "), " +
+      const std::string what = "pipeline with " + checked.function + " on " + str(p) + " equal stages (" + hw + "), " +
                                str(m) + " micro-batches of " + str(rows) + " rows";
-      const Outcome r = run_or_fail(c, one, what);
-      const double held = static_cast<double>(r.stage0_activation_peak) / static_cast<double>(per);
-      std::string gpipe_held = "GPipe's did not run";
+      const Outcome r = run_or_fail(c, checked, what);
+      auto worth = [&](int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(per); };
+      std::string other_held = other.name + "'s did not run";
       try {
-        const Outcome g = run_pipeline(c, gpipe.fn);
         char buf[80];
-        std::snprintf(buf, sizeof buf, "GPipe's %.2f", static_cast<double>(g.stage0_activation_peak) / static_cast<double>(per));
-        gpipe_held = buf;
+        std::snprintf(buf, sizeof buf, "%s's %.2f", other.name.c_str(), worth(run_pipeline(c, other.fn).stage0_activation_peak));
+        other_held = buf;
       } catch (const std::exception&) {
       }
-      const long long bound = std::min(p, m);
       char line[300];
       std::snprintf(line, sizeof line,
-                    "1f1b p = %lld m = %lld: stage 0's activation peak %.1f MiB = %.2f micro-batches' worth (%s; one "
+                    "%s p = %lld m = %lld: stage 0's activation peak %.1f MiB = %.2f micro-batches' worth (%s; one "
                     "micro-batch: %lld tensors of %lld × %lld f32 = %.2f MiB)",
-                    p, m, static_cast<double>(r.stage0_activation_peak) / 1048576.0, held, gpipe_held.c_str(),
-                    static_cast<long long>(kEqualLayers / p + 1), static_cast<long long>(rows),
-                    static_cast<long long>(kEqualWidth), static_cast<double>(per) / 1048576.0);
-      // The saved tensors of min(p, m) micro-batches, and the buffers in flight (a received
+                    checked.name.c_str(), p, m, static_cast<double>(r.stage0_activation_peak) / 1048576.0,
+                    worth(r.stage0_activation_peak), other_held.c_str(), static_cast<long long>(kEqualLayers / p + 1),
+                    static_cast<long long>(rows), static_cast<long long>(kEqualWidth), static_cast<double>(per) / 1048576.0);
+      // The saved tensors of the micro-batches in flight, and the buffers in flight (a received
       // gradient, a layer's scratch): less than one micro-batch more.
-      lab::expect(held < static_cast<double>(bound) + 1, what + ": the most activations stage 0 held at once",
-                  "≤ min(p, m) = " + str(bound) + " micro-batches' worth (plus buffers in flight, under one more)",
-                  line);
+      if (gpipe) {
+        const double held = worth(r.stage0_activation_peak);
+        lab::expect(held >= static_cast<double>(m) && held < static_cast<double>(m) + 1,
+                    what + ": the most activations stage 0 held at once",
+                    "m = " + str(m) + " micro-batches' worth (every forward runs before the first backward)", line);
+      } else {
+        for (long long s = 0; s < p; ++s) {
+          const long long bound = std::min(p - s, m);
+          char got[120];
+          std::snprintf(got, sizeof got, "stage %lld: %.2f micro-batches' worth", s,
+                        worth(r.activation_peaks[static_cast<size_t>(s)]));
+          lab::expect(worth(r.activation_peaks[static_cast<size_t>(s)]) < static_cast<double>(bound) + 1,
+                      what + ": the most activations stage " + str(s) + " held at once",
+                      "≤ min(p − s, m) = " + str(bound) + " micro-batches' worth (plus buffers in flight, under one more)",
+                      std::string(got) + "; " + line);
+        }
+      }
       report += std::string("  ") + line + "\n";
       if (!a.get("bubble", "").empty())
         for (const NamedSchedule& s : schedules(a.get("bubble", ""))) report += "  " + check_bubble(s, p, m, batch, 2, hw) + "\n";
     }
-  std::printf("passed: 1F1B's stage 0 holds at most p micro-batches' activations (GPipe's: all m)\n%s", report.c_str());
+  std::printf("passed: %s\n%s",
+              gpipe ? "GPipe's stage 0 holds all m micro-batches' activations"
+                    : "1F1B's stage s holds at most min(p − s, m) micro-batches' activations (GPipe's stage 0: all m)",
+              report.c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   return lab::graded_main(argc, argv,
-                        {{"well_formed", well_formed}, {"equivalence", equivalence}, {"bubble", bubble}, {"peak", peak}});
+                          {{"well_formed", well_formed},
+                           {"order", order},
+                           {"sends", sends},
+                           {"equivalence", equivalence},
+                           {"bubble", bubble},
+                           {"peak", peak}});
 }

@@ -183,7 +183,10 @@ struct Run {
   lab09::ScalerOptions options;
   lab09::ScalerState start;        // the scaler at the first step
   int first = 0, last = 0;         // steps [first, last)
-  int overflow_step = -1, overflow_rank = -1;
+  // At step overflow_step one value of the gradient tensor overflow_tensor (an index into the
+  // model's parameters, -1: the last) becomes overflow_value on rank overflow_rank (kEveryRank: all).
+  int overflow_step = -1, overflow_rank = -1, overflow_tensor = 0;
+  float overflow_value = std::numeric_limits<float>::infinity();
   std::vector<HostWeights> init;   // per rank (or one for all)
   // After step `save_at` completes (steps done == save_at), every rank calls save_checkpoint.
   int save_at = -1;
@@ -197,7 +200,10 @@ void sgd_step(Device& device, Mlp& model) {
   for (Parameter* p : model.parameters()) device.sgd({"sgd", Phase::optim}, p->value, p->grad, Tensor(), o);
 }
 
-std::vector<RankTrace> train(const Run& run, const std::vector<HostBatch>& batches) {
+constexpr int kEveryRank = -2;
+
+// `events`, when given, gets every event the ranks' devices recorded (the trace).
+std::vector<RankTrace> train(const Run& run, const std::vector<HostBatch>& batches, std::vector<Event>* events = nullptr) {
   const int n = run.ranks;
   auto w = lab::make_world(n, "", kCommTimeout);
   std::vector<RankTrace> out(static_cast<size_t>(n));
@@ -218,11 +224,13 @@ std::vector<RankTrace> train(const Run& run, const std::vector<HostBatch>& batch
         group.all_reduce(p->grad, ReduceOp::avg);
         grads.push_back(p->grad);
       }
-      if (s == run.overflow_step && rank == run.overflow_rank) {  // this rank's gradient overflowed
-        std::vector<float> g(static_cast<size_t>(grads[0].numel()));
-        device.download({"inject", Phase::optim}, g.data(), grads[0]);
-        g[g.size() / 2] = std::numeric_limits<float>::infinity();
-        device.upload({"inject", Phase::optim}, grads[0], g.data());
+      if (s == run.overflow_step && (rank == run.overflow_rank || run.overflow_rank == kEveryRank)) {
+        // This rank's gradient overflowed.
+        const Tensor& bad = run.overflow_tensor < 0 ? grads.back() : grads[static_cast<size_t>(run.overflow_tensor)];
+        std::vector<float> g(static_cast<size_t>(bad.numel()));
+        device.download({"inject", Phase::optim}, g.data(), bad);
+        g[g.size() / 2] = run.overflow_value;
+        device.upload({"inject", Phase::optim}, bad, g.data());
       }
       const bool step = lab09::unscale_and_update(grads, group, device, flag, state, run.options);
       if (step) sgd_step(device, model);
@@ -238,6 +246,7 @@ std::vector<RankTrace> train(const Run& run, const std::vector<HostBatch>& batch
       }
     }
   });
+  if (events) *events = w->bus.events();
   return out;
 }
 
@@ -257,20 +266,39 @@ HostWeights train_single(const HostWeights& init, const std::vector<HostBatch>& 
 
 HostWeights init() { return init_weights(ModelSpec::parse(kModel), 7); }
 
+// `steps` steps on n ranks from the same weights, S = 65536 not growing on the way, the last rank's
+// first gradient tensor holding an inf at step `bad`.
+Run overflow_run(int n, int steps, int bad) {
+  Run run;
+  run.ranks = n;
+  run.options.growth_interval = 1000;
+  run.last = steps;
+  run.overflow_step = bad;
+  run.overflow_rank = n - 1;
+  run.init = {init()};
+  return run;
+}
+
 // Overflow on one rank only: every rank skips that step (its weights stay as they were) and halves S.
+// `--inject inf|nan`: what the gradient holds (a NaN is an overflow too: 0 · inf, inf − inf);
+// `--tensor first|last`: in the first layer's weight gradient or the last layer's bias gradient;
+// `--rank last|every`: on the last rank only, or on every rank at once.
 void overflow_skipped(const Args& args) {
   const int steps = 4, bad = 1;
+  const std::string inject = args.get("inject", "inf"), tensor = args.get("tensor", "first"), on = args.get("rank", "last");
+  if ((inject != "inf" && inject != "nan") || (tensor != "first" && tensor != "last") || (on != "last" && on != "every"))
+    throw std::invalid_argument("harness: --inject inf|nan, --tensor first|last, --rank last|every, not " + inject + ", " +
+                                tensor + ", " + on);
   for (long long n : args.ints("ranks", "2,4")) {
     const auto batches = make_batches(steps);
-    Run run;
-    run.ranks = static_cast<int>(n);
-    run.options.growth_interval = 1000;
-    run.last = steps;
-    run.overflow_step = bad;
-    run.overflow_rank = static_cast<int>(n) - 1;
-    run.init = {init()};
+    Run run = overflow_run(static_cast<int>(n), steps, bad);
+    if (on == "every") run.overflow_rank = kEveryRank;
+    run.overflow_tensor = tensor == "first" ? 0 : -1;
+    run.overflow_value = inject == "inf" ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     const auto T = train(run, batches);
-    const std::string where = str(n) + " ranks, rank " + str(n - 1) + "'s gradient overflowed at step " + str(bad);
+    const std::string where = str(n) + " ranks, " + (on == "every" ? "every rank's" : "rank " + str(n - 1) + "'s") + " " +
+                              (tensor == "first" ? "first" : "last") + " gradient tensor held a" +
+                              (inject == "inf" ? "n inf" : " NaN") + " at step " + str(bad);
     for (int r = 0; r < n; ++r) {
       const RankTrace& t = T[static_cast<size_t>(r)];
       lab::expect(t.stepped[bad] == 0, where + ": rank " + str(r) + " took the step — the overflow flag must be all-reduced (max) so that every rank skips",
@@ -292,7 +320,76 @@ void overflow_skipped(const Args& args) {
                       " vs " + scaler_text(T[0].scaler.back()));
     }
   }
-  std::printf("passed: one rank's overflow skipped the step on every rank, S halved everywhere, 2 and 4 ranks\n");
+  std::printf("passed: an overflow (%s in the %s gradient tensor, on %s) skipped the step on every rank, S halved "
+              "everywhere, %s ranks\n",
+              inject.c_str(), tensor.c_str(), on == "every" ? "every rank" : "the last rank",
+              lab::list_text(args.ints("ranks", "2,4")).c_str());
+}
+
+// What each rank's device records as sent for one all-reduce (max) of one float on n ranks: the
+// yardstick of flag_traffic, measured on a world of the harness's own (a ring splits the payload
+// into chunks, so it is not simply 4 bytes).
+std::vector<int64_t> one_float_all_reduce_bytes(int n) {
+  auto w = lab::make_world(n, "", kCommTimeout);
+  lab::run_ranks(n, [&](int rank) {
+    Device& device = *w->devices[static_cast<size_t>(rank)];
+    w->groups[static_cast<size_t>(rank)]->all_reduce(device.zeros({1}, DType::f32, MemoryCategory::comm_buffers, "flag"),
+                                                     ReduceOp::max);
+  });
+  std::vector<int64_t> bytes(static_cast<size_t>(n), 0);
+  for (const Event& e : w->bus.events())
+    if (e.lane == Lane::comm) bytes[static_cast<size_t>(e.device)] += e.bytes;
+  return bytes;
+}
+
+// Bytes moved: the ranks agree on ONE float. From the trace: every step, after the harness's
+// all-reduce of each gradient, each rank's unscale_and_update makes exactly one collective call —
+// the all-reduce of the overflow flag, 4 bytes — whether a rank overflowed or not. Agreeing by
+// moving the gradients again (so that an inf reaches every rank) gives the same decision for the
+// price of the whole model.
+void flag_traffic(const Args& args) {
+  const int steps = 3, bad = 1;
+  const size_t gradients = 2 * static_cast<size_t>(ModelSpec::parse(kModel).layer_count());
+  std::string report;
+  for (long long n : args.ints("ranks", "2,4")) {
+    std::vector<Event> events;
+    train(overflow_run(static_cast<int>(n), steps, bad), make_batches(steps), &events);
+    const std::vector<int64_t> flag_bytes = one_float_all_reduce_bytes(static_cast<int>(n));
+    for (int r = 0; r < n; ++r)
+      for (int s = 0; s < steps; ++s) {
+        // Rank r's collective calls in step s, in the order made: a call's first event carries its
+        // flow id, the further steps of a chunked one -1. Each as "kind bytes".
+        std::vector<std::string> calls;
+        std::vector<int64_t> bytes;
+        for (const Event& e : events)
+          if (e.device == r && e.step == s && e.lane == Lane::comm) {
+            if (e.flow_id >= 0 || calls.empty()) {
+              calls.push_back(e.kind);
+              bytes.push_back(0);
+            }
+            bytes.back() += e.bytes;
+          }
+        std::string mine;  // what followed the harness's gradient all-reduces
+        bool one_float = calls.size() == gradients + 1;
+        for (size_t k = std::min(gradients, calls.size()); k < calls.size(); ++k) {
+          mine += (mine.empty() ? "" : ", ") + calls[k] + " of " + str(bytes[k]) + " B";
+          one_float = one_float && calls[k] == "all_reduce" && bytes[k] == flag_bytes[static_cast<size_t>(r)];
+        }
+        lab::expect(one_float,
+                    str(n) + " ranks, step " + str(s) + (s == bad ? " (rank " + str(n - 1) + " overflowed)" : "") +
+                        ": the collectives rank " + str(r) + "'s unscale_and_update made (from the trace)",
+                    "one all_reduce of the 4-byte flag (all_reduce of " + str(flag_bytes[static_cast<size_t>(r)]) +
+                        " B, as this group sends for one float), nothing else",
+                    mine.empty() ? "none" : mine);
+        if (r == 0 && s == bad) {
+          int64_t all = 0;
+          for (int64_t b : bytes) all += b;
+          report += "  " + str(n) + " ranks, rank 0, step " + str(s) + ": " + mine + " (the gradients' all-reduces: " +
+                    str(all - bytes.back()) + " B)\n";
+        }
+      }
+  }
+  std::printf("passed: one 4-byte all-reduce per rank and step agrees on the overflow\n%s", report.c_str());
 }
 
 // Growth: K good steps in a row double S.
@@ -323,26 +420,33 @@ void scale_growth(const Args&) {
 }
 
 // Unscaled: with S = 2^10 and no overflow, the same weights as fp32 SGD without scaling.
+// `--growth-interval K`: S doubles after every K good steps on the way, and each step's gradients
+// must be unscaled by the S that scaled that step's loss, not the one the update leaves.
 void unscaled_equivalence(const Args& args) {
   const int steps = 5;
+  const int64_t growth_interval = std::stoll(args.get("growth-interval", "1000"));
   const auto batches = make_batches(steps);
   const HostWeights want = train_single(init(), batches, steps);
   for (long long n : args.ints("ranks", "2,4")) {
     Run run;
     run.ranks = static_cast<int>(n);
-    run.options.growth_interval = 1000;
+    run.options.growth_interval = growth_interval;
     run.start.scale = 1024.0f;
     run.last = steps;
     run.init = {init()};
     const auto T = train(run, batches);
     for (int r = 0; r < n; ++r) {
       const double d = max_diff(T[static_cast<size_t>(r)].weights.back(), want);
-      lab::expect(d <= 1e-5, str(n) + " ranks, S = 1024, " + str(steps) + " SGD steps: rank " + str(r) +
-                  "'s weights vs single-device fp32 SGD without scaling (were the gradients divided by S before the step?)",
-                  "max diff ≤ 1e-5", "max diff " + str(d));
+      lab::expect(d <= 1e-5, str(n) + " ranks, S = 1024 growing ×2 every " + str(growth_interval) + " good steps, " +
+                  str(steps) + " SGD steps: rank " + str(r) +
+                  "'s weights vs single-device fp32 SGD without scaling (were the gradients divided by the S that "
+                  "scaled this step's loss, before S was updated?)",
+                  "max diff ≤ 1e-5", "max diff " + str(d) + " (S at the end: " + str(T[static_cast<size_t>(r)].scaler.back().scale) + ")");
     }
   }
-  std::printf("passed: scaled by 1024 and unscaled, the same weights as fp32 SGD (within 1e-5), 2 and 4 ranks\n");
+  std::printf("passed: scaled by 1024 (×2 every %lld good steps) and unscaled, the same weights as fp32 SGD (within "
+              "1e-5), %s ranks\n",
+              static_cast<long long>(growth_interval), lab::list_text(args.ints("ranks", "2,4")).c_str());
 }
 
 // Resume: 6 steps at once, or 3, a checkpoint, and 3 more from it — bit-identical.
@@ -437,6 +541,7 @@ void barrier(const Args& args) {
 int main(int argc, char** argv) {
   return lab::graded_main(argc, argv,
                         {{"overflow_skipped", overflow_skipped},
+                         {"flag_traffic", flag_traffic},
                          {"scale_growth", scale_growth},
                          {"unscaled_equivalence", unscaled_equivalence},
                          {"resume_exact", resume_exact},
