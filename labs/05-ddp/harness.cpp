@@ -393,7 +393,10 @@ void launch_order(const Args&) {
   const int n = 2;
   auto w = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
   const HostWeights init = init_weights(ModelSpec::parse(run.model), 7);
-  std::vector<std::string> problem(static_cast<size_t>(n));  // each rank's first wrong launch
+  struct Wrong {
+    std::string when, expected, got;
+  };
+  std::vector<Wrong> problem(static_cast<size_t>(n));  // each rank's first wrong launch
   lab::run_ranks(n, [&](int rank) {
     Device& device = *w->devices[static_cast<size_t>(rank)];
     Mlp model(device, init);
@@ -415,16 +418,20 @@ void launch_order(const Args&) {
         const auto& now = reducer.buckets();
         for (size_t k = 0; k < now.size() && k < before.size(); ++k)
           if (now[k].work && now[k].work.get() != before[k]) got.push_back(static_cast<int>(k));
-        if (got != want && problem[static_cast<size_t>(rank)].empty())
-          problem[static_cast<size_t>(rank)] =
-              "after mark_ready of " + marked + " (buckets " + text(b) + "): launched " + text(got) + "; expected " +
-              text(want) + " — each bucket launched by the hook that completes it and every bucket before it, in order";
+        if (got != want && problem[static_cast<size_t>(rank)].when.empty())
+          problem[static_cast<size_t>(rank)] = {"after mark_ready of " + marked + " in step " + str(s), text(want),
+                                                text(got)};
       }
       reducer.finish();  // every rank goes on, so a wrong launch fails here instead of timing out
     }
   });
-  if (!problem[0].empty())
-    lab::fail("launch order, 2 ranks, mlp:32-24-16-12-8, caps 2000 B (first 600 B), by hand", "see below", problem[0]);
+  const Wrong& wrong = problem[0];
+  if (!wrong.when.empty())
+    lab::fail("the buckets rank 0 has launched (a new bucket.work) " + wrong.when + ", 2 ranks, buckets " + text(b) +
+                  " (mlp:32-24-16-12-8, caps 2000 B, first 600 B)",
+              wrong.expected + " — every bucket complete with all the buckets before it, launched by the hook that "
+              "completes it, in bucket order",
+              wrong.got);
   // The group saw the all-reduces in bucket order, every step, on every rank.
   std::map<std::pair<int64_t, int>, std::vector<int>> seen;  // (step, rank) → buckets in order
   for (const Event& e : w->bus.events())
