@@ -5,10 +5,13 @@
 // assignment, and a plain single-device training loop). Speed is checked on simulated A100s, so
 // the grade does not depend on this machine.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -306,20 +309,24 @@ void overlap(const Args& a) {
   std::printf("passed: %s\n", line);
 }
 
-// Task 3: K steps of batch B under no_sync give the weights of one step of batch K·B.
+// Task 3: W windows of K steps of batch B under no_sync give the weights of W steps of batch K·B:
+// each window starts its gradients afresh, and only its last step all-reduces (one per bucket).
 void no_sync(const Args& a) {
   const auto ranks = a.ints("ranks", "2,4");
   const int k = static_cast<int>(std::stoll(a.get("k", "4")));
+  const int windows = static_cast<int>(std::stoll(a.get("windows", "1")));
   const int64_t batch = 32;
   Run run;
-  const auto small = make_batches(run.model, batch, k);
-  HostBatch big;  // the K batches in one
-  big.features = small[0].features;
-  for (const HostBatch& b : small) {
-    big.size += b.size;
-    big.x.insert(big.x.end(), b.x.begin(), b.x.end());
-    big.y.insert(big.y.end(), b.y.begin(), b.y.end());
+  const auto small = make_batches(run.model, batch, k * windows);
+  std::vector<HostBatch> big(static_cast<size_t>(windows));  // each window's K batches in one
+  for (size_t s = 0; s < small.size(); ++s) {
+    HostBatch& b = big[s / static_cast<size_t>(k)];
+    b.features = small[s].features;
+    b.size += small[s].size;
+    b.x.insert(b.x.end(), small[s].x.begin(), small[s].x.end());
+    b.y.insert(b.y.end(), small[s].y.begin(), small[s].y.end());
   }
+  const int buckets = static_cast<int>(compute_bucket_assignment_by_size(mlp_bytes(run.model), run.cap, run.first_cap).size());
   std::string report;
   for (long long nl : ranks) {
     const int n = static_cast<int>(nl);
@@ -328,23 +335,183 @@ void no_sync(const Args& a) {
     auto w = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
     const auto accumulated = train_ddp(*w, n, window, small);
     auto w1 = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
-    const auto one = train_ddp(*w1, n, run, {big});
-    const std::string what = str(n) + " ranks, no_sync over K = " + str(k) + " batches of " + str(batch);
-    // Inside the window nothing travels: the first K − 1 backwards only accumulate.
-    int early = 0;
+    const auto one = train_ddp(*w1, n, run, big);
+    const std::string what = str(n) + " ranks, no_sync over " + str(windows) + " window(s) of K = " + str(k) +
+                             " batches of " + str(batch);
+    // Inside a window nothing travels: only its last step all-reduces, each bucket once.
+    std::map<std::pair<int64_t, int>, int> calls;  // (step, rank) → all-reduce calls
     for (const Event& e : w->bus.events())
-      if (e.role == Role::all_reduce && e.step < k - 1) ++early;
-    lab::expect(early == 0, what + ": all-reduces in steps 0…K − 2", "none (only the window's last step synchronises)",
-                str(early));
+      if (e.role == Role::all_reduce && e.flow_id >= 0) ++calls[{e.step, e.device}];
+    for (int s = 0; s < k * windows; ++s)
+      for (int r = 0; r < n; ++r) {
+        const int want = s % k == k - 1 ? buckets : 0;
+        lab::expect(calls[{s, r}] == want, what + ": rank " + str(r) + "'s all-reduces in step " + str(s),
+                    str(want) + (want ? " (the window's last step: one per bucket)" : " (inside the window gradients only accumulate)"),
+                    str(calls[{s, r}]));
+      }
     const double diff = max_relative_difference(accumulated[0], one[0]);
     char line[160];
     std::snprintf(line, sizeof line, "%d ranks: max relative difference %.3g", n, diff);
-    lab::expect(std::isfinite(diff) && diff <= 1e-6, what + ": the weights against one step of batch " + str(k * batch),
+    lab::expect(std::isfinite(diff) && diff <= 1e-6,
+                what + ": the weights against " + str(windows) + " step(s) of batch " + str(k * batch),
                 "max relative difference ≤ 1e-6", line);
     lab::expect_replicas_equal(accumulated, what);
     report += std::string("  ") + line + "\n";
   }
-  std::printf("passed: K = %d no_sync steps give one step of K× the batch\n%s", k, report.c_str());
+  std::printf("passed: %d window(s) of K = %d no_sync steps give %d step(s) of K× the batch\n%s", windows, k, windows,
+              report.c_str());
+}
+
+// The buckets of the small model and the order backward writes its gradients (the last layer's
+// bias first): mark_ready's order in train_ddp.
+Buckets small_buckets(const Run& run) {
+  return compute_bucket_assignment_by_size(mlp_bytes(run.model), run.cap, run.first_cap);
+}
+std::vector<int> backward_order(const Buckets& b) {
+  std::vector<int> order;
+  for (const auto& bucket : b) order.insert(order.end(), bucket.begin(), bucket.end());
+  return order;
+}
+
+// Task 2, order and timing: 2 ranks on cpu mark the gradients ready by hand, in backward's order and
+// in orders where a later bucket completes first (a parameter unused in this forward, or used
+// twice). After every mark_ready the launched buckets (a new bucket.work) must be exactly the
+// complete ones with every bucket before them complete — launched by the hook that completes them,
+// never later, never ahead of an earlier bucket; and the all-reduces reach the group in bucket order.
+void launch_order(const Args&) {
+  const Run run;
+  const Buckets b = small_buckets(run);  // {7, 6, 5}, {4, 3}, {2, 1}, {0}
+  const std::vector<int> bwd = backward_order(b);
+  std::vector<std::vector<int>> orders = {bwd};
+  std::vector<int> late_first;  // every later bucket complete before bucket 0
+  for (size_t k = 1; k < b.size(); ++k) late_first.insert(late_first.end(), b[k].begin(), b[k].end());
+  late_first.insert(late_first.end(), b[0].begin(), b[0].end());
+  orders.push_back(late_first);
+  std::vector<int> swapped = bwd;  // bucket 2 complete before bucket 1
+  std::rotate(swapped.begin() + static_cast<long>(b[0].size()),
+              swapped.begin() + static_cast<long>(b[0].size() + b[1].size()),
+              swapped.begin() + static_cast<long>(b[0].size() + b[1].size() + b[2].size()));
+  orders.push_back(swapped);
+  const int n = 2;
+  auto w = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
+  const HostWeights init = init_weights(ModelSpec::parse(run.model), 7);
+  struct Wrong {
+    std::string when, expected, got;
+  };
+  std::vector<Wrong> problem(static_cast<size_t>(n));  // each rank's first wrong launch
+  lab::run_ranks(n, [&](int rank) {
+    Device& device = *w->devices[static_cast<size_t>(rank)];
+    Mlp model(device, init);
+    lab05::Reducer reducer(model.parameters(), *w->groups[static_cast<size_t>(rank)], run.cap, run.first_cap);
+    for (size_t s = 0; s < orders.size(); ++s) {
+      device.set_step(static_cast<int64_t>(s));
+      std::vector<const Work*> before;  // each bucket's work before this step (a stale one is not a launch)
+      for (const lab05::Bucket& x : reducer.buckets()) before.push_back(x.work.get());
+      std::vector<int> left;
+      for (const auto& bucket : b) left.push_back(static_cast<int>(bucket.size()));
+      std::string marked;
+      for (int i : orders[s]) {
+        reducer.mark_ready(i);
+        marked += (marked.empty() ? "" : ", ") + str(i);
+        for (size_t k = 0; k < b.size(); ++k)
+          if (std::find(b[k].begin(), b[k].end(), i) != b[k].end()) --left[k];
+        std::vector<int> want, got;
+        for (size_t k = 0; k < b.size() && left[k] == 0; ++k) want.push_back(static_cast<int>(k));
+        const auto& now = reducer.buckets();
+        for (size_t k = 0; k < now.size() && k < before.size(); ++k)
+          if (now[k].work && now[k].work.get() != before[k]) got.push_back(static_cast<int>(k));
+        if (got != want && problem[static_cast<size_t>(rank)].when.empty())
+          problem[static_cast<size_t>(rank)] = {"after mark_ready of " + marked + " in step " + str(s), text(want),
+                                                text(got)};
+      }
+      reducer.finish();  // every rank goes on, so a wrong launch fails here instead of timing out
+    }
+  });
+  const Wrong& wrong = problem[0];
+  if (!wrong.when.empty())
+    lab::fail("the buckets rank 0 has launched (a new bucket.work) " + wrong.when + ", 2 ranks, buckets " + text(b) +
+                  " (mlp:32-24-16-12-8, caps 2000 B, first 600 B)",
+              wrong.expected + " — every bucket complete with all the buckets before it, launched by the hook that "
+              "completes it, in bucket order",
+              wrong.got);
+  // The group saw the all-reduces in bucket order, every step, on every rank.
+  std::map<std::pair<int64_t, int>, std::vector<int>> seen;  // (step, rank) → buckets in order
+  for (const Event& e : w->bus.events())
+    if (e.role == Role::all_reduce && e.flow_id >= 0) seen[{e.step, e.device}].push_back(e.bucket);
+  std::vector<int> in_order(b.size());
+  for (size_t k = 0; k < b.size(); ++k) in_order[k] = static_cast<int>(k);
+  for (const auto& [key, buckets] : seen)
+    lab::expect(buckets == in_order, "the all-reduces of rank " + str(key.second) + " in step " + str(key.first),
+                text(in_order) + " (bucket 0 first: every rank issues the same collectives in the same order)",
+                text(buckets));
+  std::printf("passed: each bucket launched by the mark_ready that completes it and the buckets before it, in "
+              "bucket order, in 3 marking orders (%s)\n", text(b).c_str());
+}
+
+// Task 2, timing: mark_ready must return at once — the all-reduce runs beside backward. Rank 0
+// marks all its gradients ready while rank 1 has not marked any: an all-reduce cannot complete
+// then, so a hook that waits for one never returns until rank 1 gives up waiting (1 s) and joins.
+void hook_async(const Args&) {
+  const Run run;
+  const std::vector<int> bwd = backward_order(small_buckets(run));
+  const int n = 2;
+  auto w = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
+  const HostWeights init = init_weights(ModelSpec::parse(run.model), 7);
+  std::mutex m;
+  std::condition_variable cv;
+  bool marked = false;  // rank 0's mark_ready calls have all returned
+  bool waited = false;  // rank 1 gave up waiting for them
+  lab::run_ranks(n, [&](int rank) {
+    Device& device = *w->devices[static_cast<size_t>(rank)];
+    Mlp model(device, init);
+    lab05::Reducer reducer(model.parameters(), *w->groups[static_cast<size_t>(rank)], run.cap, run.first_cap);
+    if (rank == 1) {
+      std::unique_lock<std::mutex> lock(m);
+      waited = !cv.wait_for(lock, std::chrono::milliseconds(1000), [&] { return marked; });
+    }
+    for (int i : bwd) reducer.mark_ready(i);
+    if (rank == 0) {
+      std::lock_guard<std::mutex> lock(m);
+      marked = true;
+      cv.notify_all();
+    }
+    reducer.finish();
+  });
+  lab::expect(!waited, "rank 0 marks every gradient ready while rank 1 has not begun its backward (2 ranks, cpu)",
+              "every mark_ready returns at once: the all-reduce is launched and runs beside backward (waited for "
+              "in finish() only)",
+              "rank 0's mark_ready calls had not returned after 1 s: a hook waits for an all-reduce, which "
+              "cannot end before every rank has joined it");
+  std::printf("passed: mark_ready returns at once on rank 0 while rank 1 has not started (nothing waited for in the hook)\n");
+}
+
+// Memory held, from each rank's ledger after 2 steps: every gradient sits in exactly one bucket
+// buffer (comm_buffers), allocated once and reused, so comm_buffers peaks at the gradients' bytes
+// 4 · P, as grads do.
+void buffers(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  const Run run;
+  const ModelSpec spec = ModelSpec::parse(run.model);
+  int64_t p = 0;
+  for (int l = 0; l < spec.layer_count(); ++l) p += spec.layer_parameter_count(l);
+  std::string report;
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    auto w = lab::make_world(n, "", kCommTimeout, /*own_hosts=*/true);
+    train_ddp(*w, n, run, make_batches(run.model, 32, 2));
+    for (int r = 0; r < n; ++r) {
+      const MemoryLedger& ledger = w->devices[static_cast<size_t>(r)]->memory();
+      const int64_t comm = ledger.peak(MemoryCategory::comm_buffers), grads = ledger.peak(MemoryCategory::grads);
+      lab::expect(comm == 4 * p && grads == 4 * p,
+                  str(n) + " ranks, " + run.model + ", 2 steps: the ledger peaks of rank " + str(r),
+                  "comm_buffers " + str(4 * p) + ", grads " + str(4 * p) +
+                      " (4 · P, P = " + str(p) + ": each gradient in one bucket buffer, made once with make_bucket and "
+                      "reused every step)",
+                  "comm_buffers " + str(comm) + ", grads " + str(grads));
+    }
+    report += "  " + str(n) + " ranks: comm_buffers and grads peak at " + str(4 * p) + " bytes on every rank\n";
+  }
+  std::printf("passed: the bucket buffers hold each gradient once, allocated once\n%s", report.c_str());
 }
 
 }  // namespace
@@ -355,5 +522,8 @@ int main(int argc, char** argv) {
                          {"bucket_defaults", bucket_defaults},
                          {"equivalence", equivalence},
                          {"overlap", overlap},
-                         {"no_sync", no_sync}});
+                         {"no_sync", no_sync},
+                         {"launch_order", launch_order},
+                         {"hook_async", hook_async},
+                         {"buffers", buffers}});
 }

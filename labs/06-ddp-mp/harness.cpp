@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/comm/threads/threads_group.h"
@@ -131,11 +133,16 @@ struct Run {
   std::vector<HostWeights> weights;                  // every rank's, after the last step
   std::vector<std::vector<int64_t>> peaks;            // each device's ledger peak by category
   std::vector<Event> events;                          // the whole trace
+  std::vector<int64_t> held_after_step;               // each device's most live activations after a step
+  std::vector<std::vector<double>> losses;            // [step][rank]: what rank_step returned
 };
+
+// Called on each rank's thread just before its rank_step of `step`, with the run's trace so far.
+using BeforeStep = std::function<void(int rank, int64_t step, const EventBus& bus)>;
 
 // `batches` are global batches; every rank trains on its DistributedSampler shard of each.
 Run train_ddp_mp(int n, const std::string& profile, const std::string& model_spec, const std::string& optimizer,
-                 const std::vector<HostBatch>& batches) {
+                 const std::vector<HostBatch>& batches, const BeforeStep& before_step = nullptr) {
   const HostWeights init = init_weights(ModelSpec::parse(model_spec), 7);
   const int layers = init.spec.layer_count();
   expect_usable_map(n, layers);
@@ -149,6 +156,8 @@ Run train_ddp_mp(int n, const std::string& profile, const std::string& model_spe
   }
   Run out;
   out.weights.resize(static_cast<size_t>(n));
+  out.held_after_step.assign(static_cast<size_t>(2 * n), 0);
+  out.losses.assign(batches.size(), std::vector<double>(static_cast<size_t>(n)));
   lab::run_ranks(n, [&](int rank) {
     const lab06::RankDevices d = lab06::rank_devices(rank);
     Device* first = w->devices[static_cast<size_t>(d.first)].get();
@@ -171,8 +180,14 @@ Run train_ddp_mp(int n, const std::string& profile, const std::string& model_spe
       first->set_step(static_cast<int64_t>(s));
       second->set_step(static_cast<int64_t>(s));
       take_shard(batches[s], rank, n, shard);
+      if (before_step) before_step(rank, static_cast<int64_t>(s), w->bus);
       const double loss = lab06::rank_step(r, shard);
       lab::expect(std::isfinite(loss), "step " + str(s) + ": the loss rank_step returned", "a finite number", str(loss));
+      out.losses[s][static_cast<size_t>(rank)] = loss;
+      for (int dev : {d.first, d.second}) {
+        int64_t& held = out.held_after_step[static_cast<size_t>(dev)];
+        held = std::max(held, w->devices[static_cast<size_t>(dev)]->memory().live(MemoryCategory::activations));
+      }
     }
     out.weights[static_cast<size_t>(rank)] = model.download();
   });
@@ -336,9 +351,152 @@ void memory(const Args& a) {
               static_cast<long long>(4 * p1), static_cast<long long>(4 * p2), report.c_str());
 }
 
+// Order and timing, from the trace's order (the events one rank's thread issues reach the bus in
+// the order it issues them): per step and rank, the second device's bucket is packed and launched
+// before the first device's backward begins, so its all-reduce runs while the first device computes.
+void launch_order(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  const std::string model = a.get("model", kModel);
+  const int steps = 2;
+  std::string report;
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    const Run run = train_ddp_mp(n, "", model, "sgd", make_batches(model, 32, steps));
+    for (int s = 0; s < steps; ++s)
+      for (int r = 0; r < n; ++r) {
+        const int f = 2 * r, g = f + 1;
+        long first_pack = -1, first_backward = -1;  // positions in the trace
+        for (size_t i = 0; i < run.events.size(); ++i) {
+          const Event& e = run.events[i];
+          if (e.step != s) continue;
+          if (first_pack < 0 && e.device == g && e.phase == Phase::comm && e.kind == "copy" && e.bucket >= 0)
+            first_pack = static_cast<long>(i);
+          if (first_backward < 0 && e.device == f && e.phase == Phase::bwd && e.lane == Lane::compute)
+            first_backward = static_cast<long>(i);
+        }
+        lab::expect(first_pack >= 0 && first_backward >= 0 && first_pack < first_backward,
+                    str(n) + " ranks, " + model + ", step " + str(s) + ": when rank " + str(r) +
+                        " packs and launches the bucket of its second device (" + str(g) + ")",
+                    "before the first device's backward begins (the all-reduce of device " + str(g) +
+                        "'s gradients runs while device " + str(f) + " computes)",
+                    first_pack < 0 ? std::string("no bucket packed on device ") + str(g)
+                                   : "after the first device's backward had begun (trace position " +
+                                         str(first_pack) + " > " + str(first_backward) + ")");
+      }
+    report += "  " + str(n) + " ranks: the second device's bucket launched before the first device's backward\n";
+  }
+  std::printf("passed: the second device's bucket goes first, while the first device computes\n%s", report.c_str());
+}
+
+// Timing: rank_step must not wait for an all-reduce before the first device's backward. Rank 1
+// starts its step only once rank 0's first device has begun its backward (or after 1 s): no
+// all-reduce can end before rank 1 joins it, so a step that waits for one there stalls.
+void no_wait(const Args&) {
+  const int n = 2;
+  const int first0 = lab06::rank_devices(0).first;
+  bool gave_up = false;
+  train_ddp_mp(n, "", kModel, "sgd", make_batches(kModel, 32, 1), [&](int rank, int64_t step, const EventBus& bus) {
+    if (rank != 1) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+    for (size_t seen = 0;;) {
+      const std::vector<Event> events = bus.events_since(seen);
+      seen += events.size();
+      for (const Event& e : events)
+        if (e.step == step && e.device == first0 && e.phase == Phase::bwd && e.lane == Lane::compute) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        gave_up = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  lab::expect(!gave_up, "2 ranks, " + kModel + ": rank 0 steps while rank 1 has not started",
+              "rank 0's first device begins its backward at once (the second device's all-reduce is launched, "
+              "not waited for, until the gradients are averaged)",
+              "nothing on device " + str(first0) + "'s backward after 1 s: rank 0 waits for an all-reduce that "
+              "cannot end before rank 1 joins it");
+  std::printf("passed: rank 0's first device goes on with backward while its second device's all-reduce waits for rank 1\n");
+}
+
+// Memory held: after each step no activation is left on either device (the batch, the activation
+// and its gradient, the logits are the step's own, freed when it returns).
+void released(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  std::string report;
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    const Run run = train_ddp_mp(n, "", kModel, "sgd", make_batches(kModel, 32, 2));
+    for (int d = 0; d < 2 * n; ++d)
+      lab::expect(run.held_after_step[static_cast<size_t>(d)] == 0,
+                  str(n) + " ranks, " + kModel + ": the activations device " + str(d) + " (rank " + str(d / 2) +
+                      "'s " + (d % 2 == 0 ? "first" : "second") + ") still holds after rank_step returns",
+                  "0 bytes (nothing of a step is kept past it)", str(run.held_after_step[static_cast<size_t>(d)]) + " bytes");
+    report += "  " + str(n) + " ranks: 0 bytes of activations left on every device after each step\n";
+  }
+  std::printf("passed: a step keeps nothing past its end\n%s", report.c_str());
+}
+
+// Single's mean loss on each rank's shard before each step: what rank_step must return, since every
+// replica holds single's weights (within round-off). [step][rank]
+std::vector<std::vector<double>> shard_losses(const std::string& model, const std::vector<HostBatch>& batches, int n) {
+  EventBus bus;
+  DeviceOptions o;
+  o.bus = &bus;
+  auto devices = make_devices(o);
+  Device& device = *devices[0];
+  Mlp m(device, init_weights(ModelSpec::parse(model), 7));
+  Optimizer step(optimizer_config("sgd"), m.parameters());
+  std::vector<std::vector<double>> out(batches.size());
+  HostBatch shard;
+  for (size_t s = 0; s < batches.size(); ++s) {
+    Mlp now(device, m.download());  // this step's weights, for the shards' forwards alone
+    for (int r = 0; r < n; ++r) {
+      take_shard(batches[s], r, n, shard);
+      Tensor x = device.empty({shard.size, shard.features}, DType::f32, MemoryCategory::activations, "batch.x");
+      Tensor y = device.empty({shard.size}, DType::i32, MemoryCategory::activations, "batch.y");
+      device.upload({"batch.x", Phase::data}, x, shard.x.data());
+      device.upload({"batch.y", Phase::data}, y, shard.y.data());
+      Tensor logits = now.forward(x);
+      Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
+      out[s].push_back(device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits));
+    }
+    lab::forward_backward(device, m, batches[s]);
+    step.step();
+  }
+  return out;
+}
+
+// The loss each rank_step returns: its rank's mean over its own rows, as single's on that shard.
+void loss(const Args& a) {
+  const auto ranks = a.ints("ranks", "2,4");
+  const int steps = 3;
+  const auto batches = make_batches(kModel, 32, steps);
+  std::string report;
+  for (long long nl : ranks) {
+    const int n = static_cast<int>(nl);
+    const Run run = train_ddp_mp(n, "", kModel, "sgd", batches);
+    const auto want = shard_losses(kModel, batches, n);
+    for (int s = 0; s < steps; ++s)
+      for (int r = 0; r < n; ++r) {
+        const double got = run.losses[static_cast<size_t>(s)][static_cast<size_t>(r)];
+        const double w = want[static_cast<size_t>(s)][static_cast<size_t>(r)];
+        lab::expect(std::abs(got - w) <= 1e-5 * std::abs(w),
+                    str(n) + " ranks, " + kModel + ", step " + str(s) + ": the loss rank " + str(r) + "'s rank_step returned",
+                    str(w) + " (within 1e-5 relative: the mean loss over this rank's " + str(32 / n) +
+                        " rows, as single computes it on them)",
+                    str(got));
+      }
+    report += "  " + str(n) + " ranks: every step's loss as single's on the rank's shard (step 0, rank 0: " +
+              str(run.losses[0][0]) + ")\n";
+  }
+  std::printf("passed: rank_step returns its rank's mean loss\n%s", report.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return lab::graded_main(argc, argv,
-                        {{"placement", placement}, {"equivalence", equivalence}, {"moves", moves}, {"memory", memory}});
+                          {{"placement", placement}, {"equivalence", equivalence}, {"moves", moves}, {"memory", memory},
+                           {"launch_order", launch_order}, {"no_wait", no_wait}, {"released", released},
+                           {"loss", loss}});
 }
