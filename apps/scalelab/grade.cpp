@@ -170,9 +170,15 @@ int grade_mutation_score(const GradeCliOptions& o, const grade::Options& base) {
   }
   std::printf("mutation score of %s: %d of %d mutants caught (%.0f %%); %zu made, %zu did not compile (left out); %.0f s\n",
               base.lab.c_str(), s.caught, s.compiled, pct, s.mutants.size(), s.mutants.size() - s.compiled, s.seconds);
+  // A change of several lines (a swap, a move) on one line of the report: its lines joined by " ⏎ ".
+  auto one_line = [](std::string t) {
+    for (size_t at = t.find('\n'); at != std::string::npos; at = t.find('\n', at)) t.replace(at, 1, " ⏎ ");
+    return t;
+  };
   for (const auto& m : s.mutants)
     if (m.compiled && !m.caught)
-      std::printf("  survived  %s:%d  %s:  %s  →  %s\n", m.file.c_str(), m.line, m.kind.c_str(), m.before.c_str(), m.after.c_str());
+      std::printf("  survived  %s:%d  %s:  %s  →  %s\n", m.file.c_str(), m.line, m.kind.c_str(), one_line(m.before).c_str(),
+                  one_line(m.after).c_str());
   return 0;
 }
 

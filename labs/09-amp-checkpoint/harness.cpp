@@ -40,6 +40,8 @@ namespace {
 const std::string kMagic = "LAB09CK1";
 std::atomic<int> g_write_delay_ms{0};  // the barrier check makes rank 0's write slow
 std::atomic<int> g_writes{0};
+std::atomic<int> g_writer_rank{-1};  // the rank whose thread last wrote a file (the barrier check)
+thread_local int t_rank = -1;        // set by the barrier check on each rank's thread
 std::string g_last_write_path;
 const std::string kModel = "mlp:16-13-4";
 }  // namespace
@@ -99,6 +101,7 @@ TrainState decode_state(const std::string& bytes) {
 
 void write_file(const std::string& path, const std::string& bytes) {
   ++g_writes;
+  g_writer_rank = t_rank;
   g_last_write_path = path;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw std::runtime_error("write_file: cannot open " + path);
@@ -518,11 +521,14 @@ void barrier(const Args& args) {
   auto w = lab::make_world(n, "", kCommTimeout);
   std::vector<lab09::TrainState> got(static_cast<size_t>(n));
   lab::run_ranks(n, [&](int r) {
+    t_rank = r;
     lab09::save_checkpoint(path, state, *w->groups[static_cast<size_t>(r)]);
     got[static_cast<size_t>(r)] = lab09::load_checkpoint(path);
   });
   g_write_delay_ms = 0;
   lab::expect(g_writes == 1, "save_checkpoint on " + str(n) + " ranks: how many wrote the file", "1 (rank 0 only)", str(g_writes.load()));
+  lab::expect(g_writer_rank == 0, "save_checkpoint on " + str(n) + " ranks: which rank wrote the file", "rank 0",
+              "rank " + str(g_writer_rank.load()));
   lab::expect(g_last_write_path != path, "rank 0 wrote the checkpoint",
               "to a temporary file, renamed to " + path + " once whole", "straight to " + path);
   lab::expect(!std::filesystem::exists(path + ".tmp"), "after save_checkpoint", "no " + path + ".tmp left (renamed)", "it is still there");
