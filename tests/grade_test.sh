@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `scalelab grade` on lab 01: the solution scores 100 %, the untouched stub 0 with a message per
-# check, every mutant is caught by the check its header names; hostile submissions (an endless
-# loop, 100 GB, a segfault, a fork bomb, a compile error) are scored within their limits and the
-# grader goes on; results.json has Gradescope's fields, the JUnit XML parses, the grade is the same
-# twice; the hand-out holds no solution, mutant or hidden check; bad usage exits 2 saying why.
+# `scalelab grade` on lab 01: the solution scores 100 % with well-formed reports; hostile
+# submissions (an endless loop, 100 GB, a segfault, a fork bomb, a compile error) are scored within
+# their limits and the grader goes on; each cheat (an early exit, a forged verdict, the solution
+# included, the rubric read at run time, a root-only include, a setsid escape) scores 0 and leaves
+# nothing running; the grade is the same twice; a class folder, the hand-out (no solution, mutant
+# or hidden check) and the autograder zip; bad usage exits 2 saying why. (Every lab's solution,
+# stub and mutants: grade_labs_test.sh.)
 #   bash grade_test.sh <path to scalelab> <labs dir> <tests/data/grade>
 set -u
 SCALELAB=${1:?usage: grade_test.sh <scalelab binary> <labs dir> <tests/data/grade>}
@@ -84,49 +86,6 @@ else
   fail "JUnit XML: $(head -c 400 "$WORK/solution.xml")"
 fi
 
-# --- every lab: the solution 100 %, the untouched stub 0 with a TODO on every check, every mutant
-# below 100 % and caught by the check its header names --------------------------------------------
-for labdir in "$LABS"/*/; do
-  [ -f "$labdir/checks.json" ] || continue
-  GRADING=$(basename "$labdir")
-  if [ "$GRADING" != 01-collectives ]; then  # lab 01's solution is graded in detail above
-    grade "sol-$GRADING" "$labdir/solution"
-    read -r got max < <(score "sol-$GRADING")
-    [ "$(rc "sol-$GRADING")" = 0 ] && [ "$got" = "$max" ] && pass "$GRADING: the solution scores $got / $max" ||
-      fail "$GRADING: the solution: exit $(rc "sol-$GRADING"), $got / $max: $(show "sol-$GRADING")"
-  fi
-  "$SCALELAB" grade "$GRADING" --labs-dir "$LABS" --results "$WORK/stub-$GRADING.json" >"$WORK/stub-$GRADING.out" 2>&1
-  echo $? >"$WORK/stub-$GRADING.rc"
-  if [ "$(rc "stub-$GRADING")" = 1 ] && python3 - "$WORK/stub-$GRADING.json" <<'EOF'
-import json, sys
-j = json.load(open(sys.argv[1]))
-assert j["score"] == 0, j["score"]
-for t in j["tests"]:
-    if t["name"] == "builds":
-        assert t["status"] == "passed", "the stub compiles"
-        continue
-    assert t["status"] == "failed" and t["extra_data"]["result"] == "failed", t
-    assert "TODO" in t["output"], (t["name"], t["output"])
-EOF
-  then pass "$GRADING: the stub compiles, scores 0 and every check says TODO"
-  else fail "$GRADING: the stub: exit $(rc "stub-$GRADING"): $(show "stub-$GRADING")"; fi
-  # Every shipped mutant (a patch on the solution) caught by the check its header names.
-  "$SCALELAB" grade "$GRADING" --labs-dir "$LABS" --mutants --json >"$WORK/mutants-$GRADING.json" 2>"$WORK/mutants-$GRADING.err"
-  code=$?
-  if summary=$(python3 - "$WORK/mutants-$GRADING.json" 2>&1 <<'EOF'
-import json, sys
-ms = json.load(open(sys.argv[1]))
-bad = [f'{m["mutant"]}: {m["note"]}' for m in ms if not m["caught"] or m["score"] != 0]
-assert not bad, "; ".join(bad)
-assert len(ms) >= 8, f"{len(ms)} mutants, fewer than 8"
-print(f"{len(ms)} mutants, each caught by its named check")
-EOF
-  ) && [ "$code" = 0 ]; then
-    pass "$GRADING: $summary"
-  else
-    fail "$GRADING: --mutants exit $code: $summary $(tail -5 "$WORK/mutants-$GRADING.err")"
-  fi
-done
 GRADING=01-collectives
 
 # --- hostile submissions: each scored within its limit, and the next check still runs ----------
