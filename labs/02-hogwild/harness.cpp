@@ -248,6 +248,7 @@ struct Watched {
   pid_t parent = 0;
   std::vector<Fault> faults;
   unsigned verify = kNothingMore;
+  int started = 0;  // Workers::start calls of the parent
 };
 Watched g_watched;
 
@@ -389,6 +390,10 @@ void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
   log.steps[rank].fetch_add(1);
 }
 
+void on_worker_started() {
+  if (g_watched.log && getpid() == g_watched.parent) ++g_watched.started;
+}
+
 void on_parent_waits() {
   if (!g_watched.log || getpid() != g_watched.parent || g_watched.log->parent_waits.load()) return;
   // The time and the segment first, then the flag: a worker that sees the flag reads them.
@@ -415,6 +420,7 @@ struct Outcome {
   std::chrono::milliseconds waited{0};  // from its first Workers::wait until hogwild returned or threw
   std::vector<int> pid, steps;
   std::vector<std::string> children;  // left in the process table after hogwild returned or threw
+  int started = 0;  // workers the parent started (Workers::start)
 };
 
 OptimizerConfig optimizer_config() {
@@ -456,6 +462,7 @@ Outcome run(const lab02::Job& job, const HostWeights& init, unsigned verify, con
     o.error = e.what();
   }
   const int64_t ended_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  o.started = g_watched.started;
   g_watched = Watched{};
   o.parent_waited = log->parent_waits.load() != 0;
   if (o.parent_waited)
@@ -614,6 +621,8 @@ void processes(const Args& a) {
     const Outcome o = run(job, init, kTogether | kShards);
     remove_leftovers();
     expect_clean_run(job, o);
+    lab::expect(o.started == workers, run_text(job) + ": processes started (Workers::start)",
+                "one per worker: " + str(workers), str(o.started));
     for (int r = 0; r < workers; ++r) {
       const size_t k = static_cast<size_t>(r);
       lab::expect(o.pid[k] != 0, run_text(job) + ": worker " + str(r), "trains (train_step(" + str(r) + ", …))",

@@ -105,10 +105,11 @@ struct Job {
 };
 
 // The harness's eyes (defined in harness.cpp): which process trained which rows, where that
-// process's parameters live, and when the parent began to wait for its workers.
+// process's parameters live, when the parent began to wait for its workers, how many it started.
 namespace detail {
 void on_train_step(int rank, Mlp& model, const HostBatch& shard);
 void on_parent_waits();
+void on_worker_started();
 }  // namespace detail
 
 // One Hogwild step of worker `rank` on its shard: forward, loss, backward (the gradients are the
@@ -131,6 +132,7 @@ class Workers {
   // Forks the next worker (numbered 0, 1, 2, … in the order started); returns its number. The child
   // gets a copy of the parent's memory — its objects, its model — and shares what is MAP_SHARED.
   int start(const std::function<int()>& work) {
+    detail::on_worker_started();
     const int r = children_.count();
     children_.spawn("worker " + std::to_string(r), work);
     return r;
