@@ -74,5 +74,18 @@ for v in "$WORK"/*.verdicts; do
     esac
   done <"$v"
 done
+# The figures a lab's README and rubric quote are the solution's own, as graded above: lab 05's
+# overlap ("NN.N %" in the check's output).
+if python3 - "$WORK/05-ddp-solution.json" "$LABS/05-ddp/README.md" "$LABS/05-ddp/checks.json" >"$WORK/figures.txt" 2>&1 <<'EOF'
+import json, re, sys
+tests = {t["name"]: t for t in json.load(open(sys.argv[1]))["tests"]}
+measured = re.search(r"passed: (\d+\.\d) %", tests["overlap"]["output"]).group(1)
+for path in sys.argv[2:]:
+    quoted = set(re.findall(r"reference(?: solution reaches|:) (\d+\.\d) %", open(path).read()))
+    assert quoted == {measured}, f"{path} quotes {sorted(quoted)} %, the solution measures {measured} %"
+print(f"lab 05's README and rubric quote the overlap the solution measures: {measured} %")
+EOF
+then pass "$(cat "$WORK/figures.txt")"
+else fail "a quoted figure is stale: $(cat "$WORK/figures.txt")"; fi
 echo "grade labs test: $(python3 -c "print(round($(date +%s.%N) - $started, 1))") s"
 finish
