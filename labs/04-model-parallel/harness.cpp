@@ -130,8 +130,14 @@ std::vector<HostBatch> make_batches(const std::string& model, int64_t batch, int
 std::string expect_equivalent(int p, const std::string& profile, const std::string& model, int64_t batch,
                               int64_t split) {
   const auto batches = make_batches(model, batch, kSteps);
-  const HostWeights single = lab::train_single(model, sgd(), batches);
+  std::vector<double> single_losses;
+  const HostWeights single = lab::train_single(model, sgd(), batches, &single_losses);
   const Run r = train_mp(p, profile, false, model, batches, split);
+  // The loss each step returns is the batch's mean, as single's (chunks weighted by their rows).
+  for (size_t s = 0; s < single_losses.size() && s < r.losses.size(); ++s)
+    lab::expect(std::fabs(r.losses[s] - single_losses[s]) <= 1e-5 * std::max(1.0, std::fabs(single_losses[s])),
+                "step " + str(s) + ": the loss your " + step_name(split) + " returned, " + str(p) + " devices",
+                "single's, the batch's mean: " + str(single_losses[s]), str(r.losses[s]));
   const double diff = max_relative_difference(r.weights, single);
   const std::string where = str(p) + (profile.empty() ? " cpu" : " sim (" + profile + ")") + " devices";
   char line[200];

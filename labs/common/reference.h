@@ -28,7 +28,8 @@ inline std::vector<scalelab::HostBatch> synthetic_batches(const std::string& mod
 }
 
 // One batch through `model` on `device`: every parameter's .grad holds scale · d(mean loss)/dw.
-inline void forward_backward(scalelab::Device& device, scalelab::Mlp& model, const scalelab::HostBatch& b,
+// Returns the batch's mean loss.
+inline double forward_backward(scalelab::Device& device, scalelab::Mlp& model, const scalelab::HostBatch& b,
                              float scale = 1.0f) {
   using namespace scalelab;
   Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
@@ -37,13 +38,16 @@ inline void forward_backward(scalelab::Device& device, scalelab::Mlp& model, con
   device.upload({"batch.y", Phase::data}, y, b.y.data());
   Tensor logits = model.forward(x);
   Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
-  device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scale);
+  const double loss = device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scale);
   model.backward(dlogits);
+  return loss;
 }
 
-// The model (weights from seed 7, as every harness starts its ranks) trained on one cpu device.
+// The model (weights from seed 7, as every harness starts its ranks) trained on one cpu device;
+// each step's mean loss into `losses` when given (a harness compares the losses a step returns).
 inline scalelab::HostWeights train_single(const std::string& model, const scalelab::OptimizerConfig& optimizer,
-                                          const std::vector<scalelab::HostBatch>& batches) {
+                                          const std::vector<scalelab::HostBatch>& batches,
+                                          std::vector<double>* losses = nullptr) {
   using namespace scalelab;
   EventBus bus;
   DeviceOptions o;
@@ -52,7 +56,8 @@ inline scalelab::HostWeights train_single(const std::string& model, const scalel
   Mlp m(*devices[0], init_weights(ModelSpec::parse(model), 7));
   Optimizer step(optimizer, m.parameters());
   for (const HostBatch& b : batches) {
-    forward_backward(*devices[0], m, b);
+    const double loss = forward_backward(*devices[0], m, b);
+    if (losses) losses->push_back(loss);
     step.step();
   }
   return m.download();
