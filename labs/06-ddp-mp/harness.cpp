@@ -452,13 +452,7 @@ std::vector<std::vector<double>> shard_losses(const std::string& model, const st
     Mlp now(device, m.download());  // this step's weights, for the shards' forwards alone
     for (int r = 0; r < n; ++r) {
       take_shard(batches[s], r, n, shard);
-      Tensor x = device.empty({shard.size, shard.features}, DType::f32, MemoryCategory::activations, "batch.x");
-      Tensor y = device.empty({shard.size}, DType::i32, MemoryCategory::activations, "batch.y");
-      device.upload({"batch.x", Phase::data}, x, shard.x.data());
-      device.upload({"batch.y", Phase::data}, y, shard.y.data());
-      Tensor logits = now.forward(x);
-      Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
-      out[s].push_back(device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits));
+      out[s].push_back(lab::forward_backward(device, now, shard));  // (now's gradients are thrown away)
     }
     lab::forward_backward(device, m, batches[s]);
     step.step();
