@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  patch  # the labs' mutants are patches on their solutions (scalelab grade --mutants)
   libgtest-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
