@@ -84,7 +84,7 @@ double data_parallel_step(Controller& c, const HostBatch& batch);
 // momentum 0.9, trained 2 steps with YOUR data_parallel_step: over the ledger's categories (params,
 // grads, optimizer, activations, comm_buffers, workspace), the sum of (device 0's peak in that
 // category − device 1's peak in it), in bytes. Return the number you computed (README.md, "The
-// numeric question"); it is graded within 1 % of what the ledgers measure.
+// numeric question"); it is graded exactly against what the ledgers measure.
 int64_t device0_extra_peak_bytes();
 
 }  // namespace lab03
