@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <set>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -339,6 +340,52 @@ void order(const Args& a) {
   std::printf("passed: the chunks launched in the lecture's order on every device\n%s", report.c_str());
 }
 
+// What the trace says of each op (the dashboard draws from it): a chunk's ops tagged with its
+// micro-batch (none, −1, when the batch goes whole), a copy between devices named for the layer it
+// feeds, and no gradient computed for the input (layer 0's backward has no dx GEMM). Batch 33 in
+// splits of 16 ends with a chunk of one row.
+void labels(const Args& a) {
+  const std::string model = a.get("model", kModel);
+  const int64_t batch = std::stoll(a.get("batch", "33"));
+  std::string report;
+  for (long long pl : a.ints("devices", "2,4"))
+    for (long long split : a.ints("splits", "0,64,16,8")) {
+      const int p = static_cast<int>(pl);
+      const Run r = train_mp(p, "", false, model, make_batches(model, batch, 1), split);
+      const int64_t chunks = split == 0 || split >= batch ? 1 : chunks_of(batch, split);
+      const std::string what = "your " + step_name(split) + ", " + str(p) + " cpu devices, " + model + ", batch " + str(batch);
+      std::set<int> tags;
+      int layer0_backward_gemms = 0;
+      for (const Event& e : r.events) {
+        if (e.step != 0) continue;
+        if (e.kind == "gemm") tags.insert(e.micro_batch);
+        if (e.kind == "gemm" && e.layer == 0 && e.phase == Phase::bwd) ++layer0_backward_gemms;
+        if (e.kind == "copy_p2p" && e.layer >= 0) {
+          const std::string fc = "fc" + str(e.layer + 1);
+          const size_t at = e.name.find("fc");
+          const std::string named = at == std::string::npos ? "no layer" : e.name.substr(at);
+          lab::expect(named == fc || named.rfind(fc + ".", 0) == 0 || named.rfind(fc + " ", 0) == 0,
+                      what + ": the copy \"" + e.name + "\" (tagged layer " + str(e.layer) + ")",
+                      "named for the layer it feeds: " + fc, named);
+        }
+      }
+      std::set<int> want;
+      for (int64_t i = 0; i < chunks; ++i) want.insert(chunks == 1 ? -1 : static_cast<int>(i));
+      auto text = [](const std::set<int>& s) {
+        std::string t;
+        for (int v : s) t += (t.empty() ? "" : ", ") + str(v);
+        return "{" + t + "}";
+      };
+      lab::expect(tags == want, what + " (" + str(chunks) + (chunks == 1 ? " chunk" : " chunks") + "): the micro-batch tags of its GEMMs",
+                  chunks == 1 ? "{-1}: the batch goes whole, no micro-batch" : text(want) + ": chunk i's ops tagged i", text(tags));
+      lab::expect(layer0_backward_gemms == chunks, what + ": layer 0's backward GEMMs",
+                  str(chunks) + ", dW alone for each chunk: nothing needs the gradient of the input (need_dx false)",
+                  str(layer0_backward_gemms));
+      report += "  " + str(p) + " devices, " + step_name(split) + ": " + str(chunks) + " chunk(s) tagged, copies named\n";
+    }
+  std::printf("passed: the trace's tags: micro-batches, copies, no input gradient\n%s", report.c_str());
+}
+
 // The bytes from the host: per step, the batch's x once to the first device (batch × features × 4)
 // and its labels once to the last (batch × 4), where the loss is — and nothing else.
 void uploads(const Args& a) {
@@ -584,5 +631,6 @@ int main(int argc, char** argv) {
                          {"sweep", sweep},
                          {"order", order},
                          {"uploads", uploads},
+                         {"labels", labels},
                          {"memory", memory}});
 }
