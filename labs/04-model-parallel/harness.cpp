@@ -343,13 +343,13 @@ void order(const Args& a) {
 // What the trace says of each op (the dashboard draws from it): a chunk's ops tagged with its
 // micro-batch (none, −1, when the batch goes whole), a copy between devices named for the layer it
 // feeds, and no gradient computed for the input (layer 0's backward has no dx GEMM). Batch 33 in
-// splits of 16 ends with a chunk of one row.
+// splits of 32 or 16 ends with a chunk of one row.
 void labels(const Args& a) {
   const std::string model = a.get("model", kModel);
   const int64_t batch = std::stoll(a.get("batch", "33"));
   std::string report;
   for (long long pl : a.ints("devices", "2,4"))
-    for (long long split : a.ints("splits", "0,64,16,8")) {
+    for (long long split : a.ints("splits", "0,64,32,16,8")) {
       const int p = static_cast<int>(pl);
       const Run r = train_mp(p, "", false, model, make_batches(model, batch, 1), split);
       const int64_t chunks = split == 0 || split >= batch ? 1 : chunks_of(batch, split);
