@@ -912,6 +912,23 @@ void share_failure(const Args& a) {
               left.empty() ? std::string("gone: release unlinked a name it had not made (Segment::linked)")
                            : "overwritten: \"" + left + "\"");
   report += "  file_system, the name taken: thrown, the other's file untouched\n";
+  // release twice (a catch block after a release, a destructor): the second must change nothing —
+  // not close descriptor 0, the process's stdin, which a segment's descriptor never is.
+  {
+    EventBus bus;
+    DeviceOptions opt;
+    opt.bus = &bus;
+    auto devices = make_devices(opt);
+    Mlp model(*devices[0], init_weights(ModelSpec::parse(kSmallModel), 7));
+    lab02::Segment twice = lab02::share_memory(model, Sharing::file_descriptor, unique_name());
+    lab02::release(twice);
+    lab02::release(twice);
+    remove_leftovers();
+    lab::expect(fcntl(0, F_GETFD) != -1, "release called twice on one segment",
+                "the second does nothing (Segment::fd < 0 after the first: no descriptor)",
+                "it closed descriptor 0, the process's stdin: the first release left fd = " + str(twice.fd));
+    report += "  released twice: the second did nothing\n";
+  }
   std::printf("passed: share_memory that fails throws and leaves nothing behind\n%s", report.c_str());
 }
 
