@@ -779,9 +779,9 @@ void no_copies(const Args& a) {
 // worker is reported job.timeout after the waiting began — not that plus the slow one's time (a
 // fresh deadline per worker).
 void one_deadline(const Args& a) {
-  const auto timeout = std::chrono::milliseconds(std::stoll(a.get("timeout_ms", "800")));
+  const auto timeout = std::chrono::milliseconds(std::stoll(a.get("timeout_ms", "1200")));
   const auto slow = timeout * 7 / 10;  // the slow worker ends this long after the waiting began
-  const auto slack = std::chrono::milliseconds(400);  // reaping, releasing, a loaded machine
+  const auto slack = std::chrono::milliseconds(600);  // reaping, releasing, a loaded machine (CI runs tests side by side)
   const HostWeights init = init_weights(ModelSpec::parse(kSmallModel), 7);
   const Data data = make_data(kSmallModel, 24, 24 * 6, 29);
   const std::string limits = " (job.timeout " + str(timeout.count()) + " ms)";
