@@ -224,7 +224,7 @@ for o, n in zip(old['rows'], new['rows']):
   pass "bench predict --measured prices a saved table again: its runs, steps and GEMM speed as saved, the same predictions"
 else fail "bench predict --measured: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
-# The tables shipped in profiles/measured/ (the README's accuracy figures) still price with this build.
+# The tables shipped in profiles/measured/ (docs/accuracy.md's figures) still price with this build.
 shipped=$(ls "$ROOT"/profiles/measured/*-bench-predict.json | tail -n 1)
 out=$("$SCALELAB" bench predict --hw "${shipped%-bench-predict.json}-profile.json" --measured "$shipped" 2>&1)
 rc=$?
