@@ -138,26 +138,33 @@ void kill_group(pid_t pgid) noexcept {
   }
 }
 
+// Calls fn(folder) for each process's folder in /proc (/proc/PID).
+template <typename Fn>
+void each_process(Fn fn) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0]))) fn(e.path());
+  }
+}
+
 // The processes descended from this one: read from /proc (pid → parent). A process that left its
 // group and session (fork, setsid, fork) is still a descendant: when its parent dies it is
 // re-parented to us, the sub-reaper.
 std::vector<pid_t> descendants() {
   std::map<pid_t, pid_t> parent;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(e.path() / "stat");
+  each_process([&](const fs::path& proc) {
+    std::ifstream in(proc / "stat");
     std::string stat;
     std::getline(in, stat);
     const size_t close = stat.rfind(')');  // the command's name may hold spaces and parentheses
-    if (close == std::string::npos) continue;
+    if (close == std::string::npos) return;
     std::istringstream rest(stat.substr(close + 1));
     char state = 0;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    if (state != 'Z') parent[static_cast<pid_t>(std::stol(name))] = ppid;
-  }
+    if (state != 'Z') parent[static_cast<pid_t>(std::stol(proc.filename().string()))] = ppid;
+  });
   std::set<pid_t> mine{::getpid()};
   for (bool grew = true; grew;) {
     grew = false;
@@ -440,11 +447,8 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs) {
 // limit is this plus its own allowance (for a grader not running as root).
 int64_t tasks_of_user(uid_t uid) {
   int64_t n = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(e.path() / "status");
+  each_process([&](const fs::path& proc) {
+    std::ifstream in(proc / "status");
     std::string line;
     bool mine = false;
     int64_t threads = 1;
@@ -453,7 +457,7 @@ int64_t tasks_of_user(uid_t uid) {
       if (line.rfind("Threads:", 0) == 0) threads = std::stoll(line.substr(8));
     }
     if (mine) n += threads;
-  }
+  });
   return n;
 }
 
