@@ -10,9 +10,10 @@
 #   B=…               skipped (the test's B is the build it was given).
 # A command marked `# needs a GPU` (or `# needs PyTorch`) is run too; where there is no GPU (no
 # torch) it passes when it fails only for want of one, so an option that no longer exists is
-# still caught. Anything else in a sh
-# block, or a placeholder (…, an upper-case word such as S or FILE), fails: write a real, small
-# command instead. Each failure names the file and the line.
+# still caught. Anything else in a sh block, or a placeholder (…, an upper-case word such as S or
+# FILE), fails: write a real, small command instead. And docs/cli.md has a section for every
+# subcommand `scalelab --help` lists and names every option of each. Each failure names the file
+# and the line.
 #   bash docs_test.sh <path to scalelab> <source dir> [mpirun]
 set -u
 SCALELAB=${1:?usage: docs_test.sh <scalelab binary> <source dir> [mpirun]}
@@ -67,6 +68,21 @@ for page in "${pages[@]}"; do
                           if (t !~ /^(https?:|mailto:)/) printf "%d\t%s\n", NR, t } }' "$page")
 done
 [ "$failures" = 0 ] && pass "links: $links relative links in ${#pages[@]} pages resolve"
+
+# --- docs/cli.md covers the CLI --------------------------------------------------------------
+# Every subcommand `scalelab --help` lists has a section, and every option its --help lists is named.
+subcommands() { "$SCALELAB" "$@" --help | awk '/^Subcommands:/ {s = 1; next} s && /^  [a-z]/ {print $1}'; }
+cli_missing=0
+for sub in $(subcommands) $(subcommands bench | sed 's/^/bench:/'); do
+  args=(${sub/:/ })
+  [ -n "$(subcommands "${args[@]}")" ] && continue   # bench: its subcommands have the sections
+  grep -qE "^## ${args[*]}\$" docs/cli.md || { fail "docs/cli.md has no section '## ${args[*]}'"; cli_missing=1; continue; }
+  for opt in $("$SCALELAB" "${args[@]}" --help | grep -oE '^  (-[a-z],)?--[a-z][a-z0-9-]*' | sed -E 's/^ +(-[a-z],)?//'); do
+    [ "$opt" = --help ] && continue
+    grep -qF "\`$opt\`" docs/cli.md || { fail "docs/cli.md does not name ${args[*]} $opt"; cli_missing=1; }
+  done
+done
+[ "$cli_missing" = 0 ] && pass "docs/cli.md: a section for every subcommand, every option named"
 
 # --- commands ---------------------------------------------------------------------------------
 scratch="$WORK/scratch"
