@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The documentation stays true: every relative link in README.md, docs/*.md and the other READMEs
-# resolves to a file (and a `#anchor` to a heading of it), and every command shown in a ```sh
-# block of README.md and docs/*.md runs against this build:
+# resolves to a file (and a `#anchor` to a heading of it), the README links every page in docs/,
+# and every command shown in a ```sh block of README.md and docs/*.md runs against this build:
 #   $B/scalelab …     run in a scratch folder (profiles/, labs/, examples/ linked in), exit 0 in time;
 #   mpirun …          the same, under mpirun --allow-run-as-root --oversubscribe;
 #   make TARGET       `make -n TARGET` in the sources (the target exists; the test cannot run it);
@@ -68,6 +68,13 @@ for page in "${pages[@]}"; do
                           if (t !~ /^(https?:|mailto:)/) printf "%d\t%s\n", NR, t } }' "$page")
 done
 [ "$failures" = 0 ] && pass "links: $links relative links in ${#pages[@]} pages resolve"
+
+# Every page in docs/ is linked from the README: a newcomer finds each from there.
+unlinked=0
+for doc in docs/*.md; do
+  grep -qF "]($doc" README.md || { fail "README.md does not link $doc"; unlinked=1; }
+done
+[ "$unlinked" = 0 ] && pass "README.md links every page in docs/"
 
 # --- docs/cli.md covers the CLI --------------------------------------------------------------
 # Every subcommand `scalelab --help` lists has a section, and every option its --help lists is named.
