@@ -3,7 +3,7 @@
 # figure and number regenerated first from runs of this build's scalelab. `make slides` calls this.
 #   scripts/slides.sh [BUILD_DIR] [OUT_DIR] [README_PICTURES_DIR]
 # With a third argument (and Chromium), the slide each deck marks <!-- readme --> is also written
-# there as slides-NN.png (`make slides-pictures`: the README's pictures in docs/img).
+# there as slides-NN.png (`make slides-pictures`: slides/README.md's pictures in docs/img).
 # 1. runs: each deck's runs on simulated A100s (sim clock: the same run gives the same numbers)
 #    write a summary (data/NAME.json) and a trace (data/NAME.trace.json);
 # 2. panels: one dashboard panel per picture, drawn from a trace under Xvfb (img/NAME-PANEL.png);
