@@ -55,6 +55,7 @@
 #include "core/run/ranks.h"
 #include "strategies/pipeline.h"
 #include "strategies/registry.h"
+#include "strategies/sharded_state.h"
 
 namespace scalelab {
 namespace {
@@ -91,10 +92,11 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
 // Stage s of p holds layers [⌊s·L/p⌋, ⌊(s+1)·L/p⌋): contiguous, sizes differing by at most one.
 int first_layer(int stage, int stages, int layers) { return stage * layers / stages; }
 
-int stage_of_layer(int layer, int stages, int layers) {
-  int s = 0;
-  while (first_layer(s + 1, stages, layers) <= layer) ++s;
-  return s;
+// Each stage's first layer, then the layer count: who holds which layers (strategies/sharded_state.h).
+std::vector<int> stage_boundaries(int stages, int layers) {
+  std::vector<int> first;
+  for (int s = 0; s <= stages; ++s) first.push_back(first_layer(s, stages, layers));
+  return first;
 }
 
 // One rank's part of the model: its layers on its device, and its own optimizer.
@@ -138,7 +140,11 @@ PipelineSchedule schedule_of(const TrainConfig& config) {
 class Pipeline : public Strategy {
  public:
   Pipeline(StrategyContext& ctx, PipelineSchedule schedule)
-      : config_(ctx.config), ranks_(*ctx.ranks), spec_(ctx.initial_weights.spec), schedule_(std::move(schedule)) {
+      : config_(ctx.config),
+        ranks_(*ctx.ranks),
+        spec_(ctx.initial_weights.spec),
+        schedule_(std::move(schedule)),
+        ownership_(ShardedState::by_layers(spec_, stage_boundaries(ranks_.world_size(), spec_.layer_count()))) {
     for (int rank : ranks_.local_ranks())
       stages_.push_back(std::make_unique<Stage>(rank, ranks_.device(rank), ranks_.group(rank), ranks_.world_size(),
                                                 ctx.initial_weights, ctx.config));
@@ -247,56 +253,29 @@ class Pipeline : public Strategy {
     return value;
   }
 
-  // The whole model on every rank: each layer's tensors are broadcast from the stage that holds it.
+  // The whole model and its optimizer state, gathered from the stages that hold them: each
+  // parameter is broadcast from its stage (strategies/sharded_state.h).
   HostWeights weights() override {
-    const int L = spec_.layer_count();
     HostWeights w;
-    w.spec = spec_;
-    w.weight.resize(static_cast<size_t>(L));
-    w.bias.resize(static_cast<size_t>(L));
     ranks_.run([&](int rank) {
       Stage& st = stage(rank);
-      for (int l = 0; l < L; ++l) {
-        const int owner = stage_of_layer(l, ranks_.world_size(), L);
-        const Linear* mine = owner == rank ? &st.layers[l - st.first] : nullptr;
-        const std::string fc = "fc" + std::to_string(l + 1);
-        Tensor W = from_owner(st, owner, mine ? mine->weight.value : Tensor(), {spec_.sizes[l + 1], spec_.sizes[l]}, fc + ".weight");
-        Tensor b = from_owner(st, owner, mine ? mine->bias.value : Tensor(), {spec_.sizes[l + 1]}, fc + ".bias");
-        if (rank == reporter()) {
-          w.weight[l] = download(st, W, l);
-          w.bias[l] = download(st, b, l);
-        }
-      }
+      HostWeights mine = ownership_.gather_weights(*st.group, *st.device, st.params, rank == reporter());
+      if (rank == reporter()) w = std::move(mine);
     });
     return w;
   }
 
   TrainingState state() override {
-    const int L = spec_.layer_count();
     TrainingState s;
     s.weights = weights();
+    ranks_.run([&](int rank) {
+      Stage& st = stage(rank);
+      OptimizerState whole = ownership_.gather_optimizer_state(*st.group, *st.device, *st.optimizer, rank == reporter());
+      if (rank == reporter()) s.optimizer = std::move(whole);
+    });
     s.optimizer_steps = stages_.front()->optimizer->steps_taken();  // every stage steps together
     s.loss_scale = stages_.front()->scaler.state_scale();          // and scales alike
     s.scaler_good_steps = stages_.front()->scaler.good_steps();
-    s.optimizer.resize(static_cast<size_t>(2 * L));
-    ranks_.run([&](int rank) {
-      Stage& st = stage(rank);
-      const int k = st.optimizer->state_tensors_per_parameter();
-      const std::vector<Tensor> mine = st.optimizer->state();  // per local parameter, k tensors
-      for (int l = 0; l < L; ++l) {
-        const int owner = stage_of_layer(l, ranks_.world_size(), L);
-        for (int j = 0; j < 2; ++j) {  // weight, bias
-          const std::vector<int64_t> shape =
-              j == 0 ? std::vector<int64_t>{spec_.sizes[l + 1], spec_.sizes[l]} : std::vector<int64_t>{spec_.sizes[l + 1]};
-          for (int t = 0; t < k; ++t) {
-            const size_t local = static_cast<size_t>((2 * (l - st.first) + j) * k + t);
-            Tensor own = owner == rank ? mine[local] : Tensor();
-            Tensor v = from_owner(st, owner, own, shape, "fc" + std::to_string(l + 1) + (j ? ".bias" : ".weight") + ".state");
-            if (rank == reporter()) s.optimizer[static_cast<size_t>(2 * l + j)].push_back(download(st, v, l));
-          }
-        }
-      }
-    });
     return s;
   }
 
@@ -310,8 +289,7 @@ class Pipeline : public Strategy {
                            s.weights.bias[layer.index()].data());
       }
       st->optimizer->set_steps_taken(s.optimizer_steps);
-      // This stage's parameters are entries [2·first, 2·last) of the model's.
-      st->optimizer->upload_state({s.optimizer.begin() + 2 * st->first, s.optimizer.begin() + 2 * st->last});
+      st->optimizer->upload_state(ownership_.part_of(s.optimizer, st->rank));
       st->scaler.load_state(s.loss_scale, s.scaler_good_steps);
     }
   }
@@ -329,17 +307,6 @@ class Pipeline : public Strategy {
     return h;
   }
 
-  // `own` on the owner's rank; a copy of it everywhere else.
-  Tensor from_owner(Stage& st, int owner, const Tensor& own, const std::vector<int64_t>& shape, const std::string& name) {
-    Tensor t = st.rank == owner ? own : st.device->empty(shape, DType::f32, MemoryCategory::comm_buffers, name);
-    st.group->broadcast(t, owner, {.name = "broadcast " + name});
-    return t;
-  }
-
-  std::vector<float> download(Stage& st, const Tensor& t, int layer) {
-    return st.device->download_f32({"weights", Phase::data, layer}, t);
-  }
-
   // The rank that fills in what weights() and state() return (with --launch threads every rank
   // has everything; one of them writes it down).
   int reporter() const { return ranks_.local_ranks().front(); }
@@ -355,6 +322,7 @@ class Pipeline : public Strategy {
   const RankSet& ranks_;
   ModelSpec spec_;
   PipelineSchedule schedule_;  // (stages, stage, micro-batches) → the stage's tasks
+  ShardedState ownership_;     // stage s holds its layers' parameters and optimizer state
   std::vector<std::unique_ptr<Stage>> stages_;  // this process's stages: all of them with --launch threads
 };
 
