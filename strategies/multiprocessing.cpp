@@ -31,7 +31,7 @@
 #include "core/comm/shm/shm_segment.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
-#include "core/proc/box.h"
+#include "core/proc/message_area.h"
 #include "core/proc/child_device.h"
 #include "core/proc/commands.h"
 #include "core/proc/shared_weights.h"
@@ -80,9 +80,9 @@ struct Plan {
         // A round records 2 uploads, ≤ 2 ops per layer forward, the loss, ≤ 3 per layer backward and
         // an update per parameter: 7L + 3 events of ~100 bytes, and the ledger — whose description
         // carries a sim device's whole profile (a calibrated one with its raw measurements: 15 KB).
-        outboxes(layout.place_each(workers, ByteBox::bytes_for((8 * params.spec().layer_count() + 16) * 256 + 4096 +
+        outboxes(layout.place_each(workers, MessageArea::bytes_for((8 * params.spec().layer_count() + 16) * 256 + 4096 +
                                                                description_bytes(ctx.devices.front()->description())))),
-        state_bytes(ByteBox::bytes_for(buffers_bytes(params.numel(), optimizer_state_tensors(config.optimizer)))),
+        state_bytes(MessageArea::bytes_for(buffers_bytes(params.numel(), optimizer_state_tensors(config.optimizer)))),
         state(layout.place(state_bytes, 4096)) {}
 };
 
@@ -94,10 +94,10 @@ struct View {
   Slot& slot(int r) const { return reinterpret_cast<Slot*>(base + p->slots)[r]; }
   float* shard_x(int r) const { return reinterpret_cast<float*>(p->shards.at(base, r)); }
   int32_t* shard_y(int r) const { return reinterpret_cast<int32_t*>(shard_x(r) + p->max_rows * p->features); }
-  ByteBox outbox(int r) const {
+  MessageArea outbox(int r) const {
     return {p->outboxes.at(base, r), p->outboxes.bytes, "worker " + std::to_string(r) + "'s outbox"};
   }
-  ByteBox state() const { return {base + p->state, p->state_bytes, "the optimizer state's box"}; }
+  MessageArea state() const { return {base + p->state, p->state_bytes, "the optimizer state's area"}; }
 };
 
 // ---------------------------------------------------------------------------------------------
