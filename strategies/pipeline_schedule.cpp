@@ -31,9 +31,10 @@
 #include "core/error.h"
 
 namespace scalelab {
-
+namespace {
 using Pass = PipelinePass;
 using Task = PipelineTask;
+}  // namespace
 
 // slide: gpipe-schedule
 // GPipe: F 0 … F m−1, then B 0 … B m−1, the same list on every stage.
@@ -61,6 +62,8 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
 // end slide
 }
 
+// A list a stage can run: every micro-batch's F and B once, each B after its F, the Bs in the order
+// of the Fs (strategies/pipeline_schedule.h says why each).
 void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages, int stage, int micro_batches) {
   const std::string where = "the schedule of stage " + std::to_string(stage) + " (" + std::to_string(stages) +
                             " stages, " + std::to_string(micro_batches) + " micro-batches)";

@@ -73,8 +73,9 @@ class Zero : public Strategy {
   // Every rank holds all the weights after the all-gather: read the first local one.
   HostWeights weights() override { return local_ranks_.front()->model.download(); }
 
-  // The whole optimizer state, as single would keep it: the shards of each state tensor gathered
-  // and cut back into the model's parameters, on every rank (and process).
+  // The whole optimizer state, as single would keep it: the shards of each state tensor
+  // all-gathered and cut back into the model's parameters. Every rank takes part; the first rank
+  // of each process keeps the result, so every process returns the whole state.
   TrainingState state() override {
     TrainingState s;
     s.weights = weights();
