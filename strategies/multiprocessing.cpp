@@ -21,8 +21,8 @@
 // every strategy, and staleness is bounded by one round. Each worker's optimizer (momentum, Adam's
 // m and v) is its own and steps with --lr on its B/N rows. Asynchronous: held to test accuracy, not
 // to single's weights — except with one worker, which is single exactly. The plumbing (forking, the
-// command protocol that names a worker that failed, died or hung, the segment's layout, shipping
-// the workers' events into the parent's trace) is core/proc's.
+// command protocol that names a worker that failed, died or hung, shipping the workers' events into
+// the parent's trace) is core/proc's; what lies where in the segment, strategies/hogwild_segment.h.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -31,96 +31,40 @@
 #include "core/comm/shm/shm_segment.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
-#include "core/proc/box.h"
 #include "core/proc/child_device.h"
 #include "core/proc/commands.h"
-#include "core/proc/shared_weights.h"
+#include "core/proc/message_area.h"
 #include "core/proc/threads.h"
+#include "strategies/hogwild_segment.h"
 #include "strategies/registry.h"
 
 namespace scalelab {
 namespace {
 
+// What the parent asks of a worker; what goes with it lies in the segment (strategies/hogwild_segment.h).
 enum Command : int32_t { attach, train, save_state, load_state, stop };
-
-// Worker r's slot: the parent's order (with the shard), the worker's result — each on its own line.
-struct Order { int64_t step = -1, rows = 0, start_ns = 0, optimizer_steps = 0; };
-struct Result { double loss_sum = 0; int64_t rows = 0, optimizer_steps = 0; };
-struct Slot { alignas(64) Order order; alignas(64) Result result; };
-
-// What every process knows, handed to the workers by fork (the parent's memory as it was): the run,
-// and the segment — commands (core/proc) | PARAMETERS | per worker: slot, shard, outbox (its round's
-// records) | the optimizer state on its way out or in. Nothing is locked, least of all the parameters.
-// What a device's description takes in a message (core/trace/wire.cpp: three strings and its capacity).
-int64_t description_bytes(const DeviceDescription& d) {
-  return static_cast<int64_t>(d.name.size() + d.label.size() + d.profile.size()) + 3 * 8 + 8;
-}
-
-struct Plan {
-  TrainConfig config;
-  DeviceOptions devices;  // the run's: each worker makes its own device by them
-  int workers;
-  int64_t features, max_rows;
-  SegmentLayout layout;
-  SharedWeights params;
-  int64_t slots;
-  Areas shards, outboxes;
-  int64_t state_bytes, state;
-
-  explicit Plan(const StrategyContext& ctx)
-      : config(ctx.config),
-        devices(with_parent_epoch(ctx.device_options, *ctx.devices.front())),
-        workers(static_cast<int>(ctx.devices.size())),
-        features(ctx.initial_weights.spec.inputs()),
-        max_rows((config.batch + workers - 1) / workers),
-        layout(command_block_bytes(workers)),
-        params(ctx.initial_weights.spec, layout),
-        slots(layout.place(workers * int64_t{sizeof(Slot)})),
-        shards(layout.place_each(workers, max_rows * (features * 4 + 4))),
-        // A round records 2 uploads, ≤ 2 ops per layer forward, the loss, ≤ 3 per layer backward and
-        // an update per parameter: 7L + 3 events of ~100 bytes, and the ledger — whose description
-        // carries a sim device's whole profile (a calibrated one with its raw measurements: 15 KB).
-        outboxes(layout.place_each(workers, ByteBox::bytes_for((8 * params.spec().layer_count() + 16) * 256 + 4096 +
-                                                               description_bytes(ctx.devices.front()->description())))),
-        state_bytes(ByteBox::bytes_for(buffers_bytes(params.numel(), optimizer_state_tensors(config.optimizer)))),
-        state(layout.place(state_bytes, 4096)) {}
-};
-
-// One process's view of the segment (each maps it at its own address).
-struct View {
-  char* base;
-  const Plan* p;
-
-  Slot& slot(int r) const { return reinterpret_cast<Slot*>(base + p->slots)[r]; }
-  float* shard_x(int r) const { return reinterpret_cast<float*>(p->shards.at(base, r)); }
-  int32_t* shard_y(int r) const { return reinterpret_cast<int32_t*>(shard_x(r) + p->max_rows * p->features); }
-  ByteBox outbox(int r) const {
-    return {p->outboxes.at(base, r), p->outboxes.bytes, "worker " + std::to_string(r) + "'s outbox"};
-  }
-  ByteBox state() const { return {base + p->state, p->state_bytes, "the optimizer state's box"}; }
-};
 
 // ---------------------------------------------------------------------------------------------
 // One worker process: its device, its event bus, its model (parameters in the segment), its
 // optimizer. Lives in the child only, serving the parent's commands until told to stop.
 class Worker {
  public:
-  Worker(int rank, View seg) : r_(rank), seg_(seg), p_(*seg.p) {}
+  Worker(int rank, hogwild::Mapping segment) : rank_(rank), segment_(segment), layout_(*segment.layout) {}
 
   int run() {
-    return serve_commands(seg_.base, r_, [this](int32_t command) {
+    return serve_commands(segment_.base, rank_, [this](int32_t command) {
       switch (command) {
         case Command::attach: start(); break;
         case Command::train: train_shard(); break;
-        case Command::save_state: send_buffers(seg_.state(), optimizer_->download_state()); break;
+        case Command::save_state: send_buffers(segment_.state(), optimizer_->download_state()); break;
         case Command::load_state:  // the same state, from the parent, for every worker
-          optimizer_->upload_state(receive_buffers(seg_.state()));
-          optimizer_->set_steps_taken(seg_.slot(r_).order.optimizer_steps);
+          optimizer_->upload_state(receive_buffers(segment_.state()));
+          optimizer_->set_steps_taken(segment_.slot(rank_).order.optimizer_steps);
           break;
         default: return false;  // stop
       }
       bus_.clear();  // what a command records but ship() does not send is part of no step
-      seg_.slot(r_).result.optimizer_steps = optimizer_->steps_taken();
+      segment_.slot(rank_).result.optimizer_steps = optimizer_->steps_taken();
       return true;
     });
   }
@@ -128,33 +72,33 @@ class Worker {
  private:
   // Start-up: this process's device (made as the run's are), then the model on the shared weights.
   void start() {
-    share_cores(p_.workers);  // N processes computing at once
-    keep_to_share_of_cores(r_, p_.workers);
-    device_ = make_child_device(p_.devices, r_, bus_);
+    share_cores(layout_.workers);  // N processes computing at once
+    keep_to_share_of_cores(rank_, layout_.workers);
+    device_ = make_child_device(layout_.devices, rank_, bus_);
     // The model, its parameters pointing into the segment, and this worker's own optimizer.
-    model_ = std::make_unique<Mlp>(*device_, p_.params.read(seg_.base));
-    p_.params.share(*model_, *device_, seg_.base);
-    optimizer_ = std::make_unique<Optimizer>(p_.config.optimizer, model_->parameters());
+    model_ = std::make_unique<Mlp>(*device_, layout_.params.read(segment_.base));
+    layout_.params.share(*model_, *device_, segment_.base);
+    optimizer_ = std::make_unique<Optimizer>(layout_.config.optimizer, model_->parameters());
     bus_.clear();  // start-up is not part of any step
     ship();
   }
 
   // One round: this worker's shard, forward, backward, and the update into the shared weights.
   void train_shard() {
-    const Order& order = seg_.slot(r_).order;
-    Result& result = seg_.slot(r_).result;
+    const hogwild::RoundOrder& order = segment_.slot(rank_).order;
+    hogwild::RoundResult& result = segment_.slot(rank_).result;
     device_->set_step(order.step);
     result.loss_sum = 0;
     result.rows = order.rows;
     if (order.rows > 0) {
       // 1. The shard from the segment to this worker's device (on sim: once the parent has
       //    handed it over, at start_ns).
-      Tensor x = device_->empty({order.rows, p_.features}, DType::f32, MemoryCategory::activations, "shard.x");
+      Tensor x = device_->empty({order.rows, layout_.features}, DType::f32, MemoryCategory::activations, "shard.x");
       Tensor y = device_->empty({order.rows}, DType::i32, MemoryCategory::activations, "shard.y");
       x.set_ready_ns(order.start_ns);
       y.set_ready_ns(order.start_ns);
-      device_->upload({"shard.x", Phase::data}, x, seg_.shard_x(r_));
-      device_->upload({"shard.y", Phase::data}, y, seg_.shard_y(r_));
+      device_->upload({"shard.x", Phase::data}, x, segment_.shard_x(rank_));
+      device_->upload({"shard.y", Phase::data}, y, segment_.shard_y(rank_));
       // slide: hogwild-round
       // 2. Forward: reads the shared weights as they are right now — other workers may be
       //    writing them at this very moment.
@@ -173,11 +117,11 @@ class Worker {
   }
 
   // This round's events and the ledger's peaks, to the parent through the outbox.
-  void ship() { send_records(seg_.outbox(r_), {bus_.events(), {}, {}, {device_record(*device_)}}); }
+  void ship() { send_records(segment_.outbox(rank_), {bus_.events(), {}, {}, {device_record(*device_)}}); }
 
-  int r_;
-  View seg_;
-  const Plan& p_;
+  int rank_;
+  hogwild::Mapping segment_;  // this process's mapping of the segment
+  const hogwild::Layout& layout_;
   EventBus bus_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<Mlp> model_;
@@ -190,27 +134,27 @@ class Hogwild : public Strategy {
  public:
   explicit Hogwild(StrategyContext& ctx)
       : n_(static_cast<int>(ctx.devices.size())),
-        p_(ctx),
-        mem_(p_.layout.bytes(), ctx.config.shm_sharing, "scalelab-hogwild"),
-        seg_{mem_.data(), &p_},
-        commands_(mem_.data(), n_, workers_, {"multiprocessing", std::chrono::milliseconds(ctx.config.comm_timeout_ms)}) {
+        layout_(ctx),
+        memory_(layout_.segment.bytes(), ctx.config.shm_sharing, "scalelab-hogwild"),
+        segment_{memory_.data(), &layout_},
+        commands_(memory_.data(), n_, workers_, {"multiprocessing", std::chrono::milliseconds(ctx.config.comm_timeout_ms)}) {
     // 1. The parameters go into shared memory (torch: model.share_memory()).
-    p_.params.write(seg_.base, ctx.initial_weights);
+    layout_.params.write(segment_.base, ctx.initial_weights);
     for (int r = 0; r < n_; ++r) {
-      new (&seg_.slot(r)) Slot();
+      new (&segment_.slot(r)) hogwild::RoundSlot();
       mirrors_.emplace_back(*ctx.devices[static_cast<size_t>(r)], "worker " + std::to_string(r));
     }
     // 2. Fork the workers (torch: mp.Process(target=train, args=(model,)).start()). Each maps the
     //    segment by the sharing strategy and serves commands until told to stop.
     for (int r = 0; r < n_; ++r)
-      mem_.fork_child(workers_, "hogwild-" + std::to_string(r), std::chrono::milliseconds(p_.config.comm_timeout_ms),
-                      [this, r](char* base, int64_t) { return Worker(r, View{base, &p_}).run(); });
-    share_cores(1);  // after the forks OpenBLAS ran this process on one thread (70 ms a step, not 38): every core again
+      memory_.fork_child(workers_, "hogwild-" + std::to_string(r), std::chrono::milliseconds(layout_.config.comm_timeout_ms),
+                      [this, r](char* base, int64_t) { return Worker(r, hogwild::Mapping{base, &layout_}).run(); });
+    share_cores(1);  // forking left OpenBLAS on one thread in this process: every core again
     // 3. Once every worker has mapped the segment and built its model, the name (if any) has
     //    served its purpose: the mappings keep the memory.
     commands_.issue_all(Command::attach);
     commands_.wait("at start-up (mapping the segment, building the model)");
-    mem_.unlink_name();
+    memory_.unlink_name();
     for (int r = 0; r < n_; ++r) collect(r);
   }
 
@@ -219,10 +163,10 @@ class Hogwild : public Strategy {
 
   double train_step(const HostBatch& batch, int64_t step) override {
     commands_.check_usable("step " + std::to_string(step));
-    const int64_t f = p_.features;
-    if (batch.features != f || batch.size > p_.max_rows * n_ || batch.size < 1)
+    const int64_t f = layout_.features;
+    if (batch.features != f || batch.size > layout_.max_rows * n_ || batch.size < 1)
       throw Error("multiprocessing", "a batch of " + std::to_string(batch.size) + " × " + std::to_string(batch.features) +
-                                         " does not fit the shards, made for ≤ " + std::to_string(p_.max_rows * n_) +
+                                         " does not fit the shards, made for ≤ " + std::to_string(layout_.max_rows * n_) +
                                          " × " + std::to_string(f) + " (--batch, --model)");
     // 1. Hand each worker its shard — rows r, r+N, r+2N, … of the global batch — in its slot of
     //    the segment, and wake it. One parent thread copies them one after another.
@@ -232,11 +176,11 @@ class Hogwild : public Strategy {
       const std::string what = "shard " + std::to_string(r) + " → worker " + std::to_string(r);
       ready = mirrors_[static_cast<size_t>(r)].dispatch(step, ready, bytes, what, [&] {
         for (int64_t i = 0, row = r; i < rows; ++i, row += n_) {
-          std::memcpy(seg_.shard_x(r) + i * f, batch.x.data() + row * f, static_cast<size_t>(f) * 4);
-          seg_.shard_y(r)[i] = batch.y[static_cast<size_t>(row)];
+          std::memcpy(segment_.shard_x(r) + i * f, batch.x.data() + row * f, static_cast<size_t>(f) * 4);
+          segment_.shard_y(r)[i] = batch.y[static_cast<size_t>(row)];
         }
       });
-      seg_.slot(r).order = Order{step, rows, ready, 0};
+      segment_.slot(r).order = hogwild::RoundOrder{step, rows, ready, 0};
       commands_.issue(r, Command::train);
     }
     // 2. Wait for every worker's report. Until then they run unsynchronised, racing on the weights.
@@ -245,15 +189,15 @@ class Hogwild : public Strategy {
     double loss_sum = 0;
     int64_t rows = 0;
     for (int r = 0; r < n_; ++r) {
-      loss_sum += seg_.slot(r).result.loss_sum;
-      rows += seg_.slot(r).result.rows;
+      loss_sum += segment_.slot(r).result.loss_sum;
+      rows += segment_.slot(r).result.rows;
       collect(r);
     }
     return loss_sum / static_cast<double>(rows);
   }
 
   // The shared parameters, read where they live (no worker is writing between rounds).
-  HostWeights weights() override { return p_.params.read(seg_.base); }
+  HostWeights weights() override { return layout_.params.read(segment_.base); }
 
   // The shared weights, and the mean over the workers of their optimizer buffers (a checkpoint
   // holds one state per parameter); load_state() gives every worker that mean.
@@ -261,30 +205,30 @@ class Hogwild : public Strategy {
     commands_.check_usable("saving the state");
     TrainingState s;
     s.weights = weights();
-    s.optimizer = mean_from_workers(commands_, Command::save_state, seg_.state(), "saving its optimizer state");
-    s.optimizer_steps = seg_.slot(0).result.optimizer_steps;
+    s.optimizer = mean_from_workers(commands_, Command::save_state, segment_.state(), "saving its optimizer state");
+    s.optimizer_steps = segment_.slot(0).result.optimizer_steps;
     return s;
   }
 
   void load_state(const TrainingState& s) override {
     commands_.check_usable("loading a state");
-    validate_resume(s, p_.params.spec(), p_.config.optimizer, "the state given to multiprocessing");
-    p_.params.write(seg_.base, s.weights);
-    for (int r = 0; r < n_; ++r) seg_.slot(r).order.optimizer_steps = s.optimizer_steps;
-    give_to_workers(commands_, Command::load_state, seg_.state(), s.optimizer, "loading the optimizer state");
+    validate_resume(s, layout_.params.spec(), layout_.config.optimizer, "the state given to multiprocessing");
+    layout_.params.write(segment_.base, s.weights);
+    for (int r = 0; r < n_; ++r) segment_.slot(r).order.optimizer_steps = s.optimizer_steps;
+    give_to_workers(commands_, Command::load_state, segment_.state(), s.optimizer, "loading the optimizer state");
   }
 
  private:
   // Worker r's records onto device r: its events on the run's bus, its ledger's peaks in device r's
   // ledger (its "params" are the shared mapping: every device shows them, RAM holds them once).
   void collect(int r) {
-    round_end_ns_ = std::max(round_end_ns_, mirrors_[static_cast<size_t>(r)].take(receive_records(seg_.outbox(r))));
+    round_end_ns_ = std::max(round_end_ns_, mirrors_[static_cast<size_t>(r)].take(receive_records(segment_.outbox(r))));
   }
 
   int n_;
-  Plan p_;
-  SharedSegment mem_;  // the mapping: outlives the workers (members go in reverse order)
-  View seg_;
+  hogwild::Layout layout_;
+  SharedSegment memory_;      // the segment: outlives the workers (members go in reverse order)
+  hogwild::Mapping segment_;  // the parent's mapping of it
   Children workers_;   // worker r is child r; killed and reaped on every path
   Commander commands_;
   std::vector<DeviceMirror> mirrors_;  // device r stands for worker r

@@ -10,32 +10,13 @@
 //   B i  backward of micro-batch i: receive the gradient of its output from the stage after (the
 //        last stage has it from the loss), run this stage's layers backward, send the gradient of
 //        its input to the stage before. The weight gradients add up over the micro-batches.
-// After the last backward each stage updates its own layers with its own optimizer.
+// After the last backward each stage updates its own layers with its own optimizer. Which order
+// the tasks run in — GPipe's or 1F1B's, drawn for 4 stages and 8 micro-batches, and the bubble
+// each leaves — is the schedule's lesson, in strategies/pipeline_schedule.cpp.
 //
-// The two schedules for p = 4 stages and m = 8 micro-batches. Each row is the list a stage runs,
-// read left to right; a column is a time slot if F and B take one slot each ("..": idle, waiting
-// for a neighbour: the bubble).
-//
-// GPipe: all forwards, then all backwards.
-//   stage 0  F0 F1 F2 F3 F4 F5 F6 F7 .. .. .. .. .. .. B0 B1 B2 B3 B4 B5 B6 B7
-//   stage 1  .. F0 F1 F2 F3 F4 F5 F6 F7 .. .. .. .. B0 B1 B2 B3 B4 B5 B6 B7 ..
-//   stage 2  .. .. F0 F1 F2 F3 F4 F5 F6 F7 .. .. B0 B1 B2 B3 B4 B5 B6 B7 .. ..
-//   stage 3  .. .. .. F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7 .. .. ..
-//
-// 1F1B: p − s − 1 forwards to fill the pipe (warm-up), then one forward and one backward in turn
-// (steady state), then the backwards left (cool-down).
-//   stage 0  F0 F1 F2 F3 .. .. .. B0 F4 B1 F5 B2 F6 B3 F7 B4 .. B5 .. B6 .. B7
-//   stage 1  .. F0 F1 F2 .. .. B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 .. B6 .. B7 ..
-//   stage 2  .. .. F0 F1 .. B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 .. B7 .. ..
-//   stage 3  .. .. .. F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7 .. .. ..
-//
-// Both leave each stage idle p − 1 slots of forward and p − 1 of backward out of m + p − 1 each:
-// the bubble is (p − 1) / (m + p − 1), 3/11 here, and more micro-batches shrink it. What 1F1B
-// changes is memory: a stage keeps each micro-batch's activations from its forward to its
-// backward, so under GPipe stage 0 holds all m of them at once, under 1F1B at most p.
-//
-// Both are the same training as `single`: each micro-batch's loss gradient is scaled by 1/m, so
-// the gradients summed over the micro-batches are those of the mean loss over the whole batch.
+// Whatever the schedule, it is the same training as `single`: each micro-batch's loss gradient is
+// scaled by 1/m, so the gradients summed over the micro-batches are those of the mean loss over the
+// whole batch.
 //
 // With --amp every stage computes in half, and the activations and gradients sent between stages
 // are half: half the bytes on every link. With fp16 the loss gradients are scaled, and at the end
@@ -43,7 +24,8 @@
 // every stage's step, so the stages agree on it with a one-float all-reduce.
 //
 // make_pipeline_with_schedule (strategies/pipeline.h) runs the same strategy with a schedule given
-// from outside, every stage's list checked first: lab 07 grades a student's schedules with it.
+// from outside, every stage's list checked first (check_pipeline_schedule): lab 07 grades a
+// student's schedules with it.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -54,47 +36,24 @@
 #include "core/nn/optimizer.h"
 #include "core/run/ranks.h"
 #include "strategies/pipeline.h"
+#include "strategies/pipeline_schedule.h"
 #include "strategies/registry.h"
+#include "strategies/sharded_state.h"
 
 namespace scalelab {
 namespace {
 
-using Pass = PipelinePass;  // forward | backward (strategies/pipeline.h)
+using Pass = PipelinePass;  // forward | backward (strategies/pipeline_schedule.h)
 using Task = PipelineTask;  // (pass, micro-batch)
-
-// slide: gpipe-schedule
-// GPipe: F 0 … F m−1, then B 0 … B m−1, on every stage.
-std::vector<Task> gpipe_schedule(int micro_batches) {
-  std::vector<Task> tasks;
-  for (int i = 0; i < micro_batches; ++i) tasks.push_back({Pass::forward, i});
-  for (int i = 0; i < micro_batches; ++i) tasks.push_back({Pass::backward, i});
-  return tasks;
-// end slide
-}
-
-// slide: one-f-one-b-schedule
-// 1F1B (PipeDream-Flush): stage s of p runs w = min(p − s − 1, m) forwards, then m − w pairs
-// (forward w + i, backward i), then the w backwards left.
-std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches) {
-  const int warmup = std::min(stages - stage - 1, micro_batches);
-  std::vector<Task> tasks;
-  for (int i = 0; i < warmup; ++i) tasks.push_back({Pass::forward, i});
-  for (int i = 0; i < micro_batches - warmup; ++i) {
-    tasks.push_back({Pass::forward, warmup + i});
-    tasks.push_back({Pass::backward, i});
-  }
-  for (int i = micro_batches - warmup; i < micro_batches; ++i) tasks.push_back({Pass::backward, i});
-  return tasks;
-// end slide
-}
 
 // Stage s of p holds layers [⌊s·L/p⌋, ⌊(s+1)·L/p⌋): contiguous, sizes differing by at most one.
 int first_layer(int stage, int stages, int layers) { return stage * layers / stages; }
 
-int stage_of_layer(int layer, int stages, int layers) {
-  int s = 0;
-  while (first_layer(s + 1, stages, layers) <= layer) ++s;
-  return s;
+// Each stage's first layer, then the layer count: who holds which layers (strategies/sharded_state.h).
+std::vector<int> stage_boundaries(int stages, int layers) {
+  std::vector<int> first;
+  for (int s = 0; s <= stages; ++s) first.push_back(first_layer(s, stages, layers));
+  return first;
 }
 
 // One rank's part of the model: its layers on its device, and its own optimizer.
@@ -131,14 +90,17 @@ struct Stage {
 
 // The schedule --schedule names.
 PipelineSchedule schedule_of(const TrainConfig& config) {
-  if (config.schedule == Schedule::one_f_one_b) return one_f_one_b_schedule;
-  return [](int, int, int micro_batches) { return gpipe_schedule(micro_batches); };
+  return config.schedule == Schedule::one_f_one_b ? one_f_one_b_schedule : gpipe_schedule;
 }
 
 class Pipeline : public Strategy {
  public:
   Pipeline(StrategyContext& ctx, PipelineSchedule schedule)
-      : config_(ctx.config), ranks_(*ctx.ranks), spec_(ctx.initial_weights.spec), schedule_(std::move(schedule)) {
+      : config_(ctx.config),
+        ranks_(*ctx.ranks),
+        spec_(ctx.initial_weights.spec),
+        schedule_(std::move(schedule)),
+        ownership_(ShardedState::by_layers(spec_, stage_boundaries(ranks_.world_size(), spec_.layer_count()))) {
     for (int rank : ranks_.local_ranks())
       stages_.push_back(std::make_unique<Stage>(rank, ranks_.device(rank), ranks_.group(rank), ranks_.world_size(),
                                                 ctx.initial_weights, ctx.config));
@@ -247,56 +209,29 @@ class Pipeline : public Strategy {
     return value;
   }
 
-  // The whole model on every rank: each layer's tensors are broadcast from the stage that holds it.
+  // The whole model and its optimizer state, gathered from the stages that hold them: each
+  // parameter is broadcast from its stage (strategies/sharded_state.h).
   HostWeights weights() override {
-    const int L = spec_.layer_count();
     HostWeights w;
-    w.spec = spec_;
-    w.weight.resize(static_cast<size_t>(L));
-    w.bias.resize(static_cast<size_t>(L));
     ranks_.run([&](int rank) {
       Stage& st = stage(rank);
-      for (int l = 0; l < L; ++l) {
-        const int owner = stage_of_layer(l, ranks_.world_size(), L);
-        const Linear* mine = owner == rank ? &st.layers[l - st.first] : nullptr;
-        const std::string fc = "fc" + std::to_string(l + 1);
-        Tensor W = from_owner(st, owner, mine ? mine->weight.value : Tensor(), {spec_.sizes[l + 1], spec_.sizes[l]}, fc + ".weight");
-        Tensor b = from_owner(st, owner, mine ? mine->bias.value : Tensor(), {spec_.sizes[l + 1]}, fc + ".bias");
-        if (rank == reporter()) {
-          w.weight[l] = download(st, W, l);
-          w.bias[l] = download(st, b, l);
-        }
-      }
+      HostWeights mine = ownership_.gather_weights(*st.group, *st.device, st.params, rank == reporter());
+      if (rank == reporter()) w = std::move(mine);
     });
     return w;
   }
 
   TrainingState state() override {
-    const int L = spec_.layer_count();
     TrainingState s;
     s.weights = weights();
+    ranks_.run([&](int rank) {
+      Stage& st = stage(rank);
+      OptimizerState whole = ownership_.gather_optimizer_state(*st.group, *st.device, *st.optimizer, rank == reporter());
+      if (rank == reporter()) s.optimizer = std::move(whole);
+    });
     s.optimizer_steps = stages_.front()->optimizer->steps_taken();  // every stage steps together
     s.loss_scale = stages_.front()->scaler.state_scale();          // and scales alike
     s.scaler_good_steps = stages_.front()->scaler.good_steps();
-    s.optimizer.resize(static_cast<size_t>(2 * L));
-    ranks_.run([&](int rank) {
-      Stage& st = stage(rank);
-      const int k = st.optimizer->state_tensors_per_parameter();
-      const std::vector<Tensor> mine = st.optimizer->state();  // per local parameter, k tensors
-      for (int l = 0; l < L; ++l) {
-        const int owner = stage_of_layer(l, ranks_.world_size(), L);
-        for (int j = 0; j < 2; ++j) {  // weight, bias
-          const std::vector<int64_t> shape =
-              j == 0 ? std::vector<int64_t>{spec_.sizes[l + 1], spec_.sizes[l]} : std::vector<int64_t>{spec_.sizes[l + 1]};
-          for (int t = 0; t < k; ++t) {
-            const size_t local = static_cast<size_t>((2 * (l - st.first) + j) * k + t);
-            Tensor own = owner == rank ? mine[local] : Tensor();
-            Tensor v = from_owner(st, owner, own, shape, "fc" + std::to_string(l + 1) + (j ? ".bias" : ".weight") + ".state");
-            if (rank == reporter()) s.optimizer[static_cast<size_t>(2 * l + j)].push_back(download(st, v, l));
-          }
-        }
-      }
-    });
     return s;
   }
 
@@ -310,8 +245,7 @@ class Pipeline : public Strategy {
                            s.weights.bias[layer.index()].data());
       }
       st->optimizer->set_steps_taken(s.optimizer_steps);
-      // This stage's parameters are entries [2·first, 2·last) of the model's.
-      st->optimizer->upload_state({s.optimizer.begin() + 2 * st->first, s.optimizer.begin() + 2 * st->last});
+      st->optimizer->upload_state(ownership_.part_of(s.optimizer, st->rank));
       st->scaler.load_state(s.loss_scale, s.scaler_good_steps);
     }
   }
@@ -329,17 +263,6 @@ class Pipeline : public Strategy {
     return h;
   }
 
-  // `own` on the owner's rank; a copy of it everywhere else.
-  Tensor from_owner(Stage& st, int owner, const Tensor& own, const std::vector<int64_t>& shape, const std::string& name) {
-    Tensor t = st.rank == owner ? own : st.device->empty(shape, DType::f32, MemoryCategory::comm_buffers, name);
-    st.group->broadcast(t, owner, {.name = "broadcast " + name});
-    return t;
-  }
-
-  std::vector<float> download(Stage& st, const Tensor& t, int layer) {
-    return st.device->download_f32({"weights", Phase::data, layer}, t);
-  }
-
   // The rank that fills in what weights() and state() return (with --launch threads every rank
   // has everything; one of them writes it down).
   int reporter() const { return ranks_.local_ranks().front(); }
@@ -355,47 +278,11 @@ class Pipeline : public Strategy {
   const RankSet& ranks_;
   ModelSpec spec_;
   PipelineSchedule schedule_;  // (stages, stage, micro-batches) → the stage's tasks
+  ShardedState ownership_;     // stage s holds its layers' parameters and optimizer state
   std::vector<std::unique_ptr<Stage>> stages_;  // this process's stages: all of them with --launch threads
 };
 
 }  // namespace
-
-void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages, int stage, int micro_batches) {
-  const std::string where = "the schedule of stage " + std::to_string(stage) + " (" + std::to_string(stages) +
-                            " stages, " + std::to_string(micro_batches) + " micro-batches)";
-  std::vector<int> forwards(static_cast<size_t>(micro_batches)), backwards(static_cast<size_t>(micro_batches));
-  std::vector<int> forward_order;  // the micro-batches in the order of their forwards
-  size_t backwards_run = 0;
-  for (size_t k = 0; k < tasks.size(); ++k) {
-    const int i = tasks[k].micro_batch;
-    const bool forward = tasks[k].pass == PipelinePass::forward;
-    const std::string task = std::string(forward ? "F" : "B") + " " + std::to_string(i);
-    if (tasks[k].pass != PipelinePass::forward && tasks[k].pass != PipelinePass::backward)
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " is neither a forward nor a backward");
-    if (i < 0 || i >= micro_batches)
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " is " + task +
-                                  ", but the micro-batches are 0 … " + std::to_string(micro_batches - 1));
-    int& seen = forward ? forwards[static_cast<size_t>(i)] : backwards[static_cast<size_t>(i)];
-    if (seen++ > 0) throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " a second time");
-    if (!forward && forwards[static_cast<size_t>(i)] == 0)
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs B " + std::to_string(i) +
-                                  " before F " + std::to_string(i) + " — a backward needs its forward's activations");
-    if (forward) {
-      forward_order.push_back(i);
-    } else if (forward_order[backwards_run++] != i) {
-      // Each layer keeps the inputs of its forwards in a queue and its backward takes the oldest
-      // (Linear::backward), so the backwards must come in the order of the forwards.
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs B " + std::to_string(i) + " where B " +
-                                  std::to_string(forward_order[backwards_run - 1]) +
-                                  " is due — the backwards run in the order of the forwards (each layer keeps its "
-                                  "inputs in a queue, oldest first)");
-    }
-  }
-  for (int i = 0; i < micro_batches; ++i)
-    if (forwards[static_cast<size_t>(i)] == 0 || backwards[static_cast<size_t>(i)] == 0)
-      throw Error("pipeline", where + " never runs " + (forwards[static_cast<size_t>(i)] == 0 ? "F " : "B ") +
-                                  std::to_string(i) + " — every micro-batch needs its forward and its backward");
-}
 
 std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx) { return make_pipeline_with_schedule(ctx, {}); }
 

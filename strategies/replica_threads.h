@@ -1,9 +1,9 @@
 #pragma once
 // One host thread per replica, as torch.nn.parallel.parallel_apply: each thread issues its
 // replica's ops to that replica's device, so the devices compute at the same time. The threads
-// live as long as the strategy (torch starts new ones at every call): on the cpu device a thread
-// started afresh each step ran its GEMMs up to 2× slower than one kept (OpenBLAS's helper thread
-// and the new thread shared a core until the scheduler moved one), a cost no model would price.
+// live as long as the strategy, where torch starts new ones at every call: on the cpu device a new
+// thread shares a core with OpenBLAS's helper thread until the scheduler moves one of them, which
+// slows its GEMMs by a cost no model would price.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>

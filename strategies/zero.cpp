@@ -35,14 +35,15 @@
 // The data: rank r takes rows r, r+N, r+2N, … of the global batch (the rule of torch's
 // DistributedSampler, as ddp), so N ranks together see exactly the batch `single` sees, and the
 // average of their gradients is single's gradient: the equivalence contract holds up to round-off.
-#include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/nn/optimizer.h"
 #include "core/run/ranks.h"
 #include "strategies/distributed_sampler.h"
 #include "strategies/registry.h"
+#include "strategies/sharded_state.h"
 
 namespace scalelab {
 namespace {
@@ -53,11 +54,14 @@ class Zero : public Strategy {
       : ranks_(*ctx.ranks),
         world_(ctx.ranks->world_size()),
         stage_(ctx.config.zero_stage == 0 ? 1 : ctx.config.zero_stage),
-        spec_(ctx.initial_weights.spec) {
-    // The padded size: the smallest multiple of N that holds every parameter.
-    params_ = spec_.parameter_count();
-    shard_ = (params_ + world_ - 1) / world_;
-    padded_ = shard_ * world_;
+        spec_(ctx.initial_weights.spec),
+        // Who holds what (strategies/sharded_state.h): rank r the optimizer state of elements
+        // [r·S, (r+1)·S) of the parameters laid flat, padded to the smallest multiple of N that
+        // holds them all; the weights every rank whole.
+        ownership_(ShardedState::equal_shards(spec_, world_)) {
+    params_ = ownership_.parameter_count();
+    shard_ = ownership_.size(0);
+    padded_ = ownership_.padded_size();
     for (int r : ranks_.local_ranks()) local_ranks_.push_back(std::make_unique<RankState>(ctx, r, *this));
   }
 
@@ -69,66 +73,32 @@ class Zero : public Strategy {
   // Every rank holds all the weights after the all-gather: read the first local one.
   HostWeights weights() override { return local_ranks_.front()->model.download(); }
 
-  // The whole optimizer state, as single would keep it: every rank all-gathers the shards of each
-  // state tensor, so every rank (and process) returns the same whole TrainingState.
+  // The whole optimizer state, as single would keep it: the shards of each state tensor
+  // all-gathered and cut back into the model's parameters. Every rank takes part; the first rank
+  // of each process keeps the result, so every process returns the whole state.
   TrainingState state() override {
-    // 1. All-gather each state tensor (momentum, or m and v) into P' values; keep one rank's copy.
-    std::vector<std::vector<float>> whole;
-    ranks_.run([&](int rank) {
-      RankState& R = local(rank);
-      std::vector<Tensor> shards = R.optimizer->state();
-      std::vector<std::vector<float>> mine(shards.size(), std::vector<float>(static_cast<size_t>(padded_)));
-      for (size_t j = 0; j < shards.size(); ++j) {
-        Tensor full = R.device.empty({padded_}, DType::f32, MemoryCategory::workspace, "zero.state_gather");
-        R.group.all_gather(shards[j], full, {.name = "zero.state"});
-        R.device.download({"zero.state", Phase::data}, mine[j].data(), full);
-      }
-      if (&R == local_ranks_.front().get()) whole = std::move(mine);
-    });
-    // 2. The weights, the step count, and each flat state tensor cut back into the model's
-    //    parameters (fc1.weight, fc1.bias, …): the layout single keeps, so any strategy resumes it.
     TrainingState s;
     s.weights = weights();
+    ranks_.run([&](int rank) {
+      RankState& R = local(rank);
+      const bool keep = &R == local_ranks_.front().get();
+      OptimizerState whole = ownership_.gather_optimizer_state(R.group, R.device, *R.optimizer, keep);
+      if (keep) s.optimizer = std::move(whole);
+    });
     s.optimizer_steps = local_ranks_.front()->optimizer->steps_taken();
     s.loss_scale = local_ranks_.front()->scaler.state_scale();  // every rank's scaler decides alike
     s.scaler_good_steps = local_ranks_.front()->scaler.good_steps();
-    s.optimizer.resize(static_cast<size_t>(2 * spec_.layer_count()));
-    int64_t offset = 0;
-    for (size_t p = 0; p < s.optimizer.size(); ++p) {
-      const int64_t n = parameter_size(static_cast<int>(p));
-      for (const auto& flat : whole)
-        s.optimizer[p].emplace_back(flat.begin() + offset, flat.begin() + offset + n);
-      offset += n;
-    }
     return s;
   }
 
   // Every process has read the whole state (and the checkpointer's validate_resume has checked it
-  // fits): each rank uploads all the weights and keeps the slice of the optimizer state that
-  // belongs to its shard (the scatter needs no communication here).
+  // fits): each rank uploads all the weights, its shard of the optimizer state and the step count
+  // (Adam's bias correction). Cutting out a shard needs no communication.
   void load_state(const TrainingState& s) override {
-    const size_t count = static_cast<size_t>(2 * spec_.layer_count());
-    const int k = local_ranks_.front()->optimizer->state_tensors_per_parameter();
-    // 1. Flatten each state tensor into the padded layout (padding: zero).
-    std::vector<std::vector<float>> flat(static_cast<size_t>(k), std::vector<float>(static_cast<size_t>(padded_), 0.0f));
-    int64_t offset = 0;
-    for (size_t p = 0; p < count; ++p) {
-      const int64_t n = parameter_size(static_cast<int>(p));
-      for (int j = 0; j < k; ++j) {
-        const auto& v = s.optimizer[p][static_cast<size_t>(j)];
-        std::copy(v.begin(), v.end(), flat[static_cast<size_t>(j)].begin() + offset);
-      }
-      offset += n;
-    }
-    // 2. Each rank: all the weights, its shard of the state, the step count (Adam's bias correction).
     ranks_.run([&](int rank) {
       RankState& R = local(rank);
       R.model.upload(s.weights);
-      std::vector<std::vector<std::vector<float>>> mine(1);
-      for (int j = 0; j < k; ++j)
-        mine[0].emplace_back(flat[static_cast<size_t>(j)].begin() + rank * shard_,
-                             flat[static_cast<size_t>(j)].begin() + (rank + 1) * shard_);
-      R.optimizer->upload_state(mine);
+      R.optimizer->upload_state(ownership_.part_of(s.optimizer, rank));
       R.optimizer->set_steps_taken(s.optimizer_steps);
       R.scaler.load_state(s.loss_scale, s.scaler_good_steps);
     });
@@ -213,11 +183,6 @@ class Zero : public Strategy {
     throw Error("zero", "rank " + std::to_string(rank) + " does not run in this process");
   }
 
-  int64_t parameter_size(int p) const {
-    const int layer = p / 2;
-    return p % 2 == 0 ? spec_.sizes[layer + 1] * spec_.sizes[layer] : spec_.sizes[layer + 1];
-  }
-
   // One step on one rank. Every rank issues the same collectives in the same order.
   double rank_step(RankState& R, const HostBatch& batch, int64_t step) {
     Device& d = R.device;
@@ -287,6 +252,7 @@ class Zero : public Strategy {
   const int world_;
   const int stage_;
   const ModelSpec spec_;
+  const ShardedState ownership_;
   int64_t params_ = 0, shard_ = 0, padded_ = 0;
   std::vector<std::unique_ptr<RankState>> local_ranks_;
 };

@@ -3,7 +3,7 @@
 // either sharing strategy. The workers really map the segment by the chosen strategy; a worker
 // that is killed or hangs is named, never hangs the parent, and leaves no process and nothing in
 // /dev/shm behind; bad configurations are UsageErrors; the state round-trips; and core/proc's
-// layout and boxes do what the strategy relies on.
+// layout and message areas do what the strategy relies on.
 //
 // GoogleTest and fork: the strategy forks its workers from this (single-threaded) process, and a
 // worker never returns into GoogleTest — it _exits.
@@ -27,7 +27,7 @@
 #include "core/data/dataset.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/proc/box.h"
+#include "core/proc/message_area.h"
 #include "core/proc/layout.h"
 #include "core/proc/threads.h"
 #include "run/train.h"
@@ -425,9 +425,9 @@ TEST(Multiprocessing, SimulatedRunHasEveryDeviceBusy) {
 // ---------------------------------------------------------------------------------------------
 
 // core/proc's pieces the strategy is built on: the layout aligns what it places; buffers go
-// through a box and back unchanged; a message too big for its box is an error naming the box; the
+// through a message area and back unchanged; a message too big for its area is an error naming it; the
 // mean of the workers' buffers is element-wise, and refuses buffers of different shapes.
-TEST(ProcPlumbing, LayoutAlignsAndBuffersGoThroughABox) {
+TEST(ProcPlumbing, LayoutAlignsAndBuffersGoThroughAMessageArea) {
   SegmentLayout layout(100);
   EXPECT_EQ(layout.place(10), 128);
   const Areas each = layout.place_each(3, 5000);
@@ -437,16 +437,16 @@ TEST(ProcPlumbing, LayoutAlignsAndBuffersGoThroughABox) {
 
   const FloatBuffers one = {{{1, 2, 3}, {4, 5, 6}}, {{7}, {8}}}, two = {{{3, 2, 1}, {0, 1, 2}}, {{1}, {0}}};
   const int64_t bytes = buffers_bytes({3, 1}, 2);
-  std::vector<char> area(static_cast<size_t>(ByteBox::bytes_for(bytes)));
-  const ByteBox box(area.data(), ByteBox::bytes_for(bytes), "the test's box");
-  send_buffers(box, one);
-  EXPECT_EQ(box.size(), static_cast<size_t>(bytes));
-  EXPECT_EQ(receive_buffers(box), one);
+  std::vector<char> memory(static_cast<size_t>(MessageArea::bytes_for(bytes)));
+  const MessageArea area(memory.data(), MessageArea::bytes_for(bytes), "the test's area");
+  send_buffers(area, one);
+  EXPECT_EQ(area.size(), static_cast<size_t>(bytes));
+  EXPECT_EQ(receive_buffers(area), one);
   try {
-    send_buffers(ByteBox(area.data(), ByteBox::bytes_for(bytes - 1), "the small box"), one);
-    ADD_FAILURE() << "a message larger than its box was put in it";
+    send_buffers(MessageArea(memory.data(), MessageArea::bytes_for(bytes - 1), "the small area"), one);
+    ADD_FAILURE() << "a message larger than its area was put in it";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the small box holds " + std::to_string(bytes - 1)), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("the small area holds " + std::to_string(bytes - 1)), std::string::npos)
         << e.what();
   }
   EXPECT_EQ(mean_buffers({one, two}), (FloatBuffers{{{2, 2, 2}, {2, 3, 4}}, {{4}, {4}}}));

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "run/train.h"
+#include "strategies/pipeline_schedule.h"
 #include "support/errors.h"
 #include "support/small_config.h"
 #include "core/trace/metrics.h"
@@ -295,6 +296,32 @@ std::string usage_error(TrainConfig c) {
 }
 
 }  // namespace
+
+TEST(PipelineSchedule, TheLecturesListsAreRunnableAndABrokenListIsNamed) {
+  // GPipe and 1F1B pass the check on every stage, p = 1…5, m = 1…9; 1F1B's stage s runs
+  // min(p − s, m) forwards before its first backward (its warm-up and one more): it never holds more
+  // micro-batches' activations than that.
+  for (int p = 1; p <= 5; ++p)
+    for (int m = 1; m <= 9; ++m)
+      for (int s = 0; s < p; ++s) {
+        EXPECT_NO_THROW(check_pipeline_schedule(gpipe_schedule(p, s, m), p, s, m));
+        const std::vector<PipelineTask> tasks = one_f_one_b_schedule(p, s, m);
+        EXPECT_NO_THROW(check_pipeline_schedule(tasks, p, s, m));
+        int forwards = 0;
+        while (tasks[static_cast<size_t>(forwards)].pass == PipelinePass::forward) ++forwards;
+        EXPECT_EQ(forwards, std::min(p - s, m)) << "p " << p << " s " << s << " m " << m;
+      }
+  const auto F = [](int i) { return PipelineTask{PipelinePass::forward, i}; };
+  const auto B = [](int i) { return PipelineTask{PipelinePass::backward, i}; };
+  const auto error = [](const std::vector<PipelineTask>& tasks) {
+    return test::message_of<Error>([&] { check_pipeline_schedule(tasks, 2, 1, 2); });
+  };
+  EXPECT_NE(error({F(0), B(0), F(1)}).find("never runs B 1"), std::string::npos);
+  EXPECT_NE(error({B(0), F(0), F(1), B(1)}).find("runs B 0 before F 0"), std::string::npos);
+  EXPECT_NE(error({F(0), F(1), B(1), B(0)}).find("runs B 1 where B 0 is due"), std::string::npos);
+  EXPECT_NE(error({F(0), F(0), B(0), B(1)}).find("runs F 0 a second time"), std::string::npos);
+  EXPECT_NE(error({F(0), F(2), B(0), B(2)}).find("the micro-batches are 0 … 1"), std::string::npos);
+}
 
 TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
   TrainConfig c = small_config("pipeline", 5, DeviceKind::cpu, "sgd");  // 5 stages, 4 layers

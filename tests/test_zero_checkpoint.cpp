@@ -333,14 +333,19 @@ TEST(Checkpoint, SixStepsAndAResumeToTenEqualTenSteps) {
   }
 }
 
+// The weights that run `c` ends with, as its checkpoint `file` (in `dir`) holds them.
+static HostWeights checkpointed_end(const TempDir& dir, TrainConfig c, const std::string& file) {
+  c.checkpoint_path = dir.file(file);
+  run(c);
+  return load_checkpoint(c.checkpoint_path).state.weights;
+}
+
 TEST(Checkpoint, ResumesUnderAnotherStrategyAndNumberOfRanks) {
   // The state is whole in the file: zero on 4 ranks → single, and single → zero on 2 ranks (stage 2).
   TempDir dir;
   TrainConfig c = small_config("single", 1, "adam");
   c.steps = 10;
-  c.checkpoint_path = dir.file("single-end.ckpt");
-  run(c);
-  const HostWeights reference = load_checkpoint(c.checkpoint_path).state.weights;
+  const HostWeights reference = checkpointed_end(dir, c, "single-end.ckpt");
 
   struct Leg {
     std::string strategy;
@@ -364,6 +369,28 @@ TEST(Checkpoint, ResumesUnderAnotherStrategyAndNumberOfRanks) {
     EXPECT_EQ(end.header.strategy, to.strategy);
     EXPECT_LE(max_relative_difference(end.state.weights, reference), 1e-5) << from.strategy << " → " << to.strategy;
   }
+}
+
+TEST(Checkpoint, ZeroShardsAndPipelineStagesHandTheStateOnWhole) {
+  // strategies/sharded_state.h both ways, on a 3-layer model (P = 387: 4 ranks pad it by 1):
+  // zero on 4 ranks → pipeline on 3 stages → zero on 2 ranks (stage 2) ends where single does.
+  TempDir dir;
+  auto config = [](const std::string& strategy, int devices, int stage, int64_t steps) {
+    TrainConfig c = small_config(strategy, devices, "adam");
+    c.model = "mlp:16-13-9-4";
+    c.zero_stage = stage;
+    c.steps = steps;
+    return c;
+  };
+  const HostWeights reference = checkpointed_end(dir, config("single", 1, 0, 9), "single.ckpt");
+  TrainConfig leg = config("zero", 4, 1, 3);  // steps 1–3
+  checkpointed_end(dir, leg, "a.ckpt");
+  leg = config("pipeline", 3, 0, 6);  // 4–6
+  leg.resume_path = dir.file("a.ckpt");
+  checkpointed_end(dir, leg, "b.ckpt");
+  leg = config("zero", 2, 2, 9);  // 7–9
+  leg.resume_path = dir.file("b.ckpt");
+  EXPECT_LE(max_relative_difference(checkpointed_end(dir, leg, "c.ckpt"), reference), 1e-5);
 }
 
 TEST(Checkpoint, ZeroAsForkedProcessesRankZeroWritesTheOthersWait) {

@@ -1,7 +1,7 @@
 #pragma once
 // A child process's device. The child computes on a device of its own — its own ledger and event
 // bus, in its own process — made as the run's devices are; it ships its records to the parent
-// through a box (core/proc/box.h). In the parent a device of the run stands for it, and a
+// through a message area (core/proc/message_area.h). In the parent a device of the run stands for it, and a
 // DeviceMirror puts the child's records there: its events on the run's bus under that device, its
 // ledger's peaks into that device's ledger — so the trace and the summary show the child's work.
 #include <array>

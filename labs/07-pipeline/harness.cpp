@@ -272,7 +272,7 @@ void well_formed(const Args& a) {
               lab::list_text(a.ints("stages", "1-5")).c_str(), lab::list_text(a.ints("micro-batches", "1-9")).c_str());
 }
 
-// The lists the lecture draws (strategies/pipeline.cpp's diagrams): GPipe's F 0 … F m−1, B 0 … B m−1;
+// The lists the lecture draws (strategies/pipeline_schedule.cpp's diagrams): GPipe's F 0 … F m−1, B 0 … B m−1;
 // 1F1B's warm-up of min(p − s − 1, m) forwards, then (F w + i, B i) in turn, then the backwards left.
 // The micro-batches go in the order of the batch's rows, 0 first.
 std::vector<lab07::Task> lecture_list(const std::string& schedule, int p, int stage, int m) {

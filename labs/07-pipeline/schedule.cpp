@@ -1,6 +1,6 @@
 // Lab 07 — your file. Write the two schedules below (their contracts are in lab.h), then grade them:
 //   scalelab grade 07-pipeline --submission labs/07-pipeline
-// Read first: README.md of this lab, and the two diagrams at the top of strategies/pipeline.cpp.
+// Read first: README.md of this lab, and the two diagrams at the top of strategies/pipeline_schedule.cpp.
 #include "lab.h"
 
 namespace lab07 {

@@ -1,4 +1,4 @@
-#include "core/proc/box.h"
+#include "core/proc/message_area.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,9 +7,9 @@
 
 namespace scalelab {
 
-ByteBox::ByteBox(char* area, int64_t bytes, std::string name) : area_(area), bytes_(bytes), name_(std::move(name)) {}
+MessageArea::MessageArea(char* area, int64_t bytes, std::string name) : area_(area), bytes_(bytes), name_(std::move(name)) {}
 
-void ByteBox::put(const std::vector<uint8_t>& message, const std::string& what) const {
+void MessageArea::put(const std::vector<uint8_t>& message, const std::string& what) const {
   const int64_t size = static_cast<int64_t>(message.size()), room = bytes_ - kHeader;
   if (size > room)
     throw Error("proc", name_ + " holds " + std::to_string(room) + " bytes, but " + what + " take " +
@@ -18,9 +18,9 @@ void ByteBox::put(const std::vector<uint8_t>& message, const std::string& what) 
   std::memcpy(area_, &size, sizeof size);
 }
 
-const uint8_t* ByteBox::data() const { return reinterpret_cast<const uint8_t*>(area_ + kHeader); }
+const uint8_t* MessageArea::data() const { return reinterpret_cast<const uint8_t*>(area_ + kHeader); }
 
-size_t ByteBox::size() const {
+size_t MessageArea::size() const {
   int64_t size = 0;
   std::memcpy(&size, area_, sizeof size);
   if (size < 0 || size > bytes_ - kHeader)
@@ -29,12 +29,12 @@ size_t ByteBox::size() const {
   return static_cast<size_t>(size);
 }
 
-void send_records(const ByteBox& box, const Records& records) {
-  box.put(encode_records(records), std::to_string(records.events.size()) + " events and " +
+void send_records(const MessageArea& area, const Records& records) {
+  area.put(encode_records(records), std::to_string(records.events.size()) + " events and " +
                                        std::to_string(records.devices.size()) + " device ledgers");
 }
 
-Records receive_records(const ByteBox& box) { return decode_records(box.data(), box.size()); }
+Records receive_records(const MessageArea& area) { return decode_records(area.data(), area.size()); }
 
 // A message of buffers: u64 items; per item u64 buffers; per buffer u64 floats, then the floats.
 int64_t buffers_bytes(const std::vector<int64_t>& numel, int per_item) {
@@ -43,7 +43,7 @@ int64_t buffers_bytes(const std::vector<int64_t>& numel, int per_item) {
   return bytes;
 }
 
-void send_buffers(const ByteBox& box, const FloatBuffers& buffers) {
+void send_buffers(const MessageArea& area, const FloatBuffers& buffers) {
   std::vector<uint8_t> out;
   auto put = [&](const void* p, size_t n) {
     out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
@@ -62,16 +62,16 @@ void send_buffers(const ByteBox& box, const FloatBuffers& buffers) {
       floats += b.size();
     }
   }
-  box.put(out, std::to_string(floats) + " floats in " + std::to_string(buffers.size()) + " items");
+  area.put(out, std::to_string(floats) + " floats in " + std::to_string(buffers.size()) + " items");
 }
 
-FloatBuffers receive_buffers(const ByteBox& box) {
-  const uint8_t* p = box.data();
-  const size_t size = box.size();
+FloatBuffers receive_buffers(const MessageArea& area) {
+  const uint8_t* p = area.data();
+  const size_t size = area.size();
   size_t at = 0;
   auto take = [&](void* dst, size_t n) {
     if (n > size - at)
-      throw Error("proc", box.name() + ": its " + std::to_string(size) + " bytes end inside a buffer, at byte " +
+      throw Error("proc", area.name() + ": its " + std::to_string(size) + " bytes end inside a buffer, at byte " +
                               std::to_string(at) + " — its writer sent something else; please report it");
     std::memcpy(dst, p + at, n);
     at += n;
@@ -113,19 +113,19 @@ FloatBuffers mean_buffers(const std::vector<FloatBuffers>& each) {
   return mean;
 }
 
-FloatBuffers mean_from_workers(Commander& commands, int32_t command, const ByteBox& box, const std::string& doing) {
+FloatBuffers mean_from_workers(Commander& commands, int32_t command, const MessageArea& area, const std::string& doing) {
   std::vector<FloatBuffers> each;
   for (int r = 0; r < commands.workers(); ++r) {
     commands.issue(r, command);
     commands.wait(doing, r);
-    each.push_back(receive_buffers(box));
+    each.push_back(receive_buffers(area));
   }
   return mean_buffers(each);
 }
 
-void give_to_workers(Commander& commands, int32_t command, const ByteBox& box, const FloatBuffers& buffers,
+void give_to_workers(Commander& commands, int32_t command, const MessageArea& area, const FloatBuffers& buffers,
                      const std::string& doing) {
-  send_buffers(box, buffers);
+  send_buffers(area, buffers);
   commands.issue_all(command);
   commands.wait(doing);
 }

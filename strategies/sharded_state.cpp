@@ -1,0 +1,139 @@
+#include "strategies/sharded_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+
+namespace scalelab {
+namespace {
+
+// The model's parameters in order: weight then bias of each layer.
+std::string parameter_name(int p) { return "fc" + std::to_string(p / 2 + 1) + (p % 2 == 0 ? ".weight" : ".bias"); }
+
+}  // namespace
+
+ShardedState::ShardedState(const ModelSpec& spec, std::vector<int64_t> rank_offset, bool flat)
+    : spec_(spec), rank_offset_(std::move(rank_offset)), flat_(flat) {
+  parameter_offset_.push_back(0);
+  for (int l = 0; l < spec.layer_count(); ++l) {
+    parameter_offset_.push_back(parameter_offset_.back() + spec.sizes[l + 1] * spec.sizes[l]);  // weight
+    parameter_offset_.push_back(parameter_offset_.back() + spec.sizes[l + 1]);                  // bias
+  }
+}
+
+ShardedState ShardedState::equal_shards(const ModelSpec& spec, int ranks) {
+  if (ranks < 1) throw Error("sharded state", "equal_shards over " + std::to_string(ranks) + " ranks — give at least 1");
+  const int64_t shard = (spec.parameter_count() + ranks - 1) / ranks;
+  std::vector<int64_t> offsets;
+  for (int r = 0; r <= ranks; ++r) offsets.push_back(r * shard);
+  return ShardedState(spec, std::move(offsets), true);
+}
+
+ShardedState ShardedState::by_layers(const ModelSpec& spec, const std::vector<int>& first_layer) {
+  const int L = spec.layer_count();
+  if (first_layer.size() < 2 || first_layer.front() != 0 || first_layer.back() != L ||
+      !std::is_sorted(first_layer.begin(), first_layer.end()))
+    throw Error("sharded state", "by_layers needs each rank's first layer, from 0 up, then the layer count " +
+                                     std::to_string(L) + "; got " + std::to_string(first_layer.size()) + " entries");
+  ShardedState s(spec, {}, false);
+  for (int l : first_layer) s.rank_offset_.push_back(s.parameter_offset_[static_cast<size_t>(2 * l)]);
+  return s;
+}
+
+int ShardedState::parameter_at(int64_t offset) const {
+  const auto after = std::upper_bound(parameter_offset_.begin(), parameter_offset_.end(), offset);
+  return static_cast<int>(after - parameter_offset_.begin()) - 1;
+}
+
+std::vector<std::vector<float>> ShardedState::gather(ProcessGroup& group, Device& device, const std::vector<Tensor>& mine,
+                                                     bool keep, const std::string& what) const {
+  const int rank = group.rank();
+  const int parameters = static_cast<int>(parameter_offset_.size()) - 1;
+  std::vector<std::vector<float>> whole;
+  if (flat_) {
+    // One all-gather: rank r's shard lands at r·S of a padded flat buffer on every rank.
+    if (mine.size() != 1 || mine[0].numel() != size(rank))
+      throw Error("sharded state", "rank " + std::to_string(rank) + " gives " + std::to_string(mine.size()) +
+                                       " tensors to gather; equal shards take one of " + std::to_string(size(rank)) +
+                                       " floats, its flat shard");
+    Tensor all = device.empty({padded_size()}, DType::f32, MemoryCategory::comm_buffers, "gather " + what);
+    group.all_gather(mine[0], all, {.name = "gather " + what});
+    if (!keep) return whole;
+    const std::vector<float> flat = device.download_f32({"gather " + what, Phase::data}, all);
+    whole.resize(static_cast<size_t>(parameters));
+    if (flat.empty()) return whole;  // a dry run: shapes only
+    for (int p = 0; p < parameters; ++p)
+      whole[static_cast<size_t>(p)].assign(flat.begin() + parameter_offset_[static_cast<size_t>(p)],
+                                           flat.begin() + parameter_offset_[static_cast<size_t>(p) + 1]);
+    return whole;
+  }
+  // Parameter by parameter, each broadcast from the rank that holds it.
+  const int first = parameter_at(begin(rank)), count = parameter_at(begin(rank + 1)) - first;
+  if (static_cast<int>(mine.size()) != count)
+    throw Error("sharded state", "rank " + std::to_string(rank) + " gives " + std::to_string(mine.size()) +
+                                     " tensors to gather but holds " + std::to_string(count) + " parameters");
+  if (keep) whole.resize(static_cast<size_t>(parameters));
+  int owner = 0;
+  for (int p = 0; p < parameters; ++p) {
+    const int64_t numel = parameter_offset_[static_cast<size_t>(p) + 1] - parameter_offset_[static_cast<size_t>(p)];
+    while (begin(owner + 1) <= parameter_offset_[static_cast<size_t>(p)]) ++owner;
+    const std::string name = what + " " + parameter_name(p);
+    Tensor t = owner == rank ? mine[static_cast<size_t>(p - first)]
+                             : device.empty({numel}, DType::f32, MemoryCategory::comm_buffers, name);
+    if (t.numel() != numel)
+      throw Error("sharded state", "rank " + std::to_string(rank) + "'s " + parameter_name(p) + " has " +
+                                       std::to_string(t.numel()) + " floats, the model's " + std::to_string(numel));
+    group.broadcast(t, owner, {.name = name});
+    if (keep) whole[static_cast<size_t>(p)] = device.download_f32({name, Phase::data, p / 2}, t);
+  }
+  return whole;
+}
+
+HostWeights ShardedState::gather_weights(ProcessGroup& group, Device& device, const std::vector<Parameter*>& mine,
+                                         bool keep) const {
+  std::vector<Tensor> values;
+  for (const Parameter* p : mine) values.push_back(p->value);
+  std::vector<std::vector<float>> whole = gather(group, device, values, keep, "weights");
+  HostWeights w;
+  w.spec = spec_;
+  if (!keep) return w;
+  for (size_t p = 0; p < whole.size(); ++p) (p % 2 == 0 ? w.weight : w.bias).push_back(std::move(whole[p]));
+  return w;
+}
+
+OptimizerState ShardedState::gather_optimizer_state(ProcessGroup& group, Device& device, Optimizer& optimizer,
+                                                    bool keep) const {
+  const int k = optimizer.state_tensors_per_parameter();
+  const std::vector<Tensor> local = optimizer.state();  // per local parameter, its k tensors
+  OptimizerState whole(parameter_offset_.size() - 1);
+  for (int t = 0; t < k; ++t) {
+    std::vector<Tensor> mine;  // state tensor t of each local parameter
+    for (size_t i = static_cast<size_t>(t); i < local.size(); i += static_cast<size_t>(k)) mine.push_back(local[i]);
+    std::vector<std::vector<float>> one = gather(group, device, mine, keep, "state");
+    for (size_t p = 0; p < one.size(); ++p) whole[p].push_back(std::move(one[p]));
+  }
+  return keep ? whole : OptimizerState{};
+}
+
+OptimizerState ShardedState::part_of(const OptimizerState& whole, int rank) const {
+  if (!flat_) {
+    const int first = parameter_at(begin(rank)), last = parameter_at(begin(rank + 1));
+    return {whole.begin() + first, whole.begin() + last};
+  }
+  // The shard: elements [begin, begin + S) of each state tensor laid flat, padding zero.
+  const size_t k = whole.empty() ? 0 : whole.front().size();
+  OptimizerState shard(1, std::vector<std::vector<float>>(k, std::vector<float>(static_cast<size_t>(size(rank)), 0.0f)));
+  for (size_t p = 0; p < whole.size(); ++p) {
+    const int64_t from = std::max(parameter_offset_[p], begin(rank));
+    const int64_t to = std::min(parameter_offset_[p + 1], begin(rank + 1));
+    for (size_t j = 0; j < k && from < to; ++j) {
+      if (whole[p][j].empty()) continue;  // a dry run's state: shapes only
+      std::copy(whole[p][j].begin() + (from - parameter_offset_[p]), whole[p][j].begin() + (to - parameter_offset_[p]),
+                shard[0][j].begin() + (from - begin(rank)));
+    }
+  }
+  return shard;
+}
+
+}  // namespace scalelab
