@@ -187,6 +187,26 @@ else
   pkill -9 -x sl-escaped
 fi
 
+# A submission that calls the library's own answer to its lab (lab 07's schedules are
+# scalelab::gpipe_schedule and one_f_one_b_schedule, public for the strategy) is refused.
+mkdir -p "$WORK/library_answer"
+cat >"$WORK/library_answer/schedule.cpp" <<'CPP'
+#include "lab.h"
+namespace lab07 {
+std::vector<Task> gpipe_schedule(int p, int s, int m) { return scalelab::gpipe_schedule(p, s, m); }
+std::vector<Task> one_f_one_b_schedule(int p, int s, int m) { return scalelab::one_f_one_b_schedule(p, s, m); }
+}  // namespace lab07
+CPP
+"$SCALELAB" grade 07-pipeline --labs-dir "$LABS" --submission "$WORK/library_answer" \
+  --results "$WORK/library_answer.json" >"$WORK/library_answer.out" 2>&1
+la_rc=$?
+if [ "$la_rc" = 1 ] && grep -q "calls scalelab::gpipe_schedule, the library's own answer" "$WORK/library_answer.json" &&
+  python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["score"] != 0)' "$WORK/library_answer.json"; then
+  pass "a submission that calls the library's own schedule is refused: 0 points"
+else
+  fail "library answer: exit $la_rc, $(tail -n 8 "$WORK/library_answer.out")"
+fi
+
 # --- the same submission graded twice: the same results.json but for durations --------------
 # A mutant made by hand as an instructor would: the solution with one patch applied.
 mkdir -p "$WORK/chain" && cp -r "$LAB/solution/." "$WORK/chain/" &&

@@ -544,6 +544,8 @@ Lab load_lab(const std::string& labs_dir, const std::string& name) {
     lab.harness = j.value("harness", std::string("harness.cpp"));
     lab.student_files = strings(j.at("student_files"), file + ": student_files");
     if (lab.student_files.empty()) throw Error("grade", file + ": student_files is empty — name the files a student writes");
+    if (j.contains("library_answers"))
+      lab.library_answers = strings(j.at("library_answers"), file + ": library_answers");
     const json defaults = j.value("defaults", json::object());
     std::set<std::string> names{"builds"};
     for (const json& c : j.at("checks")) {
@@ -872,6 +874,24 @@ std::string first_errors(const std::string& output, size_t max_lines = 30) {
 
 // Where each student file of the submission is: a folder's file of that name (or the one file
 // of that name below it), or the file given itself for a one-file lab.
+// The library's answers to the lab (Lab::library_answers) that an object file calls: its undefined
+// symbols as `nm -C -u` lists them (`name(args)`), each compared by its name. Returns "" or why the
+// submission is refused.
+std::string calls_library_answer(const std::string& nm_output, const std::string& file,
+                                 const std::vector<std::string>& answers) {
+  std::istringstream in(nm_output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string t = trim(line);
+    if (t.rfind("U ", 0) != 0) continue;
+    const std::string symbol = t.substr(2);
+    for (const std::string& a : answers)
+      if (symbol.rfind(a, 0) == 0 && (symbol.size() == a.size() || symbol[a.size()] == '('))
+        return file + " calls " + a + ", the library's own answer to this lab — write it yourself";
+  }
+  return "";
+}
+
 std::map<std::string, std::string> find_student_files(const Lab& lab, const std::string& submission,
                                                       std::string& missing) {
   std::map<std::string, std::string> found;
@@ -1208,6 +1228,35 @@ Report grade(const Options& o) {
       if (!why.empty())
         policy += why + " — not allowed in a submission: it could run before the harness, embed a file or change how "
                   "the harness is built (attributes, asm and pragmas are refused)\n";
+    }
+    // Which of the library's own answers the student's objects call (nm lists what they leave
+    // undefined), for each file that compiled; run as the compiler ran, on files the student made.
+    if (!lab.library_answers.empty() && policy.empty()) {
+      std::string nm = "/usr/bin/nm";
+      if (::access(nm.c_str(), X_OK) != 0) nm = "/bin/nm";
+      std::vector<Job> listings;
+      std::vector<std::string> listed_files;
+      for (size_t i = 0; i < compiled_files.size(); ++i) {
+        const JobResult& c = results[k + i];
+        if (c.timed_out || !WIFEXITED(c.wait_status) || WEXITSTATUS(c.wait_status) != 0) continue;
+        Job j;
+        j.argv = {nm, "-C", "-u", obj_dir + "/" + compiled_files[i] + ".o"};
+        j.cwd = scratch.dir;
+        j.timeout_s = 60;
+        j.drop_to_nobody = true;
+        j.hidden = hidden;
+        listings.push_back(j);
+        listed_files.push_back(compiled_files[i]);
+      }
+      const auto listed = run_jobs(listings);
+      for (size_t i = 0; i < listed.size(); ++i) {
+        const JobResult& r = listed[i];
+        if (r.timed_out || !WIFEXITED(r.wait_status) || WEXITSTATUS(r.wait_status) != 0)
+          throw Error("grade", "cannot list the symbols of " + listed_files[i] + " with " + nm + ": " + first_errors(r.output) +
+                                   " — install binutils (apt-get install binutils)");
+        const std::string why = calls_library_answer(r.output, listed_files[i], lab.library_answers);
+        if (!why.empty()) policy += why + "\n";
+      }
     }
     for (; k < results.size(); ++k) {
       const JobResult& s = results[k];

@@ -43,6 +43,9 @@ struct Lab {
   std::vector<std::string> student_files;  // relative to the lab folder, e.g. ring.cpp
   std::string harness = "harness.cpp";
   std::vector<CheckSpec> checks;
+  // The library's own functions that do what the student writes (the rubric's "library_answers",
+  // qualified names such as scalelab::gpipe_schedule): a submission that calls one is refused.
+  std::vector<std::string> library_answers;
 };
 
 // The labs shipped beside the sources (or $SCALELAB_LABS): every folder holding a checks.json.
