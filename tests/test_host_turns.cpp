@@ -18,7 +18,7 @@
 
 #include "core/device/clock.h"
 #include "core/device/device.h"
-#include "core/device/sim/host_turns.h"
+#include "calibration/host_turns.h"
 #include "core/proc/threads.h"
 
 using namespace scalelab;

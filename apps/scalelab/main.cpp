@@ -11,6 +11,7 @@
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/figure.h"
 #include "apps/scalelab/scale.h"
+#include "calibration/calibration.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/run/weights_file.h"
@@ -398,7 +399,23 @@ int main(int argc, char** argv) {
       return bench_predict(bp);
     }
     if (*repeat_cmd) return bench_repeat(repeat_tables);
-    if (*calibrate_cmd) return run_calibrate(cal);
+    if (*calibrate_cmd) {
+      cal.time_collective = [](const CollectiveTiming& t) {
+        BenchCommOptions b;
+        b.comm = t.comm;
+        b.device = t.device;
+        b.ranks = t.ranks;
+        b.op = t.op;
+        b.min_bytes = t.min_bytes;
+        b.max_bytes = t.max_bytes;
+        b.iters = t.iters;
+        b.warmup = t.warmup;
+        b.quiet = true;
+        b.json_path = t.json_path;
+        bench_comm(b);
+      };
+      return run_calibrate(cal);
+    }
     if (*comm_cmd) {
       // 0 would silently become the default 4; a --shm-sharing without --comm shm would be ignored.
       if (comm_cmd->count("--ranks") && bm.ranks == 0)

@@ -1,4 +1,4 @@
-#include "core/device/sim/host_turns.h"
+#include "calibration/host_turns.h"
 
 #include <algorithm>
 #include <climits>

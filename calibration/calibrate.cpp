@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "apps/scalelab/bench.h"
+#include "calibration/calibration.h"
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
@@ -533,9 +533,10 @@ class BlasHelpersSpinning {
 
 // `device`: the ranks' devices, cpu or cuda (then logical devices of this process, their buffers in
 // device memory).
-json measure_collective(const std::string& comm, const std::string& op, int ranks, int64_t max_bytes,
+json measure_collective(const TimeCollective& time, const std::string& comm, const std::string& op, int ranks, int64_t max_bytes,
                         std::vector<double>& bytes, std::vector<double>& seconds, const std::string& device = "cpu") {
-  BenchCommOptions o;
+  if (!time) throw Error("calibrate", "internal: no collective timing was passed in (CalibrateOptions::time_collective); please report it");
+  CollectiveTiming o;
   o.comm = comm;
   o.device = device;
   o.ranks = ranks;
@@ -544,10 +545,9 @@ json measure_collective(const std::string& comm, const std::string& op, int rank
   o.max_bytes = max_bytes;
   o.iters = 10;
   o.warmup = 2;
-  o.quiet = true;
   o.json_path = (std::filesystem::temp_directory_path() /
                  ("scalelab-calibrate-" + comm + "-" + op + "-" + std::to_string(::getpid()) + ".json")).string();
-  bench_comm(o);
+  time(o);
   std::ifstream in(o.json_path);
   json j = json::parse(in);
   std::filesystem::remove(o.json_path);
@@ -1025,7 +1025,7 @@ int calibrate_cuda(const CalibrateOptions& o) {
       for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "send"}) {
         if (std::string(op) == "send" && n != 2) continue;
         std::vector<double> b, t;
-        const json rows_json = measure_collective("threads", op, n, largest_collective, b, t, "cuda");
+        const json rows_json = measure_collective(o.time_collective, "threads", op, n, largest_collective, b, t, "cuda");
         measured_collectives.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
         if (n == o.devices) {
           raw[std::string(op) + "_threads"] = rows_json;
@@ -1476,7 +1476,7 @@ int run_calibrate(const CalibrateOptions& o) {
       for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "send"}) {
         if (std::string(op) == "send" && n != 2) continue;
         std::vector<double> b, t;
-        const json rows = measure_collective("threads", op, n, largest_collective, b, t);
+        const json rows = measure_collective(o.time_collective, "threads", op, n, largest_collective, b, t);
         measured_collectives.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
         if (n == ranks) {
           raw[std::string(op) + "_threads"] = rows;
@@ -1493,7 +1493,7 @@ int run_calibrate(const CalibrateOptions& o) {
                                     {"rms_log_error", threads_link.rms_log_error}}}};
   if (!o.quick) {
     std::vector<double> shm_bytes, shm_seconds;
-    raw["all_reduce_shm"] = measure_collective("shm", "all_reduce", ranks, 16 << 20, shm_bytes, shm_seconds);
+    raw["all_reduce_shm"] = measure_collective(o.time_collective, "shm", "all_reduce", ranks, 16 << 20, shm_bytes, shm_seconds);
     progress.step("all_reduce shm");
     const AlphaBeta shm = fit_alpha_beta(shm_bytes, shm_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
     fits["all_reduce_shm"] = {{"ranks", ranks}, {"latency_s", shm.alpha_s}, {"bandwidth_Bps", shm.bandwidth_Bps},

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "apps/scalelab/bench.h"
-#include "core/device/sim/host_turns.h"
+#include "calibration/calibration.h"
+#include "calibration/host_turns.h"
 #include "core/device/sim/profile.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
