@@ -171,7 +171,7 @@ double measure_host_cache(json& sweeps) {
   return in_effect;
 }
 
-// How the cache treats a byte touched again within a step (HardwareProfile::host_cache_retouch):
+// How the cache treats a byte touched again within a step (HostCalibration::host_cache_retouch):
 // y += x on 8 MiB after touching D bytes of other memory once, the same D bytes four times, and 4D
 // bytes once, the three interleaved so a slow moment of the machine falls on all of them, for D =
 // ¼, ½, ¾ and 1 × the cache in effect. A cache that keeps what was used last (LRU) leaves y and x
@@ -1173,7 +1173,8 @@ int calibrate_cuda(const CalibrateOptions& o) {
 
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes, DeviceKind device) {
   GemmSpeedNow out;
-  if (profile.gemm_table.empty()) return out;
+  if (!profile.calibration || profile.calibration->gemm_table.empty()) return out;
+  const GemmTable& table = profile.calibration->gemm_table;
   EventBus bus;
   DeviceOptions o;
   o.bus = &bus;
@@ -1188,7 +1189,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
   std::vector<GemmShape> timed_shapes;
   std::vector<double> calibrated;
   for (const GemmPoint& p : shapes) {
-    const double c = profile.gemm_table.seconds(p.m, p.n, p.k, p.trans_a, p.trans_b);
+    const double c = table.seconds(p.m, p.n, p.k, p.trans_a, p.trans_b);
     if (!(c > 0)) continue;
     timed_shapes.push_back({p.trans_a, p.trans_b, static_cast<int64_t>(p.m), static_cast<int64_t>(p.n), static_cast<int64_t>(p.k)});
     calibrated.push_back(c);
@@ -1217,10 +1218,12 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
 
 std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, DeviceKind device) {
   std::vector<SpeedProbe> probes;
+  if (!profile.calibration) return probes;
+  const HostCalibration& host = *profile.calibration;
   // A forward GEMM of the table, the largest up to 128×1024×1024 (a few ms), re-timed as
   // gemm_speed_now re-times a model's shapes.
   const GemmPoint* gemm = nullptr;
-  for (const GemmPoint& p : profile.gemm_table.points)
+  for (const GemmPoint& p : host.gemm_table.points)
     if (!p.trans_a && p.trans_b && p.m * p.n * p.k <= 128.0 * 1024 * 1024 &&
         (!gemm || std::pair(p.m * p.n * p.k, p.m) > std::pair(gemm->m * gemm->n * gemm->k, gemm->m)))
       gemm = &p;  // of the largest, the most rows: a batch's forward
@@ -1232,9 +1235,9 @@ std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, Device
       probes.push_back({what, gemm->seconds, now.shapes[0].at("now_s").get<double>()});
     }
   }
-  if (profile.core_round_trip_s > 0 && device == DeviceKind::cpu)
+  if (host.core_round_trip_s > 0 && device == DeviceKind::cpu)
     if (const double now = turn_to_helper_round_trip_s(); now > 0)
-      probes.push_back({"core-to-core round trip", profile.core_round_trip_s, now, kCoresMovedFactor});
+      probes.push_back({"core-to-core round trip", host.core_round_trip_s, now, kCoresMovedFactor});
   return probes;
 }
 

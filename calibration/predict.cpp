@@ -194,17 +194,17 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     // The cpu devices measured took turns on this host's cores, passing them from thread to thread;
     // the sim priced each alone. Hogwild's workers are processes: they share the cores without turns.
     const int cores = static_cast<int>(usable_cores().size());
-    const HardwareProfile profile = load_profile(p);
+    const HostCalibration host = load_profile(p).calibration.value_or(HostCalibration{});
     HostShare share = find_strategy(c.strategy).workers_are_processes
                           ? processes_share(c.devices, cores)
-                          : HostShare{1, 1, seconds_to_ns(profile.turn_handoff_s), seconds_to_ns(profile.turn_gemm_extra_s)};
+                          : HostShare{1, 1, seconds_to_ns(host.turn_handoff_s), seconds_to_ns(host.turn_gemm_extra_s)};
     // The devices' data together within the cache in effect: a collective and an element-wise op
     // then each run on a core of their own, not one after the other — unless the turns keep to one
     // core, where the collective's ranks are too.
     int64_t footprint = 0;
     for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
-    share.collectives_beside_one_thread_ops = !profile.turns_on_one_core && profile.host_cache_bytes > 0 && static_cast<double>(footprint) <= profile.host_cache_bytes;
-    if (profile.turns_on_one_core) share.holder_keeps_turn_until_gemm_over_mnk = kBlasOneThreadMaxMnk;
+    share.collectives_beside_one_thread_ops = !host.turns_on_one_core && host.host_cache_bytes > 0 && static_cast<double>(footprint) <= host.host_cache_bytes;
+    if (host.turns_on_one_core) share.holder_keeps_turn_until_gemm_over_mnk = kBlasOneThreadMaxMnk;
     served = take_turns_on_host(sim_bus.events(), share);
     } else {
       // cuda: each device's ops run on its own stream, as the sim prices them; nothing takes turns on
@@ -382,7 +382,9 @@ class RetimedProfiles {
   // that kept only a ratio, every time of the table × the ratio (unchanged where nothing was timed).
   std::string add(const std::string& profile, const GemmSpeedNow& now) {
     HardwareProfile p = load_profile(profile);
-    const GemmTable calibrated = p.gemm_table;
+    if (!p.calibration) p.calibration.emplace();
+    GemmTable& table = p.calibration->gemm_table;
+    const GemmTable calibrated = table;
     bool by_shape = false;
     for (const json& s : now.shapes) {
       if (!s.contains("trans_a")) continue;  // an earlier build's probes: not the model's shapes
@@ -399,15 +401,15 @@ class RetimedProfiles {
       if (!(hot > 0) || !(g.seconds > 0)) continue;
       g.seconds_cold = cold * g.seconds / hot;
       if (adding != hot) g.seconds_accumulate = adding * g.seconds / hot;
-      auto same = std::find_if(p.gemm_table.points.begin(), p.gemm_table.points.end(), [&](const GemmPoint& q) {
+      auto same = std::find_if(table.points.begin(), table.points.end(), [&](const GemmPoint& q) {
         return q.m == g.m && q.n == g.n && q.k == g.k && q.trans_a == g.trans_a && q.trans_b == g.trans_b;
       });
-      if (same != p.gemm_table.points.end()) *same = g;
-      else p.gemm_table.points.push_back(g);
+      if (same != table.points.end()) *same = g;
+      else table.points.push_back(g);
       by_shape = true;
     }
     if (!by_shape && now.ratio > 0)
-      for (GemmPoint& g : p.gemm_table.points) {
+      for (GemmPoint& g : table.points) {
         g.seconds *= now.ratio;
         g.seconds_cold *= now.ratio;
       }

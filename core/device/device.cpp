@@ -79,7 +79,8 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
       clock_(std::move(clock)),
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
       bus_(bus) {
-  if (profile && profile->host_op_gap_s >= 0) host_op_gap_ns_ = seconds_to_ns(profile->host_op_gap_s);
+  if (profile && profile->calibration && profile->calibration->host_op_gap_s >= 0)
+    host_op_gap_ns_ = seconds_to_ns(profile->calibration->host_op_gap_s);
   if (bus_) {
     bus_->describe_device(index_, description_);
     ledger_->set_listener([this](MemoryCategory category, int64_t live) {

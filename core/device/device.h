@@ -155,14 +155,14 @@ class Device {
   EventBus* bus_;
   int64_t step_ = -1;
   // Bytes this device's ops read and wrote in this step and in the last one: how much passes
-  // between two touches of a tensor used once a step (see HardwareProfile::host_cache_bytes).
+  // between two touches of a tensor used once a step (see HostCalibration::host_cache_bytes).
   std::atomic<double> step_bytes_{0}, last_step_bytes_{0};
   std::atomic<double> shared_with_run_bytes_{0};
   // When the host last waited for a device (it read a loss, or downloaded a tensor): the host
   // issues the next upload only after that, as a training loop that prints loss.item() does.
   // Shared by the devices one host drives: all of a controller's, each rank's own.
   std::shared_ptr<std::atomic<int64_t>> host_ready_ns_ = std::make_shared<std::atomic<int64_t>>(0);
-  // sim with a profile of a host that waits for each op (HardwareProfile::host_op_gap_s): the gap
+  // sim with a profile of a host that waits for each op (HostCalibration::host_op_gap_s): the gap
   // before this device's next op, and when its last op ended; < 0: the host does not wait. Per
   // device, not per host: the threads that drive a device's ops (a replica thread, a rank) wait for
   // its ops alone, and a shared mark would make the order of racing threads decide the times.
