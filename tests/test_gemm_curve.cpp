@@ -634,7 +634,7 @@ TEST(HostCache, AProcessOfTheRunSharesTheHostWithTheOthersDevices) {
     std::unique_ptr<Device> d = make_child_device(two_sim_devices_options(1e4, 1, bus), 1, bus);
     EXPECT_EQ(d->index(), 1);
     Tensor x = d->empty({1000}, DType::f32, MemoryCategory::workspace, "x");
-    d->mark_shared_with_run(shared_bytes);
+    d->host_meter()->mark_shared_with_run(shared_bytes);
     d->set_step(0);
     d->scale({"a"}, 2.0f, x);
     d->set_step(1);
