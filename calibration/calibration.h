@@ -82,14 +82,11 @@ struct GemmSpeedNow {
 GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<GemmPoint>& shapes,
                             DeviceKind device = DeviceKind::cpu);
 
-// How this machine runs now what its calibration measured: a GEMM of the table, timed as
-// calibrate timed it (a shared VM's GEMMs ran 0.8–1.6× their calibrated times a minute later), and
-// a cache line's round trip between the turn-taker's core and OpenBLAS's helper's
-// (core_round_trip_s, core/proc/threads.h): on the AMD VM every element-wise op of a training step
-// ran 2–3× slower for minutes at a time, exactly while that round trip was 350–420 ns instead of
-// 70–125: as a guest can tell, the host had placed the two vCPUs apart, and half of each GEMM's
-// output, which the helper writes, then crossed between them. (SGD timed alone, or after a GEMM, read 0.88–1.01×
-// through such a stretch: an element-wise probe does not catch it.)
+// How this machine runs now what its calibration measured (docs/calibration.md): a GEMM of the
+// table, timed as calibrate timed it, and a cache line's round trip between the turn-taker's core
+// and OpenBLAS's helper's (core_round_trip_s, core/proc/threads.h), which tells whether the host
+// has placed the cores otherwise since — then element-wise ops that read the helper's writes change
+// speed, which an element-wise probe of its own does not show.
 struct SpeedProbe {
   std::string what;
   double calibrated_s = 0, now_s = 0;
@@ -97,8 +94,8 @@ struct SpeedProbe {
   double ratio() const { return calibrated_s > 0 ? now_s / calibrated_s : 0; }
   bool moved() const { return ratio() > moved_past || ratio() * moved_past < 1; }
 };
-// The round trip moved by jitter alone up to 1.8× while the cores stayed close (70–125 ns); placed
-// apart it was 3× or more.
+// A round trip this many times its calibrated one (either way) says the cores were placed
+// otherwise: jitter alone moves it less, cores placed apart more.
 constexpr double kCoresMovedFactor = 2.0;
 // On cuda only the GEMM: the round trip is the cpu device's turn-taker's.
 std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, DeviceKind device = DeviceKind::cpu);

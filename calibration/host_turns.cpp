@@ -165,7 +165,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
     }
   }
 
-  // One thread's ops held as one turn (HostShare::holder_keeps_turn_until_gemm_over_mnk), where two
+  // One thread's ops held as one turn (HostShare::one_core_yield_gemm_mnk), where two
   // threads take turns: the op after i in i's turn (-1: the turn ends with i), and whether i follows
   // another in its turn.
   auto on_cores_alone = [&](size_t i) {
@@ -178,7 +178,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
   for (size_t i = 0; i < n; ++i)
     if (on_cores_alone(i) && events[i].step >= 0) turn_takers.insert(thread_of(events[i]));
   // Not with the collectives' second track: that is for turns on cores of their own, this for one core.
-  if (share.servers == 1 && share.holder_keeps_turn_until_gemm_over_mnk > 0 && !share.collectives_beside_one_thread_ops &&
+  if (share.servers == 1 && share.one_core_yield_gemm_mnk > 0 && !share.collectives_beside_one_thread_ops &&
       turn_takers.size() == 2) {
     std::unordered_map<int, size_t> last;  // thread → its last op on the cores
     for (size_t i : order) {
@@ -187,7 +187,7 @@ std::vector<Event> take_turns_on_host(std::vector<Event> events, const HostShare
       const int thread = thread_of(e);
       if (const auto it = last.find(thread); it != last.end()) {
         const Event& before = events[it->second];
-        const bool yields = before.kind == "gemm" && before.flops / 2 > share.holder_keeps_turn_until_gemm_over_mnk;
+        const bool yields = before.kind == "gemm" && before.flops / 2 > share.one_core_yield_gemm_mnk;
         if (!yields && stage(before) == stage(e) && before.t_end_ns == e.t_begin_ns) {
           turn_next[it->second] = static_cast<int64_t>(i);
           in_turn[i] = 1;

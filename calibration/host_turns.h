@@ -41,16 +41,14 @@ struct HostShare {
   int64_t handoff_ns = 0;
   int64_t gemm_after_handoff_ns = 0;
   bool collectives_beside_one_thread_ops = false;
-  // `holder_keeps_turn_until_gemm_over_mnk` > 0: the turn-taking threads share one core (the
-  // profile's turns_on_one_core). The thread handed the turn wakes on that core and takes it from
-  // the thread that handed it over, which then cannot ask for its next turn until the holder lets the
-  // core go: when it runs a GEMM of more than this m·n·k (kBlasOneThreadMaxMnk), whose caller yields
-  // while OpenBLAS's helpers finish. So where two threads take turns, one keeps the cores from such a
-  // GEMM to the next: its ops that follow one another (each priced to begin as the one before ended)
-  // are one turn, up to and with that GEMM. With three or more, the others took their places in the
-  // queue while the holder's GEMMs yielded and come first: ddp's four ranks pass the cores at nearly
-  // every op, ddp-mp's two ranks at its large GEMMs (traces of the AMD VM). 0: every op a turn.
-  double holder_keeps_turn_until_gemm_over_mnk = 0;
+  // `one_core_yield_gemm_mnk` > 0: the turn-taking threads share one core (the calibration's
+  // turns_on_one_core), and a GEMM of more than this m·n·k (kBlasOneThreadMaxMnk) is where the
+  // thread holding that core lets it go: OpenBLAS's caller yields while its helpers finish. Until
+  // then the holder keeps the core, so where two threads take turns, one thread's ops that follow
+  // one another (each priced to begin as the one before ended) are one turn, up to and with such a
+  // GEMM. With three threads or more the others queue while the holder's GEMMs yield and come first:
+  // every op is a turn. 0: every op is a turn.
+  double one_core_yield_gemm_mnk = 0;
 };
 // How N worker processes, each with max(1, cores / N) of OpenBLAS's threads, share `cores`.
 HostShare processes_share(int processes, int cores);

@@ -204,7 +204,7 @@ Comparison compare(const TrainConfig& c, const std::vector<std::string>& profile
     int64_t footprint = 0;
     for (const DeviceSummary& d : pr.run.per_device) footprint += d.peak_total;
     share.collectives_beside_one_thread_ops = !host.turns_on_one_core && host.host_cache_bytes > 0 && static_cast<double>(footprint) <= host.host_cache_bytes;
-    if (host.turns_on_one_core) share.holder_keeps_turn_until_gemm_over_mnk = kBlasOneThreadMaxMnk;
+    if (host.turns_on_one_core) share.one_core_yield_gemm_mnk = kBlasOneThreadMaxMnk;
     served = take_turns_on_host(sim_bus.events(), share);
     } else {
       // cuda: each device's ops run on its own stream, as the sim prices them; nothing takes turns on
@@ -568,6 +568,17 @@ std::vector<GemmPoint> gemm_shapes_of(const std::vector<std::pair<std::string, T
 
 }  // namespace
 
+namespace {
+
+// The name of bench predict's prediction column i, of `given` profiles (--hw): "P1" … "Pn", column i
+// priced on the i-th profile as calibrated; with --retime-gemms also "P1*" … "Pn*", the same profiles
+// with the model's GEMMs priced at their times just before its runs (gemm_speed_now).
+std::string prediction_column(size_t i, size_t given) {
+  return "P" + std::to_string(i % given + 1) + (i < given ? "" : "*");
+}
+
+}  // namespace
+
 int bench_predict(const BenchPredictOptions& options) {
   BenchPredictOptions o = options;
   SavedTable saved;
@@ -612,7 +623,7 @@ int bench_predict(const BenchPredictOptions& options) {
   std::string header;
   const size_t given = o.hw.size(), columns = o.retime_gemms ? 2 * given : given;
   for (size_t i = 0; i < columns; ++i) {
-    const std::string name = "P" + std::to_string(i % given + 1) + (i < given ? "" : "*");
+    const std::string name = prediction_column(i, given);
     if (i < given) {
       std::printf("#   %s = %s (%s)\n", name.c_str(), o.hw[i].c_str(), calibration_of(o.hw[i]).c_str());
       if (cuda && calibrated_device(o.hw[i]) != "cuda")
@@ -783,7 +794,7 @@ int bench_predict(const BenchPredictOptions& options) {
         const int w = worst_class(best, cmp.measured);
         char off[96] = "";
         if (std::abs(cmp.error(closest)) > 0.03)
-          std::snprintf(off, sizeof off, "P%zu%s: %s (%.2f/%.2f)", closest % given + 1, closest < given ? "" : "*",
+          std::snprintf(off, sizeof off, "%s: %s (%.2f/%.2f)", prediction_column(closest, given).c_str(),
                         kClassNames[w], best.class_s[w] * 1e3, cmp.measured.class_s[w] * 1e3);
         std::printf("%-26s %-15s %3d %11.2f %6.1f%%%s  %s\n", model.c_str(), strategy.c_str(), devices,
                     cmp.measured.step_s * 1e3, 100 * spread, cols.c_str(), off);
@@ -803,8 +814,8 @@ int bench_predict(const BenchPredictOptions& options) {
   }
   if (!from_table) print_load("after");
   for (size_t i = 0; i < columns; ++i) {
-    std::printf("# P%zu%s: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n", i % given + 1,
-                i < given ? "" : "*", within[i], total, among[i], total);
+    std::printf("# %s: %d of %d within ±3 %%; %d of %d between the fastest and the slowest measured run\n",
+                prediction_column(i, given).c_str(), within[i], total, among[i], total);
     if (total_as_calibrated[i] == 0 && total > 0)
       std::printf("#   every model had a probe move (before or after its runs): no row was measured as the machine was calibrated\n");
     else if (total_as_calibrated[i] < total)
