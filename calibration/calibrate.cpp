@@ -4,6 +4,8 @@
 // threads (and shm) all-reduce's α and β — and writes a hardware profile that
 // `--device sim --hw FILE` prices runs with. Every op is timed through the same Device calls a
 // training step makes, so the per-call costs a step pays (bookkeeping, the event bus) are in the figures.
+// The probes, what each measures and the profile fields it writes: calibration/probes.cpp
+// (`scalelab calibrate --list`); keep that table in step with what run_calibrate and calibrate_cuda do.
 #include <unistd.h>
 
 #include <algorithm>

@@ -30,6 +30,21 @@ PYEOF
 then pass "the profile has a GEMM curve, bandwidths, overhead, α-β and the raw measurements"
 else fail "the profile is incomplete: $(head -c 400 "$WORK/me.json")"; fi
 
+# `calibrate --list`: the probes, each with what it measures and the fields it writes — every field
+# the profile just written has (but the machine's model and memory) named by one of them.
+"$SCALELAB" calibrate --list > "$WORK/probes.txt" 2>&1
+if [ "$?" -eq 0 ] && $PY - "$WORK/me.json" "$WORK/probes.txt" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+listed = open(sys.argv[2]).read()
+writes = " ".join(l.split("writes", 1)[1] for l in listed.splitlines() if l.strip().startswith("writes"))
+fields = [k for k in p["device"] if k not in ("model", "mem_capacity_bytes")] + ["links.host", "links.intra_node", "collectives"]
+missing = [f for f in fields if f not in writes]
+assert not missing, missing
+PYEOF
+then pass "calibrate --list names a probe for every field the profile has"
+else fail "calibrate --list: $(head -c 600 "$WORK/probes.txt")"; fi
+
 # Element-wise curves by kind, and the link between devices (copies) apart from the all-reduce's ring.
 if $PY - "$WORK/me.json" <<'PYEOF'
 import json, sys
