@@ -207,4 +207,10 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
   return train_ranks(config, bus, progress, nullptr, stop);
 }
 
+int devices_allowed(const StrategyInfo& info, int wanted) {
+  const DeviceCountRule& rule = info.device_count;
+  const int devices = rule.max > 0 ? std::min(rule.max, wanted) : wanted;
+  return std::max(rule.min, devices / rule.multiple_of * rule.multiple_of);
+}
+
 }  // namespace scalelab

@@ -76,4 +76,9 @@ nlohmann::json to_json(const TrainResult& result);
 TrainResult from_json(const nlohmann::json& j, const TrainConfig& config);
 std::string format_summary(const TrainResult& result);
 
+struct StrategyInfo;
+// The devices a strategy runs on in a table of every strategy (the tour, bench predict): `wanted`,
+// as its device-count rule allows (single: one).
+int devices_allowed(const StrategyInfo& info, int wanted);
+
 }  // namespace scalelab

@@ -30,6 +30,21 @@ PYEOF
 then pass "the profile has a GEMM curve, bandwidths, overhead, α-β and the raw measurements"
 else fail "the profile is incomplete: $(head -c 400 "$WORK/me.json")"; fi
 
+# `calibrate --list`: the probes, each with what it measures and the fields it writes — every field
+# the profile just written has (but the machine's model and memory) named by one of them.
+"$SCALELAB" calibrate --list > "$WORK/probes.txt" 2>&1
+if [ "$?" -eq 0 ] && $PY - "$WORK/me.json" "$WORK/probes.txt" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+listed = open(sys.argv[2]).read()
+writes = " ".join(l.split("writes", 1)[1] for l in listed.splitlines() if l.strip().startswith("writes"))
+fields = [k for k in p["device"] if k not in ("model", "mem_capacity_bytes")] + ["links.host", "links.intra_node", "collectives"]
+missing = [f for f in fields if f not in writes]
+assert not missing, missing
+PYEOF
+then pass "calibrate --list names a probe for every field the profile has"
+else fail "calibrate --list: $(head -c 600 "$WORK/probes.txt")"; fi
+
 # Element-wise curves by kind, and the link between devices (copies) apart from the all-reduce's ring.
 if $PY - "$WORK/me.json" <<'PYEOF'
 import json, sys
@@ -245,9 +260,21 @@ if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -cE '^mlp:784-.* (single|
   pass "the H100 table $(basename "$gpu_table") priced again on its profile: 21 rows, as on the cuda device"
 else fail "the H100 table $gpu_table: rc $rc, $(printf '%s' "$out" | tail -n 12)"; fi
 
-# The table taken with the VM's cores placed apart: its probes, as measured, flag every model.
-apart=$(ls "$ROOT"/profiles/measured/cores-apart/*-bench-predict.json | head -n 1)
-out=$("$SCALELAB" bench predict --hw "$ROOT/profiles/measured/2026-11-25T0804-profile.json" --measured "$apart" 2>&1)
+# A table whose core-to-core probes read 3.5× their calibrated round trip, before and after every
+# model's runs (as when the host placed the VM's cores apart): the probes flag every model.
+apart="$WORK/cores-apart.json"
+$PY - "$shipped" "$apart" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for row in t["rows"]:
+    for key in ("speed_now", "speed_after"):
+        for probes in row.get(key, []):
+            for probe in probes:
+                if probe["op"] == "core-to-core round trip":
+                    probe["now_s"] = 3.5 * probe["calibrated_s"]
+json.dump(t, open(sys.argv[2], "w"))
+PYEOF
+out=$("$SCALELAB" bench predict --hw "${shipped%-bench-predict.json}-profile.json" --measured "$apart" 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c "the host has placed this machine's cores otherwise")" -eq 6 ] \
    && printf '%s' "$out" | grep -q "every model had a probe move (before or after its runs): no row was measured as the machine was calibrated"; then
@@ -300,10 +327,19 @@ rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q "no model and strategy was measured in every table" \
   && pass "bench repeat of tables of other models: exit 2" || fail "bench repeat, other models: rc $rc, $out"
 
-# A table of an earlier build kept 4 probe shapes and a ratio: --retime-gemms scales the whole GEMM
-# table by it, so single on the 2048-wide model (its GEMMs nearly all its time) moves about as much.
-old_table="$ROOT/profiles/measured/2026-11-24T1142-bench-predict.json"
-out=$("$SCALELAB" bench predict --hw "${old_table%-bench-predict.json}-profile.json" --measured "$old_table" --retime-gemms --json "$WORK/old.json" 2>&1)
+# A table of an earlier build kept 4 probe shapes (no transposition) and a ratio: --retime-gemms
+# scales the whole GEMM table by it, so single on the 2048-wide model (its GEMMs nearly all its
+# time) moves about as much. Made from the shipped table, its re-timing written the earlier way.
+old_table="$WORK/earlier-build.json"
+$PY - "$shipped" "$old_table" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+probes = [{"m": m, "n": n, "k": n, "calibrated_s": 1e-3, "now_s": 0.896e-3} for m in (32, 128) for n in (256, 1024)]
+for row in t["rows"]:
+    row["gemm_speed_now"] = [{"ratio": 0.896, "shapes": probes}]
+json.dump(t, open(sys.argv[2], "w"))
+PYEOF
+out=$("$SCALELAB" bench predict --hw "${shipped%-bench-predict.json}-profile.json" --measured "$old_table" --retime-gemms --json "$WORK/old.json" 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "0.896× their calibrated times" && $PY -c "
 import json

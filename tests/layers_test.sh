@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The layers, from the bottom: core < strategies < run < viz < apps. A file may include headers of
-# its own layer and those below, never above (the linker refuses the calls too: each layer is its
-# own library). The labs (their grader and the harnesses students build against) sit beside run:
-# they may use core, strategies and run, and nothing below them uses them. Prints every offending
-# include and exits 1 if there is one.
+# The layers, from the bottom: core < strategies < run < calibration < viz < apps. A file may include
+# headers of its own layer and those below, never above (the linker refuses the calls too: each
+# layer is its own library). The labs (their grader and the harnesses students build against) sit
+# beside run: they may use core, strategies and run, and nothing below them uses them.
+# Prints every offending include and exits 1 if there is one.
 set -uo pipefail
 root="${1:?usage: layers_test.sh SOURCE_DIR}"
 cd "$root"
@@ -18,10 +18,11 @@ check() {  # check LAYER FORBIDDEN-PREFIX...
     fi
   done
 }
-check core strategies run labs viz apps
-check strategies run labs viz apps
-check run labs viz apps
-check labs viz apps
+check core strategies run labs calibration viz apps
+check strategies run labs calibration viz apps
+check run labs calibration viz apps
+check labs calibration viz apps
+check calibration labs viz apps
 check viz apps
-[ "$bad" = 0 ] && echo "layers: core < strategies < run (labs beside it) < viz < apps — no include reaches up"
+[ "$bad" = 0 ] && echo "layers: core < strategies < run (labs beside it) < calibration < viz < apps — no include reaches up"
 exit $bad

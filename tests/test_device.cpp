@@ -684,11 +684,11 @@ TEST(SimClock, AHostThatWaitsForEachOpIssuesTheNextOneTheGapAfterTheLastEnded) {
 TEST(HardwareProfile, TheGemmExtraAfterAHandoffIsReadBackAndCheckedForRange) {
   std::ifstream in(kTiny);
   json j = json::parse(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
-  EXPECT_EQ(parse_profile(j.dump(), "none.json").turn_gemm_extra_s, 0);  // a profile without it: none
+  EXPECT_FALSE(parse_profile(j.dump(), "none.json").calibration);  // a published profile: no host calibration
   j["device"]["turn_gemm_extra_s"] = 4.6e-6;
   const HardwareProfile p = parse_profile(j.dump(), "extra.json");
-  EXPECT_DOUBLE_EQ(p.turn_gemm_extra_s, 4.6e-6);
-  EXPECT_DOUBLE_EQ(parse_profile(profile_to_json(p), "again.json").turn_gemm_extra_s, 4.6e-6);
+  EXPECT_DOUBLE_EQ(p.calibration->turn_gemm_extra_s, 4.6e-6);
+  EXPECT_DOUBLE_EQ(parse_profile(profile_to_json(p), "again.json").calibration->turn_gemm_extra_s, 4.6e-6);
   for (const json bad : {json(-1e-6), json(2.0), json("5us")}) {
     j["device"]["turn_gemm_extra_s"] = bad;
     try {

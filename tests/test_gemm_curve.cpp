@@ -273,8 +273,8 @@ TEST(TimedCollective, ACallOnTheRanksMeasuredIsPricedByItsTimesOthersByTheRing) 
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, 1e6, 4), ring.collective_seconds(Collective::all_gather, 1e6, 4));
   // Written into a trace and read back: the same times.
   const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
-  const auto timed = back.collectives.measured.find({"all_reduce", 4});
-  ASSERT_NE(timed, back.collectives.measured.end());
+  const auto timed = back.calibration->collectives.find({"all_reduce", 4});
+  ASSERT_NE(timed, back.calibration->collectives.end());
   EXPECT_EQ(timed->second.bytes, (std::vector<double>{1e3, 1e6}));
   EXPECT_EQ(timed->second.seconds, (std::vector<double>{20e-6, 2e-3}));
 }
@@ -371,7 +371,7 @@ TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
   one_core["device"]["turns_on_one_core"] = true;
   const CostModel on_one_core(parse_profile(one_core.dump(), "one core"));
   EXPECT_NEAR(on_one_core.collective_seconds(Collective::all_reduce, 1e6, 4, false, 1.0), ring_fixed + ring_bytes, 1e-12);
-  EXPECT_TRUE(parse_profile(profile_to_json(on_one_core.profile()), "back").turns_on_one_core);
+  EXPECT_TRUE(parse_profile(profile_to_json(on_one_core.profile()), "back").calibration->turns_on_one_core);
   one_core["device"]["turns_on_one_core"] = "yes";
   try {
     parse_profile(one_core.dump(), "one core");
@@ -381,10 +381,10 @@ TEST(HostCache, PastTheCacheTheColdMeasurementsPriceTheOp) {
   }
   // Written into a trace and read back: the same figures.
   const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
-  EXPECT_EQ(back.host_cache_bytes, 1e8);
+  EXPECT_EQ(back.calibration->host_cache_bytes, 1e8);
   EXPECT_EQ(back.elementwise_curves.at("sgd").efficiency_cold, (std::vector<double>{0.5, 0.25}));
   EXPECT_EQ(back.intra_node.curve.efficiency_cold, (std::vector<double>{0.5}));
-  EXPECT_EQ(back.gemm_table.points.at(0).seconds_cold, 3e-3);
+  EXPECT_EQ(back.calibration->gemm_table.points.at(0).seconds_cold, 3e-3);
 }
 
 TEST(HostCache, AMeasuredColdShareCurveIsInterpolatedAndTakesThePlaceOfTheRamp) {
@@ -398,7 +398,7 @@ TEST(HostCache, AMeasuredColdShareCurveIsInterpolatedAndTakesThePlaceOfTheRamp) 
   EXPECT_EQ(p.cold_share(4e8), 0.9);
   EXPECT_EQ(p.cold_share(1e9), 1);  // past the last point: all of it from DRAM
   const HardwareProfile back = parse_profile(profile_to_json(p), "back");
-  EXPECT_EQ(back.host_cache_curve.share, (std::vector<double>{0.0, 0.6, 0.9}));
+  EXPECT_EQ(back.calibration->host_cache_curve.share, (std::vector<double>{0.0, 0.6, 0.9}));
   EXPECT_NEAR(back.cold_share(3e8), 0.75, 1e-12);
   for (const auto& [curve, what] : std::vector<std::pair<json, std::string>>{
            {{{"bytes", {1e8, 2e8}}, {"cold_share", {0.5, 0.4}}}, "host_cache_curve[1]' (bytes"},  // falls
@@ -434,8 +434,8 @@ TEST(GemmTable, AShapeMeasuredIsItsTimeOthersTheNearestShapesRate) {
   const OpCost dx = gemm(32, 1024, 1024);
   EXPECT_NE(model.seconds(dx), 2e-3);
   const HardwareProfile back = parse_profile(profile_to_json(model.profile()), "back");
-  ASSERT_EQ(back.gemm_table.points.size(), 3u);
-  EXPECT_EQ(back.gemm_table.source, "test");
+  ASSERT_EQ(back.calibration->gemm_table.points.size(), 3u);
+  EXPECT_EQ(back.calibration->gemm_table.source, "test");
 }
 
 TEST(HostCache, ColdTimesLoseWhatTheSmallestCallsPayCold) {
@@ -497,7 +497,7 @@ TEST(GemmTable, AGemmAddingToCIsPricedByTheShapesAddingTimes) {
   fwd.trans_b = true;
   fwd.accumulates = true;
   EXPECT_NEAR(model.seconds(fwd), 2e-3, 1e-15);
-  EXPECT_EQ(parse_profile(profile_to_json(model.profile()), "back").gemm_table.points.at(0).seconds_accumulate, 1e-3);
+  EXPECT_EQ(parse_profile(profile_to_json(model.profile()), "back").calibration->gemm_table.points.at(0).seconds_accumulate, 1e-3);
 
   // A sim device prices Device::gemm with beta ≠ 0 as adding to C.
   EventBus bus;
@@ -634,7 +634,7 @@ TEST(HostCache, AProcessOfTheRunSharesTheHostWithTheOthersDevices) {
     std::unique_ptr<Device> d = make_child_device(two_sim_devices_options(1e4, 1, bus), 1, bus);
     EXPECT_EQ(d->index(), 1);
     Tensor x = d->empty({1000}, DType::f32, MemoryCategory::workspace, "x");
-    d->mark_shared_with_run(shared_bytes);
+    d->host_meter()->mark_shared_with_run(shared_bytes);
     d->set_step(0);
     d->scale({"a"}, 2.0f, x);
     d->set_step(1);
@@ -654,13 +654,13 @@ TEST(HostCache, WhereABytesSecondTouchCountsLessTheMemoryHeldBoundsWhatPassesBet
   // the devices hold — count; 1, every byte moved. Between, distinct + retouch · (the rest).
   json j = round_profile();
   HardwareProfile p = parse_profile(j.dump(), "round");
-  EXPECT_EQ(p.host_cache_retouch, 1);  // a profile without it: every byte moved counts, as before
+  EXPECT_EQ(p.calibration.value_or(HostCalibration{}).host_cache_retouch, 1);  // without it: every byte moved counts
   EXPECT_EQ(p.bytes_between_touches(3e4, 1e4), 3e4);
   j["device"]["host_cache_retouch"] = 0.25;
   p = parse_profile(j.dump(), "round");
   EXPECT_EQ(p.bytes_between_touches(3e4, 1e4), 1e4 + 0.25 * 2e4);
   EXPECT_EQ(p.bytes_between_touches(5e3, 1e4), 5e3);  // what was not touched does not count
-  EXPECT_EQ(parse_profile(profile_to_json(p), "back").host_cache_retouch, 0.25);
+  EXPECT_EQ(parse_profile(profile_to_json(p), "back").calibration->host_cache_retouch, 0.25);
   for (const json& bad : {json(1.5), json(-0.1), json("0.5")}) {
     j["device"]["host_cache_retouch"] = bad;
     EXPECT_TRUE(contains(hw_error(j), "device.host_cache_retouch' must be")) << hw_error(j);

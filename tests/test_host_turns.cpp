@@ -18,7 +18,7 @@
 
 #include "core/device/clock.h"
 #include "core/device/device.h"
-#include "core/device/sim/host_turns.h"
+#include "calibration/host_turns.h"
 #include "core/proc/threads.h"
 
 using namespace scalelab;
@@ -313,7 +313,7 @@ TEST(HostTurns, WithTwoThreadsOnOneCoreTheHolderKeepsTheTurnUntilALargeGemm) {
     return v;
   };
   HostShare share;
-  share.holder_keeps_turn_until_gemm_over_mnk = 100;
+  share.one_core_yield_gemm_mnk = 100;
   auto t = take_turns_on_host(ops(500), share);
   expect_at(t[0], 0, 2);
   expect_at(t[1], 2, 4);

@@ -370,9 +370,10 @@ TEST_F(TraceFixture, ACalibratedProfileRoundTripsWholeThroughATrace) {
   ASSERT_EQ(c.info.devices.size(), 2u);
   const HardwareProfile q = parse_profile(c.info.devices[1].profile, "the trace");
   EXPECT_EQ(q.name, "calibrated-testhost");
-  EXPECT_EQ(q.calibrated_machine, "testhost");
-  EXPECT_EQ(q.calibrated_date, "2026-11-24T01:30:12Z");
-  EXPECT_EQ(json::parse(q.calibration), original.at("calibration"));
+  ASSERT_TRUE(q.calibration);
+  EXPECT_EQ(q.calibration->machine, "testhost");
+  EXPECT_EQ(q.calibration->date, "2026-11-24T01:30:12Z");
+  EXPECT_EQ(json::parse(q.calibration->record), original.at("calibration"));
   EXPECT_EQ(q.gemm_curves.f32.sizes, (std::vector<double>{1e3, 1e5, 1e7}));
   EXPECT_EQ(q.gemm_curves.f32.efficiency, (std::vector<double>{0.1, 0.5, 0.9}));
   EXPECT_EQ(q.gemm_curves.source, "scalelab calibrate: made up for tests");

@@ -564,16 +564,16 @@ std::string profile_details(const HardwareProfile& p) {
   } else {
     out += "  collectives: the textbook ring on the links' raw figures\n";
   }
-  if (!p.calibration.empty()) {
-    const nlohmann::json c = nlohmann::json::parse(p.calibration, nullptr, false);
+  if (p.calibration && !p.calibration->record.empty()) {
+    const nlohmann::json c = nlohmann::json::parse(p.calibration->record, nullptr, false);
     auto field = [&c](const char* key) { return c.is_object() && c.contains(key) ? c[key] : nlohmann::json(); };
-    std::string where = p.calibrated_machine.empty() ? "an unnamed machine" : p.calibrated_machine;
+    std::string where = p.calibration->machine.empty() ? "an unnamed machine" : p.calibration->machine;
     if (field("cpu").is_string()) {
       where += " (" + field("cpu").get<std::string>();
       if (field("cores").is_number_integer()) where += ", " + std::to_string(field("cores").get<int64_t>()) + " cores";
       where += ")";
     }
-    out += "  calibrated by `scalelab calibrate` on " + where + ", " + readable_date(p.calibrated_date);
+    out += "  calibrated by `scalelab calibrate` on " + where + ", " + readable_date(p.calibration->date);
     if (field("devices").is_number_integer() && field("devices").get<int64_t>() > 1)
       out += ", as one of " + std::to_string(field("devices").get<int64_t>()) + " devices";
     if (field("quick").is_boolean() && field("quick").get<bool>()) out += " (--quick)";
@@ -594,9 +594,10 @@ std::optional<HardwareProfile> parsed_profile(const std::string& json_text) {
 }  // namespace
 
 std::string profile_label(const HardwareProfile& p) {
-  if (p.calibration.empty()) return p.name + " (published figures)";
-  return p.name + " (calibrated on " + (p.calibrated_machine.empty() ? "an unnamed machine" : p.calibrated_machine) +
-         (p.calibrated_date.empty() ? "" : ", " + readable_date(p.calibrated_date)) + ")";
+  if (!p.calibration || p.calibration->record.empty()) return p.name + " (published figures)";
+  const HostCalibration& c = *p.calibration;
+  return p.name + " (calibrated on " + (c.machine.empty() ? "an unnamed machine" : c.machine) +
+         (c.date.empty() ? "" : ", " + readable_date(c.date)) + ")";
 }
 
 RunProvenance describe_provenance(const DashboardModel& model) {

@@ -16,6 +16,7 @@
 
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/python_peer.h"
+#include "calibration/calibration.h"
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/error.h"

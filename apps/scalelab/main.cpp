@@ -11,6 +11,8 @@
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/figure.h"
 #include "apps/scalelab/scale.h"
+#include "calibration/calibration.h"
+#include "calibration/probes.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/run/weights_file.h"
@@ -306,6 +308,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   calibrate_cmd->add_option("--out", cal.out, "the profile to write (default: calibrated-<host>.json here)");
   calibrate_cmd->add_flag("--quick", cal.quick, "a smaller grid, shorter timings (~15 s)");
+  bool list_probes = false;
+  calibrate_cmd->add_flag("--list", list_probes, "print the probes calibrate runs (what each measures, the profile fields it "
+                                                 "writes, on which device) and exit");
   calibrate_cmd->add_option("--devices", cal.devices, "ranks of the threads all-reduce measured (the collectives' α and bandwidth)")
       ->capture_default_str();
 
@@ -398,7 +403,27 @@ int main(int argc, char** argv) {
       return bench_predict(bp);
     }
     if (*repeat_cmd) return bench_repeat(repeat_tables);
-    if (*calibrate_cmd) return run_calibrate(cal);
+    if (*calibrate_cmd && list_probes) {
+      std::fputs(format_calibration_probes().c_str(), stdout);
+      return 0;
+    }
+    if (*calibrate_cmd) {
+      cal.time_collective = [](const CollectiveTiming& t) {
+        BenchCommOptions b;
+        b.comm = t.comm;
+        b.device = t.device;
+        b.ranks = t.ranks;
+        b.op = t.op;
+        b.min_bytes = t.min_bytes;
+        b.max_bytes = t.max_bytes;
+        b.iters = t.iters;
+        b.warmup = t.warmup;
+        b.quiet = true;
+        b.json_path = t.json_path;
+        bench_comm(b);
+      };
+      return run_calibrate(cal);
+    }
     if (*comm_cmd) {
       // 0 would silently become the default 4; a --shm-sharing without --comm shm would be ignored.
       if (comm_cmd->count("--ranks") && bm.ranks == 0)

@@ -19,12 +19,6 @@
 
 namespace scalelab {
 
-int devices_allowed(const StrategyInfo& info, int wanted) {
-  const DeviceCountRule& rule = info.device_count;
-  const int devices = rule.max > 0 ? std::min(rule.max, wanted) : wanted;
-  return std::max(rule.min, devices / rule.multiple_of * rule.multiple_of);
-}
-
 int run_tour(const TourOptions& o) {
   {
     // The settings every row shares, checked once up front: a bad --batch or --hw is one clear

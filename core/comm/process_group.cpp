@@ -331,7 +331,7 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
     if (dev->computes()) run(call);
     const int per_node = sim->model().profile().devices_per_node;
     const bool crosses = point_to_point && rank_ / per_node != call.root / per_node;
-    const Device::HostTraffic traffic = dev->host_traffic();
+    const HostTraffic traffic = dev->host_traffic();
     const double cold = sim->model().profile().cold_share(sim->host_bytes_between_touches(traffic.moved, traffic.held, traffic.devices, traffic.shared));
     const double seconds = sim->model().collective_seconds(call.op, static_cast<double>(payload), size_, crosses, cold);
     // What the call keeps busy of this device's link (NVLink), shared with a peer copy that

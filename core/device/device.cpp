@@ -25,51 +25,9 @@ DeviceKind parse_device_kind(const std::string& name) {
   throw UsageError("device", "unknown device '" + name + "' — use cpu, sim or cuda");
 }
 
-namespace {
-
-uint64_t next_device_serial() {
-  static std::atomic<uint64_t> serial{0};
-  return serial++;
-}
-
-// What the calling thread has seen of the devices it drives: per device (serial), its step bytes,
-// peak memory and memory shared with the run's other devices as of the thread's last op on it —
-// the devices of one run (`run`).
-struct ThreadDevices {
-  uint64_t run = UINT64_MAX;
-  std::map<uint64_t, Device::HostTraffic> seen;
-};
-thread_local ThreadDevices t_devices;
-
-}  // namespace
-
-Device::HostTraffic Device::host_traffic() const {
-  ThreadDevices& mine = t_devices;
-  if (mine.run != made_with_) {
-    mine.seen.clear();
-    mine.run = made_with_;
-  }
-  const HostTraffic own{step_bytes(), static_cast<double>(ledger_->peak_total()), 1, shared_with_run_bytes_.load()};
-  if (driven_by_several_) {
-    mine.seen.erase(serial_);
-    return own;
-  }
-  mine.seen[serial_] = own;
-  HostTraffic t;
-  for (const auto& [serial, bytes] : mine.seen) {
-    t.moved += bytes.moved;
-    t.held += bytes.held;
-    t.shared += bytes.shared;
-  }
-  t.devices = static_cast<int>(mine.seen.size());
-  return t;
-}
-
 Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Executor> executor,
                std::unique_ptr<Clock> clock, int64_t capacity_bytes, EventBus* bus, const HardwareProfile* profile)
     : index_(index),
-      serial_(next_device_serial()),
-      made_with_(serial_),
       kind_(kind),
       name_(std::move(name)),
       // cuda's names are short already, and a logical device's ("cuda:0.2") says which GPU it shares.
@@ -79,7 +37,10 @@ Device::Device(int index, DeviceKind kind, std::string name, std::unique_ptr<Exe
       clock_(std::move(clock)),
       ledger_(std::make_shared<MemoryLedger>(name_, capacity_bytes)),
       bus_(bus) {
-  if (profile && profile->host_op_gap_s >= 0) host_op_gap_ns_ = seconds_to_ns(profile->host_op_gap_s);
+  if (profile && profile->calibration) {  // a host calibration: this device's ops are priced hot or cold
+    if (profile->calibration->host_op_gap_s >= 0) host_op_gap_ns_ = seconds_to_ns(profile->calibration->host_op_gap_s);
+    host_meter_ = std::make_unique<HostTrafficMeter>();
+  }
   if (bus_) {
     bus_->describe_device(index_, description_);
     ledger_->set_listener([this](MemoryCategory category, int64_t live) {
@@ -155,17 +116,13 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     if (t && t->defined()) ready = std::max(ready, t->ready_ns());
   OpCost priced = cost;
   priced.kind = kind;
-  if (step_ >= 0) {  // set-up (weights placed by the main thread) does not make a device shared
-    int driver = -1;
-    const int me = host_thread_index();
-    if (!driver_thread_.compare_exchange_strong(driver, me) && driver != me) driven_by_several_ = true;
+  if (host_meter_) {  // set-up (weights placed by the main thread, step < 0) does not make a device shared
+    const HostTraffic traffic = host_meter_->before_op(cost.bytes, ledger_->peak_total(), step_ >= 0);
+    priced.host_bytes = traffic.moved;
+    priced.held_bytes = traffic.held;
+    priced.host_devices = traffic.devices;
+    priced.shared_bytes = traffic.shared;
   }
-  const HostTraffic traffic = host_traffic();
-  priced.host_bytes = traffic.moved;
-  priced.held_bytes = traffic.held;
-  priced.host_devices = traffic.devices;
-  priced.shared_bytes = traffic.shared;
-  step_bytes_ = step_bytes_.load() + cost.bytes;
   if (host_op_gap_ns_ >= 0) ready = std::max(ready, last_op_end_ns_.load() + host_op_gap_ns_);
   Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();

@@ -11,6 +11,7 @@
 
 #include "core/device/clock.h"
 #include "core/device/executor.h"
+#include "core/device/host_traffic.h"
 #include "core/device/memory.h"
 #include "core/device/sim/profile.h"
 #include "core/tensor.h"
@@ -55,31 +56,14 @@ class Device {
   const DeviceDescription& description() const { return description_; }
   EventBus* bus() const { return bus_; }
   bool computes() const { return executor_->computes(); }
-  // The bytes this device's ops touch in a step: the last step's, or this one's so far in the first.
-  double step_bytes() const { return std::max(last_step_bytes_.load(), step_bytes_.load()); }
-  // The step bytes and the memory held (peak) of the devices the calling thread drives, this one
-  // with them, each as of the thread's last op on it: what one thread's devices pass through the
-  // host's cache. A ddp-mp rank's two stages hold 8.7 and 0.7 MiB of the tour's model; taken as four
-  // times the first stage's, its steps were priced colder than they ran. Only the calling thread's
-  // own record is read, so the sums do not depend on how other threads race. A device that more
-  // than one thread drives in a step (data parallel's: the controller's copies, the replica's
-  // compute) stands alone: summed with the controller's others, data parallel's steps came out
-  // 5–7 % short on both VMs.
-  struct HostTraffic {
-    double moved = 0, held = 0;
-    int devices = 0;
-    double shared = 0;  // of `held`, what every device of the run maps (mark_shared_with_run)
-  };
-  HostTraffic host_traffic() const;
-  // `bytes` of this device's memory are one segment that every device of the run maps (Hogwild's
-  // parameters): the host holds them once, not once per device.
-  void mark_shared_with_run(double bytes) { shared_with_run_bytes_ = bytes; }
+  // A sim device on a profile with a host calibration meters what the devices of its host thread
+  // move through the host's cache (core/device/host_traffic.h); null for every other device.
+  HostTrafficMeter* host_meter() { return host_meter_.get(); }
+  // The calling thread's devices' traffic, as of its last op on each; none without a meter.
+  HostTraffic host_traffic() const { return host_meter_ ? host_meter_->traffic(ledger_->peak_total()) : HostTraffic{}; }
   // Stamped on every event this device emits from now on.
   void set_step(int64_t step) {
-    if (step != step_) {  // a new step: what the last one moved is the reuse distance of the next
-      if (step_bytes_ > 0) last_step_bytes_ = step_bytes_.load();
-      step_bytes_ = 0;
-    }
+    if (step != step_ && host_meter_) host_meter_->next_step();
     step_ = step;
   }
   int64_t step() const { return step_; }
@@ -123,7 +107,9 @@ class Device {
   void use_own_host() { host_ready_ns_ = std::make_shared<std::atomic<int64_t>>(host_ready_ns_->load()); }
   // One run's devices, made together (make_devices): a thread's record of the devices it drives
   // (host_traffic) holds those of one run.
-  void made_with(const Device& first) { made_with_ = first.serial_; }
+  void made_with(const Device& first) {
+    if (host_meter_ && first.host_meter_) host_meter_->same_run_as(*first.host_meter_);
+  }
 
   // Emits an event for work timed elsewhere (a collective, whose start depends on every rank).
   void record(Event e);
@@ -138,14 +124,6 @@ class Device {
   void host_waits_until(int64_t t_ns);
 
   int index_;
-  // Unique in this process, never reused; made_with_: the serial of the first device made with it
-  // (make_devices), which names one run's devices in a thread's record (host_traffic).
-  uint64_t serial_;
-  uint64_t made_with_;
-  // The host thread that runs this device's ops in a step, and whether more than one has (data
-  // parallel's controller and a replica's thread): such a device stands alone in host_traffic.
-  std::atomic<int> driver_thread_{-1};
-  std::atomic<bool> driven_by_several_{false};
   DeviceKind kind_;
   std::string name_;
   DeviceDescription description_;
@@ -154,15 +132,12 @@ class Device {
   std::shared_ptr<MemoryLedger> ledger_;
   EventBus* bus_;
   int64_t step_ = -1;
-  // Bytes this device's ops read and wrote in this step and in the last one: how much passes
-  // between two touches of a tensor used once a step (see HardwareProfile::host_cache_bytes).
-  std::atomic<double> step_bytes_{0}, last_step_bytes_{0};
-  std::atomic<double> shared_with_run_bytes_{0};
+  std::unique_ptr<HostTrafficMeter> host_meter_;  // see host_meter()
   // When the host last waited for a device (it read a loss, or downloaded a tensor): the host
   // issues the next upload only after that, as a training loop that prints loss.item() does.
   // Shared by the devices one host drives: all of a controller's, each rank's own.
   std::shared_ptr<std::atomic<int64_t>> host_ready_ns_ = std::make_shared<std::atomic<int64_t>>(0);
-  // sim with a profile of a host that waits for each op (HardwareProfile::host_op_gap_s): the gap
+  // sim with a profile of a host that waits for each op (HostCalibration::host_op_gap_s): the gap
   // before this device's next op, and when its last op ended; < 0: the host does not wait. Per
   // device, not per host: the threads that drive a device's ops (a replica thread, a rank) wait for
   // its ops alone, and a shared mark would make the order of racing threads decide the times.

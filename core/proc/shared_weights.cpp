@@ -53,7 +53,8 @@ void SharedWeights::share(Mlp& model, Device& device, char* base) const {
     bytes += numel_[i] * 4;
   }
   device.memory().allocate(MemoryCategory::params, bytes, "shared parameters (mapped)");
-  device.mark_shared_with_run(static_cast<double>(bytes));
+  // A host calibration prices what the host's cache holds: these bytes once for the whole run.
+  if (HostTrafficMeter* meter = device.host_meter()) meter->mark_shared_with_run(static_cast<double>(bytes));
 }
 
 }  // namespace scalelab

@@ -46,7 +46,7 @@ bool turns_kept_on_one_core();
 // helpers too (interface/gemm.c: SMP_THRESHOLD_MIN × GEMM_MULTITHREAD_THRESHOLD, 65536 × 4). Timed on
 // the AMD VM with 1 thread and with 2: 64×64×64 4.55 and 4.57 µs, 64×64×65 4.58 and 3.54. While the
 // helpers finish their share the caller yields its core — where another thread taking turns can ask
-// for the next one (take_turns_on_host, HostShare::holder_keeps_turn_until_gemm_over_mnk).
+// for the next one (take_turns_on_host, HostShare::one_core_yield_gemm_mnk).
 constexpr double kBlasOneThreadMaxMnk = 65536.0 * 4;
 
 // How long a cache line takes to go from core `a` to core `b` and back: two threads kept to them

@@ -85,8 +85,9 @@ double CostModel::ring_bandwidth(int k, int m) const {
 double CostModel::gemm_seconds(const OpCost& c) const {
   const HardwareProfile& p = profile_;
   const bool tf32 = p.tf32 && p.peak_flops_tf32 > 0;
-  if (c.dtype == DType::f32 && !tf32 && !p.gemm_table.empty() && c.m > 0 && c.n > 0 && c.k > 0) {
-    const double measured = p.gemm_table.seconds(c.m, c.n, c.k, c.trans_a, c.trans_b, p.cold_share(c.host_bytes),
+  const GemmTable* table = p.calibration ? &p.calibration->gemm_table : nullptr;
+  if (c.dtype == DType::f32 && !tf32 && table && !table->empty() && c.m > 0 && c.n > 0 && c.k > 0) {
+    const double measured = table->seconds(c.m, c.n, c.k, c.trans_a, c.trans_b, p.cold_share(c.host_bytes),
                                                  c.accumulates);
     if (measured > 0) return measured;  // whole calls, as measured: launch and memory included
   }
@@ -108,19 +109,21 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   // one core (turns_on_one_core): the ranks copy and add on that core, slower than DRAM serves them.
   const SizeCurve& copies = p.intra_node.curve;
   const bool point_to_point = op == Collective::send || op == Collective::recv;
-  if (cold > 0 && S > 0 && !point_to_point && !p.turns_on_one_core && !copies.empty() && !copies.efficiency_cold.empty()) {
+  if (cold > 0 && S > 0 && !point_to_point && !(p.calibration && p.calibration->turns_on_one_core) && !copies.empty() && !copies.efficiency_cold.empty()) {
     const double hot = collective_seconds(op, S, n, crosses_nodes), fixed = collective_seconds(op, 0, n, crosses_nodes);
     return fixed + (hot - fixed) * copies.at(S) / copies.at(S, cold);
   }
   const CollectiveSpec& c = p.collectives;
   // Timed on this host, on these ranks: the measurement, not a closed form. A message is timed
   // between 2 ranks, whatever the group's size: only its two ends take part.
-  if (point_to_point && !crosses_nodes)
-    if (const auto timed = c.measured.find({collective_name(Collective::send), 2}); timed != c.measured.end())
+  if (p.calibration && !crosses_nodes) {
+    const auto& timed_here = p.calibration->collectives;
+    if (point_to_point)
+      if (const auto timed = timed_here.find({collective_name(Collective::send), 2}); timed != timed_here.end())
+        return timed->second.at(S);
+    if (const auto timed = timed_here.find({collective_name(op), n}); timed != timed_here.end() && n <= p.devices_per_node)
       return timed->second.at(S);
-  if (const auto timed = c.measured.find({collective_name(op), n});
-      timed != c.measured.end() && n <= p.devices_per_node && !crosses_nodes)
-    return timed->second.at(S);
+  }
   const LinkSpec& intra = p.intra_node;
   const LinkSpec& inter = p.inter_node;
   if (op == Collective::send || op == Collective::recv) {

@@ -46,12 +46,12 @@ const SizeCurve* HardwareProfile::gemm_curve(DType dtype) const {
   return c->empty() ? nullptr : c;
 }
 
-double HardwareProfile::bytes_between_touches(double moved, double held) const {
+double HostCalibration::bytes_between_touches(double moved, double held) const {
   const double distinct = std::min(moved, held);
   return distinct + host_cache_retouch * (moved - distinct);
 }
 
-double HardwareProfile::cold_share(double step_bytes) const {
+double HostCalibration::cold_share(double step_bytes) const {
   const std::vector<double>&moved = host_cache_curve.bytes, &share = host_cache_curve.share;
   if (!moved.empty()) {
     if (!(step_bytes > moved.front())) return 0;
@@ -189,7 +189,7 @@ const char* protocol_name(Protocol p) {
 }
 
 // The optional "collectives" section (profiles/README.md): absent, the textbook ring.
-CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const std::string& origin) {
+CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::string& origin) {
   CollectiveSpec c;
   c.intra_hop_s = p.intra_node.latency_s;
   c.inter_hop_s = p.inter_node.latency_s;
@@ -247,6 +247,8 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
     std::sort(c.ring_links.begin(), c.ring_links.end());
   }
   if (s.contains("measured")) {
+    if (!p.calibration) p.calibration.emplace();
+    auto& measured = p.calibration->collectives;
     const json& list = s.at("measured");
     const std::string at = where + "measured";
     const char* fix = " — `scalelab calibrate` writes it as [{\"op\": \"all_reduce\", \"ranks\": N, \"bytes\": [...], \"seconds\": [...]}, …]";
@@ -279,10 +281,10 @@ CollectiveSpec parse_collectives(const json& j, const HardwareProfile& p, const 
         t.bytes.push_back(b.get<double>());
         t.seconds.push_back(sec.get<double>());
       }
-      if (c.measured.count({op, t.ranks}))
+      if (measured.count({op, t.ranks}))
         throw Error("hw", origin + ": field '" + here + "' times " + op + " on " + std::to_string(t.ranks) +
                               " ranks again — keep one table per collective and rank count");
-      c.measured[{op, t.ranks}] = std::move(t);
+      measured[{op, t.ranks}] = std::move(t);
     }
   }
   return c;
@@ -337,13 +339,13 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
 }
 
 // {"bytes": [...], "cold_share": [...]}: bytes increasing, shares in [0, 1] and not falling.
-HardwareProfile::ColdShareCurve parse_cold_share_curve(const json& j, const std::string& origin) {
+HostCalibration::ColdShareCurve parse_cold_share_curve(const json& j, const std::string& origin) {
   const std::string fix = " — see profiles/README.md for the format, or drop the field (the cache is then priced by "
                           "device.host_cache_bytes alone)";
   if (!j.is_object() || !j.contains("bytes") || !j.contains("cold_share") || !j.at("bytes").is_array() ||
       !j.at("cold_share").is_array() || j.at("bytes").size() != j.at("cold_share").size() || j.at("bytes").empty())
     throw Error("hw", origin + ": field 'device.host_cache_curve' must be {\"bytes\": [...], \"cold_share\": [...]}, as many of each, at least one" + fix);
-  HardwareProfile::ColdShareCurve c;
+  HostCalibration::ColdShareCurve c;
   for (size_t i = 0; i < j.at("bytes").size(); ++i) {
     const json &b = j.at("bytes")[i], &s = j.at("cold_share")[i];
     const std::string at = "device.host_cache_curve[" + std::to_string(i) + "]";
@@ -403,7 +405,7 @@ LinkSpec parse_link(const json& j, const char* key, const std::string& origin) {
   return s;
 }
 
-json collectives_to_json(const CollectiveSpec& c) {
+json collectives_to_json(const CollectiveSpec& c, const HostCalibration* host) {
   json protocols = json::array();
   for (Protocol q : c.protocols) protocols.push_back(protocol_name(q));
   json j{{"launch_s", c.launch_s},         {"intra_hop_s", c.intra_hop_s},
@@ -419,9 +421,9 @@ json collectives_to_json(const CollectiveSpec& c) {
     j["ring_links"] = table;
     j["links_per_device"] = c.links_per_device;
   }
-  if (!c.measured.empty()) {
+  if (host && !host->collectives.empty()) {
     json measured = json::array();
-    for (const auto& [key, t] : c.measured)
+    for (const auto& [key, t] : host->collectives)
       measured.push_back({{"op", key.first}, {"ranks", t.ranks}, {"bytes", t.bytes}, {"seconds", t.seconds}});
     j["measured"] = measured;
   }
@@ -470,8 +472,6 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     if (!p.gemm_curves.tf32.empty() && p.peak_flops_tf32 == 0)
       throw Error("hw", origin + ": field 'device.gemm_curves.tf32' needs 'device.peak_flops.tf32' — add the TF32 peak, or drop the curve");
   }
-  if (d.contains("gemm_table")) p.gemm_table = parse_gemm_table(d.at("gemm_table"), origin);
-  if (d.contains("host_cache_curve")) p.host_cache_curve = parse_cold_share_curve(d.at("host_cache_curve"), origin);
   if (d.contains("tf32")) {
     if (!d.at("tf32").is_boolean())
       throw Error("hw", origin + ": field 'device.tf32' must be true or false, got " + d.at("tf32").dump());
@@ -480,16 +480,25 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
       throw Error("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
   }
   p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
-  if (d.contains("host_cache_bytes")) p.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
-  if (d.contains("host_cache_retouch")) p.host_cache_retouch = positive(d, "host_cache_retouch", origin, "device.", true, 1);
-  if (d.contains("turn_handoff_s")) p.turn_handoff_s = positive(d, "turn_handoff_s", origin, "device.", true, 1);
-  if (d.contains("turn_gemm_extra_s")) p.turn_gemm_extra_s = positive(d, "turn_gemm_extra_s", origin, "device.", true, 1);
-  if (d.contains("core_round_trip_s")) p.core_round_trip_s = positive(d, "core_round_trip_s", origin, "device.", true, 1);
-  if (d.contains("host_op_gap_s")) p.host_op_gap_s = positive(d, "host_op_gap_s", origin, "device.", true, 1);
-  if (d.contains("turns_on_one_core")) {
-    if (!d.at("turns_on_one_core").is_boolean())
-      throw Error("hw", origin + ": field 'device.turns_on_one_core' must be true or false, got " + d.at("turns_on_one_core").dump());
-    p.turns_on_one_core = d.at("turns_on_one_core").get<bool>();
+  // The host calibration's fields sit in "device" beside the cluster's (the format calibrate writes).
+  for (const char* key : {"gemm_table", "host_cache_bytes", "host_cache_curve", "host_cache_retouch", "turn_handoff_s",
+                          "turn_gemm_extra_s", "core_round_trip_s", "host_op_gap_s", "turns_on_one_core"})
+    if (d.contains(key) && !p.calibration) p.calibration.emplace();
+  if (p.calibration) {
+    HostCalibration& h = *p.calibration;
+    if (d.contains("gemm_table")) h.gemm_table = parse_gemm_table(d.at("gemm_table"), origin);
+    if (d.contains("host_cache_curve")) h.host_cache_curve = parse_cold_share_curve(d.at("host_cache_curve"), origin);
+    if (d.contains("host_cache_bytes")) h.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
+    if (d.contains("host_cache_retouch")) h.host_cache_retouch = positive(d, "host_cache_retouch", origin, "device.", true, 1);
+    if (d.contains("turn_handoff_s")) h.turn_handoff_s = positive(d, "turn_handoff_s", origin, "device.", true, 1);
+    if (d.contains("turn_gemm_extra_s")) h.turn_gemm_extra_s = positive(d, "turn_gemm_extra_s", origin, "device.", true, 1);
+    if (d.contains("core_round_trip_s")) h.core_round_trip_s = positive(d, "core_round_trip_s", origin, "device.", true, 1);
+    if (d.contains("host_op_gap_s")) h.host_op_gap_s = positive(d, "host_op_gap_s", origin, "device.", true, 1);
+    if (d.contains("turns_on_one_core")) {
+      if (!d.at("turns_on_one_core").is_boolean())
+        throw Error("hw", origin + ": field 'device.turns_on_one_core' must be true or false, got " + d.at("turns_on_one_core").dump());
+      h.turns_on_one_core = d.at("turns_on_one_core").get<bool>();
+    }
   }
   if (d.contains("elementwise_curves")) {
     const json& ec = d.at("elementwise_curves");
@@ -511,9 +520,11 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     if (!c.is_object())
       throw Error("hw", origin + ": field 'calibration' must be an object (what `scalelab calibrate` writes) — "
                                  "run it again, or drop the field");
-    p.calibration = c.dump();
-    p.calibrated_machine = text(c, "machine", "", origin, "calibration.");
-    p.calibrated_date = text(c, "date", "", origin, "calibration.");
+    if (!p.calibration) p.calibration.emplace();
+    HostCalibration& h = *p.calibration;
+    h.record = c.dump();
+    h.machine = text(c, "machine", "", origin, "calibration.");
+    h.date = text(c, "date", "", origin, "calibration.");
   }
   return p;
 }
@@ -561,17 +572,18 @@ std::string profile_to_json(const HardwareProfile& p) {
                  {"mem_capacity_bytes", p.mem_capacity_bytes},
                  {"launch_overhead_s", p.launch_overhead_s}}},
                {"links", links}};
-  if (p.collectives.calibrated) j["collectives"] = collectives_to_json(p.collectives);
+  const HostCalibration* h = p.calibration ? &*p.calibration : nullptr;
+  if (p.collectives.calibrated) j["collectives"] = collectives_to_json(p.collectives, h);
   if (!curves.empty()) j["device"]["gemm_curves"] = curves;
-  if (!p.gemm_table.empty()) {
+  if (h && !h->gemm_table.empty()) {
     json rows = json::array();
-    for (const GemmPoint& pt : p.gemm_table.points) {
+    for (const GemmPoint& pt : h->gemm_table.points) {
       rows.push_back({{"m", pt.m}, {"n", pt.n}, {"k", pt.k}, {"trans_a", pt.trans_a}, {"trans_b", pt.trans_b}, {"seconds", pt.seconds}});
       if (pt.seconds_cold > 0) rows.back()["seconds_cold"] = pt.seconds_cold;
       if (pt.seconds_accumulate > 0) rows.back()["seconds_accumulate"] = pt.seconds_accumulate;
     }
     j["device"]["gemm_table"] = {{"f32", rows}};
-    if (!p.gemm_table.source.empty()) j["device"]["gemm_table"]["source"] = p.gemm_table.source;
+    if (!h->gemm_table.source.empty()) j["device"]["gemm_table"]["source"] = h->gemm_table.source;
   }
   if (!p.elementwise_curves.empty()) {
     json ec = json::object();
@@ -580,16 +592,18 @@ std::string profile_to_json(const HardwareProfile& p) {
     j["device"]["elementwise_curves"] = ec;
   }
   if (p.tf32) j["device"]["tf32"] = true;
-  if (p.host_cache_bytes > 0) j["device"]["host_cache_bytes"] = p.host_cache_bytes;
-  if (!p.host_cache_curve.bytes.empty())
-    j["device"]["host_cache_curve"] = {{"bytes", p.host_cache_curve.bytes}, {"cold_share", p.host_cache_curve.share}};
-  if (p.host_cache_retouch != 1) j["device"]["host_cache_retouch"] = p.host_cache_retouch;
-  if (p.turn_handoff_s > 0) j["device"]["turn_handoff_s"] = p.turn_handoff_s;
-  if (p.turn_gemm_extra_s > 0) j["device"]["turn_gemm_extra_s"] = p.turn_gemm_extra_s;
-  if (p.turns_on_one_core) j["device"]["turns_on_one_core"] = true;
-  if (p.core_round_trip_s > 0) j["device"]["core_round_trip_s"] = p.core_round_trip_s;
-  if (p.host_op_gap_s >= 0) j["device"]["host_op_gap_s"] = p.host_op_gap_s;
-  if (!p.calibration.empty()) j["calibration"] = json::parse(p.calibration);
+  if (h) {
+    if (h->host_cache_bytes > 0) j["device"]["host_cache_bytes"] = h->host_cache_bytes;
+    if (!h->host_cache_curve.bytes.empty())
+      j["device"]["host_cache_curve"] = {{"bytes", h->host_cache_curve.bytes}, {"cold_share", h->host_cache_curve.share}};
+    if (h->host_cache_retouch != 1) j["device"]["host_cache_retouch"] = h->host_cache_retouch;
+    if (h->turn_handoff_s > 0) j["device"]["turn_handoff_s"] = h->turn_handoff_s;
+    if (h->turn_gemm_extra_s > 0) j["device"]["turn_gemm_extra_s"] = h->turn_gemm_extra_s;
+    if (h->turns_on_one_core) j["device"]["turns_on_one_core"] = true;
+    if (h->core_round_trip_s > 0) j["device"]["core_round_trip_s"] = h->core_round_trip_s;
+    if (h->host_op_gap_s >= 0) j["device"]["host_op_gap_s"] = h->host_op_gap_s;
+    if (!h->record.empty()) j["calibration"] = json::parse(h->record);
+  }
   return j.dump();
 }
 

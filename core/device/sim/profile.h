@@ -1,8 +1,10 @@
 #pragma once
-// A hardware profile: the public figures of a machine that the sim cost model prices ops with.
-// Profiles are JSON files in profiles/, each figure with its source noted in the file.
+// A hardware profile: the public figures of a machine that the sim cost model prices ops with, and
+// for a calibrated host its HostCalibration. Profiles are JSON files in profiles/, each figure with
+// its source noted in the file.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,17 +13,14 @@
 
 namespace scalelab {
 
-// Efficiency by size (issue 15): the share of a peak an op reaches as a function of its size, from
-// a table of measurements, interpolated linearly in log(size); held flat beyond the largest size,
-// and below the smallest the time is held (the share falls in proportion to the size). The time it
-// stands for is the whole call (launch included): small ops are far from peak because of it.
-// A GEMM's size is m·n·k and its peak the FLOP/s; an element-wise op's size is the bytes it
-// touches and its peak the memory bandwidth (cache-resident tensors go faster than DRAM's).
-// A calibrated host also measures each size cold (`efficiency_cold`: its data fetched from DRAM,
-// the caches flushed first); `cold` in [0, 1] is the share of the op's time that is so (see
-// HardwareProfile::host_cache_bytes): the times blend, (1 − cold) · hot + cold · cold's, the cold
-// time less the smallest size's cold extra — the code and page tables the flush also evicted, which
-// a run keeps cached (a curve of two sizes or more; never under the hot time).
+// Efficiency by size: the share of a peak an op reaches as a function of its size, from a table
+// of measurements, interpolated linearly in log(size); held flat beyond the largest size, and below
+// the smallest the time is held (the share falls in proportion to the size). The time it stands for
+// is the whole call (launch included): small ops are far from peak because of it. A GEMM's size is
+// m·n·k and its peak the FLOP/s; an element-wise op's size is the bytes it touches and its peak the
+// memory bandwidth. A calibrated host also measures each size cold (`efficiency_cold`: the caches
+// flushed first); `cold` in [0, 1] is the share of the op's data that comes from DRAM
+// (HostCalibration::cold_share), and the hot and cold times blend by it.
 struct SizeCurve {
   std::vector<double> sizes;            // strictly increasing, > 0
   std::vector<double> efficiency;       // each in (0, 1]
@@ -74,9 +73,6 @@ struct CollectiveSpec {
   // the device's link count; empty = every rank reaches every other on the full bandwidth.
   std::vector<std::pair<int, int>> ring_links;
   int links_per_device = 0;
-  // "measured": (collective name, ranks) → its times on this host (`scalelab calibrate`); a call
-  // on a rank count not timed, or that leaves the node, gets the closed forms above.
-  std::map<std::pair<std::string, int>, TimedCollective> measured;
 };
 
 // The compute side of a profile that has curves: one per kind of GEMM. f32 is PyTorch's default
@@ -88,17 +84,15 @@ struct GemmCurves {
 };
 
 // GEMMs measured shape by shape (a calibrated host, f32): a GEMM is priced by the measured shapes
-// nearest to it of its own transposition. At one m·n·k the rate moves by up to 40 % between the
-// forward (x·Wᵀ), dW (dyᵀ·x) and dx (dy·W) shapes and between batch sizes, which a curve by m·n·k
-// alone averages away.
+// nearest to it of its own transposition — the forward (x·Wᵀ), dW (dyᵀ·x) and dx (dy·W) shapes of
+// one m·n·k run at different rates, which a curve by m·n·k alone averages away.
 struct GemmPoint {
   double m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   double seconds = 0;
   double seconds_cold = 0;  // the caches flushed first; 0: not measured
-  // Hot, C added to (beta = 1), as a gradient accumulates over micro-batches; 0: not measured.
-  // OpenBLAS clears C in a pass of its own before a beta = 0 GEMM, which a beta = 1 one skips:
-  // 1024×1024×32 (dW of a micro-batch of 32) takes 1.11 ms adding and 1.33 ms writing here.
+  // Hot, C added to (beta = 1), as a gradient accumulates over micro-batches; 0: not measured
+  // (OpenBLAS clears C in a pass of its own before a beta = 0 GEMM, which beta = 1 skips).
   double seconds_accumulate = 0;
 };
 struct GemmTable {
@@ -114,6 +108,59 @@ struct GemmTable {
   double seconds(double m, double n, double k, bool trans_a, bool trans_b, double cold = 0, bool accumulate = false) const;
 };
 
+// What `scalelab calibrate` measured of the host that runs a cpu (or cuda) device, beyond the
+// figures a published cluster profile has (docs/calibration.md). The cost model reads it only
+// where a profile has it: a sim run on a published profile prices none of it.
+struct HostCalibration {
+  GemmTable gemm_table;  // f32 GEMMs by shape; priced before the f32 curve (unless tf32)
+  // The last-level cache the node's devices share, in effect (0: none modelled). A tensor used once
+  // a step is touched again after a step's bytes have passed through the cache: under this, it is
+  // still there; past it a share of its data comes from DRAM, all of it from twice this
+  // (cold share = clamp(bytes between touches / this − 1, 0, 1)).
+  double host_cache_bytes = 0;
+  // … or, where calibrate measured it, the cold share itself by the bytes moved since a touch: 0
+  // below the first point, linear between points, 1 past the last.
+  struct ColdShareCurve {
+    std::vector<double> bytes, share;  // bytes moved, increasing; the cold share, 0 … 1, not falling
+  } host_cache_curve;
+  // How much a byte touched again within a step counts toward pushing a tensor out of the cache:
+  // 0 — only the distinct bytes count (an LRU cache); 1 — every byte moved counts.
+  double host_cache_retouch = 1;
+  // The gap when the host's cores pass from one device's thread to another's (the next thread
+  // wakes; HostCores, core/device/clock.h), and what a GEMM takes beyond its own time right after
+  // such a pass: the re-timing of `train --predict` (calibration/host_turns.h) puts them in.
+  double turn_handoff_s = 0;
+  double turn_gemm_extra_s = 0;
+  // The turn-taking threads keep to one core, OpenBLAS's helpers to the others
+  // (keep_turns_off_blas_helper_cores, core/proc/threads.h): a threads collective's ranks then copy
+  // and add on that one core, at its pace whether the data are cached or not.
+  bool turns_on_one_core = false;
+  // A cache line's round trip between the turn-taker's core and the first helper's when calibrated
+  // (core_round_trip_s, core/proc/threads.h). Not priced: `train --predict` and `bench predict`
+  // compare it with now to tell whether the host has placed the cores otherwise.
+  double core_round_trip_s = 0;
+  // A calibrated cuda device as scalelab runs it: the host waits for each op to end, then spends
+  // this long before issuing the next; the sim then starts each op of a device that much after its
+  // last op ended. < 0: the host queues ops ahead of the GPU (nothing waits).
+  double host_op_gap_s = -1;
+  // Collectives timed on this host: (collective, ranks) → seconds by payload (as `bench comm`
+  // counts it). A call on a rank count not timed, or that leaves the node, gets the closed forms.
+  std::map<std::pair<std::string, int>, TimedCollective> collectives;
+  // calibrate's record (machine, date, fits, raw measurements) as JSON, kept whole so a trace says
+  // what its figures came from; machine and date are read out of it for the dashboard's Run bar.
+  std::string record;
+  std::string machine, date;
+
+  // The cold share of an op's data when `bytes` have passed through the cache since it was touched.
+  double cold_share(double bytes) const;
+  // The bytes that pass through the cache between two touches of a tensor used once a step, for a
+  // device that moved `moved` bytes in its last step while holding `held` bytes of memory.
+  double bytes_between_touches(double moved, double held) const;
+};
+
+// A hardware profile: a cluster's devices, their peaks and curves, the links between them and how
+// its collectives behave — the figures a student reads — and, for a profile `scalelab calibrate`
+// wrote, the host calibration beside them.
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -126,7 +173,6 @@ struct HardwareProfile {
   double peak_flops_tf32 = 0;     // f32 GEMMs on tensor cores (0: the device has none)
   double gemm_efficiency = 1.0;  // the share of peak a large GEMM reaches (without a curve)
   GemmCurves gemm_curves;        // by size; empty curves fall back to gemm_efficiency
-  GemmTable gemm_table;          // f32 by shape (calibrated); before the f32 curve, unless tf32
   bool tf32 = false;             // f32 GEMMs run as TF32 (PyTorch's allow_tf32; `--tf32`)
   double mem_bandwidth_Bps = 0;
   // Element-wise ops by kind (the event's kind: "sgd", "bias_relu", …), each a share of
@@ -135,61 +181,12 @@ struct HardwareProfile {
   std::string elementwise_curves_source;
   int64_t mem_capacity_bytes = 0;
   double launch_overhead_s = 0;
-  // The last-level cache the devices of a node share, in effect (a calibrated host; 0: none
-  // modelled). A tensor used once a step is touched again after the node's devices have moved a
-  // step's bytes through the cache: while those are under this, it is still there; past it a share
-  // of the op's data comes from DRAM — all of it from twice this: cold share = clamp(step bytes /
-  // this − 1, 0, 1), which prices the curves' and the GEMM table's cold measurements.
-  double host_cache_bytes = 0;
-  // … or, where calibrate measured it, the cold share itself by the bytes moved since (the
-  // sweeps that find host_cache_bytes, point by point: y += x's time between its hot and its DRAM
-  // time, after touching that much other memory): 0 below the first point, linear between points,
-  // 1 past the last. Here it rises from 0.1 at 112 MiB through 0.6 at 208 to 0.9 at 400 — a
-  // longer tail than the ramp's C … 2C.
-  struct ColdShareCurve {
-    std::vector<double> bytes, share;  // bytes moved, increasing; the cold share, 0 … 1, not falling
-  } host_cache_curve;
-  double cold_share(double step_bytes) const;
-  // How much a byte touched again within a step counts toward pushing a tensor out of the cache,
-  // measured by calibrate (y += x after touching D bytes four times, against once): 0 — only the
-  // distinct bytes count, the memory the devices hold (an LRU cache: touching 24 MiB four times
-  // left y += x as warm as touching it once, on the AMD EPYC VM); 1 — every byte moved counts. A
-  // profile without it gets 1 (the model of the tables before it).
-  double host_cache_retouch = 1;
-  // The bytes that pass through the cache between two touches of a tensor used once a step, for a
-  // device that moved `moved` bytes in its last step while holding `held` bytes of memory.
-  double bytes_between_touches(double moved, double held) const;
-  // A calibrated host: the gap when its cores pass from one device's thread to another's (the next
-  // thread wakes; HostCores, core/device/clock.h). The sim prices each device alone and has no such
-  // gap; `train --predict` puts it between the ops of different devices (take_turns_on_host).
-  double turn_handoff_s = 0;
-  // A calibrated host: what a GEMM takes beyond its own time when its thread has just taken the cores
-  // from another thread (4.6–4.9 µs in the AMD VM's calibrations, about the same for a 24 µs and a
-  // 1.2 ms GEMM; why, not measured). `train --predict` adds it to such GEMMs.
-  double turn_gemm_extra_s = 0;
-  // A calibrated host whose turn-taking threads keep to one core, OpenBLAS's helpers to the others
-  // (keep_turns_off_blas_helper_cores, core/proc/threads.h): a threads collective's ranks then copy
-  // and add on that one core, at its pace, which its measured times hold whether the data come from
-  // cache or DRAM (not stretched for cold data), and it cannot run beside a device's one-thread op.
-  bool turns_on_one_core = false;
-  // A calibrated host: a cache line's round trip between the turn-taker's core and the first
-  // helper's when it was calibrated (core_round_trip_s, core/proc/threads.h). Not priced: it says
-  // how the host had placed the cores, which `train --predict` and `bench predict` compare with now.
-  double core_round_trip_s = 0;
-  // A calibrated cuda device as scalelab runs it: its host waits for each op to end (the CudaClock
-  // times it with events), then spends this long before issuing the next. The sim then starts each
-  // op of a device only once the device's last op has ended (on any of its lanes), this much later.
-  // < 0 (published profiles): the host queues ops ahead of the GPU, as PyTorch does; nothing waits.
-  double host_op_gap_s = -1;
   LinkSpec host_link;   // host <-> device copies
   LinkSpec intra_node;  // device <-> device inside a node
   LinkSpec inter_node;  // between nodes
   CollectiveSpec collectives;
-  // `scalelab calibrate`'s record (machine, date, fits, raw measurements) as JSON, kept whole so a
-  // trace says what its figures came from; "" for a published profile. machine and date are read
-  // out of it for the dashboard's Run bar.
-  std::string calibration;
-  std::string calibrated_machine, calibrated_date;
+  // The host calibration (a profile `scalelab calibrate` wrote); none for a published profile.
+  std::optional<HostCalibration> calibration;
   std::string path;     // where it was loaded from
 
   int device_count() const { return nodes * devices_per_node; }
@@ -198,6 +195,11 @@ struct HardwareProfile {
   // curve is null when the profile has none for it.
   double gemm_peak_flops(DType dtype) const;
   const SizeCurve* gemm_curve(DType dtype) const;
+  // HostCalibration's, or what a profile without one prices: nothing cold, every byte moved counts.
+  double cold_share(double bytes) const { return calibration ? calibration->cold_share(bytes) : 0; }
+  double bytes_between_touches(double moved, double held) const {
+    return calibration ? calibration->bytes_between_touches(moved, held) : moved;
+  }
 };
 
 // Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.
