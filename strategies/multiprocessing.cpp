@@ -29,13 +29,13 @@
 #include <new>
 
 #include "core/comm/shm/shm_segment.h"
+#include "core/device/host_cores.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
+#include "core/nn/shared_weights.h"
 #include "core/proc/box.h"
 #include "core/proc/child_device.h"
 #include "core/proc/commands.h"
-#include "core/proc/shared_weights.h"
-#include "core/proc/threads.h"
 #include "strategies/registry.h"
 
 namespace scalelab {

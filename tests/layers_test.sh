@@ -2,16 +2,19 @@
 # The layers, from the bottom: core < strategies < run < viz < apps. A file may include headers of
 # its own layer and those below, never above (the linker refuses the calls too: each layer is its
 # own library). The labs (their grader and the harnesses students build against) sit beside run:
-# they may use core, strategies and run, and nothing below them uses them. Prints every offending
-# include and exits 1 if there is one.
+# they may use core, strategies and run, and nothing below them uses them.
+# Inside core the folders are ordered too (CORE_ORDER, bottom first; "." is core's own files: the
+# tensor, its memory ledger, errors, the collectives' names), so core has no include cycle.
+# Prints every offending include and exits 1 if there is one.
 set -uo pipefail
 root="${1:?usage: layers_test.sh SOURCE_DIR}"
 cd "$root"
 bad=0
+sources=(--include='*.h' --include='*.cpp' --include='*.cu')
 check() {  # check LAYER FORBIDDEN-PREFIX...
   local layer=$1; shift
   for above in "$@"; do
-    if hits=$(grep -rnE "#include \"$above/" "$layer" --include='*.h' --include='*.cpp' --include='*.cu'); then
+    if hits=$(grep -rnE "#include \"$above/" "$layer" "${sources[@]}"); then
       echo "layers: $layer/ includes $above/ (a layer above it):"
       echo "$hits" | sed 's/^/  /'
       bad=1
@@ -23,5 +26,30 @@ check strategies run labs viz apps
 check run labs viz apps
 check labs viz apps
 check viz apps
-[ "$bad" = 0 ] && echo "layers: core < strategies < run (labs beside it) < viz < apps — no include reaches up"
+
+CORE_ORDER=(. io trace kernels device proc comm nn data run)
+for folder in core/*/; do  # a new folder must be given its place
+  name=$(basename "$folder")
+  if [[ ! " ${CORE_ORDER[*]} " =~ " $name " ]]; then
+    echo "layers: core/$name/ has no place in CORE_ORDER (tests/layers_test.sh) — add it where it belongs"
+    bad=1
+  fi
+done
+for ((i = 0; i < ${#CORE_ORDER[@]}; ++i)); do
+  folder=${CORE_ORDER[i]}
+  if [ "$folder" = . ]; then
+    files=(core/*.h core/*.cpp) label="core/ (its own files)"  # not its folders
+  else
+    files=("core/$folder") label="core/$folder/"
+  fi
+  for above in "${CORE_ORDER[@]:i+1}"; do
+    if hits=$(grep -rnE "#include \"core/$above/" "${files[@]}" "${sources[@]}"); then
+      echo "layers: $label includes core/$above/, a folder above it in core:"
+      echo "$hits" | sed 's/^/  /'
+      bad=1
+    fi
+  done
+done
+
+[ "$bad" = 0 ] && echo "layers: core < strategies < run (labs beside it) < viz < apps; inside core ${CORE_ORDER[*]} — no include reaches up"
 exit $bad

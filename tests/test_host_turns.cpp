@@ -18,8 +18,8 @@
 
 #include "core/device/clock.h"
 #include "core/device/device.h"
+#include "core/device/host_cores.h"
 #include "core/device/sim/host_turns.h"
-#include "core/proc/threads.h"
 
 using namespace scalelab;
 

@@ -158,7 +158,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
 // How this machine runs now what its calibration measured: a GEMM of the table, timed as
 // calibrate timed it (a shared VM's GEMMs ran 0.8–1.6× their calibrated times a minute later), and
 // a cache line's round trip between the turn-taker's core and OpenBLAS's helper's
-// (core_round_trip_s, core/proc/threads.h): on the AMD VM every element-wise op of a training step
+// (core_round_trip_s, core/device/host_cores.h): on the AMD VM every element-wise op of a training step
 // ran 2–3× slower for minutes at a time, exactly while that round trip was 350–420 ns instead of
 // 70–125: as a guest can tell, the host had placed the two vCPUs apart, and half of each GEMM's
 // output, which the helper writes, then crossed between them. (SGD timed alone, or after a GEMM, read 0.88–1.01×

@@ -26,11 +26,11 @@
 
 #include "apps/scalelab/bench.h"
 #include "core/device/device.h"
+#include "core/device/host_cores.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
-#include "core/proc/threads.h"
 #include "core/trace/events.h"
 #include "run/train.h"
 
@@ -1573,7 +1573,7 @@ int run_calibrate(const CalibrateOptions& o) {
   if (turns_kept_on_one_core()) {
     profile["device"]["turns_on_one_core"] = true;
     profile["sources"]["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
-                                              " and OpenBLAS's helpers to the others (core/proc/threads.h)";
+                                              " and OpenBLAS's helpers to the others (core/device/host_cores.h)";
   }
   const double round_trip = median(round_trips);
   const auto [least_trip, most_trip] = std::minmax_element(round_trips.begin(), round_trips.end());

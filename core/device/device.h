@@ -11,8 +11,8 @@
 
 #include "core/device/clock.h"
 #include "core/device/executor.h"
-#include "core/device/memory.h"
 #include "core/device/sim/profile.h"
+#include "core/memory_ledger.h"
 #include "core/tensor.h"
 #include "core/trace/events.h"
 #include "core/trace/wire.h"

@@ -168,12 +168,12 @@ struct HardwareProfile {
   // 1.2 ms GEMM; why, not measured). `train --predict` adds it to such GEMMs.
   double turn_gemm_extra_s = 0;
   // A calibrated host whose turn-taking threads keep to one core, OpenBLAS's helpers to the others
-  // (keep_turns_off_blas_helper_cores, core/proc/threads.h): a threads collective's ranks then copy
+  // (keep_turns_off_blas_helper_cores, core/device/host_cores.h): a threads collective's ranks then copy
   // and add on that one core, at its pace, which its measured times hold whether the data come from
   // cache or DRAM (not stretched for cold data), and it cannot run beside a device's one-thread op.
   bool turns_on_one_core = false;
   // A calibrated host: a cache line's round trip between the turn-taker's core and the first
-  // helper's when it was calibrated (core_round_trip_s, core/proc/threads.h). Not priced: it says
+  // helper's when it was calibrated (core_round_trip_s, core/device/host_cores.h). Not priced: it says
   // how the host had placed the cores, which `train --predict` and `bench predict` compare with now.
   double core_round_trip_s = 0;
   // A calibrated cuda device as scalelab runs it: its host waits for each op to end (the CudaClock

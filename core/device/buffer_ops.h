@@ -1,14 +1,15 @@
 #pragma once
-// How the threads backend moves and reduces the bytes of a rank's buffers. Its algorithms (ring,
-// direct, tree) are the same wherever the buffers live; only these few moves differ: memcpy and
-// the host loops of reduce_kernels for host memory, copies and reduction kernels on a stream for
-// GPU memory (the executor of a cuda device provides those, Executor::buffer_ops).
+// How the threads backend (core/comm) moves and reduces the bytes of a rank's buffers. Its
+// algorithms (ring, direct, tree) are the same wherever the buffers live; only these few moves
+// differ: memcpy and the host loops of comm/reduce_kernels for host memory (host_buffer_ops),
+// copies and reduction kernels on a stream for GPU memory (the executor of a cuda device provides
+// those, Executor::buffer_ops). Declared here, with the devices, because a device implements it.
 #include <cstdint>
 
-#include "core/comm/collective.h"
+#include "core/collective.h"
 #include "core/tensor.h"
 
-namespace scalelab::comm {
+namespace scalelab {
 
 class BufferOps {
  public:
@@ -28,7 +29,4 @@ class BufferOps {
   virtual void finish() = 0;
 };
 
-// The host's: memcpy and the loops of reduce_kernels.h; scratch is per thread.
-BufferOps& host_buffer_ops();
-
-}  // namespace scalelab::comm
+}  // namespace scalelab

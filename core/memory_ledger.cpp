@@ -1,10 +1,22 @@
-#include "core/device/memory.h"
+#include "core/memory_ledger.h"
 
 #include <cstdio>
 
 #include "core/error.h"
 
 namespace scalelab {
+
+const char* memory_category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::params: return "params";
+    case MemoryCategory::grads: return "grads";
+    case MemoryCategory::optimizer: return "optimizer";
+    case MemoryCategory::activations: return "activations";
+    case MemoryCategory::comm_buffers: return "comm_buffers";
+    case MemoryCategory::workspace: return "workspace";
+  }
+  return "?";
+}
 
 std::string format_bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -1,4 +1,4 @@
-#include "core/comm/collective.h"
+#include "core/collective.h"
 
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-#include "core/proc/threads.h"
+#include "core/device/host_cores.h"
 
 #include <cblas.h>
 #include <dlfcn.h>

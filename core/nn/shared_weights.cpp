@@ -1,4 +1,4 @@
-#include "core/proc/shared_weights.h"
+#include "core/nn/shared_weights.h"
 
 #include <algorithm>
 #include <memory>

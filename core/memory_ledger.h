@@ -1,15 +1,20 @@
 #pragma once
 // The memory ledger of one device: every allocation by category, the peak, and the capacity.
-// Going over capacity is an out-of-memory error that explains itself.
+// Going over capacity is an out-of-memory error that explains itself. A tensor's storage tells
+// its ledger when it is freed, so the ledger sits beside the tensor, below the devices.
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
 
-#include "core/trace/events.h"
-
 namespace scalelab {
+
+// What a device's bytes are for: the categories of the memory ledger, of a tensor's storage and of
+// the trace's memory samples.
+enum class MemoryCategory : uint8_t { params, grads, optimizer, activations, comm_buffers, workspace };
+constexpr int kMemoryCategoryCount = 6;
+const char* memory_category_name(MemoryCategory category);
 
 class MemoryLedger {
  public:
