@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/io/atomic_file.h"
-#include "core/run/config.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
+#include "strategies/train_config.h"
 
 namespace scalelab {
 

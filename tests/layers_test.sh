@@ -4,22 +4,23 @@
 # own library). The labs (their grader and the harnesses students build against) sit beside run:
 # they may use core, strategies and run, and nothing below them uses them.
 # Inside core the folders are ordered too (CORE_ORDER, bottom first; "." is core's own files: the
-# tensor, its memory ledger, errors, the collectives' names), so core has no include cycle.
+# tensor, its memory ledger, errors, the names of the collectives), so core has no include cycle.
 # Prints every offending include and exits 1 if there is one.
 set -uo pipefail
 root="${1:?usage: layers_test.sh SOURCE_DIR}"
 cd "$root"
 bad=0
-sources=(--include='*.h' --include='*.cpp' --include='*.cu')
+refuse() {  # refuse WHAT ABOVE FILE...: the includes of ABOVE/ in the files
+  local what=$1 above=$2; shift 2
+  if hits=$(grep -rnE "#include \"$above/" "$@" --include='*.h' --include='*.cpp' --include='*.cu'); then
+    echo "layers: $what includes $above/, a layer above it:"
+    echo "$hits" | sed 's/^/  /'
+    bad=1
+  fi
+}
 check() {  # check LAYER FORBIDDEN-PREFIX...
   local layer=$1; shift
-  for above in "$@"; do
-    if hits=$(grep -rnE "#include \"$above/" "$layer" "${sources[@]}"); then
-      echo "layers: $layer/ includes $above/ (a layer above it):"
-      echo "$hits" | sed 's/^/  /'
-      bad=1
-    fi
-  done
+  for above in "$@"; do refuse "$layer/" "$above" "$layer"; done
 }
 check core strategies run labs viz apps
 check strategies run labs viz apps
@@ -27,7 +28,7 @@ check run labs viz apps
 check labs viz apps
 check viz apps
 
-CORE_ORDER=(. io trace kernels device proc comm nn data run)
+CORE_ORDER=(. io trace kernels device proc comm nn data checkpoint)
 for folder in core/*/; do  # a new folder must be given its place
   name=$(basename "$folder")
   if [[ ! " ${CORE_ORDER[*]} " =~ " $name " ]]; then
@@ -36,19 +37,12 @@ for folder in core/*/; do  # a new folder must be given its place
   fi
 done
 for ((i = 0; i < ${#CORE_ORDER[@]}; ++i)); do
-  folder=${CORE_ORDER[i]}
-  if [ "$folder" = . ]; then
-    files=(core/*.h core/*.cpp) label="core/ (its own files)"  # not its folders
+  if [ "${CORE_ORDER[i]}" = . ]; then
+    files=(core/*.h core/*.cpp) what="core/ (its own files)"  # not its folders
   else
-    files=("core/$folder") label="core/$folder/"
+    files=("core/${CORE_ORDER[i]}") what="core/${CORE_ORDER[i]}/"
   fi
-  for above in "${CORE_ORDER[@]:i+1}"; do
-    if hits=$(grep -rnE "#include \"core/$above/" "${files[@]}" "${sources[@]}"); then
-      echo "layers: $label includes core/$above/, a folder above it in core:"
-      echo "$hits" | sed 's/^/  /'
-      bad=1
-    fi
-  done
+  for above in "${CORE_ORDER[@]:i+1}"; do refuse "$what" "core/$above" "${files[@]}"; done
 done
 
 [ "$bad" = 0 ] && echo "layers: core < strategies < run (labs beside it) < viz < apps; inside core ${CORE_ORDER[*]} — no include reaches up"

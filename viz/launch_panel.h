@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/run/config.h"
+#include "strategies/train_config.h"
 #include "viz/dashboard.h"
 #include "viz/live_run.h"
 

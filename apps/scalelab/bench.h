@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device/sim/profile.h"
-#include "core/run/config.h"
 #include "run/train.h"
+#include "strategies/train_config.h"
 
 namespace scalelab {
 

@@ -11,9 +11,9 @@
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/figure.h"
 #include "apps/scalelab/scale.h"
+#include "core/checkpoint/weights_file.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/run/weights_file.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/checkpoint.h"
 #include "core/io/npz.h"
 #include "core/nn/mlp.h"
-#include "core/run/checkpoint.h"
 
 namespace scalelab {
 

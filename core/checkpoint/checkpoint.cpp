@@ -1,4 +1,4 @@
-#include "core/run/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 
 #include <zlib.h>
 
@@ -11,8 +11,8 @@
 #include <iterator>
 
 #include "core/error.h"
-#include "core/io/file_check.h"
 #include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 
 namespace scalelab {
 
@@ -111,21 +111,6 @@ std::string number(float v) {
 }
 
 }  // namespace
-
-CheckpointHeader checkpoint_header(const TrainConfig& c, int64_t train_count, int64_t step) {
-  CheckpointHeader h;
-  h.model = c.model;
-  h.optimizer = c.optimizer;
-  h.dataset = c.dataset;
-  h.train_count = train_count;
-  h.batch = c.batch;
-  h.seed = c.seed;
-  h.amp = amp_name(c.amp);
-  h.step = step;
-  h.strategy = c.strategy;
-  h.devices = c.devices;
-  return h;
-}
 
 std::string encode_checkpoint(const Checkpoint& ck) {
   const CheckpointHeader& h = ck.header;

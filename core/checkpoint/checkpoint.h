@@ -16,12 +16,12 @@
 //   size − 4   CRC-32 of bytes [0, size − 4) u32
 //
 // Nothing in it depends on the strategy that wrote it: the weights and the optimizer state are
-// whole, in the model's parameter order (core/run/training_state.h).
+// whole, in the model's parameter order (core/checkpoint/training_state.h).
 #include <cstdint>
 #include <string>
 
-#include "core/run/config.h"
-#include "core/run/training_state.h"
+#include "core/checkpoint/training_state.h"
+#include "core/nn/optimizer.h"
 
 namespace scalelab {
 
@@ -47,9 +47,6 @@ struct Checkpoint {
   CheckpointHeader header;
   TrainingState state;
 };
-
-// The header of the run `config` describes, at `step`.
-CheckpointHeader checkpoint_header(const TrainConfig& config, int64_t train_count, int64_t step);
 
 // The bytes of the file, and back. decode verifies magic, version, size and checksum first and
 // throws Error("checkpoint", "<path>: …") saying what is wrong and what to do.

@@ -1,5 +1,7 @@
 #pragma once
-// Everything a training run is told, as the CLI (and later the dashboard) sets it.
+// Everything a training run is told, as the CLI and the dashboard's launch panel set it. It lives
+// with the strategies, which read their options from it (bucket_mb, micro_batches, zero_stage …);
+// run/ carries a run out, and core knows none of it.
 #include <cstdint>
 #include <string>
 

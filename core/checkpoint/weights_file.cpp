@@ -1,4 +1,4 @@
-#include "core/run/weights_file.h"
+#include "core/checkpoint/weights_file.h"
 
 #include <map>
 

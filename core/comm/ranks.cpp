@@ -1,4 +1,4 @@
-#include "core/run/ranks.h"
+#include "core/comm/ranks.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "core/run/training_state.h"
+#include "core/checkpoint/training_state.h"
 
 #include "core/error.h"
 

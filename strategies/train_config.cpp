@@ -1,4 +1,4 @@
-#include "core/run/config.h"
+#include "strategies/train_config.h"
 
 #include <climits>
 #include <cmath>
