@@ -28,6 +28,14 @@ check run labs viz apps
 check labs viz apps
 check viz apps
 
+# The dashboard's model needs no window: viz/model/ (scalelab_viz_model, built everywhere) includes
+# neither ImGui nor GLFW nor viz/'s windows.
+if hits=$(grep -rnE '#include (<(imgui|GLFW/|GL/)|"viz/[a-z_]+\.h")' viz/model); then
+  echo "layers: viz/model/ includes the GUI or viz/'s windows, which it is built without:"
+  echo "$hits" | sed 's/^/  /'
+  bad=1
+fi
+
 CORE_ORDER=(. io trace kernels device proc comm nn data checkpoint)
 for folder in core/*/; do  # a new folder must be given its place
   name=$(basename "$folder")

@@ -10,7 +10,7 @@
 
 #include "strategies/train_config.h"
 #include "viz/dashboard.h"
-#include "viz/live_run.h"
+#include "viz/model/live_run.h"
 
 namespace scalelab::viz {
 

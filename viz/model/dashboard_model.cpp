@@ -1,4 +1,4 @@
-#include "viz/dashboard_model.h"
+#include "viz/model/dashboard_model.h"
 
 #include <algorithm>
 #include <climits>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "viz/format.h"
+#include "viz/model/format.h"
 
 namespace scalelab::viz {
 

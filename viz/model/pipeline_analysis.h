@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "viz/dashboard_model.h"
+#include "viz/model/dashboard_model.h"
 
 namespace scalelab::viz {
 

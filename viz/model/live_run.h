@@ -19,8 +19,8 @@
 #include <string>
 #include <thread>
 
-#include "run/train.h"
 #include "core/trace/chrome_trace.h"
+#include "run/train.h"
 
 namespace scalelab::viz {
 

@@ -1,4 +1,4 @@
-#include "viz/data_source.h"
+#include "viz/model/data_source.h"
 
 namespace scalelab::viz {
 

@@ -1,4 +1,4 @@
-#include "viz/format.h"
+#include "viz/model/format.h"
 
 #include <algorithm>
 #include <cmath>

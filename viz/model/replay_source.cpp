@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "viz/data_source.h"
+#include "viz/model/data_source.h"
 
 namespace scalelab::viz {
 

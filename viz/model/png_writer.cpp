@@ -1,4 +1,4 @@
-#include "viz/png_writer.h"
+#include "viz/model/png_writer.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "viz/live_run.h"
+#include "viz/model/live_run.h"
 
 #include <algorithm>
 #include <cmath>
