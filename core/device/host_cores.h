@@ -1,4 +1,6 @@
 #pragma once
+// The host's cores: which this process may use, how processes share them, and where the cpu
+// device's turn-taking thread and OpenBLAS's helpers keep (clock.h's HostCores calls in here).
 // Processes computing at once share the cores. With `processes` of them on this host, each runs
 // its host numerics (OpenBLAS) on cores / processes threads, at least one: otherwise their BLAS
 // threads fight over the cores (PyTorch's advice too: threads per process = cores / processes).
