@@ -101,20 +101,4 @@ struct TrainConfig {
   void validate() const;
 };
 
-// Where the run will write (--checkpoint, --trace, --json): refused before it starts when the path
-// is a directory or its directory does not exist, not after the last step.
-void check_output_paths(const TrainConfig& config);
-
-// For a run whose numbers live in host memory (cpu, or sim without --dry-run): the least memory it
-// needs — the data set, then the model's parameters, gradients and optimizer state and the
-// activations of the global batch, once (a strategy that replicates the model needs more). Throws
-// UsageError("memory", …) with the figure when that exceeds the host's physical memory, instead of
-// a std::bad_alloc mid-run.
-int64_t host_bytes_needed(const TrainConfig& config);
-void check_host_memory(const TrainConfig& config, bool suggest_dry_run = true);
-
-// Throws Error("train", …) naming the step and the optimizer settings when `loss` is not finite
-// (training diverged), unless config.allow_divergence.
-void check_divergence(const TrainConfig& config, int64_t step, double loss);
-
 }  // namespace scalelab
