@@ -28,11 +28,11 @@
 
 #include "calibration/calibration.h"
 #include "core/device/device.h"
+#include "core/device/host_cores.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
-#include "core/proc/threads.h"
 #include "core/trace/events.h"
 #include "run/train.h"
 
@@ -1274,7 +1274,7 @@ int run_calibrate(const CalibrateOptions& o) {
   json raw;
   // One op measured alone: the cpu devices of a run take turns on the host's cores (HostCores),
   // so an op of one costs about what it costs alone; the turns are the model's to price
-  // (core/device/sim/host_turns.h).
+  // (calibration/host_turns.h).
   auto measure = [&](const OpMaker& make) { return time_call(make(dev), budget, bus); };
   // … and cold: its data in DRAM, as in a run whose steps move more than the cache holds.
   // The cache in effect moves with what the socket's other tenants do (87 to 155 MiB from one
@@ -1578,7 +1578,7 @@ int run_calibrate(const CalibrateOptions& o) {
   if (turns_kept_on_one_core()) {
     profile["device"]["turns_on_one_core"] = true;
     profile["sources"]["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
-                                              " and OpenBLAS's helpers to the others (core/proc/threads.h)";
+                                              " and OpenBLAS's helpers to the others (core/device/host_cores.h)";
   }
   const double round_trip = median(round_trips);
   const auto [least_trip, most_trip] = std::minmax_element(round_trips.begin(), round_trips.end());

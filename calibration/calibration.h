@@ -11,8 +11,8 @@
 
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
-#include "core/run/config.h"
 #include "run/train.h"
+#include "strategies/train_config.h"
 
 namespace scalelab {
 
@@ -84,7 +84,7 @@ GemmSpeedNow gemm_speed_now(const HardwareProfile& profile, const std::vector<Ge
 
 // How this machine runs now what its calibration measured (docs/calibration.md): a GEMM of the
 // table, timed as calibrate timed it, and a cache line's round trip between the turn-taker's core
-// and OpenBLAS's helper's (core_round_trip_s, core/proc/threads.h), which tells whether the host
+// and OpenBLAS's helper's (core_round_trip_s, core/device/host_cores.h), which tells whether the host
 // has placed the cores otherwise since — then element-wise ops that read the helper's writes change
 // speed, which an element-wise probe of its own does not show.
 struct SpeedProbe {

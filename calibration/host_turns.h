@@ -21,7 +21,7 @@ namespace scalelab {
 //
 // `share` says how the host's cores are shared. The cpu devices of one process take turns (one
 // server, every core each op). Hogwild's workers are processes that take no turns: each computes
-// with its share of the cores (OpenBLAS's threads, core/proc/threads.h), so up to `servers` ops run
+// with its share of the cores (OpenBLAS's threads, core/device/host_cores.h), so up to `servers` ops run
 // at once, a GEMM at its share's speed (`gemm_stretch` times what the sim priced with every core)
 // and an element-wise op or a copy at what it was priced (one thread either way).
 //

@@ -17,14 +17,14 @@
 
 #include "calibration/calibration.h"
 #include "calibration/host_turns.h"
+#include "core/device/host_cores.h"
 #include "core/device/sim/profile.h"
-#include "core/trace/chrome_trace.h"
-#include "core/trace/metrics.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
 #include "core/nn/mlp.h"
-#include "core/proc/threads.h"
+#include "core/trace/chrome_trace.h"
+#include "core/trace/metrics.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 

@@ -1,8 +1,8 @@
 #include "core/tensor.h"
 
 
-#include "core/device/memory.h"
 #include "core/error.h"
+#include "core/memory_ledger.h"
 
 namespace scalelab {
 

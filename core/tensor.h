@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/trace/events.h"
+#include "core/memory_ledger.h"
 
 namespace scalelab {
 

@@ -1,9 +1,24 @@
 // 3. The checkpointer (run/run_parts.h).
+#include "core/checkpoint/checkpoint.h"
 #include "core/error.h"
-#include "core/run/checkpoint.h"
 #include "run/run_parts.h"
 
 namespace scalelab {
+
+CheckpointHeader checkpoint_header(const TrainConfig& c, int64_t train_count, int64_t step) {
+  CheckpointHeader h;
+  h.model = c.model;
+  h.optimizer = c.optimizer;
+  h.dataset = c.dataset;
+  h.train_count = train_count;
+  h.batch = c.batch;
+  h.seed = c.seed;
+  h.amp = amp_name(c.amp);
+  h.step = step;
+  h.strategy = c.strategy;
+  h.devices = c.devices;
+  return h;
+}
 
 Checkpointer::Checkpointer(RunSetup& run) : run_(run) {
   const TrainConfig& c = run.config;

@@ -8,9 +8,10 @@
 #include <optional>
 #include <vector>
 
+#include "core/checkpoint/checkpoint.h"
 #include "core/comm/process_group.h"
+#include "core/comm/ranks.h"
 #include "core/data/dataset.h"
-#include "core/run/ranks.h"
 #include "core/trace/wire.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
@@ -84,11 +85,14 @@ class EquivalenceProbe {
   std::unique_ptr<Strategy> reference_;
 };
 
-// 3. Checkpoints (core/run/checkpoint.h). --resume: every process reads and verifies the file,
+// 3. Checkpoints (core/checkpoint/checkpoint.h). --resume: every process reads and verifies the file,
 //    the strategy takes the whole state (sharding it as it likes), and the run goes on at the
 //    saved step — the loader's order is a function of (seed, epoch), so that is the same data too.
 //    --checkpoint: every --checkpoint-every steps and after the last, every rank gives its part of
 //    the state (a strategy may need collectives for it), rank 0 writes, the others wait.
+// The header of the run `config` describes, at `step`: what a resumed run must match.
+CheckpointHeader checkpoint_header(const TrainConfig& config, int64_t train_count, int64_t step);
+
 class Checkpointer {
  public:
   explicit Checkpointer(RunSetup& run);

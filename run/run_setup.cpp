@@ -4,11 +4,11 @@
 
 #include <unistd.h>
 
+#include "core/checkpoint/weights_file.h"
 #include "core/comm/backends.h"
 #include "core/comm/threads/threads_group.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/run/weights_file.h"
 #include "run/run_parts.h"
 
 namespace scalelab {

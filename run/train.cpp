@@ -10,10 +10,10 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/checkpoint/checkpoint.h"
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/error.h"
-#include "core/run/checkpoint.h"
 #include "run/run_parts.h"
 
 namespace scalelab {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/io/atomic_file.h"
-#include "core/run/config.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
+#include "strategies/train_config.h"
 
 namespace scalelab {
 
@@ -70,6 +70,22 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
 // What train() checks before it starts: the options that hold for every strategy, then those of
 // the strategy at hand (its registry entry). Throws UsageError naming the option and the fix.
 void check_config(const TrainConfig& config);
+
+// Where the run will write (--checkpoint, --trace, --json): refused before it starts when the path
+// is a directory or its directory does not exist, not after the last step.
+void check_output_paths(const TrainConfig& config);
+
+// For a run whose numbers live in host memory (cpu, or sim without --dry-run): the least memory it
+// needs — the data set, then the model's parameters, gradients and optimizer state and the
+// activations of the global batch, once (a strategy that replicates the model needs more). Throws
+// UsageError("memory", …) with the figure when that exceeds the host's physical memory, instead of
+// a std::bad_alloc mid-run.
+int64_t host_bytes_needed(const TrainConfig& config);
+void check_host_memory(const TrainConfig& config, bool suggest_dry_run = true);
+
+// Throws Error("train", …) naming the step and the optimizer settings when `loss` is not finite
+// (training diverged), unless config.allow_divergence.
+void check_divergence(const TrainConfig& config, int64_t step, double loss);
 
 nlohmann::json to_json(const TrainResult& result);
 // The summary back from to_json's output (rank 0 of a --launch procs run reports through it).

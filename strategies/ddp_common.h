@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/comm/process_group.h"
+#include "core/comm/ranks.h"
 #include "core/nn/optimizer.h"
-#include "core/run/ranks.h"
 #include "strategies/strategy.h"
 
 namespace scalelab {

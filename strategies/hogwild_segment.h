@@ -16,7 +16,7 @@
 #include "core/device/device.h"
 #include "core/proc/layout.h"
 #include "core/proc/message_area.h"
-#include "core/proc/shared_weights.h"
+#include "core/nn/shared_weights.h"
 #include "strategies/strategy.h"
 
 namespace scalelab::hogwild {

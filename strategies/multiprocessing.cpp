@@ -29,12 +29,12 @@
 #include <new>
 
 #include "core/comm/shm/shm_segment.h"
+#include "core/device/host_cores.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
 #include "core/proc/child_device.h"
 #include "core/proc/commands.h"
 #include "core/proc/message_area.h"
-#include "core/proc/threads.h"
 #include "strategies/hogwild_segment.h"
 #include "strategies/registry.h"
 

@@ -32,9 +32,9 @@
 #include <string>
 #include <utility>
 
+#include "core/comm/ranks.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
-#include "core/run/ranks.h"
 #include "strategies/pipeline.h"
 #include "strategies/pipeline_schedule.h"
 #include "strategies/registry.h"

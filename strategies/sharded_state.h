@@ -1,7 +1,7 @@
 #pragma once
 // Who holds which part of a model's training state, and the checkpoint's whole state made from
 // those parts and cut back into them. A checkpoint keeps the state whole, in the model's order
-// (core/run/training_state.h), so a run resumes under any strategy and number of ranks; a strategy
+// (core/checkpoint/training_state.h), so a run resumes under any strategy and number of ranks; a strategy
 // that splits the state over its ranks describes the split here, in a line, and ShardedState
 // gathers the parts for a save and hands each rank its part on resume — what llm.c's shard
 // offsets and PyTorch's distributed-checkpoint planners do.

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/training_state.h"
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/nn/loss_scaler.h"
 #include "core/nn/mlp.h"
-#include "core/run/config.h"
-#include "core/run/training_state.h"
 #include "core/trace/events.h"
+#include "strategies/train_config.h"
 
 namespace scalelab {
 

@@ -38,9 +38,9 @@
 #include <limits>
 #include <utility>
 
+#include "core/comm/ranks.h"
 #include "core/error.h"
 #include "core/nn/optimizer.h"
-#include "core/run/ranks.h"
 #include "strategies/distributed_sampler.h"
 #include "strategies/registry.h"
 #include "strategies/sharded_state.h"

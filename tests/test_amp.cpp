@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/checkpoint/checkpoint.h"
 #include "core/comm/threads/threads_group.h"
 #include "core/device/device.h"
 #include "core/error.h"
@@ -24,7 +25,6 @@
 #include "core/nn/loss_scaler.h"
 #include "core/nn/mlp.h"
 #include "core/rng.h"
-#include "core/run/checkpoint.h"
 #include "run/train.h"
 #include "support/errors.h"
 #include "support/gemm_formula.h"

@@ -13,10 +13,10 @@
 #include "core/device/clock.h"
 #include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
-#include "core/device/memory.h"
 #include "core/device/sim/cost_model.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/memory_ledger.h"
 #include "support/errors.h"
 
 using namespace scalelab;

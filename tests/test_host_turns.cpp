@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "calibration/host_turns.h"
 #include "core/device/clock.h"
 #include "core/device/device.h"
-#include "calibration/host_turns.h"
-#include "core/proc/threads.h"
+#include "core/device/host_cores.h"
 
 using namespace scalelab;
 

@@ -1,4 +1,4 @@
-// The dashboard's live run (viz/live_run.h) without a window: training on a background thread,
+// The dashboard's live run (viz/model/live_run.h) without a window: training on a background thread,
 // read through the event bus by the same model a replay fills; Pause / Step / Resume / Stop at
 // step boundaries; the playback clock paced at a given simulated speed; errors named.
 #include <gtest/gtest.h>
@@ -15,10 +15,10 @@ TEST(LiveRun, NotBuilt) {
 #include <thread>
 
 #include "core/error.h"
-#include "viz/dashboard_model.h"
-#include "viz/data_source.h"
 #include "viz/launch_panel.h"
-#include "viz/live_run.h"
+#include "viz/model/dashboard_model.h"
+#include "viz/model/data_source.h"
+#include "viz/model/live_run.h"
 
 using namespace scalelab;
 using namespace scalelab::viz;

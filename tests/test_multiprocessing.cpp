@@ -25,11 +25,11 @@
 
 #include "core/comm/shm/shm_segment.h"
 #include "core/data/dataset.h"
+#include "core/device/host_cores.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/proc/message_area.h"
 #include "core/proc/layout.h"
-#include "core/proc/threads.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 #include "support/small_config.h"
@@ -453,7 +453,7 @@ TEST(ProcPlumbing, LayoutAlignsAndBuffersGoThroughAMessageArea) {
   EXPECT_THROW(mean_buffers({one, {{{1}}}}), Error);
 }
 
-// Hogwild's workers keep to their own cores (core/proc/threads.h): spread evenly, as many on each
+// Hogwild's workers keep to their own cores (core/device/host_cores.h): spread evenly, as many on each
 // core as on the others, and each with cores / workers of them where there are enough.
 TEST(ProcPlumbing, WorkersSpreadEvenlyOverTheCores) {
   using Cores = std::vector<int>;

@@ -15,14 +15,14 @@
 #include <numeric>
 #include <set>
 
+#include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/weights_file.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/npz.h"
-#include "core/run/checkpoint.h"
-#include "core/run/weights_file.h"
-#include "core/trace/chrome_trace.h"
 #include "core/nn/mlp.h"
+#include "core/trace/chrome_trace.h"
 #include "run/train.h"
 #include "support/errors.h"
 #include "support/gemm_formula.h"

@@ -1,4 +1,4 @@
-// zero (ZeroRedundancyOptimizer, stages 1 and 2) and checkpoints (core/run/checkpoint.h).
+// zero (ZeroRedundancyOptimizer, stages 1 and 2) and checkpoints (core/checkpoint/checkpoint.h).
 //
 // zero: the same training as single (max relative weight difference ≤ 1e-5 after 5 steps) for
 // stages 1 and 2 × 2 and 4 ranks × cpu and sim × sgd (momentum) and adam; and the memory it is
@@ -25,14 +25,15 @@
 #include <string>
 #include <thread>
 
+#include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/training_state.h"
 #include "core/error.h"
 #include "core/nn/mlp.h"
-#include "core/run/checkpoint.h"
-#include "core/run/training_state.h"
+#include "run/run_parts.h"
 #include "run/train.h"
-#include "support/small_config.h"
-#include "support/errors.h"
 #include "strategies/registry.h"
+#include "support/errors.h"
+#include "support/small_config.h"
 
 using namespace scalelab;
 namespace fs = std::filesystem;

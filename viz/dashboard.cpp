@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "viz/buckets_panel.h"
-#include "viz/data_parallel_panel.h"
-#include "viz/format.h"
-#include "viz/pipeline_panel.h"
+#include "viz/model/buckets_analysis.h"
+#include "viz/model/data_parallel_analysis.h"
+#include "viz/model/format.h"
+#include "viz/model/pipeline_analysis.h"
+#include "viz/model/topology_analysis.h"
 #include "viz/style.h"
-#include "viz/topology_panel.h"
 
 namespace scalelab::viz {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "viz/dashboard_model.h"
-#include "viz/data_source.h"
+#include "viz/model/dashboard_model.h"
+#include "viz/model/data_source.h"
 #include "viz/panel.h"
 
 namespace scalelab::viz {

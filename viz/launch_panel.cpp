@@ -11,8 +11,8 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "strategies/strategy.h"
-#include "viz/data_source.h"
-#include "viz/format.h"
+#include "viz/model/data_source.h"
+#include "viz/model/format.h"
 
 namespace scalelab::viz {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/run/config.h"
+#include "strategies/train_config.h"
 #include "viz/dashboard.h"
-#include "viz/live_run.h"
+#include "viz/model/live_run.h"
 
 namespace scalelab::viz {
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "viz/format.h"
+#include "viz/model/format.h"
 #include "viz/panel.h"
 #include "viz/style.h"
 

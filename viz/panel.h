@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "viz/dashboard_model.h"
+#include "viz/model/dashboard_model.h"
 
 namespace scalelab::viz {
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "viz/format.h"
+#include "viz/model/format.h"
 #include "viz/panel.h"
 #include "viz/style.h"
 

@@ -27,7 +27,7 @@
 #include "strategies/strategy.h"
 #include "viz/dashboard.h"
 #include "viz/launch_panel.h"
-#include "viz/png_writer.h"
+#include "viz/model/png_writer.h"
 #include "viz/window_glfw.h"
 
 using namespace scalelab;

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/run/config.h"
 #include "run/train.h"
+#include "strategies/train_config.h"
 
 namespace scalelab {
 

@@ -20,17 +20,17 @@
 
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/python_peer.h"
-#include "core/io/file_check.h"
-#include "core/proc/host_memory.h"
 #include "core/comm/backends.h"
 #include "core/comm/shm/shm_group.h"
 #include "core/comm/threads/threads_group.h"
 #include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
-#include "core/device/memory.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 #include "core/kernels/cpu_kernels.h"
+#include "core/memory_ledger.h"
+#include "core/proc/host_memory.h"
 
 namespace scalelab {
 

@@ -13,9 +13,9 @@
 #include "apps/scalelab/scale.h"
 #include "calibration/calibration.h"
 #include "calibration/probes.h"
+#include "core/checkpoint/weights_file.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/run/weights_file.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 

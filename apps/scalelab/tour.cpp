@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/scalelab/bench.h"
-#include "core/device/memory.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/memory_ledger.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 

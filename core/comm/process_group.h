@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/comm/collective.h"
+#include "core/collective.h"
 #include "core/tensor.h"
 #include "core/trace/events.h"
 

@@ -4,8 +4,6 @@
 #include <cstring>
 #include <vector>
 
-#include "core/comm/buffer_ops.h"
-
 namespace scalelab::comm {
 
 namespace {

@@ -3,7 +3,8 @@
 // (threads, shm). f16 and bf16 are summed in f32 and rounded once per step, as NCCL does.
 #include <cstdint>
 
-#include "core/comm/collective.h"
+#include "core/collective.h"
+#include "core/device/buffer_ops.h"
 #include "core/tensor.h"
 
 namespace scalelab::comm {
@@ -14,5 +15,8 @@ void reduce_into(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op);
 void reduce_pair(void* dst, const void* a, const void* b, int64_t n, DType dtype, ReduceOp op);
 // x[i] /= world_size when op is avg; nothing otherwise.
 void finish_avg(void* x, int64_t n, DType dtype, ReduceOp op, int world_size);
+
+// The host's BufferOps: memcpy and the loops above; scratch is per thread.
+BufferOps& host_buffer_ops();
 
 }  // namespace scalelab::comm

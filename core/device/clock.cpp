@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/proc/threads.h"
+#include "core/device/host_cores.h"
 
 namespace scalelab {
 

@@ -39,7 +39,7 @@ class Clock {
 // cores, which then spin against each other (4 devices' GEMMs ran 8× slower than one's), and how
 // long an op takes would depend on what the other devices happen to do: nothing a model can price.
 // The thread that holds the turn keeps to one core, OpenBLAS's helpers to the others
-// (keep_turns_off_blas_helper_cores, core/proc/threads.h).
+// (keep_turns_off_blas_helper_cores, core/device/host_cores.h).
 class HostCores {
  public:
   void acquire();

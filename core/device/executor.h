@@ -9,9 +9,7 @@
 
 namespace scalelab {
 
-namespace comm {
 class BufferOps;
-}
 
 using kernels::Activation;
 using kernels::AdamOptions;
@@ -28,7 +26,7 @@ class Executor {
 
   // How the threads backend moves and reduces bytes in this executor's memory; nullptr: host
   // memory (memcpy and host loops). A cuda executor returns its copies and kernels on its stream.
-  virtual comm::BufferOps* buffer_ops() { return nullptr; }
+  virtual BufferOps* buffer_ops() { return nullptr; }
 
   virtual void* allocate(int64_t bytes) = 0;
   virtual void deallocate(void* p) noexcept = 0;

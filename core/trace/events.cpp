@@ -33,18 +33,6 @@ const char* phase_name(Phase phase) {
   return "?";
 }
 
-const char* memory_category_name(MemoryCategory category) {
-  switch (category) {
-    case MemoryCategory::params: return "params";
-    case MemoryCategory::grads: return "grads";
-    case MemoryCategory::optimizer: return "optimizer";
-    case MemoryCategory::activations: return "activations";
-    case MemoryCategory::comm_buffers: return "comm_buffers";
-    case MemoryCategory::workspace: return "workspace";
-  }
-  return "?";
-}
-
 const char* role_name(Role role) {
   switch (role) {
     case Role::none: return "none";

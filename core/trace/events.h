@@ -7,17 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_ledger.h"
+
 namespace scalelab {
 
 enum class Lane : uint8_t { compute, comm, copy, host };
 enum class Phase : uint8_t { fwd, bwd, optim, comm, data, eval };
-enum class MemoryCategory : uint8_t { params, grads, optimizer, activations, comm_buffers, workspace };
 constexpr int kLaneCount = 4;
-constexpr int kMemoryCategoryCount = 6;
 
 const char* lane_name(Lane lane);
 const char* phase_name(Phase phase);
-const char* memory_category_name(MemoryCategory category);
 
 // What an event does in the lesson, set where the event is made: DataParallel's controller copies
 // (scatter, replicate, gather, reduce), a collective or point-to-point call (the process group

@@ -32,9 +32,9 @@
 #include "core/device/device.h"
 #include "core/nn/mlp.h"
 #include "core/nn/optimizer.h"
+#include "core/nn/shared_weights.h"
 #include "core/proc/layout.h"
 #include "core/proc/process.h"
-#include "core/proc/shared_weights.h"
 #include "labs/common/harness.h"
 #include "labs/common/reference.h"
 #include "strategies/distributed_sampler.h"
@@ -73,7 +73,7 @@ struct Segment {
 
 // ---- Given ----------------------------------------------------------------------------------------
 
-// Where a model's parameters go in a segment (core/proc/shared_weights.h): fc1.weight, fc1.bias,
+// Where a model's parameters go in a segment (core/nn/shared_weights.h): fc1.weight, fc1.bias,
 // fc2.weight, … one after another, each on cache lines of its own. The segment is ONE area of
 // bytes() for all of them.
 class ParamLayout {

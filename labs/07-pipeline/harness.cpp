@@ -14,20 +14,20 @@
 #include <string>
 #include <vector>
 
+#include "core/comm/ranks.h"
 #include "core/comm/threads/threads_group.h"
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/error.h"
 #include "core/device/sim/profile.h"
+#include "core/error.h"
 #include "core/nn/mlp.h"
-#include "core/run/config.h"
-#include "core/run/ranks.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "lab.h"
+#include "labs/common/verdict.h"
 #include "run/train.h"
 #include "strategies/registry.h"
-#include "labs/common/verdict.h"
+#include "strategies/train_config.h"
 
 using namespace scalelab;
 using lab::Args;

@@ -3,7 +3,7 @@
 // write the functions declared under "Task" below, in amp_checkpoint.cpp; the rest is given. The
 // grader builds your amp_checkpoint.cpp into harness.cpp and runs the checks of checks.json
 // (`scalelab grade 09-amp-checkpoint`). The library's own versions: core/nn/loss_scaler.cpp
-// (GradScaler) and core/run/checkpoint.cpp with run/checkpointer.cpp.
+// (GradScaler) and core/checkpoint/checkpoint.cpp with run/checkpointer.cpp.
 //
 // The harness trains a replica of an MLP on each rank (threads of one process, one cpu device
 // each), each rank on its DistributedSampler rows of the global batch, with plain SGD:

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/checkpoint.h"
 #include "core/data/dataset.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/run/checkpoint.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
 

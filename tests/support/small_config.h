@@ -5,7 +5,7 @@
 // like with like.
 #include <string>
 
-#include "core/run/config.h"
+#include "strategies/train_config.h"
 
 namespace scalelab::test {
 

@@ -23,8 +23,8 @@
 
 #include "core/comm/backends.h"
 #include "core/comm/reduce_kernels.h"
+#include "core/device/host_cores.h"
 #include "core/error.h"
-#include "core/proc/threads.h"
 
 namespace scalelab {
 

@@ -7,10 +7,11 @@
 #include <map>
 #include <mutex>
 
-#include "core/comm/buffer_ops.h"
+#include "core/comm/reduce_kernels.h"
+#include "core/device/buffer_ops.h"
 #include "core/device/device.h"
-#include "core/proc/futex.h"
 #include "core/error.h"
+#include "core/proc/futex.h"
 
 namespace scalelab {
 
@@ -58,7 +59,7 @@ class World {
   }
   // Copies the oldest message from `from` into dst (or takes its value).
   Message receive(int from, int to, void* dst, int64_t bytes, const std::string& what,
-                  comm::BufferOps& ops = comm::host_buffer_ops()) {
+                  BufferOps& ops = comm::host_buffer_ops()) {
     std::unique_lock<std::mutex> lock(mutex_);
     throw_if_broken();
     auto& box = mailbox_[{from, to}];
@@ -251,15 +252,15 @@ class ThreadsGroup : public ProcessGroup {
   static char* bytes_of(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * dtype_size(d); }
 
   // Where the call's buffers live decides how their bytes move: host memory or a GPU's.
-  static comm::BufferOps& ops_of(const Call& call) {
+  static BufferOps& ops_of(const Call& call) {
     for (const Tensor* t : {call.out, call.in})
       if (t && t->defined() && t->device())
-        if (comm::BufferOps* ops = t->device()->executor().buffer_ops()) return *ops;
+        if (BufferOps* ops = t->device()->executor().buffer_ops()) return *ops;
     return comm::host_buffer_ops();
   }
 
   // Every rank waits here; this rank's moves have finished first, so the others may read them.
-  void step_done(comm::BufferOps& ops, const std::string& what) {
+  void step_done(BufferOps& ops, const std::string& what) {
     ops.finish();
     world_->arrive_and_wait(rank(), what);
   }
@@ -270,7 +271,7 @@ class ThreadsGroup : public ProcessGroup {
   // the sum over s+2 ranks of chunk (r−s−1) mod n. Every chunk of the output is written exactly
   // once, so out of place needs no copy of the input first.
   void all_reduce_ring(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank(), left = (r - 1 + n) % n;
     const DType d = call.out->dtype();
     const int64_t count = call.out->numel();
@@ -316,7 +317,7 @@ class ThreadsGroup : public ProcessGroup {
   // memory traffic an all-reduce can have — where the ring reads and writes each chunk at every one
   // of its 2(n−1) steps. The ring is the algorithm a network forces; in one memory we can do better.
   void all_reduce_direct(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.out->dtype();
     const int64_t elem = dtype_size(d);
@@ -347,7 +348,7 @@ class ThreadsGroup : public ProcessGroup {
   // Binomial tree: in round j, the ranks that already have the data (relative rank < 2^j) give it
   // to the rank 2^j further on. ⌈log2 n⌉ rounds instead of n−1.
   void broadcast_tree(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const int rel = (r - call.root + n) % n;
     world_->post(r, nullptr, call.out->raw());
@@ -366,7 +367,7 @@ class ThreadsGroup : public ProcessGroup {
 
   // The root reads every rank's input in rank order.
   void reduce_direct(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     world_->post(r, call.in->raw(), call.out ? call.out->raw() : nullptr);
     world_->arrive_and_wait(r, what + " (posting buffers)");
@@ -389,7 +390,7 @@ class ThreadsGroup : public ProcessGroup {
 
   // Each rank reduces its own block of everyone's input, in rank order.
   void reduce_scatter_direct(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.out->dtype();
     const int64_t block = call.out->numel();
@@ -413,7 +414,7 @@ class ThreadsGroup : public ProcessGroup {
 
   // Each rank copies every rank's input into its place in the output.
   void all_gather_direct(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.in->dtype();
     const int64_t block = call.in->numel();
@@ -430,7 +431,7 @@ class ThreadsGroup : public ProcessGroup {
   }
 
   void scatter_direct(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int r = rank();
     const DType d = call.out->dtype();
     const int64_t block = call.out->numel();
@@ -444,7 +445,7 @@ class ThreadsGroup : public ProcessGroup {
   }
 
   void gather_direct(const Call& call, const std::string& what) {
-    comm::BufferOps& ops = ops_of(call);
+    BufferOps& ops = ops_of(call);
     const int n = size(), r = rank();
     const DType d = call.in->dtype();
     const int64_t block = call.in->numel();

@@ -69,11 +69,11 @@ void stream_wait(cudaStream_t waiter, int waiter_device, cudaStream_t signaller,
 
 int64_t ms_to_ns(float ms) { return static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6)); }
 
-// The threads backend's moves in GPU memory (comm/buffer_ops.h): copies and reduction kernels on
+// The threads backend's moves in GPU memory (device/buffer_ops.h): copies and reduction kernels on
 // the executor's comm stream. finish() waits for that stream: another rank's thread reads the
 // bytes after the next barrier. The compute stream needs no event: every Device op has finished
 // when it returns (CudaClock waits for its end), so a collective never reads a half-written tensor.
-class CudaBufferOps : public comm::BufferOps {
+class CudaBufferOps : public BufferOps {
  public:
   explicit CudaBufferOps(const CudaExecutor& executor) : executor_(executor) {}
   ~CudaBufferOps() override {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/buffer_ops.h"
+#include "core/device/buffer_ops.h"
 #include "core/device/clock.h"
 #include "core/device/executor.h"
 
@@ -39,7 +39,7 @@ class CudaExecutor : public Executor {
   // Waits until everything queued on the stream has run.
   void synchronize() const;
 
-  comm::BufferOps* buffer_ops() override { return buffer_ops_.get(); }
+  BufferOps* buffer_ops() override { return buffer_ops_.get(); }
   void* allocate(int64_t bytes) override;
   void deallocate(void* p) noexcept override;
   void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
@@ -82,7 +82,7 @@ class CudaExecutor : public Executor {
   cudaStream_t stream_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::unique_ptr<comm::BufferOps> buffer_ops_;
+  std::unique_ptr<BufferOps> buffer_ops_;
   Scalars* scalars_ = nullptr;  // device memory
   double* workspace_ = nullptr;
   int64_t workspace_doubles_ = 0;

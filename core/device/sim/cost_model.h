@@ -9,7 +9,7 @@
 //                launch + steps × step cost + bytes moved / achieved bandwidth; a node's NICs
 //                overlapped with its NVLink (profile "collectives"; without it the textbook ring
 //                2(n−1)α + 2(n−1)/n · S/B)
-#include "core/comm/collective.h"
+#include "core/collective.h"
 #include "core/device/sim/profile.h"
 #include "core/tensor.h"
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/comm/collective.h"
+#include "core/collective.h"
 #include "core/error.h"
 #include "core/io/file_check.h"
 

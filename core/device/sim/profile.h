@@ -132,11 +132,11 @@ struct HostCalibration {
   double turn_handoff_s = 0;
   double turn_gemm_extra_s = 0;
   // The turn-taking threads keep to one core, OpenBLAS's helpers to the others
-  // (keep_turns_off_blas_helper_cores, core/proc/threads.h): a threads collective's ranks then copy
+  // (keep_turns_off_blas_helper_cores, core/device/host_cores.h): a threads collective's ranks then copy
   // and add on that one core, at its pace whether the data are cached or not.
   bool turns_on_one_core = false;
   // A cache line's round trip between the turn-taker's core and the first helper's when calibrated
-  // (core_round_trip_s, core/proc/threads.h). Not priced: `train --predict` and `bench predict`
+  // (core_round_trip_s, core/device/host_cores.h). Not priced: `train --predict` and `bench predict`
   // compare it with now to tell whether the host has placed the cores otherwise.
   double core_round_trip_s = 0;
   // A calibrated cuda device as scalelab runs it: the host waits for each op to end, then spends

@@ -1,0 +1,59 @@
+#include "core/checkpoint/weights_file.h"
+
+#include <map>
+
+#include "core/error.h"
+
+namespace scalelab {
+
+std::string torch_parameter_name(int i) { return std::to_string(2 * (i / 2)) + (i % 2 == 0 ? ".weight" : ".bias"); }
+
+std::vector<NpzArray> export_arrays(const Checkpoint& ck) {
+  const HostWeights& w = ck.state.weights;
+  std::vector<NpzArray> out;
+  for (int l = 0; l < w.spec.layer_count(); ++l) {
+    const int64_t in = w.spec.sizes[static_cast<size_t>(l)], o = w.spec.sizes[static_cast<size_t>(l) + 1];
+    out.push_back({torch_parameter_name(2 * l), {o, in}, w.weight[static_cast<size_t>(l)], {}, false});
+    out.push_back({torch_parameter_name(2 * l + 1), {o}, w.bias[static_cast<size_t>(l)], {}, false});
+  }
+  const std::string kind = ck.header.optimizer.kind;
+  const std::vector<std::string> names = kind == "adam" ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
+                                                        : std::vector<std::string>{"momentum_buffer"};
+  for (size_t i = 0; i < ck.state.optimizer.size(); ++i)
+    for (size_t k = 0; k < ck.state.optimizer[i].size() && k < names.size(); ++k) {
+      const NpzArray& param = out[i];
+      out.push_back({"optimizer." + param.name + "." + names[k], param.shape, ck.state.optimizer[i][k], {}, false});
+    }
+  out.push_back({"optimizer.step", {}, {}, {ck.state.optimizer_steps}, true});
+  return out;
+}
+
+HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
+  std::map<std::string, NpzArray> arrays;
+  for (NpzArray& a : read_npz(path)) arrays[a.name] = std::move(a);
+  HostWeights w;
+  w.spec = spec;
+  auto take = [&](int i, const std::vector<int64_t>& shape) {
+    const std::string name = torch_parameter_name(i);
+    auto it = arrays.find(name);
+    if (it == arrays.end())
+      throw UsageError("init-weights", path + ": no array '" + name + "' — the keys are nn.Sequential's (0.weight, 0.bias, 2.weight, …) for --model " + spec.text);
+    auto shape_text = [](const std::vector<int64_t>& s) {
+      std::string t = "(";
+      for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
+      return t + ")";
+    };
+    if (it->second.integer || it->second.shape != shape)
+      throw UsageError("init-weights", path + ": '" + name + "' has shape " + shape_text(it->second.shape) + ", --model " +
+                                           spec.text + " needs " + shape_text(shape) + " of floats");
+    return std::move(it->second.f32);
+  };
+  for (int l = 0; l < spec.layer_count(); ++l) {
+    const int64_t in = spec.sizes[static_cast<size_t>(l)], o = spec.sizes[static_cast<size_t>(l) + 1];
+    w.weight.push_back(take(2 * l, {o, in}));
+    w.bias.push_back(take(2 * l + 1, {o}));
+  }
+  return w;
+}
+
+}  // namespace scalelab

@@ -1,0 +1,50 @@
+#pragma once
+// The pipeline's analysis, apart from its drawing (tests and --describe use it): per training
+// step, each stage's forward and backward blocks by micro-batch, and its bubbles — the idle gaps
+// on a stage's compute lane between the step's first and last compute.
+#include <cstdint>
+#include <vector>
+
+#include "viz/model/dashboard_model.h"
+
+namespace scalelab::viz {
+
+struct PipelineBlock {
+  int stage = 0;
+  int micro_batch = 0;
+  Phase phase = Phase::fwd;  // fwd or bwd
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+struct PipelineBubble {
+  int stage = 0;
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+struct PipelineStep {
+  int step_index = 0;                 // into DashboardModel::steps()
+  int64_t begin_ns = 0, end_ns = 0;   // first compute to last compute of the step on any stage
+  std::vector<PipelineBlock> blocks;
+  std::vector<PipelineBubble> bubbles;
+  std::vector<std::pair<int, Interval>> other_compute;  // stage, optimizer steps etc. (busy, not a block)
+  double bubble_fraction = 0;         // compute_metrics over this step's events
+  bool one_f_one_b = false;           // a backward ran before the stage's last forward
+};
+
+struct PipelineAnalysis {
+  std::vector<int> stage_devices;     // stage → device, by the layers each holds
+  int micro_batches = 0;              // m
+  std::vector<PipelineStep> steps;    // steps that ran micro-batches
+  size_t bubble_count = 0;            // over all steps
+  int64_t min_bubble_ns = 0;          // shorter gaps are scheduling noise, not bubbles
+  double measured = 0;                // RunMetrics::bubble_fraction of the whole run
+  double theory = 0;                  // (p − 1) / (m + p − 1)
+  // The analysed step for a model step index, or nullptr.
+  const PipelineStep* step(int step_index) const;
+};
+
+// True when compute events carry micro-batches (a pipeline schedule ran).
+bool has_pipeline(const DashboardModel& model);
+PipelineAnalysis analyze_pipeline(const DashboardModel& model);
+
+}  // namespace scalelab::viz
