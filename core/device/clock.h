@@ -36,8 +36,8 @@ class Clock {
 // The host's cores, shared by every cpu device of this process: one op at a time, with all
 // the cores (OpenBLAS's threads), in the order the devices asked — as the kernels of N logical
 // devices share one GPU. Without it N device threads each start OpenBLAS's threads on the same
-// cores, which then spin against each other (4 devices' GEMMs ran 8× slower than one's), and how
-// long an op takes would depend on what the other devices happen to do: nothing a model can price.
+// cores, which spin against each other, and how long an op takes would depend on what the other
+// devices happen to do: nothing a model can price.
 // The thread that holds the turn keeps to one core, OpenBLAS's helpers to the others
 // (keep_turns_off_blas_helper_cores, core/device/host_cores.h).
 class HostCores {

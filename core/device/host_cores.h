@@ -20,18 +20,14 @@ void share_cores(int processes);
 // evenly, as many on each core as the others.
 std::vector<int> share_of_cores(int process, int processes, const std::vector<int>& cores);
 
-// Keeps the calling process to its share (above) of usable_cores(). Left to the scheduler, the
-// workers a parent wakes together were often started on the parent's core and ran there one
-// after another, a whole round each, while the other core stood idle (Hogwild on 2 cores, 2
-// workers: 6.4–6.8 ms a step; kept to a core each, 5.5–5.7). Returns false, changing nothing,
-// where the mask cannot be read or set.
+// Keeps the calling process to its share (above) of usable_cores(): left to the scheduler, workers
+// a parent wakes together may all start on the parent's core and run one after another. Returns
+// false, changing nothing, where the mask cannot be read or set.
 bool keep_to_share_of_cores(int process, int processes);
 
 // The thread that holds the host's cores (HostCores) kept off the cores of OpenBLAS's helper
-// threads: OpenBLAS splits a GEMM between the calling thread and its helpers, and when the caller
-// woke on a helper's core the two shared it while another core stood idle — every GEMM of a step
-// at twice its time (DataParallel on the tour's model: one run 9.7 ms a step, the next 13.7, the
-// same GEMM 470 or 900 µs). So, in a process that computes alone (not a forked worker, not one of
+// threads: OpenBLAS splits a GEMM between the calling thread and its helpers, and a caller woken on
+// a helper's core shares it while another core stands idle (the GEMM at twice its time). So, in a process that computes alone (not a forked worker, not one of
 // several processes sharing the cores), the helpers keep to the cores after the first of
 // usable_cores() (read before any thread keeps to one), and each thread that takes a turn to the
 // first, from its first turn on.
@@ -45,19 +41,16 @@ void computes_beside_other_processes();
 bool turns_kept_on_one_core();
 
 // OpenBLAS computes a GEMM of up to this m·n·k on its caller alone, and a larger one with its
-// helpers too (interface/gemm.c: SMP_THRESHOLD_MIN × GEMM_MULTITHREAD_THRESHOLD, 65536 × 4). Timed on
-// the AMD VM with 1 thread and with 2: 64×64×64 4.55 and 4.57 µs, 64×64×65 4.58 and 3.54. While the
+// helpers too (interface/gemm.c: SMP_THRESHOLD_MIN × GEMM_MULTITHREAD_THRESHOLD, 65536 × 4). While the
 // helpers finish their share the caller yields its core — where another thread taking turns can ask
 // for the next one (take_turns_on_host, HostShare::one_core_yield_gemm_mnk).
 constexpr double kBlasOneThreadMaxMnk = 65536.0 * 4;
 
 // How long a cache line takes to go from core `a` to core `b` and back: two threads kept to them
 // pass a flag to and fro (the median of 5 rounds of up to 20 000, each at most 0.1 s). On a VM it
-// says how far apart the host has placed its cores, which can change from one minute to the next:
-// on a 2-vCPU AMD EPYC VM 70–125 ns when they shared a last-level cache, 350–420 ns when they did
-// not — and then what one core reads of the other's writes (half of each GEMM's output: OpenBLAS's
-// helper writes it) came 2–3× slower, every element-wise op of a training step with it. 0 where a
-// thread cannot be kept to its core (fewer cores than asked, or the mask cannot be set).
+// says whether the host has placed the cores apart (no shared last-level cache: several times
+// longer, and element-wise ops that read the other core's GEMM output slow with it; figures in
+// docs/calibration.md). 0 where a thread cannot be kept to its core.
 double core_round_trip_s(int a, int b);
 
 }  // namespace scalelab
