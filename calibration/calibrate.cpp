@@ -241,6 +241,9 @@ int run_calibrate(const CalibrateOptions& o) {
 }
 
 namespace {
+
+// ---- measuring: timed calls, the host's cache and cores, fits, the ops timed ---------------------
+
 using OpMaker = std::function<std::function<void()>(Device&)>;
 
 // Times of calls of `op`, repeated for about `budget_s` (at least `min_calls`, after 2 untimed).
