@@ -919,9 +919,9 @@ double link_bandwidth(CalibrationSession& s, const char* link, const char* probe
   return links[link]["bandwidth_Bps"].get<double>();
 }
 
-// The host's last-level cache in effect, and how it treats a byte touched again (a sweep each run;
-// the profile has the median of the sweeps so far).
+// The host's last-level cache in effect, and how it treats a byte touched again.
 void host_cache_cpu(CalibrationSession& s) {
+  // A sweep each run; the profile has the median of the sweeps so far.
   s.progress.step("sweep " + std::to_string(s.cache_in_effect.size() + 1));
   s.cache_in_effect.push_back(measure_host_cache(s.cache_sweeps));
   if (s.cache_in_effect.back() > 0) measure_retouch(s.cache_in_effect.back(), s.retouch_sweeps);
@@ -969,8 +969,7 @@ void host_cache_cpu(CalibrationSession& s) {
   s.summary["host_cache"] = lines;
 }
 
-// The gap when the host's cores pass from one device's thread to another's, and what a GEMM takes
-// beyond its own time right after.
+// The gap when the cores pass from one device's thread to another's, and a GEMM's extra right after.
 void turns_cpu(CalibrationSession& s) {
   const TurnCosts turns = measure_turn_costs(s.options.devices, s.raw());
   json& device = s.device();
@@ -989,9 +988,10 @@ void turns_cpu(CalibrationSession& s) {
                             turns.handoff_s * 1e6, turns.gemm_extra_s * 1e6);
 }
 
-// FLOP/s of Device::gemm per shape of the grid, hot (the operands in the shared cache), cold and
-// adding to C: the best rate is the peak, the shares of it by m·n·k the curve.
+// Device::gemm's time per shape of the grid: hot, cold and adding to C.
 void gemm_cpu(CalibrationSession& s) {
+  // Hot: the operands in the shared cache, not the cores' own. The best rate is the peak, the
+  // shares of it by m·n·k the curve.
   const int gemm_rounds = s.quick ? 2 : 3;  // see "In rounds" below
   const std::vector<int64_t> rows = s.quick ? std::vector<int64_t>{8, 32, 128} : std::vector<int64_t>{8, 32, 128, 512};
   const std::vector<int64_t> widths =
@@ -1060,10 +1060,10 @@ void gemm_cpu(CalibrationSession& s) {
   s.summary["gemm"] = lines;
 }
 
-// FLOP/s of Device::gemm on the cuda device per shape of the grid and dtype, per call as a run pays
-// it: each dtype's best rate is its peak, the shares of it by m·n·k its curve; f32's shapes also
-// the table (and the dW shapes adding to C, as a gradient accumulates).
+// Device::gemm's time per call on the cuda device, per shape of the grid and dtype.
 void gemm_cuda(CalibrationSession& s) {
+  // Each dtype's best rate is its peak, the shares of it by m·n·k its curve; f32's shapes also the
+  // table (and the dW shapes adding to C, as a gradient accumulates).
   const int gemm_rounds = s.quick ? 1 : 2;
   // The cpu's grid, and larger shapes: a GPU reaches its peak only there.
   const std::vector<int64_t> rows = s.quick ? std::vector<int64_t>{8, 128, 512} : std::vector<int64_t>{8, 32, 128, 512, 2048};
@@ -1167,8 +1167,7 @@ void gemm_cuda(CalibrationSession& s) {
   s.summary["gemm"] = lines;
 }
 
-// Each element-wise kind a step makes, over sizes a factor of 4 apart up to past the last-level
-// cache, hot and cold: each kind's share of the best rate by bytes touched; α + bytes/B of axpy and bias+ReLU.
+// Each element-wise kind a step makes, by size, hot and cold.
 void elementwise_cpu(CalibrationSession& s) {
   // Up to 16 MiB per tensor (64 MiB in a full run): past the last-level cache, as a large layer's
   // weights and their optimizer state are. An SGD step on a layer's 4 MiB weights reads from DRAM;
@@ -1262,9 +1261,10 @@ double write_cuda_memory_figures(CalibrationSession& s) {
   return ew_best;
 }
 
-// Each element-wise kind by size on the cuda device, per call as a run pays it: each kind's share of
-// the best rate by bytes touched (read off the op's event); α + bytes/B of axpy and bias+ReLU.
+// Each element-wise kind a step makes, by size, per call on the cuda device.
 void elementwise_cuda(CalibrationSession& s) {
+  // Each kind's share of the best rate by bytes touched (read off the op's event); axpy and
+  // bias+ReLU also give α + bytes/B.
   // 4^i × 256 floats: 1 KiB … 256 MiB per tensor (past an H100's 50 MB L2).
   const int elementwise_sizes = s.quick ? 7 : 10;
   std::vector<double> ew_bytes, ew_seconds;
@@ -1297,9 +1297,10 @@ void elementwise_cuda(CalibrationSession& s) {
   s.summary["elementwise"] = lines;
 }
 
-// The launch overhead: a tiny op (scale of 256 floats) called back to back — the wall time of N
-// calls ÷ N is how far apart a step's ops are when they do nothing; its GPU time is beside it.
+// The launch overhead: a tiny op (scale of 256 floats) called back to back.
 void launch_cuda(CalibrationSession& s) {
+  // The wall time of N calls ÷ N is how far apart a step's ops are when they do nothing; its GPU
+  // time is beside it.
   const std::vector<ElementwiseKind> kinds = elementwise_kinds();
   const auto scale = std::find_if(kinds.begin(), kinds.end(), [](const ElementwiseKind& k) { return std::string(k.name) == "scale"; });
   const std::function<void()> tiny = scale->make(s.dev(), 1, 256);
@@ -1321,12 +1322,12 @@ void launch_cuda(CalibrationSession& s) {
                              launch * 1e6, t.call_s * 1e6, t.gpu_s * 1e6);
 }
 
-// The host's time between two ops of a training step, beyond what a back-to-back call pays (the
-// tiny op's call − GPU time, from launch): a step also allocates and frees its tensors and runs the
-// strategy's own code between ops. Measured on a short run of single, as the run pays it: the mean
-// gap from one op's end to the next op's start within a step, from the third step on. The sim puts
-// it before each op of a device, after that device's last op (host_op_gap_s).
+// The host's time between two ops of a training step, beyond what a back-to-back call pays.
 void host_gap_cuda(CalibrationSession& s) {
+  // A step also allocates and frees its tensors and runs the strategy's own code between ops.
+  // Measured on a short run of single, as the run pays it: the mean gap from one op's end to the
+  // next op's start within a step, from the third step on, less the tiny op's call − GPU time (from
+  // launch). The sim puts it before each op of a device, after that device's last op.
   if (!s.raw().contains("tiny_op"))
     throw Error("calibrate", "internal: the host_gap probe needs the tiny op's overhead, which launch measures: the schedule must run launch first; please report it");
   TrainConfig c;
@@ -1363,9 +1364,10 @@ void host_gap_cuda(CalibrationSession& s) {
                                host_op_gap * 1e6, step_gap * 1e6, call_overhead * 1e6, run.c_str());
 }
 
-// Device memory: one large copy inside the device (Device::copy, read + write as the event counts
-// it), timed by its event — at this size the GPU's time is the call's.
+// Device memory's bandwidth: one large copy inside the device.
 void device_memory_cuda(CalibrationSession& s) {
+  // Device::copy, read + write as the event counts it, timed by its event: at this size the GPU's
+  // time is the call's.
   const int64_t hbm_copy_bytes = s.quick ? int64_t{256} << 20 : int64_t{1} << 30;
   Device& dev = s.dev();
   const int64_t floats = hbm_copy_bytes / 4;
@@ -1413,7 +1415,7 @@ std::string cpu_copy_line(const char* what, const CopySeries& series) {
   return line + "\n";
 }
 
-// Host copies by size (upload: host → device memory; on cpu a memcpy), hot and cold: the host link.
+// The host link: uploads by size (host → device memory; on cpu a memcpy), hot and cold.
 void host_copy_cpu(CalibrationSession& s) {
   json raw_rows;
   const CopySeries host = cpu_copy_series(s, "upload", [&](int64_t n) {
@@ -1431,10 +1433,10 @@ void host_copy_cpu(CalibrationSession& s) {
   s.summary["host_copy"] = cpu_copy_line("host copy ", host);
 }
 
-// Copies between two cpu devices by size (Device::copy across devices: a memcpy), hot and cold: the
-// link between devices, which point-to-point copies (model parallel's activations, DataParallel's
-// scatter and replicate) are priced with.
+// The link between devices: copies between two cpu devices by size, hot and cold.
 void peer_copy_cpu(CalibrationSession& s) {
+  // Device::copy across devices (a memcpy): point-to-point copies (model parallel's activations,
+  // DataParallel's scatter and replicate) are priced with it.
   DeviceOptions two = s.device_options;
   two.count = 2;
   auto pair = make_devices(two);
@@ -1476,7 +1478,7 @@ std::string cuda_copy_line(const char* what, const CudaCopySeries& series) {
   return line + "\n";
 }
 
-// Uploads and downloads by size (the host link; pageable host memory, as a run's batches are).
+// The host link: uploads and downloads by size (pageable host memory, as a run's batches are).
 void host_copy_cuda(CalibrationSession& s) {
   Device& dev = s.dev();
   const CudaCopySeries upload = cuda_copy_series(s, "upload", [&](int64_t n) {
@@ -1499,8 +1501,7 @@ void host_copy_cuda(CalibrationSession& s) {
   s.summary["host_copy"] = cuda_copy_line("upload      ", upload) + cuda_copy_line("download    ", download);
 }
 
-// Copies by size from one cuda device into another (two logical devices of this GPU, each its own
-// stream, or two GPUs): the link between devices.
+// The link between devices: copies by size from one cuda device into another (logical or two GPUs).
 void peer_copy_cuda(CalibrationSession& s) {
   std::string peer_what;
   CudaCopySeries peer;
@@ -1577,10 +1578,11 @@ AlphaBeta write_threads_collectives(CalibrationSession& s, const std::vector<dou
   return ring;
 }
 
-// The collectives a strategy calls, over the threads backend, as a run leaves the host (OpenBLAS's
-// helpers spinning): timed by size they price calls on those counts; the all-reduce's ring prices
-// other counts. shm's all-reduce is measured too (full run), for the record.
+// The collectives a strategy calls, over the threads backend, as a run leaves the host.
 void collectives_cpu(CalibrationSession& s) {
+  // With OpenBLAS's helpers spinning, as a run's GEMMs leave them. Timed by size they price calls on
+  // those counts; the all-reduce's ring prices other counts. shm's all-reduce is measured too (full
+  // run), for the record.
   const int ranks = s.options.devices;
   std::vector<double> ar_bytes, ar_seconds;
   json measured = json::array();
@@ -1607,8 +1609,7 @@ void collectives_cpu(CalibrationSession& s) {
                                   ring.bandwidth_Bps * 1e-9, ring.alpha_s * 1e6, 100 * (std::exp(ring.rms_log_error) - 1));
 }
 
-// The threads collectives on --devices cuda devices (and on 2; a send between 2), their buffers in
-// device memory, timed by size as bench comm times them.
+// The collectives a strategy calls, over the threads backend, their buffers in device memory.
 void collectives_cuda(CalibrationSession& s) {
   const int ranks = s.options.devices;
   std::vector<double> ar_bytes, ar_seconds;
@@ -1633,10 +1634,10 @@ void collectives_cuda(CalibrationSession& s) {
   s.summary["collectives"] = line + "\n";
 }
 
-// How far apart the host has placed this VM's cores: a cache line's round trip between the
-// turn-taker's core and OpenBLAS's helper's (a time each run; it can change within minutes, and what
-// a core reads of another's writes with it; the profile has the median).
+// How far apart the host has placed the cores: a cache line's round trip between two of them.
 void core_round_trip_cpu(CalibrationSession& s) {
+  // The turn-taker's core and OpenBLAS's helper's, a time each run: the placement can change within
+  // minutes, and what a core reads of another's writes with it. The profile has the median.
   s.round_trips.push_back(turn_to_helper_round_trip_s());
   s.raw()["core_round_trip_s"] = s.round_trips;
   const double round_trip = median(s.round_trips);
