@@ -1,11 +1,10 @@
-// `scalelab calibrate`: measures this machine as the cpu device uses it — GEMMs over a grid of
-// shapes (a table and an efficiency curve), element-wise ops (curves by size and kind), host and
-// device-to-device copies (curves by size), all of them hot and cold, the cache in effect, and the
-// threads (and shm) all-reduce's α and β — and writes a hardware profile that
-// `--device sim --hw FILE` prices runs with. Every op is timed through the same Device calls a
-// training step makes, so the per-call costs a step pays (bookkeeping, the event bus) are in the figures.
-// The probes, what each measures and the profile fields it writes: calibration/probes.cpp
-// (`scalelab calibrate --list`); keep that table in step with what run_calibrate and calibrate_cuda do.
+// `scalelab calibrate`: measures this machine's cpu (or cuda) device as a run uses it and writes a
+// hardware profile that `--device sim --hw FILE` prices runs with. A table of probes, each timing one
+// thing — GEMMs, element-wise ops, copies, collectives, the host's cache and cores — through the same
+// Device calls a training step makes (so the per-call costs a step pays, bookkeeping and the event
+// bus, are in the figures) and writing its fields of the profile; one loop runs them in the order of
+// the device's schedule, as nccl-tests and ggml's test-backend-ops run theirs. `scalelab calibrate
+// --list` prints the table and the schedules (calibration/probes.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <condition_variable>
 #include <cctype>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "calibration/calibration.h"
+#include "calibration/probes.h"
 #include "core/device/device.h"
 #include "core/device/host_cores.h"
 #include "core/device/sim/profile.h"
@@ -47,6 +48,201 @@ namespace {
 
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
+
+// On a terminal one line, redrawn at each measurement; in a log a line as each probe starts.
+class ProgressLine {
+ public:
+  explicit ProgressLine(int probes) : probes_(probes), tty_(::isatty(STDERR_FILENO) != 0) {}
+  // The loop: probe `index` (from 0) of the schedule starts.
+  void probe(int index, const std::string& name) {
+    index_ = index;
+    name_ = name;
+    if (tty_) step("");
+    else print(name + " (" + std::to_string(index + 1) + " of " + std::to_string(probes_) + ")", "\n");
+  }
+  // A probe: what it times now.
+  void step(const std::string& what) {
+    if (tty_) print(what.empty() ? name_ : name_ + ": " + what, "");
+  }
+  void end() {
+    index_ = probes_;
+    print("done", "\n");
+  }
+
+ private:
+  void print(const std::string& what, const char* newline) {
+    // On a terminal padded, so the line drawn over a longer one leaves none of it.
+    std::fprintf(stderr, "%s[calibrate] %3d%%  %-*s%s", tty_ ? "\r" : "", 100 * index_ / std::max(1, probes_), tty_ ? 64 : 0, what.c_str(),
+                 newline);
+    std::fflush(stderr);
+  }
+  int probes_, index_ = 0;
+  std::string name_;
+  bool tty_;
+};
+
+// Whatever the host's caches hold, pushed out: a buffer larger than the last-level cache, one
+// write per cache line. A call timed after it reads its data from DRAM, as a step's ops do when the
+// bytes the devices move in a step outgrow the cache.
+class CacheFlusher {
+ public:
+  explicit CacheFlusher(size_t bytes) : junk_(bytes / sizeof(float), 1.0f) {}
+  void operator()() {
+    for (size_t i = 0; i < junk_.size(); i += 16) junk_[i] += 1.0f;
+  }
+
+ private:
+  std::vector<float> junk_;
+};
+
+}  // namespace
+
+// What the probes share: the options, the devices they time, the profile being written (its fields,
+// their "sources", calibration.raw and calibration.fits), each probe's lines of the closing summary,
+// the progress line — and what a probe run more than once, or a later probe, needs of an earlier run.
+struct CalibrationSession {
+  CalibrationSession(const CalibrateOptions& o, int probes)
+      : options(o), cuda(o.device == "cuda"), quick(o.quick), budget(o.quick ? 0.02 : cuda ? 0.1 : 0.15), progress(probes) {
+    device_options.kind = cuda ? DeviceKind::cuda : DeviceKind::cpu;
+    device_options.bus = &bus;
+    devices = make_devices(device_options);
+  }
+  const CalibrateOptions& options;
+  const bool cuda;      // the cuda device (else the cpu)
+  const bool quick;     // a smaller grid and shorter timings
+  const double budget;  // seconds per measurement (GPU timings move little from one call to the next)
+  EventBus bus;         // there as in training; the probes clear its store
+  DeviceOptions device_options;
+  std::vector<std::unique_ptr<Device>> devices;
+  Device& dev() { return *devices[0]; }  // the device the probes time
+
+  json profile;
+  json& device() { return profile["device"]; }
+  json& sources() { return profile["sources"]; }
+  json& raw() { return profile["calibration"]["raw"]; }
+  json& fits() { return profile["calibration"]["fits"]; }
+  std::map<std::string, std::string> summary;  // probe → its lines, printed in the table's order
+  std::vector<std::string> warnings;           // cuda: what could not be measured, and what the profile does instead
+  ProgressLine progress;
+
+  // cpu: the host-cache sweeps and round trips so far (the profile has their median), and the
+  // flusher that gives the cold times.
+  std::vector<double> cache_in_effect, round_trips;
+  json cache_sweeps = json::array(), retouch_sweeps = json::array();
+  int cold_calls() const { return quick ? 3 : 5; }
+  CacheFlusher& flush() {
+    // Past what any sweep touched (1 GiB): 448 MiB had left a copy's data partly cached.
+    if (!flusher) {
+      const double cache = cache_in_effect.empty() ? 0.0 : cache_in_effect.front();
+      flusher = std::make_unique<CacheFlusher>(static_cast<size_t>(std::max(4 * cache, 1024.0 * (1 << 20))));
+    }
+    return *flusher;
+  }
+  // cuda: each element-wise kind's rates (bytes, B/s) and the large copy's, which set the
+  // bandwidth the curves are shares of.
+  std::map<std::string, std::vector<std::pair<double, double>>> elementwise_rates;
+  double device_memory_Bps = 0;
+
+ private:
+  std::unique_ptr<CacheFlusher> flusher;
+};
+
+namespace {
+
+// The probes (defined below; the table says what each measures and writes): how each runs on the
+// cpu device and on the cuda device.
+void host_cache_cpu(CalibrationSession& s);
+void turns_cpu(CalibrationSession& s);
+void gemm_cpu(CalibrationSession& s);
+void gemm_cuda(CalibrationSession& s);
+void elementwise_cpu(CalibrationSession& s);
+void elementwise_cuda(CalibrationSession& s);
+void launch_cuda(CalibrationSession& s);
+void host_gap_cuda(CalibrationSession& s);
+void device_memory_cuda(CalibrationSession& s);
+void host_copy_cpu(CalibrationSession& s);
+void host_copy_cuda(CalibrationSession& s);
+void peer_copy_cpu(CalibrationSession& s);
+void peer_copy_cuda(CalibrationSession& s);
+void collectives_cpu(CalibrationSession& s);
+void collectives_cuda(CalibrationSession& s);
+void core_round_trip_cpu(CalibrationSession& s);
+
+// The options checked (the message says what to pass instead) and the file to write.
+std::string checked_output(const CalibrateOptions& o);
+// What a profile has besides the probes' fields: the machine, its memory, how it was measured.
+void begin_cpu_profile(CalibrationSession& s);
+void begin_cuda_profile(CalibrationSession& s);
+// The profile written (read back first: the sim must accept it) and the summary printed.
+void finish_profile(CalibrationSession& s, const std::string& out, double seconds);
+
+}  // namespace
+
+const std::vector<CalibrationProbe>& calibration_probes() {
+  static const std::vector<CalibrationProbe> probes = {
+      {"host_cache", "y += x on 8 MiB after touching more and more other memory (a sweep each run), and after touching it four times",
+       "host_cache_bytes, host_cache_curve, host_cache_retouch", host_cache_cpu, nullptr},
+      {"turns", "the devices' threads taking turns for a layer's forward (a GEMM, then its bias+ReLU), against one thread",
+       "turn_handoff_s, turn_gemm_extra_s, turns_on_one_core", turns_cpu, nullptr},
+      {"gemm", "Device::gemm over a grid of MLP shapes (forward, dW, dx) in rounds: hot, cold (caches flushed), adding to C; "
+               "on cuda each dtype (f32, bf16, f16)",
+       "peak_flops, gemm_efficiency, gemm_curves, gemm_table", gemm_cpu, gemm_cuda},
+      {"elementwise", "each element-wise kind a step makes (sgd, adam, bias+ReLU, axpy, …) over sizes 4× apart, hot and cold",
+       "mem_bandwidth_Bps, elementwise_curves, launch_overhead_s (cpu: α of axpy and bias+ReLU)", elementwise_cpu, elementwise_cuda},
+      {"launch", "a tiny op (scale of 256 floats) called back to back", "launch_overhead_s", nullptr, launch_cuda},
+      {"host_gap", "a short run of single: the host's time from one op's end to the next op's start within a step, less a tiny op's "
+                   "own overhead (after launch)",
+       "host_op_gap_s", nullptr, host_gap_cuda},
+      {"device_memory", "one large copy inside the device (after elementwise)",
+       "mem_bandwidth_Bps (the larger of it and the element-wise best), elementwise_curves (as shares of it)", nullptr, device_memory_cuda},
+      {"host_copy", "Device::upload by size (cuda: also downloads), hot and cold", "links.host", host_copy_cpu, host_copy_cuda},
+      {"peer_copy", "Device::copy between two devices by size, hot and cold", "links.intra_node", peer_copy_cpu, peer_copy_cuda},
+      {"collectives", "the threads backend's all_reduce, reduce_scatter, all_gather on --devices and 2 ranks and a send between 2, "
+                      "as `bench comm` times them (cpu full run: shm's all_reduce too, for the record; after peer_copy)",
+       "collectives (intra_hop_s, intra_efficiency, measured)", collectives_cpu, collectives_cuda},
+      {"core_round_trip", "a cache line from the turn-taker's core to OpenBLAS's helper's and back (a time each run)",
+       "core_round_trip_s (not priced: bench predict compares it with now)", core_round_trip_cpu, nullptr},
+  };
+  return probes;
+}
+
+const std::vector<std::string>& calibration_schedule(const std::string& device) {
+  // On the cpu the host's cache in effect and the cores' placement move with what the machine's
+  // other tenants do: swept and timed at the start, the middle and the end, the median kept.
+  static const std::vector<std::string> cpu = {"core_round_trip", "host_cache", "turns", "gemm", "host_cache", "core_round_trip",
+                                               "elementwise", "host_copy", "peer_copy", "host_cache", "collectives", "core_round_trip"};
+  static const std::vector<std::string> cuda = {"gemm", "elementwise", "launch", "host_gap", "device_memory", "host_copy", "peer_copy",
+                                                "collectives"};
+  if (device == "cpu") return cpu;
+  if (device == "cuda") return cuda;
+  throw UsageError("calibrate", "--device " + device + ": only the cpu and cuda devices are measured here — pass --device cpu "
+                                "or --device cuda (a sim device's figures are the profile itself, see profiles/README.md)");
+}
+
+// The loop: every probe of the device's schedule, in turn, on one session.
+int run_calibrate(const CalibrateOptions& o) {
+  const std::vector<std::string>& schedule = calibration_schedule(o.device);
+  const std::string out = checked_output(o);
+  const auto started = clock_type::now();
+  CalibrationSession s(o, static_cast<int>(schedule.size()));
+  if (s.cuda) begin_cuda_profile(s);
+  else begin_cpu_profile(s);
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const auto& probes = calibration_probes();
+    const auto probe = std::find_if(probes.begin(), probes.end(), [&](const CalibrationProbe& p) { return p.name == schedule[i]; });
+    const ProbeRun run = probe == probes.end() ? nullptr : s.cuda ? probe->cuda : probe->cpu;
+    if (!run) throw Error("calibrate", "internal: the " + o.device + " schedule names '" + schedule[i] + "', which no probe runs on " + o.device + "; please report it");
+    s.progress.probe(static_cast<int>(i), probe->name);
+    run(s);
+  }
+  s.progress.end();
+  finish_profile(s, out, std::chrono::duration<double>(clock_type::now() - started).count());
+  return 0;
+}
+
+namespace {
+
+// ---- measuring: timed calls, the host's cache and cores, fits, the ops timed ---------------------
 
 using OpMaker = std::function<std::function<void()>(Device&)>;
 
@@ -84,20 +280,6 @@ std::vector<double> warm_call_times(const OpMaker& make, Device& dev, int64_t op
   size_t next = 0;
   return call_times([&] { ops[next++ % ops.size()](); }, budget_s, bus, 2);
 }
-
-// Whatever the host's caches hold, pushed out: a buffer larger than the last-level cache, one
-// write per cache line. A call timed after it reads its data from DRAM, as a step's ops do when the
-// bytes the devices move in a step outgrow the cache.
-class CacheFlusher {
- public:
-  explicit CacheFlusher(size_t bytes) : junk_(bytes / sizeof(float), 1.0f) {}
-  void operator()() {
-    for (size_t i = 0; i < junk_.size(); i += 16) junk_[i] += 1.0f;
-  }
-
- private:
-  std::vector<float> junk_;
-};
 
 // The times of `calls` calls, each after a flush.
 std::vector<double> cold_call_times(const std::function<void()>& op, CacheFlusher& flush, int calls, EventBus& bus) {
@@ -286,30 +468,6 @@ std::string utc_now() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   return buf;
 }
-
-// On a terminal one line, redrawn at each measurement; in a log a plain line every 10 %.
-class ProgressLine {
- public:
-  explicit ProgressLine(int total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0) {}
-  void step(const std::string& what) {
-    ++done_;
-    const int pct = 100 * done_ / std::max(1, total_);
-    if (tty_) {
-      std::fprintf(stderr, "\r[calibrate] %3d%%  %-48s", pct, what.c_str());
-    } else if (pct / 10 > printed_ / 10) {
-      std::fprintf(stderr, "[calibrate] %3d%%  %s\n", pct, what.c_str());
-      printed_ = pct;
-    }
-    std::fflush(stderr);
-  }
-  void end() {
-    if (tty_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  int total_, done_ = 0, printed_ = 0;
-  bool tty_;
-};
 
 // The cold share by the bytes moved since, point by point from the sweeps of measure_host_cache:
 // at each point, the median over the sweeps of how far y += x's time has gone from its hot time
@@ -707,77 +865,218 @@ std::string without_component(std::string message) {
   return message;
 }
 
-// `scalelab calibrate --device cuda`: the GPU as the cuda device uses it, through the Device calls
-// a run makes — GEMMs over the shapes grid (f32 as the executor runs it, TF32 off: a table and a
-// curve; bf16 and f16: curves), each element-wise kind by size, a tiny op's pace (the launch
-// overhead), a large copy in device memory (HBM), uploads and downloads (the host link), copies
-// between two cuda devices (two logical devices of one GPU, or two GPUs) and the threads
-// collectives on --devices logical devices. What only the cpu device has is not measured: the
-// host's cache (a GPU step's data are in its memory; no cold times), the cores' turns and their
-// hand-off, the core-to-core round trip, OpenBLAS's helper threads.
-int calibrate_cuda(const CalibrateOptions& o) {
-  if (cuda_device_count() < 1) {
-    std::string why = "no CUDA device is visible";
-    try {
-      make_cuda_executor(0);
-    } catch (const std::exception& e) {
-      why = without_component(e.what());
+// A cpu copy series: its sizes, times hot and cold, and α + bytes/B fitted.
+struct CopySeries {
+  AlphaBeta fit;
+  std::vector<double> bytes, seconds, seconds_cold;
+  // The link: its best rate as the bandwidth, each size's share of it as the curve (hot, cold).
+  json link() const {
+    double best = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) best = std::max(best, bytes[i] / seconds[i]);
+    json shares = json::array(), cold_shares = json::array();
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      shares.push_back(std::clamp(bytes[i] / seconds[i] / best, 1e-6, 1.0));
+      cold_shares.push_back(std::clamp(bytes[i] / seconds_cold[i] / best, 1e-6, 1.0));
     }
-    // The device's own message says what to do where it says anything (built without CUDA: rebuild).
-    throw UsageError("calibrate", "--device cuda: " + why +
-                                      (why.find(" — ") != std::string::npos
-                                           ? std::string()
-                                           : " — run calibrate on the machine with the GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES), "
-                                             "or pass --device cpu to measure this machine's cores"));
+    return {{"kind", "memory"}, {"bandwidth_Bps", best}, {"latency_s", fit.alpha_s},
+            {"curve", {{"bytes", bytes}, {"efficiency", shares}, {"efficiency_cold", cold_shares}}}};
   }
-  if (o.devices < 2 || o.devices > kMaxCpuDevices)
-    throw UsageError("calibrate", "--device cuda --devices " + std::to_string(o.devices) + ": the threads collectives are measured on 2 … " +
-                                      std::to_string(kMaxCpuDevices) + " cuda devices (logical devices of this GPU) — pass --devices N ≥ 2");
-  const std::string out = o.out.empty() ? "calibrated-" + host_name() + "-cuda.json" : o.out;
-  check_output_path(out, "calibrate");
-  const auto started = clock_type::now();
-  const int gpus = cuda_device_count();
-  // GPU timings move little from one call to the next: shorter budgets than the cpu's, two rounds.
-  const double budget = o.quick ? 0.02 : 0.1;
-  const int gemm_rounds = o.quick ? 1 : 2;
-  // The cpu's grid, and larger shapes: a GPU reaches its peak only there.
-  const std::vector<int64_t> rows = o.quick ? std::vector<int64_t>{8, 128, 512} : std::vector<int64_t>{8, 32, 128, 512, 2048};
+};
+
+// A cuda copy series: its sizes, times per call and on the GPU, and α + bytes/B fitted.
+struct CudaCopySeries {
+  std::vector<double> bytes, seconds, seconds_gpu;
+  AlphaBeta fit;
+  json raw() const {
+    json r = json::array();
+    for (size_t i = 0; i < bytes.size(); ++i) r.push_back({{"bytes", bytes[i]}, {"seconds", seconds[i]}, {"seconds_gpu", seconds_gpu[i]}});
+    return r;
+  }
+};
+
+// ---- the probes ---------------------------------------------------------------------------------
+
+// printf into a string: a probe's lines of the closing summary.
+__attribute__((format(printf, 1, 2))) std::string strf(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out(static_cast<size_t>(std::max(n, 0)) + 1, '\0');
+  std::vsnprintf(out.data(), out.size(), format, again);
+  va_end(again);
+  out.pop_back();
+  return out;
+}
+
+// links.<link>'s bandwidth, or an internal error naming the probe the schedule must run first.
+double link_bandwidth(CalibrationSession& s, const char* link, const char* probe, const char* before) {
+  const json& links = s.profile["links"];
+  if (!links.contains(link))
+    throw Error("calibrate", std::string("internal: the ") + before + " probe needs links." + link + ", which " + probe +
+                                 " measures: the schedule must run " + probe + " first; please report it");
+  return links[link]["bandwidth_Bps"].get<double>();
+}
+
+// The host's last-level cache in effect, and how it treats a byte touched again.
+void host_cache_cpu(CalibrationSession& s) {
+  // A sweep each run; the profile has the median of the sweeps so far.
+  s.progress.step("sweep " + std::to_string(s.cache_in_effect.size() + 1));
+  s.cache_in_effect.push_back(measure_host_cache(s.cache_sweeps));
+  if (s.cache_in_effect.back() > 0) measure_retouch(s.cache_in_effect.back(), s.retouch_sweeps);
+  const double host_cache = median(s.cache_in_effect);
+  json& raw = s.raw();
+  for (const json& sweep : s.cache_sweeps)
+    if (sweep["bytes_in_effect"].get<double>() == host_cache) raw["host_cache"] = sweep["rows"];  // the median's
+  raw["host_cache_sweeps"] = s.cache_sweeps;
+  std::vector<double> retouches;
+  for (const json& sweep : s.retouch_sweeps)
+    if (sweep["retouch"].get<double>() >= 0) retouches.push_back(sweep["retouch"].get<double>());
+  const double retouch = host_cache > 0 && !retouches.empty() ? median(retouches) : -1.0;
+  raw["host_cache_retouch"] = s.retouch_sweeps;
+
+  json& device = s.device();
+  json& sources = s.sources();
+  sources["host_cache_bytes"] = "measured: y += x on 8 MiB after touching more and more other memory; the size at which it is halfway to DRAM's time, ÷ 1.5; the median of three sweeps, at the start, after the GEMMs and after the copies (calibration.raw.host_cache_sweeps)";
+  for (const char* field : {"host_cache_bytes", "host_cache_curve", "host_cache_retouch"}) {
+    device.erase(field);  // this run's median replaces the last
+    if (std::string(field) != "host_cache_bytes") sources.erase(field);
+  }
+  if (!(host_cache > 0)) {  // none found: every op priced hot
+    s.summary["host_cache"] = "  host cache     no cliff found between in-cache and DRAM times: every op priced as measured hot\n";
+    return;
+  }
+  device["host_cache_bytes"] = host_cache;
+  device["host_cache_curve"] = cold_share_curve(s.cache_sweeps);
+  sources["host_cache_curve"] = "measured: the same sweeps, point by point — the median over the three of how far y += x's time has gone from its hot time to its DRAM time (the most memory touched), never falling; bytes = the memory touched + its own 16 MiB";
+  if (retouch >= 0) {
+    device["host_cache_retouch"] = retouch;
+    sources["host_cache_retouch"] = "measured: y += x after touching D bytes four times, against D once and 4D once: Σ (four times − once) ÷ Σ (4D − once) over D = ¼ … 1 × the cache in effect, after each of the three sweeps, the median (calibration.raw.host_cache_retouch)";
+  }
+  std::string lines = strf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold);\n"
+                           "                 cold share by bytes moved:",
+                           format_bytes(static_cast<int64_t>(host_cache)).c_str());
+  const json& curve = device["host_cache_curve"];
+  for (size_t i = 0; i < curve["bytes"].size(); ++i)
+    lines += strf(" %s %.2f", format_bytes(curve["bytes"][i].get<int64_t>()).c_str(), curve["cold_share"][i].get<double>());
+  lines += "\n";
+  if (retouch >= 0)
+    lines += strf("                 a byte touched again counts %.2f of a new one (0: only the distinct bytes a step touches push\n"
+                  "                 data out, as in an LRU cache; 1: every byte it moves)\n", retouch);
+  else
+    lines += "                 touching the same bytes again could not be told from touching new ones: every byte moved counts\n";
+  s.summary["host_cache"] = lines;
+}
+
+// The gap when the cores pass from one device's thread to another's, and a GEMM's extra right after.
+void turns_cpu(CalibrationSession& s) {
+  const TurnCosts turns = measure_turn_costs(s.options.devices, s.raw());
+  json& device = s.device();
+  json& sources = s.sources();
+  device["turn_handoff_s"] = turns.handoff_s;
+  device["turn_gemm_extra_s"] = turns.gemm_extra_s;
+  if (turns_kept_on_one_core()) {
+    device["turns_on_one_core"] = true;
+    sources["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
+                                   " and OpenBLAS's helpers to the others (core/device/host_cores.h)";
+  }
+  sources["turn_handoff_s"] = "measured: " + std::to_string(s.options.devices) +
+                              " device threads taking turns for a layer's forward (a GEMM, then its bias+ReLU); the mean gap when the turn passes to another";
+  sources["turn_gemm_extra_s"] = "measured: the median GEMM (32x256x256) of those rounds less the median of the same ops on the same devices driven by one thread, round by round; the median over 9 rounds (calibration.raw.turn_gemm_extra)";
+  s.summary["turns"] = strf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes); a GEMM right after takes %.1f µs more\n",
+                            turns.handoff_s * 1e6, turns.gemm_extra_s * 1e6);
+}
+
+// Device::gemm's time per shape of the grid: hot, cold and adding to C.
+void gemm_cpu(CalibrationSession& s) {
+  // Hot: the operands in the shared cache, not the cores' own. The best rate is the peak, the
+  // shares of it by m·n·k the curve.
+  const int gemm_rounds = s.quick ? 2 : 3;  // see "In rounds" below
+  const std::vector<int64_t> rows = s.quick ? std::vector<int64_t>{8, 32, 128} : std::vector<int64_t>{8, 32, 128, 512};
   const std::vector<int64_t> widths =
-      o.quick ? std::vector<int64_t>{64, 256, 1024, 4096} : std::vector<int64_t>{16, 64, 256, 1024, 2048, 4096, 8192};
+      s.quick ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{16, 64, 256, 1024, 2048};
+  const std::vector<GemmShape> grid = gemm_grid(rows, widths);
+  Device& dev = s.dev();
+  std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
+  json raw_gemm = json::array();
+  // In rounds: each shape is timed a little in every round, so a slow stretch of this shared
+  // machine moves every shape alike and the median over the rounds leaves it out. Timed one shape
+  // after another, a shape could come out a third slower in one calibration than in the others
+  // (128×1024×1024: 5.62 ms once, 4.06 … 4.28 in four other calibrations).
+  const int cold_per_round = 2;
+  std::vector<std::vector<double>> warm_times(grid.size()), cold_times(grid.size()), accumulate_times(grid.size());
+  for (int round = 0; round < gemm_rounds; ++round)
+    for (size_t i = 0; i < grid.size(); ++i) {
+      const GemmShape g = grid[i];
+      const OpMaker make = gemm_op(g);
+      for (double t : warm_call_times(make, dev, g.operand_bytes(), s.budget / gemm_rounds, s.bus)) warm_times[i].push_back(t);
+      for (double t : cold_call_times(make(dev), s.flush(), cold_per_round, s.bus)) cold_times[i].push_back(t);
+      // dW = dyᵀ·x is the GEMM a gradient accumulates into (micro-batches, no_sync windows).
+      if (g.ta && !g.tb)
+        for (double t : warm_call_times(gemm_op(g, true), dev, g.operand_bytes(), s.budget / gemm_rounds, s.bus))
+          accumulate_times[i].push_back(t);
+      s.progress.step(std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + ", round " +
+                      std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
+    }
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const GemmShape& g = grid[i];
+    const double t = median(warm_times[i]), cold = median(cold_times[i]);
+    const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    rates.push_back({mnk, 2 * mnk / t});
+    raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", t},
+                        {"seconds_cold", cold}});
+    if (!accumulate_times[i].empty()) raw_gemm.back()["seconds_accumulate"] = median(accumulate_times[i]);
+  }
+  double peak = 0;
+  for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
+  std::vector<std::pair<double, double>> shares;
+  for (const auto& [mnk, rate] : rates) shares.push_back({mnk, rate / peak});
+  const SizeCurve curve = curve_from(shares);
+  s.raw()["gemm"] = raw_gemm;
+
+  json& device = s.device();
+  device["peak_flops"] = {{"f32", peak}};
+  device["gemm_efficiency"] = curve.efficiency.back();
+  device["gemm_curves"] = {{"source", "scalelab calibrate: Device::gemm on the cpu device over " + std::to_string(grid.size()) +
+                                          " MLP shapes (forward, dW, dx), median time per call; peak = the best rate measured"},
+                           {"f32", {{"mnk", curve.sizes}, {"efficiency", curve.efficiency}}}};
+  device["gemm_table"] = {{"source", "scalelab calibrate: Device::gemm on the cpu device, median time per call, shape by shape"},
+                          {"f32", raw_gemm}};
+  json& sources = s.sources();
+  sources["peak_flops"] = "measured: the best GEMM rate over the grid (calibration.raw.gemm)";
+  sources["gemm_curves"] = "measured: share of that peak per m·n·k, median over the shapes of each factor of 2";
+  sources["gemm_table"] = "measured: every shape of the grid, its time hot and cold (the caches flushed), and the dW shapes' adding to C (beta = 1); f32 GEMMs are priced by the nearest shapes of their transposition";
+
+  std::string lines = strf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
+  for (size_t i = 0; i < curve.sizes.size(); ++i) lines += strf("                 %12.3g  %5.3f\n", curve.sizes[i], curve.efficiency[i]);
+  std::vector<double> adding;  // time adding to C / writing it, the dW shapes
+  for (const json& r : raw_gemm)
+    if (r.contains("seconds_accumulate")) adding.push_back(r["seconds_accumulate"].get<double>() / r["seconds"].get<double>());
+  if (!adding.empty())
+    lines += strf("  gemm adding    dW adding to C (beta = 1) takes %.2f … %.2f (median %.2f) of writing it (%zu shapes)\n",
+                  *std::min_element(adding.begin(), adding.end()), *std::max_element(adding.begin(), adding.end()), median(adding),
+                  adding.size());
+  s.summary["gemm"] = lines;
+}
+
+// Device::gemm's time per call on the cuda device, per shape of the grid and dtype.
+void gemm_cuda(CalibrationSession& s) {
+  // Each dtype's best rate is its peak, the shares of it by m·n·k its curve; f32's shapes also the
+  // table (and the dW shapes adding to C, as a gradient accumulates).
+  const int gemm_rounds = s.quick ? 1 : 2;
+  // The cpu's grid, and larger shapes: a GPU reaches its peak only there.
+  const std::vector<int64_t> rows = s.quick ? std::vector<int64_t>{8, 128, 512} : std::vector<int64_t>{8, 32, 128, 512, 2048};
+  const std::vector<int64_t> widths =
+      s.quick ? std::vector<int64_t>{64, 256, 1024, 4096} : std::vector<int64_t>{16, 64, 256, 1024, 2048, 4096, 8192};
   const std::vector<GemmShape> grid = gemm_grid(rows, widths);
   struct GemmDtype {
     DType dtype;
     const char* name;
   };
-  const std::vector<GemmDtype> gemm_dtypes = o.quick ? std::vector<GemmDtype>{{DType::f32, "f32"}, {DType::bf16, "bf16"}}
+  const std::vector<GemmDtype> gemm_dtypes = s.quick ? std::vector<GemmDtype>{{DType::f32, "f32"}, {DType::bf16, "bf16"}}
                                                      : std::vector<GemmDtype>{{DType::f32, "f32"}, {DType::bf16, "bf16"}, {DType::f16, "f16"}};
-  // 4^i × 256 floats: 1 KiB … 256 MiB per tensor (past an H100's 50 MB L2).
-  const int elementwise_sizes = o.quick ? 7 : 10;
-  const int copy_sizes = o.quick ? 6 : 9;  // 4 KiB … 256 MiB
-  const int64_t hbm_copy_bytes = o.quick ? int64_t{256} << 20 : int64_t{1} << 30;
-  const int64_t largest_collective = o.quick ? 1 << 20 : 64 << 20;
-  const std::vector<int> collective_ranks = o.devices == 2 ? std::vector<int>{2} : std::vector<int>{o.devices, 2};
-  ProgressLine progress(static_cast<int>(grid.size() * gemm_dtypes.size()) * gemm_rounds + 8 * elementwise_sizes + 2 +
-                        3 * copy_sizes + 3 * static_cast<int>(collective_ranks.size()) + 2);
-
-  EventBus bus;
-  DeviceOptions dopt;
-  dopt.kind = DeviceKind::cuda;
-  dopt.bus = &bus;
-  auto devices = make_devices(dopt);
-  Device& dev = *devices[0];
-  const int64_t capacity = dev.memory().capacity();
-  const std::string model = [] {
-    std::string name = cuda_device_name(0);  // the driver's name; nvidia-smi's where it gives none
-    if (name.empty()) name = gpu_model();
-    return name.empty() ? std::string("NVIDIA GPU (neither the driver nor nvidia-smi named it)") : name;
-  }();
-  json raw;
-  std::vector<std::string> warnings;
-
-  // 1. GEMMs, each dtype over the grid, in rounds (as on the cpu): the best rate is the dtype's
-  // peak, the shares of it by m·n·k its curve; f32's shapes also the table (and the dW shapes
-  // adding to C, as a gradient accumulates).
+  Device& dev = s.dev();
   json gemm_curves{{"source", "scalelab calibrate --device cuda: Device::gemm on the cuda device (cuBLAS, f32 with TF32 off as the executor runs it) over " +
                                   std::to_string(grid.size()) + " MLP shapes (forward, dW, dx), median host time per call (the CudaClock waits for each op: "
                                   "launch and wait included, as a step pays them); peak = the best rate measured"}};
@@ -790,35 +1089,35 @@ int calibrate_cuda(const CalibrateOptions& o) {
       for (size_t i = 0; i < grid.size(); ++i) {
         const GemmShape g = grid[i];
         try {
-          const CudaTiming t = cuda_time_call(gemm_op(g, false, gd.dtype)(dev), budget / gemm_rounds, bus);
+          const CudaTiming t = cuda_time_call(gemm_op(g, false, gd.dtype)(dev), s.budget / gemm_rounds, s.bus);
           call_times[i].push_back(t.call_s);
           gpu_times[i].push_back(t.gpu_s);
           if (gd.dtype == DType::f32 && g.ta && !g.tb)
-            accumulate_times[i].push_back(cuda_time_call(gemm_op(g, true, gd.dtype)(dev), budget / gemm_rounds, bus).call_s);
+            accumulate_times[i].push_back(cuda_time_call(gemm_op(g, true, gd.dtype)(dev), s.budget / gemm_rounds, s.bus).call_s);
         } catch (const std::exception& e) {
           failed = std::string(gd.name) + " GEMM " + std::to_string(g.m) + "×" + std::to_string(g.n) + "×" + std::to_string(g.k) +
                    ": " + e.what();
           break;
         }
-        progress.step(std::string("gemm ") + gd.name + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
-                      std::to_string(g.k) + ", round " + std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
+        s.progress.step(std::string(gd.name) + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
+                        ", round " + std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
       }
     if (!failed.empty()) {
       if (gd.dtype == DType::f32) throw Error("calibrate", "--device cuda: " + failed + " — the f32 GEMM is what every run makes; check `scalelab train --device cuda --strategy single`");
-      warnings.push_back(std::string(gd.name) + " GEMMs not measured (" + failed + "): the profile has no " + gd.name +
-                         " peak or curve, and prices " + gd.name + " GEMMs at the f32 ones'");
+      s.warnings.push_back(std::string(gd.name) + " GEMMs not measured (" + failed + "): the profile has no " + gd.name +
+                           " peak or curve, and prices " + gd.name + " GEMMs at the f32 ones'");
       continue;
     }
     std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
     json rows_json = json::array();
     for (size_t i = 0; i < grid.size(); ++i) {
       const GemmShape& g = grid[i];
-      const double s = median(call_times[i]), gpu = median(gpu_times[i]);
+      const double t = median(call_times[i]), gpu = median(gpu_times[i]);
       const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
-      rates.push_back({mnk, 2 * mnk / s});
-      rows_json.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}, {"seconds_gpu", gpu}});
+      rates.push_back({mnk, 2 * mnk / t});
+      rows_json.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", t}, {"seconds_gpu", gpu}});
       if (gd.dtype == DType::f32) {
-        gemm_table.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s}});
+        gemm_table.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", t}});
         if (!accumulate_times[i].empty()) {
           gemm_table.back()["seconds_accumulate"] = median(accumulate_times[i]);
           rows_json.back()["seconds_accumulate"] = median(accumulate_times[i]);
@@ -835,225 +1134,591 @@ int calibrate_cuda(const CalibrateOptions& o) {
     raw_gemm[gd.name] = rows_json;
     gemm_summary[gd.name] = {peak, curve};
   }
-  raw["gemm"] = raw_gemm;
+  s.raw()["gemm"] = raw_gemm;
 
-  // 2. Element-wise kinds by size: each kind's share of the best rate by bytes touched (the bytes
-  // read off the op's event); axpy and bias+ReLU also give α + bytes/B.
+  json& device = s.device();
+  device["peak_flops"] = peaks;
+  device["gemm_efficiency"] = gemm_summary.at("f32").second.efficiency.back();
+  device["gemm_curves"] = gemm_curves;
+  device["gemm_table"] = {{"source", "scalelab calibrate --device cuda: Device::gemm on the cuda device (f32, TF32 off), median host time per call, shape by shape"},
+                          {"f32", gemm_table}};
+  json& sources = s.sources();
+  sources["peak_flops"] = "measured: the best GEMM rate over the grid, per dtype (calibration.raw.gemm); no tf32: the executor runs f32 GEMMs without TF32";
+  sources["gemm_curves"] = "measured: share of that peak per m·n·k, median over the shapes of each factor of 2";
+  sources["gemm_table"] = "measured: every f32 shape of the grid, and the dW shapes adding to C (beta = 1); f32 GEMMs are priced by the nearest shapes of their transposition";
+
+  std::string lines;
+  for (const GemmDtype& gd : gemm_dtypes) {
+    if (!gemm_summary.count(gd.name)) continue;  // not measured: a WARNING says why
+    const std::pair<double, SizeCurve>& summary = gemm_summary.at(gd.name);
+    lines += strf("  gemm %-9s peak %.1f TFLOP/s (best of %zu shapes); share of it by m·n·k:\n", gd.name, summary.first * 1e-12, grid.size());
+    for (size_t i = 0; i < summary.second.sizes.size(); ++i)
+      lines += strf("                 %12.3g  %5.3f\n", summary.second.sizes[i], summary.second.efficiency[i]);
+  }
+  const json* largest = nullptr;
+  for (const json& r : raw_gemm.at("f32"))
+    if (!largest || r["m"].get<double>() * r["n"].get<double>() * r["k"].get<double>() >
+                        (*largest)["m"].get<double>() * (*largest)["n"].get<double>() * (*largest)["k"].get<double>())
+      largest = &r;
+  if (largest)
+    lines += strf("                 largest f32 shape %lld×%lld×%lld: %.3f ms per call, %.3f ms on the GPU\n",
+                  (*largest)["m"].get<long long>(), (*largest)["n"].get<long long>(), (*largest)["k"].get<long long>(),
+                  (*largest)["seconds"].get<double>() * 1e3, (*largest)["seconds_gpu"].get<double>() * 1e3);
+  s.summary["gemm"] = lines;
+}
+
+// Each element-wise kind a step makes, by size, hot and cold.
+void elementwise_cpu(CalibrationSession& s) {
+  // Up to 16 MiB per tensor (64 MiB in a full run): past the last-level cache, as a large layer's
+  // weights and their optimizer state are. An SGD step on a layer's 4 MiB weights reads from DRAM;
+  // a bias+ReLU on a batch's activations from cache. The bytes are those the cost model counts,
+  // read off the op's event. axpy and bias+ReLU also give α + bytes/B: the price of a kind without a curve.
+  const int elementwise_sizes = s.quick ? 8 : 9;  // 4^i × 256 floats
+  Device& dev = s.dev();
+  // One op measured alone: the cpu devices of a run take turns on the host's cores (HostCores),
+  // so an op of one costs about what it costs alone; the turns are the model's to price
+  // (calibration/host_turns.h). And cold: its data in DRAM, as in a run whose steps move more than the cache holds.
+  const auto measure = [&](const OpMaker& make) { return time_call(make(dev), s.budget, s.bus); };
+  const auto measure_cold = [&](const OpMaker& make) { return time_call_cold(make(dev), s.flush(), s.cold_calls(), s.bus); };
   std::vector<double> ew_bytes, ew_seconds;
   std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
+  std::map<std::string, std::vector<double>> ew_cold_rates;               // kind → B/s cold, by size
   json raw_ew = json::array();
   for (const ElementwiseKind& kind : elementwise_kinds())
     for (int i = 0; i < elementwise_sizes; ++i) {
       const int64_t n = int64_t{256} << (2 * i);
-      const std::function<void()> op = kind.make(dev, n / 256, 256);
-      const CudaTiming t = cuda_time_call(op, budget, bus);
-      const double bytes = event_bytes(op, bus);
-      ew_rates[kind.name].push_back({bytes, bytes / t.call_s});
+      const int64_t cols = 256, rows_n = n / cols;
+      const OpMaker make = [&](Device& d) { return kind.make(d, rows_n, cols); };
+      const double t = measure(make), cold = measure_cold(make);
+      make(dev)();
+      const double bytes = static_cast<double>(s.bus.events().back().bytes);
+      ew_rates[kind.name].push_back({bytes, bytes / t});
+      ew_cold_rates[kind.name].push_back(bytes / cold);
+      if (std::string(kind.name) == "axpy" || std::string(kind.name) == "bias_relu") {
+        ew_bytes.push_back(bytes);
+        ew_seconds.push_back(t);
+      }
+      raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", t}, {"seconds_cold", cold}});
+      s.progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
+    }
+  const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
+  double mem_peak = 0;
+  for (const auto& [kind, rates] : ew_rates)
+    for (const auto& [bytes, rate] : rates) mem_peak = std::max(mem_peak, rate);
+  json ew_curves{{"source", "scalelab calibrate: each kind's Device call on the cpu device, median time per call, " +
+                                std::to_string(elementwise_sizes) + " sizes; share of the best rate of any kind"}};
+  for (const auto& [kind, rates] : ew_rates) {
+    json sizes = json::array(), shares = json::array(), cold_shares = json::array();
+    for (size_t i = 0; i < rates.size(); ++i) {
+      sizes.push_back(rates[i].first);
+      shares.push_back(std::clamp(rates[i].second / mem_peak, 1e-6, 1.0));
+      cold_shares.push_back(std::clamp(ew_cold_rates[kind][i] / mem_peak, 1e-6, 1.0));
+    }
+    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}, {"efficiency_cold", cold_shares}};
+  }
+  s.raw()["elementwise"] = raw_ew;
+  s.fits()["elementwise"] = {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}};
+  json& device = s.device();
+  device["mem_bandwidth_Bps"] = mem_peak;
+  device["elementwise_curves"] = ew_curves;
+  device["launch_overhead_s"] = ew.alpha_s;
+  json& sources = s.sources();
+  sources["efficiency_cold"] = "measured: each curve's sizes again after flushing the caches; priced as the share of data past host_cache_bytes";
+  sources["mem_bandwidth_Bps"] = "measured: the best rate of any element-wise kind from 1 KiB to " +
+                                 std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) + " MiB per tensor (calibration.raw.elementwise)";
+  sources["elementwise_curves"] = "measured: each kind's share of that rate by bytes touched";
+  sources["launch_overhead_s"] = "measured: the α of α + bytes/B fitted to axpy and bias+ReLU — the per-op cost of a kind without a curve";
+
+  std::string lines = strf("  element-wise   best %.2f GB/s; by kind, GB/s at the smallest / largest size:\n", mem_peak * 1e-9);
+  for (const auto& [kind, rates] : ew_rates)
+    lines += strf("                 %-14s %7.2f / %7.2f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
+  lines += strf("                 α + bytes/B (kinds without a curve): %.2f µs, %.2f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
+                ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
+  s.summary["elementwise"] = lines;
+}
+
+// The cuda device's memory bandwidth — the larger of the best element-wise rate (in L2 they can pass
+// HBM's) and the large copy's (0 until device_memory has run) — and each element-wise kind's curve as
+// shares of it. Returns the best element-wise rate.
+double write_cuda_memory_figures(CalibrationSession& s) {
+  double ew_best = 0;
+  for (const auto& [kind, rates] : s.elementwise_rates)
+    for (const auto& [bytes, rate] : rates) ew_best = std::max(ew_best, rate);
+  const double mem_bw = std::max(ew_best, s.device_memory_Bps);
+  const size_t sizes = s.elementwise_rates.empty() ? 0 : s.elementwise_rates.begin()->second.size();
+  json ew_curves{{"source", "scalelab calibrate --device cuda: each kind's Device call on the cuda device, median host time per call (launch and the "
+                            "CudaClock's wait included), " + std::to_string(sizes) + " sizes; share of device.mem_bandwidth_Bps"}};
+  for (const auto& [kind, rates] : s.elementwise_rates) {
+    json bytes = json::array(), shares = json::array();
+    for (const auto& [b, rate] : rates) {
+      bytes.push_back(b);
+      shares.push_back(std::clamp(rate / mem_bw, 1e-6, 1.0));
+    }
+    ew_curves[kind] = {{"bytes", bytes}, {"efficiency", shares}};
+  }
+  s.device()["mem_bandwidth_Bps"] = mem_bw;
+  s.device()["elementwise_curves"] = ew_curves;
+  return ew_best;
+}
+
+// Each element-wise kind a step makes, by size, per call on the cuda device.
+void elementwise_cuda(CalibrationSession& s) {
+  // Each kind's share of the best rate by bytes touched (read off the op's event); axpy and
+  // bias+ReLU also give α + bytes/B.
+  // 4^i × 256 floats: 1 KiB … 256 MiB per tensor (past an H100's 50 MB L2).
+  const int elementwise_sizes = s.quick ? 7 : 10;
+  std::vector<double> ew_bytes, ew_seconds;
+  json raw_ew = json::array();
+  for (const ElementwiseKind& kind : elementwise_kinds())
+    for (int i = 0; i < elementwise_sizes; ++i) {
+      const int64_t n = int64_t{256} << (2 * i);
+      const std::function<void()> op = kind.make(s.dev(), n / 256, 256);
+      const CudaTiming t = cuda_time_call(op, s.budget, s.bus);
+      const double bytes = event_bytes(op, s.bus);
+      s.elementwise_rates[kind.name].push_back({bytes, bytes / t.call_s});
       if (std::string(kind.name) == "axpy" || std::string(kind.name) == "bias_relu") {
         ew_bytes.push_back(bytes);
         ew_seconds.push_back(t.call_s);
       }
       raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", t.call_s}, {"seconds_gpu", t.gpu_s}});
-      progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
+      s.progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
     }
-  raw["elementwise"] = raw_ew;
+  s.raw()["elementwise"] = raw_ew;
   const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
+  s.fits()["elementwise"] = {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}};
+  write_cuda_memory_figures(s);
+  s.sources()["elementwise_curves"] = "measured: each kind's share of mem_bandwidth_Bps by bytes touched, per call as a run pays it";
 
-  // 3. The launch overhead: a tiny op (scale of 256 floats) called back to back — the wall time of
-  // N calls ÷ N is how far apart a step's ops are when they do nothing; its GPU time is beside it.
-  double launch = 0;
-  {
-    const std::vector<ElementwiseKind> kinds = elementwise_kinds();
-    const auto scale = std::find_if(kinds.begin(), kinds.end(), [](const ElementwiseKind& k) { return std::string(k.name) == "scale"; });
-    const std::function<void()> tiny = scale->make(dev, 1, 256);
-    const CudaTiming t = cuda_time_call(tiny, budget, bus);
-    const int calls = o.quick ? 200 : 2000;
-    bus.clear();
-    const auto t0 = clock_type::now();
-    for (int i = 0; i < calls; ++i) {
-      tiny();
-      if (bus.event_count() > 4096) bus.clear();
-    }
-    launch = std::chrono::duration<double>(clock_type::now() - t0).count() / calls;
-    raw["tiny_op"] = {{"op", "scale"}, {"bytes", event_bytes(tiny, bus)}, {"calls", calls}, {"seconds_per_call", launch},
-                      {"median_call_s", t.call_s}, {"median_gpu_s", t.gpu_s}};
-    progress.step("launch overhead (tiny op)");
-  }
+  std::string lines = "  element-wise   by kind, GB/s per call at the smallest / largest size:\n";
+  for (const auto& [kind, rates] : s.elementwise_rates)
+    lines += strf("                 %-14s %9.3f / %9.1f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
+  lines += strf("                 α + bytes/B (fitted to axpy and bias+ReLU): %.2f µs, %.0f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
+                ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
+  s.summary["elementwise"] = lines;
+}
 
-  // 3b. The host's time between two ops of a training step, beyond what a back-to-back call pays
-  // (the tiny op's call − GPU time): a step also allocates and frees its tensors and runs the
-  // strategy's own code between ops. Measured on a short run of single, as the run pays it: the
-  // mean gap from one op's end to the next op's start within a step, from the third step on. The
-  // sim puts it before each op of a device, after that device's last op (host_op_gap_s).
-  double host_op_gap = 0;
-  {
-    TrainConfig c;
-    c.strategy = "single";
-    c.device = DeviceKind::cuda;
-    c.model = "mlp:784-1024-1024-1024-10";
-    c.dataset = "synthetic";
-    c.synthetic_train = 4096;
-    c.synthetic_test = 128;
-    c.batch = 128;
-    c.steps = o.quick ? 10 : 30;
-    EventBus run_bus;
-    train(c, run_bus);
-    std::vector<Event> ops;
-    for (const Event& e : run_bus.events())
-      if (e.step >= 2 && e.device == 0 && (e.lane == Lane::compute || e.lane == Lane::copy)) ops.push_back(e);
-    std::sort(ops.begin(), ops.end(), [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
-    double sum = 0;
-    int64_t gaps = 0;
-    for (size_t i = 1; i < ops.size(); ++i)
-      if (ops[i].step == ops[i - 1].step) {
-        sum += 1e-9 * static_cast<double>(std::max<int64_t>(0, ops[i].t_begin_ns - ops[i - 1].t_end_ns));
-        ++gaps;
-      }
-    const double step_gap = gaps ? sum / static_cast<double>(gaps) : 0.0;
-    const double call_overhead = raw["tiny_op"]["median_call_s"].get<double>() - raw["tiny_op"]["median_gpu_s"].get<double>();
-    host_op_gap = std::max(0.0, step_gap - call_overhead);
-    raw["step_host_gap"] = {{"run", "single, " + c.model + ", batch 128, " + std::to_string(c.steps) + " steps"},
-                            {"gaps", gaps}, {"mean_gap_s", step_gap}, {"tiny_op_call_overhead_s", call_overhead}};
-    progress.step("host gap between a step's ops");
+// The launch overhead: a tiny op (scale of 256 floats) called back to back.
+void launch_cuda(CalibrationSession& s) {
+  // The wall time of N calls ÷ N is how far apart a step's ops are when they do nothing; its GPU
+  // time is beside it.
+  const std::vector<ElementwiseKind> kinds = elementwise_kinds();
+  const auto scale = std::find_if(kinds.begin(), kinds.end(), [](const ElementwiseKind& k) { return std::string(k.name) == "scale"; });
+  const std::function<void()> tiny = scale->make(s.dev(), 1, 256);
+  const CudaTiming t = cuda_time_call(tiny, s.budget, s.bus);
+  const int calls = s.quick ? 200 : 2000;
+  s.bus.clear();
+  const auto t0 = clock_type::now();
+  for (int i = 0; i < calls; ++i) {
+    tiny();
+    if (s.bus.event_count() > 4096) s.bus.clear();
   }
+  const double launch = std::chrono::duration<double>(clock_type::now() - t0).count() / calls;
+  s.raw()["tiny_op"] = {{"op", "scale"}, {"bytes", event_bytes(tiny, s.bus)}, {"calls", calls}, {"seconds_per_call", launch},
+                        {"median_call_s", t.call_s}, {"median_gpu_s", t.gpu_s}};
+  s.device()["launch_overhead_s"] = launch;
+  s.sources()["launch_overhead_s"] = "measured: " + std::to_string(calls) +
+                                     " calls of a tiny op (scale, 1 KiB) back to back, wall time ÷ calls — the per-op cost of a kind without a curve";
+  s.summary["launch"] = strf("  launch         %.2f µs per tiny op back to back (median call %.2f µs, of it on the GPU %.2f µs)\n",
+                             launch * 1e6, t.call_s * 1e6, t.gpu_s * 1e6);
+}
 
-  // 4. Device memory: one large copy inside the device (Device::copy, read + write as the event
-  // counts it), timed by its event — at this size the GPU's time is the call's.
-  double hbm_Bps = 0;
-  {
-    const int64_t floats = hbm_copy_bytes / 4;
-    Tensor src = filled_tensor(dev, {floats}, "src"), dst = filled_tensor(dev, {floats}, "dst");
-    const std::function<void()> copy = [&] { dev.copy({"calibrate"}, src, dst); };
-    const CudaTiming t = cuda_time_call(copy, budget, bus);
-    const double bytes = event_bytes(copy, bus);
-    hbm_Bps = bytes / t.gpu_s;
-    raw["device_memory_copy"] = {{"copied_bytes", hbm_copy_bytes}, {"bytes", bytes}, {"seconds", t.call_s}, {"seconds_gpu", t.gpu_s},
-                                 {"Bps", hbm_Bps}};
-    progress.step("device memory copy " + format_bytes(hbm_copy_bytes));
-  }
-  double ew_best = 0;
-  for (const auto& [kind, rates] : ew_rates)
-    for (const auto& [bytes, rate] : rates) ew_best = std::max(ew_best, rate);
-  // The curves are shares of this: the best of the element-wise rates (in L2 they can pass HBM's)
-  // and the large copy's.
-  const double mem_bw = std::max(ew_best, hbm_Bps);
-  json ew_curves{{"source", "scalelab calibrate --device cuda: each kind's Device call on the cuda device, median host time per call (launch and the "
-                            "CudaClock's wait included), " + std::to_string(elementwise_sizes) + " sizes; share of device.mem_bandwidth_Bps"}};
-  for (const auto& [kind, rates] : ew_rates) {
-    json sizes = json::array(), shares = json::array();
-    for (const auto& [bytes, rate] : rates) {
-      sizes.push_back(bytes);
-      shares.push_back(std::clamp(rate / mem_bw, 1e-6, 1.0));
+// The host's time between two ops of a training step, beyond what a back-to-back call pays.
+void host_gap_cuda(CalibrationSession& s) {
+  // A step also allocates and frees its tensors and runs the strategy's own code between ops.
+  // Measured on a short run of single, as the run pays it: the mean gap from one op's end to the
+  // next op's start within a step, from the third step on, less the tiny op's call − GPU time (from
+  // launch). The sim puts it before each op of a device, after that device's last op.
+  if (!s.raw().contains("tiny_op"))
+    throw Error("calibrate", "internal: the host_gap probe needs the tiny op's overhead, which launch measures: the schedule must run launch first; please report it");
+  TrainConfig c;
+  c.strategy = "single";
+  c.device = DeviceKind::cuda;
+  c.model = "mlp:784-1024-1024-1024-10";
+  c.dataset = "synthetic";
+  c.synthetic_train = 4096;
+  c.synthetic_test = 128;
+  c.batch = 128;
+  c.steps = s.quick ? 10 : 30;
+  EventBus run_bus;
+  train(c, run_bus);
+  std::vector<Event> ops;
+  for (const Event& e : run_bus.events())
+    if (e.step >= 2 && e.device == 0 && (e.lane == Lane::compute || e.lane == Lane::copy)) ops.push_back(e);
+  std::sort(ops.begin(), ops.end(), [](const Event& a, const Event& b) { return a.t_begin_ns < b.t_begin_ns; });
+  double sum = 0;
+  int64_t gaps = 0;
+  for (size_t i = 1; i < ops.size(); ++i)
+    if (ops[i].step == ops[i - 1].step) {
+      sum += 1e-9 * static_cast<double>(std::max<int64_t>(0, ops[i].t_begin_ns - ops[i - 1].t_end_ns));
+      ++gaps;
     }
-    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}};
-  }
+  const double step_gap = gaps ? sum / static_cast<double>(gaps) : 0.0;
+  const json& tiny = s.raw()["tiny_op"];
+  const double call_overhead = tiny["median_call_s"].get<double>() - tiny["median_gpu_s"].get<double>();
+  const double host_op_gap = std::max(0.0, step_gap - call_overhead);
+  const std::string run = "single, " + c.model + ", batch 128, " + std::to_string(c.steps) + " steps";
+  s.raw()["step_host_gap"] = {{"run", run}, {"gaps", gaps}, {"mean_gap_s", step_gap}, {"tiny_op_call_overhead_s", call_overhead}};
+  s.device()["host_op_gap_s"] = host_op_gap;
+  s.summary["host_gap"] = strf("  host gap       %.2f µs before each op of a device, after its last (a step's mean gap between ops, %.2f µs, less a call's "
+                               "own %.2f µs; %s)\n",
+                               host_op_gap * 1e6, step_gap * 1e6, call_overhead * 1e6, run.c_str());
+}
 
-  // 5. Copies by size: uploads and downloads (the host link; pageable host memory, as a run's
-  // batches are), and copies from one cuda device into another (the link between devices).
-  struct Series {
-    std::vector<double> bytes, seconds, seconds_gpu;
-    AlphaBeta fit;
-    json raw() const {
-      json r = json::array();
-      for (size_t i = 0; i < bytes.size(); ++i) r.push_back({{"bytes", bytes[i]}, {"seconds", seconds[i]}, {"seconds_gpu", seconds_gpu[i]}});
-      return r;
-    }
-  };
-  const auto series = [&](const std::string& what, const std::function<CudaTiming(int64_t floats)>& time_one) {
-    Series s;
-    for (int i = 0; i < copy_sizes; ++i) {
-      const int64_t n = int64_t{1024} << (2 * i);
-      const CudaTiming t = time_one(n);
-      s.bytes.push_back(static_cast<double>(4 * n));
-      s.seconds.push_back(t.call_s);
-      s.seconds_gpu.push_back(t.gpu_s);
-      progress.step(what + " " + std::to_string(4 * n) + " B");
-    }
-    s.fit = fit_alpha_beta(s.bytes, s.seconds, 1, 1);
-    return s;
-  };
-  const Series upload = series("upload", [&](int64_t n) {
+// Device memory's bandwidth: one large copy inside the device.
+void device_memory_cuda(CalibrationSession& s) {
+  // Device::copy, read + write as the event counts it, timed by its event: at this size the GPU's
+  // time is the call's.
+  const int64_t hbm_copy_bytes = s.quick ? int64_t{256} << 20 : int64_t{1} << 30;
+  Device& dev = s.dev();
+  const int64_t floats = hbm_copy_bytes / 4;
+  Tensor src = filled_tensor(dev, {floats}, "src"), dst = filled_tensor(dev, {floats}, "dst");
+  const std::function<void()> copy = [&] { dev.copy({"calibrate"}, src, dst); };
+  const CudaTiming t = cuda_time_call(copy, s.budget, s.bus);
+  const double bytes = event_bytes(copy, s.bus);
+  s.device_memory_Bps = bytes / t.gpu_s;
+  s.raw()["device_memory_copy"] = {{"copied_bytes", hbm_copy_bytes}, {"bytes", bytes}, {"seconds", t.call_s}, {"seconds_gpu", t.gpu_s},
+                                   {"Bps", s.device_memory_Bps}};
+  const double ew_best = write_cuda_memory_figures(s);  // the curves are shares of the larger
+  s.sources()["mem_bandwidth_Bps"] = "measured: the larger of the best element-wise rate and a " + format_bytes(hbm_copy_bytes) +
+                                     " copy inside the device by its GPU time (calibration.raw.device_memory_copy)";
+  s.summary["device_memory"] = strf("  device memory  %.0f GB/s: a %s copy inside the device (read + write, GPU time); best element-wise %.0f GB/s\n",
+                                    s.device_memory_Bps * 1e-9, format_bytes(hbm_copy_bytes).c_str(), ew_best * 1e-9);
+}
+
+// The cpu's copies by size (each a factor of 4 up from 4 KiB), hot and cold: α + bytes/B fitted,
+// and the curve — a memcpy runs at the caches' speed while it fits them and at DRAM's beyond, which
+// no single α and B describe — and the raw times. time_one(floats): the copy's time, hot and cold.
+CopySeries cpu_copy_series(CalibrationSession& s, const char* what, const std::function<std::pair<double, double>(int64_t floats)>& time_one,
+                           json& raw_rows) {
+  const int copy_sizes = s.quick ? 6 : 7;
+  CopySeries series;
+  raw_rows = json::array();
+  for (int i = 0; i < copy_sizes; ++i) {
+    const int64_t n = int64_t{1024} << (2 * i);
+    const auto [t, cold] = time_one(n);
+    series.bytes.push_back(static_cast<double>(4 * n));
+    series.seconds.push_back(t);
+    series.seconds_cold.push_back(cold);
+    raw_rows.push_back({{"bytes", 4 * n}, {"seconds", t}, {"seconds_cold", cold}});
+    s.progress.step(std::string(what) + " " + std::to_string(4 * n) + " B");
+  }
+  series.fit = fit_alpha_beta(series.bytes, series.seconds, 1, 1);
+  return series;
+}
+
+// A copy series' line of the summary: GB/s by size, and how far α + bytes/B would miss.
+std::string cpu_copy_line(const char* what, const CopySeries& series) {
+  std::string line = strf("  %s    GB/s by size (the curve; α + bytes/B would miss by %.0f %% rms):", what,
+                          100 * (std::exp(series.fit.rms_log_error) - 1));
+  for (size_t i = 0; i < series.bytes.size(); ++i)
+    line += strf(" %s %.1f", format_bytes(static_cast<int64_t>(series.bytes[i])).c_str(), series.bytes[i] / series.seconds[i] * 1e-9);
+  return line + "\n";
+}
+
+// The host link: uploads by size (host → device memory; on cpu a memcpy), hot and cold.
+void host_copy_cpu(CalibrationSession& s) {
+  json raw_rows;
+  const CopySeries host = cpu_copy_series(s, "upload", [&](int64_t n) {
+    const OpMaker upload = [n](Device& d) -> std::function<void()> {
+      Tensor dst = d.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+      auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
+      return [&d, dst, values] { d.upload({"calibrate"}, dst, values->data()); };
+    };
+    return std::pair{time_call(upload(s.dev()), s.budget, s.bus), time_call_cold(upload(s.dev()), s.flush(), s.cold_calls(), s.bus)};
+  }, raw_rows);
+  s.raw()["host_copy"] = raw_rows;
+  s.profile["links"]["host"] = host.link();
+  s.fits()["host_copy"] = {{"latency_s", host.fit.alpha_s}, {"bandwidth_Bps", host.fit.bandwidth_Bps}, {"rms_log_error", host.fit.rms_log_error}};
+  s.sources()["links.host"] = "measured: Device::upload; bandwidth = the best rate, curve = each size's share of it, α fitted";
+  s.summary["host_copy"] = cpu_copy_line("host copy ", host);
+}
+
+// The link between devices: copies between two cpu devices by size, hot and cold.
+void peer_copy_cpu(CalibrationSession& s) {
+  // Device::copy across devices (a memcpy): point-to-point copies (model parallel's activations,
+  // DataParallel's scatter and replicate) are priced with it.
+  DeviceOptions two = s.device_options;
+  two.count = 2;
+  auto pair = make_devices(two);
+  json raw_rows;
+  const CopySeries peer = cpu_copy_series(s, "copy between devices", [&](int64_t n) {
+    Tensor src = pair[0]->empty({n}, DType::f32, MemoryCategory::workspace, "src");
+    Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+    pair[0]->fill({"calibrate"}, src, 1.0f);
+    const auto copy = [&] { pair[1]->copy({"calibrate"}, src, dst); };  // the destination copies in
+    return std::pair{time_call(copy, s.budget, s.bus), time_call_cold(copy, s.flush(), s.cold_calls(), s.bus)};
+  }, raw_rows);
+  s.raw()["peer_copy"] = raw_rows;
+  s.profile["links"]["intra_node"] = peer.link();
+  s.fits()["peer_copy"] = {{"latency_s", peer.fit.alpha_s}, {"bandwidth_Bps", peer.fit.bandwidth_Bps}, {"rms_log_error", peer.fit.rms_log_error}};
+  s.sources()["links.intra_node"] = "measured: Device::copy between two cpu devices; bandwidth = the best rate, curve = each size's share of it, α fitted";
+  s.summary["peer_copy"] = cpu_copy_line("peer copy ", peer);
+}
+
+// The cuda device's copies by size (4 KiB … 256 MiB), per call as a run pays it: α + bytes/B fitted.
+CudaCopySeries cuda_copy_series(CalibrationSession& s, const std::string& what, const std::function<CudaTiming(int64_t floats)>& time_one) {
+  const int copy_sizes = s.quick ? 6 : 9;
+  CudaCopySeries series;
+  for (int i = 0; i < copy_sizes; ++i) {
+    const int64_t n = int64_t{1024} << (2 * i);
+    const CudaTiming t = time_one(n);
+    series.bytes.push_back(static_cast<double>(4 * n));
+    series.seconds.push_back(t.call_s);
+    series.seconds_gpu.push_back(t.gpu_s);
+    s.progress.step(what + " " + std::to_string(4 * n) + " B");
+  }
+  series.fit = fit_alpha_beta(series.bytes, series.seconds, 1, 1);
+  return series;
+}
+
+std::string cuda_copy_line(const char* what, const CudaCopySeries& series) {
+  std::string line = strf("  %s   GB/s by size:", what);
+  for (size_t i = 0; i < series.bytes.size(); ++i)
+    line += strf(" %s %.1f", format_bytes(static_cast<int64_t>(series.bytes[i])).c_str(), series.bytes[i] / series.seconds[i] * 1e-9);
+  return line + "\n";
+}
+
+// The host link: uploads and downloads by size (pageable host memory, as a run's batches are).
+void host_copy_cuda(CalibrationSession& s) {
+  Device& dev = s.dev();
+  const CudaCopySeries upload = cuda_copy_series(s, "upload", [&](int64_t n) {
     Tensor dst = dev.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
     std::vector<float> values(static_cast<size_t>(n), 1.0f);
-    return cuda_time_call([&] { dev.upload({"calibrate"}, dst, values.data()); }, budget, bus);
+    return cuda_time_call([&] { dev.upload({"calibrate"}, dst, values.data()); }, s.budget, s.bus);
   });
-  const Series download = series("download", [&](int64_t n) {
+  const CudaCopySeries download = cuda_copy_series(s, "download", [&](int64_t n) {
     Tensor src = filled_tensor(dev, {n}, "src");
     std::vector<float> values(static_cast<size_t>(n));
-    return cuda_time_call([&] { dev.download({"calibrate"}, values.data(), src); }, budget, bus);
+    return cuda_time_call([&] { dev.download({"calibrate"}, values.data(), src); }, s.budget, s.bus);
   });
-  raw["host_copy"] = upload.raw();
-  raw["host_download"] = download.raw();
-  // Two cuda devices: logical devices of this GPU (each its own stream), or two GPUs.
+  s.raw()["host_copy"] = upload.raw();
+  s.raw()["host_download"] = download.raw();
+  s.profile["links"]["host"] = link_from("pcie (measured: upload)", upload.bytes, upload.seconds, upload.fit.alpha_s);
+  s.fits()["host_copy"] = {{"latency_s", upload.fit.alpha_s}, {"bandwidth_Bps", upload.fit.bandwidth_Bps}, {"rms_log_error", upload.fit.rms_log_error}};
+  s.fits()["host_download"] = {{"latency_s", download.fit.alpha_s}, {"bandwidth_Bps", download.fit.bandwidth_Bps},
+                               {"rms_log_error", download.fit.rms_log_error}};
+  s.sources()["links.host"] = "measured: Device::upload from pageable host memory; bandwidth = the best rate, curve = each size's share of it, α fitted (downloads in calibration.raw.host_download)";
+  s.summary["host_copy"] = cuda_copy_line("upload      ", upload) + cuda_copy_line("download    ", download);
+}
+
+// The link between devices: copies by size from one cuda device into another (logical or two GPUs).
+void peer_copy_cuda(CalibrationSession& s) {
   std::string peer_what;
-  Series peer;
-  {
-    DeviceOptions two = dopt;
-    two.count = 2;
-    std::vector<std::unique_ptr<Device>> pair;
-    try {
-      pair = make_devices(two);
-    } catch (const std::exception& e) {
-      warnings.push_back("copies between two cuda devices not measured (" + std::string(e.what()) +
-                         "): links.intra_node is a copy inside one device");
-    }
-    if (pair.size() == 2) {
-      peer_what = "Device::copy from " + pair[0]->name() + " into " + pair[1]->name();
-      peer = series("copy between devices", [&](int64_t n) {
-        Tensor src = filled_tensor(*pair[0], {n}, "src");
-        Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
-        return cuda_time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, budget, bus);  // the destination copies in
-      });
-    } else {
-      peer_what = "Device::copy inside " + dev.name() + " (no second cuda device could be made)";
-      peer = series("copy inside the device", [&](int64_t n) {
-        Tensor src = filled_tensor(dev, {n}, "src"), dst = filled_tensor(dev, {n}, "dst");
-        return cuda_time_call([&] { dev.copy({"calibrate"}, src, dst); }, budget, bus);
-      });
-    }
-  }
-  raw["peer_copy"] = peer.raw();
-  const json host_link = link_from("pcie (measured: upload)", upload.bytes, upload.seconds, upload.fit.alpha_s);
-  const json intra_link = link_from(gpus > 1 ? "device-to-device (measured)" : "device memory (measured: logical devices of one GPU)",
-                                    peer.bytes, peer.seconds, peer.fit.alpha_s);
-
-  // 6. The threads collectives on --devices cuda devices (and on 2; a send between 2), their buffers
-  // in device memory, timed by size as bench comm times them.
-  std::vector<double> ar_bytes, ar_seconds;
-  json measured_collectives = json::array();
-  std::string collectives_failed;
+  CudaCopySeries peer;
+  DeviceOptions two = s.device_options;
+  two.count = 2;
+  std::vector<std::unique_ptr<Device>> pair;
   try {
-    for (const int n : collective_ranks)
-      for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "send"}) {
-        if (std::string(op) == "send" && n != 2) continue;
-        std::vector<double> b, t;
-        const json rows_json = measure_collective(o.time_collective, "threads", op, n, largest_collective, b, t, "cuda");
-        measured_collectives.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
-        if (n == o.devices) {
-          raw[std::string(op) + "_threads"] = rows_json;
-          if (std::string(op) == "all_reduce") ar_bytes = b, ar_seconds = t;
-        }
-        progress.step(std::string(op) + " threads, " + std::to_string(n) + " cuda devices");
-      }
+    pair = make_devices(two);
   } catch (const std::exception& e) {
-    collectives_failed = e.what();
-    warnings.push_back("the threads collectives on cuda devices were not measured (" + collectives_failed +
-                       "): the profile has no collectives section, and the sim prices them as the textbook ring on links.intra_node");
+    s.warnings.push_back("copies between two cuda devices not measured (" + std::string(e.what()) +
+                         "): links.intra_node is a copy inside one device");
   }
-  progress.end();
+  if (pair.size() == 2) {
+    peer_what = "Device::copy from " + pair[0]->name() + " into " + pair[1]->name();
+    peer = cuda_copy_series(s, "copy between devices", [&](int64_t n) {
+      Tensor src = filled_tensor(*pair[0], {n}, "src");
+      Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
+      return cuda_time_call([&] { pair[1]->copy({"calibrate"}, src, dst); }, s.budget, s.bus);  // the destination copies in
+    });
+  } else {
+    Device& dev = s.dev();
+    peer_what = "Device::copy inside " + dev.name() + " (no second cuda device could be made)";
+    peer = cuda_copy_series(s, "copy inside the device", [&](int64_t n) {
+      Tensor src = filled_tensor(dev, {n}, "src"), dst = filled_tensor(dev, {n}, "dst");
+      return cuda_time_call([&] { dev.copy({"calibrate"}, src, dst); }, s.budget, s.bus);
+    });
+  }
+  s.raw()["peer_copy"] = peer.raw();
+  s.profile["links"]["intra_node"] =
+      link_from(cuda_device_count() > 1 ? "device-to-device (measured)" : "device memory (measured: logical devices of one GPU)",
+                peer.bytes, peer.seconds, peer.fit.alpha_s);
+  s.fits()["peer_copy"] = {{"latency_s", peer.fit.alpha_s}, {"bandwidth_Bps", peer.fit.bandwidth_Bps}, {"rms_log_error", peer.fit.rms_log_error}};
+  s.sources()["links.intra_node"] = "measured: " + peer_what + "; bandwidth = the best rate, curve = each size's share of it, α fitted";
+  s.summary["peer_copy"] = cuda_copy_line("peer copy   ", peer) + strf("                 peer copy: %s\n", peer_what.c_str());
+}
 
-  const double seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-  json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
-            {"host_copy", {{"latency_s", upload.fit.alpha_s}, {"bandwidth_Bps", upload.fit.bandwidth_Bps}, {"rms_log_error", upload.fit.rms_log_error}}},
-            {"host_download", {{"latency_s", download.fit.alpha_s}, {"bandwidth_Bps", download.fit.bandwidth_Bps}, {"rms_log_error", download.fit.rms_log_error}}},
-            {"peer_copy", {{"latency_s", peer.fit.alpha_s}, {"bandwidth_Bps", peer.fit.bandwidth_Bps}, {"rms_log_error", peer.fit.rms_log_error}}}};
+// The threads backend's all_reduce, reduce_scatter and all_gather on --devices ranks and on 2 (the
+// groups of DDP + model parallel, 2 replicas of 2 stages, and of pipelines), and a send between 2 (a
+// pipeline's neighbours), timed by size as bench comm times them: every one into `measured`, those
+// on --devices into calibration.raw, the all_reduce's on --devices into `ar_bytes` and `ar_seconds`.
+void time_threads_collectives(CalibrationSession& s, int64_t largest, json& measured, std::vector<double>& ar_bytes,
+                              std::vector<double>& ar_seconds) {
+  const int ranks = s.options.devices;
+  for (const int n : ranks == 2 ? std::vector<int>{2} : std::vector<int>{ranks, 2})
+    for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "send"}) {
+      if (std::string(op) == "send" && n != 2) continue;
+      std::vector<double> b, t;
+      const json rows = measure_collective(s.options.time_collective, "threads", op, n, largest, b, t, s.cuda ? "cuda" : "cpu");
+      measured.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
+      if (n == ranks) {
+        s.raw()[std::string(op) + "_threads"] = rows;
+        if (std::string(op) == "all_reduce") ar_bytes = b, ar_seconds = t;
+      }
+      s.progress.step(std::string(op) + " threads, " + std::to_string(n) + (s.cuda ? " cuda devices" : " ranks"));
+    }
+}
+
+// The collectives section: the threads all-reduce as the ring's closed form on the link between
+// devices — α per step, its bandwidth a share of the copies' (the ranks reduce as they go, and wait
+// for each other) — and every collective as measured. Returns the ring's fit.
+AlphaBeta write_threads_collectives(CalibrationSession& s, const std::vector<double>& ar_bytes, const std::vector<double>& ar_seconds,
+                                    const json& measured) {
+  const double copies_Bps = link_bandwidth(s, "intra_node", "peer_copy", "collectives");
+  const int ranks = s.options.devices;
+  const AlphaBeta ring = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
+  s.fits()["all_reduce_threads"] = {{"ranks", ranks}, {"latency_s", ring.alpha_s}, {"bandwidth_Bps", ring.bandwidth_Bps},
+                                    {"rms_log_error", ring.rms_log_error}};
+  s.profile["collectives"] = {{"launch_s", 0},
+                              {"intra_hop_s", ring.alpha_s},
+                              {"intra_efficiency", std::clamp(ring.bandwidth_Bps / copies_Bps, 1e-6, 1.0)},
+                              {"protocols", {"Simple"}},
+                              {"tree", false},
+                              {"measured", measured}};
+  return ring;
+}
+
+// The collectives a strategy calls, over the threads backend, as a run leaves the host.
+void collectives_cpu(CalibrationSession& s) {
+  // With OpenBLAS's helpers spinning, as a run's GEMMs leave them. Timed by size they price calls on
+  // those counts; the all-reduce's ring prices other counts. shm's all-reduce is measured too (full
+  // run), for the record.
+  const int ranks = s.options.devices;
+  std::vector<double> ar_bytes, ar_seconds;
+  json measured = json::array();
+  {
+    // A message between 2 ranks, as the threads backend passes it: the receiver woken, the copy,
+    // the sender released — 13 µs for 256 KiB here, a memcpy's 7.
+    BlasHelpersSpinning as_in_a_run(s.dev());
+    time_threads_collectives(s, s.quick ? 1 << 20 : 16 << 20, measured, ar_bytes, ar_seconds);
+  }
+  const AlphaBeta ring = write_threads_collectives(s, ar_bytes, ar_seconds, measured);
+  if (!s.quick) {
+    std::vector<double> shm_bytes, shm_seconds;
+    s.raw()["all_reduce_shm"] = measure_collective(s.options.time_collective, "shm", "all_reduce", ranks, 16 << 20, shm_bytes, shm_seconds);
+    s.progress.step("all_reduce shm");
+    const AlphaBeta shm = fit_alpha_beta(shm_bytes, shm_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
+    s.fits()["all_reduce_shm"] = {{"ranks", ranks}, {"latency_s", shm.alpha_s}, {"bandwidth_Bps", shm.bandwidth_Bps},
+                                  {"rms_log_error", shm.rms_log_error}};
+  }
+  s.sources()["collectives"] = "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(ranks) +
+                               " and 2 ranks, and send (a message between 2 ranks), with OpenBLAS's helper threads spinning as a run's GEMMs leave them; `measured` prices "
+                               "calls on those rank counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
+                               std::to_string(ranks) + ", intra_efficiency = that B ÷ the copies' B";
+  s.summary["collectives"] = strf("  all_reduce     threads, %d ranks: B %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", ranks,
+                                  ring.bandwidth_Bps * 1e-9, ring.alpha_s * 1e6, 100 * (std::exp(ring.rms_log_error) - 1));
+}
+
+// The collectives a strategy calls, over the threads backend, their buffers in device memory.
+void collectives_cuda(CalibrationSession& s) {
+  const int ranks = s.options.devices;
+  std::vector<double> ar_bytes, ar_seconds;
+  json measured = json::array();
+  try {
+    time_threads_collectives(s, s.quick ? 1 << 20 : 64 << 20, measured, ar_bytes, ar_seconds);
+  } catch (const std::exception& e) {
+    s.warnings.push_back("the threads collectives on cuda devices were not measured (" + std::string(e.what()) +
+                         "): the profile has no collectives section, and the sim prices them as the textbook ring on links.intra_node");
+    return;
+  }
+  if (ar_bytes.empty()) return;
+  const AlphaBeta ring = write_threads_collectives(s, ar_bytes, ar_seconds, measured);
+  s.sources()["collectives"] = "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(ranks) +
+                               " and 2 cuda devices, and send (a message between 2), their buffers in device memory; `measured` prices "
+                               "calls on those counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
+                               std::to_string(ranks) + ", intra_efficiency = that B ÷ links.intra_node's B";
+  std::string line = strf("  all_reduce     threads, %d cuda devices: B %.2f GB/s, α %.2f µs (fit rms %.0f %%); µs by size:", ranks,
+                          ring.bandwidth_Bps * 1e-9, ring.alpha_s * 1e6, 100 * (std::exp(ring.rms_log_error) - 1));
+  for (size_t i = 0; i < ar_bytes.size(); ++i)
+    line += strf(" %s %.1f", format_bytes(static_cast<int64_t>(ar_bytes[i])).c_str(), ar_seconds[i] * 1e6);
+  s.summary["collectives"] = line + "\n";
+}
+
+// How far apart the host has placed the cores: a cache line's round trip between two of them.
+void core_round_trip_cpu(CalibrationSession& s) {
+  // The turn-taker's core and OpenBLAS's helper's, a time each run: the placement can change within
+  // minutes, and what a core reads of another's writes with it. The profile has the median.
+  s.round_trips.push_back(turn_to_helper_round_trip_s());
+  s.raw()["core_round_trip_s"] = s.round_trips;
+  const double round_trip = median(s.round_trips);
+  s.device().erase("core_round_trip_s");  // this run's median replaces the last
+  s.sources().erase("core_round_trip_s");
+  s.summary.erase("core_round_trip");
+  if (!(round_trip > 0)) return;  // not two cores
+  s.device()["core_round_trip_s"] = round_trip;
+  s.sources()["core_round_trip_s"] = "measured: a cache line from core " + std::to_string(usable_cores()[0]) + " to core " +
+                                     std::to_string(usable_cores()[1]) + " and back, at the start, middle and end of the calibration (calibration.raw.core_round_trip_s), the median; not priced: it says how the cores were placed when the rest was measured";
+  std::string lines = strf("  core to core   a cache line's round trip %.0f ns (start, middle, end:", round_trip * 1e9);
+  for (double t : s.round_trips) lines += strf(" %.0f", t * 1e9);
+  lines += ")\n";
+  const auto [least_trip, most_trip] = std::minmax_element(s.round_trips.begin(), s.round_trips.end());
+  if (*least_trip > 0 && *most_trip > kCoresMovedFactor * *least_trip)
+    lines += "                 the host moved this machine's cores during the calibration: element-wise ops that read\n"
+             "                 another core's writes change speed with it (2–3× on a VM) — calibrate again\n";
+  s.summary["core_round_trip"] = lines;
+}
+
+// ---- the profile around the probes ------------------------------------------------------------
+
+std::string checked_output(const CalibrateOptions& o) {
+  const bool cuda = o.device == "cuda";
+  if (cuda && cuda_device_count() < 1) {
+    std::string why = "no CUDA device is visible";
+    try {
+      make_cuda_executor(0);
+    } catch (const std::exception& e) {
+      why = without_component(e.what());
+    }
+    // The device's own message says what to do where it says anything (built without CUDA: rebuild).
+    throw UsageError("calibrate", "--device cuda: " + why +
+                                      (why.find(" — ") != std::string::npos
+                                           ? std::string()
+                                           : " — run calibrate on the machine with the GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES), "
+                                             "or pass --device cpu to measure this machine's cores"));
+  }
+  if (o.devices < 2 || o.devices > kMaxCpuDevices)
+    throw UsageError("calibrate", cuda ? "--device cuda --devices " + std::to_string(o.devices) + ": the threads collectives are measured on 2 … " +
+                                             std::to_string(kMaxCpuDevices) + " cuda devices (logical devices of this GPU) — pass --devices N ≥ 2"
+                                       : "--devices " + std::to_string(o.devices) + ": the threads all-reduce is measured on 2 … " +
+                                             std::to_string(kMaxCpuDevices) + " ranks — pass --devices N ≥ 2");
+  const std::string out = o.out.empty() ? "calibrated-" + host_name() + (cuda ? "-cuda" : "") + ".json" : o.out;
+  check_output_path(out, "calibrate");
+  return out;
+}
+
+void begin_cpu_profile(CalibrationSession& s) {
+  const CalibrateOptions& o = s.options;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  s.profile = {
+      {"name", "calibrated-" + host_name()},
+      {"description", "This machine (" + cpu_model() + ", " + std::to_string(cores) + " cores) as the cpu device uses it" +
+                          ", measured by `scalelab calibrate" + (o.quick ? " --quick" : "") +
+                          (o.devices != 4 ? " --devices " + std::to_string(o.devices) : std::string()) + "` on " + utc_now()},
+      {"nodes", 1},
+      {"devices_per_node", kMaxCpuDevices},
+      {"device",
+       {{"model", cpu_model()},
+        {"mem_capacity_bytes", static_cast<int64_t>(pages > 0 && page > 0 ? static_cast<double>(pages) * page : 1e9)}}},
+      {"calibration",
+       {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"quick", o.quick}, {"devices", o.devices},
+        {"fits", json::object()}, {"raw", json::object()}}},
+      {"sources", {{"mem_capacity_bytes", "this machine's RAM"}}}};
+}
+
+void begin_cuda_profile(CalibrationSession& s) {
+  const CalibrateOptions& o = s.options;
+  const int gpus = cuda_device_count();
+  const int64_t capacity = s.dev().memory().capacity();
+  std::string model = cuda_device_name(0);  // the driver's name; nvidia-smi's where it gives none
+  if (model.empty()) model = gpu_model();
+  if (model.empty()) model = "NVIDIA GPU (neither the driver nor nvidia-smi named it)";
   const std::string command = "scalelab calibrate --device cuda" + std::string(o.quick ? " --quick" : "") +
                               (o.devices != 4 ? " --devices " + std::to_string(o.devices) : std::string());
   // A run's devices on sim: at least a GPU node's 8 (collectives on counts not measured get the
   // ring's closed form), and as many as were measured.
   const int devices_per_node = std::max({8, gpus, o.devices});
-  const SizeCurve& f32_curve = gemm_summary.at("f32").second;
-  json profile{
+  s.profile = {
       {"name", "calibrated-" + host_name() + "-cuda"},
       {"description", "This machine's GPU (" + model + ", " + format_bytes(capacity) + ") as the cuda device uses it: f32 GEMMs with TF32 off, " +
                           "every op timed per call as a run pays it (the CudaClock waits for each), measured by `" + command + "` on " + utc_now() +
@@ -1061,114 +1726,47 @@ int calibrate_cuda(const CalibrateOptions& o) {
                           "core-to-core round trip, OpenBLAS's helper threads, shm's all-reduce — GPUs do not take turns on the host's cores"},
       {"nodes", 1},
       {"devices_per_node", devices_per_node},
-      {"device",
-       {{"model", model},
-        {"peak_flops", peaks},
-        {"gemm_efficiency", f32_curve.efficiency.back()},
-        {"gemm_curves", gemm_curves},
-        {"gemm_table", {{"source", "scalelab calibrate --device cuda: Device::gemm on the cuda device (f32, TF32 off), median host time per call, shape by shape"},
-                        {"f32", gemm_table}}},
-        {"mem_bandwidth_Bps", mem_bw},
-        {"elementwise_curves", ew_curves},
-        {"mem_capacity_bytes", capacity},
-        {"launch_overhead_s", launch},
-        {"host_op_gap_s", host_op_gap}}},
-      {"links", {{"host", host_link}, {"intra_node", intra_link}}},
+      {"device", {{"model", model}, {"mem_capacity_bytes", capacity}}},
       {"calibration",
-       {{"machine", host_name()}, {"device", "cuda"}, {"gpu", model}, {"gpus", gpus}, {"cpu", cpu_model()}, {"date", utc_now()},
-        {"quick", o.quick}, {"devices", o.devices}, {"seconds", seconds}, {"fits", fits}, {"raw", raw}, {"warnings", warnings}}},
+       {{"machine", host_name()}, {"device", "cuda"}, {"gpu", model}, {"gpus", gpus}, {"cpu", cpu_model()}, {"quick", o.quick},
+        {"devices", o.devices}, {"fits", json::object()}, {"raw", json::object()}}},
       {"sources",
-       {{"peak_flops", "measured: the best GEMM rate over the grid, per dtype (calibration.raw.gemm); no tf32: the executor runs f32 GEMMs without TF32"},
-        {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
-        {"gemm_table", "measured: every f32 shape of the grid, and the dW shapes adding to C (beta = 1); f32 GEMMs are priced by the nearest shapes of their transposition"},
-        {"mem_bandwidth_Bps", "measured: the larger of the best element-wise rate and a " + format_bytes(hbm_copy_bytes) +
-                                  " copy inside the device by its GPU time (calibration.raw.device_memory_copy)"},
-        {"elementwise_curves", "measured: each kind's share of mem_bandwidth_Bps by bytes touched, per call as a run pays it"},
-        {"launch_overhead_s", "measured: " + std::to_string(raw["tiny_op"]["calls"].get<int>()) +
-                                  " calls of a tiny op (scale, 1 KiB) back to back, wall time ÷ calls — the per-op cost of a kind without a curve"},
-        {"links.host", "measured: Device::upload from pageable host memory; bandwidth = the best rate, curve = each size's share of it, α fitted (downloads in calibration.raw.host_download)"},
-        {"links.intra_node", "measured: " + peer_what + "; bandwidth = the best rate, curve = each size's share of it, α fitted"},
-        {"mem_capacity_bytes", "the device's capacity as its memory ledger has it (cudaMemGetInfo)"},
+       {{"mem_capacity_bytes", "the device's capacity as its memory ledger has it (cudaMemGetInfo)"},
         {"devices_per_node", "at least 8 (a GPU node), the GPUs visible (" + std::to_string(gpus) + ") and --devices (" + std::to_string(o.devices) +
                                  "): cuda devices can be logical devices of one GPU"}}}};
-  AlphaBeta threads_link;
-  if (collectives_failed.empty() && !ar_bytes.empty()) {
-    threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (o.devices - 1), 2.0 * (o.devices - 1) / o.devices);
-    profile["calibration"]["fits"]["all_reduce_threads"] = {{"ranks", o.devices}, {"latency_s", threads_link.alpha_s},
-                                                            {"bandwidth_Bps", threads_link.bandwidth_Bps}, {"rms_log_error", threads_link.rms_log_error}};
-    profile["collectives"] = {{"launch_s", 0},
-                              {"intra_hop_s", threads_link.alpha_s},
-                              {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / intra_link["bandwidth_Bps"].get<double>(), 1e-6, 1.0)},
-                              {"protocols", {"Simple"}},
-                              {"tree", false},
-                              {"measured", measured_collectives}};
-    profile["sources"]["collectives"] = "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(o.devices) +
-                                        " and 2 cuda devices, and send (a message between 2), their buffers in device memory; `measured` prices "
-                                        "calls on those counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
-                                        std::to_string(o.devices) + ", intra_efficiency = that B ÷ links.intra_node's B";
-  }
-  const std::string text = profile.dump(2) + "\n";
+}
+
+void finish_profile(CalibrationSession& s, const std::string& out, double seconds) {
+  json& calibration = s.profile["calibration"];
+  calibration["date"] = utc_now();
+  calibration["seconds"] = seconds;
+  if (s.cuda) calibration["warnings"] = s.warnings;
+  const std::string text = s.profile.dump(2) + "\n";
   // Read back before it replaces anything: the sim must accept what calibrate writes.
   write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
 
-  std::printf("# scalelab calibrate --device cuda: %s, %s, %d GPU%s visible, %.1f s%s\n", model.c_str(), format_bytes(capacity).c_str(),
-              gpus, gpus == 1 ? "" : "s", seconds, o.quick ? " (--quick)" : "");
-  std::printf("  timing         every op per call as a run pays it (host wall time; the CudaClock waits for each op);\n"
-              "                 the GPU's own time (CUDA events) is kept beside it in calibration.raw (seconds_gpu)\n");
-  for (const GemmDtype& gd : gemm_dtypes) {
-    if (!gemm_summary.count(gd.name)) continue;  // not measured: a WARNING below says why
-    const std::string name = gd.name;
-    const std::pair<double, SizeCurve>& summary = gemm_summary.at(name);
-    std::printf("  gemm %-9s peak %.1f TFLOP/s (best of %zu shapes); share of it by m·n·k:\n", name.c_str(), summary.first * 1e-12, grid.size());
-    for (size_t i = 0; i < summary.second.sizes.size(); ++i)
-      std::printf("                 %12.3g  %5.3f\n", summary.second.sizes[i], summary.second.efficiency[i]);
+  const char* quick = s.quick ? " (--quick)" : "";
+  if (s.cuda) {
+    const int gpus = calibration["gpus"].get<int>();
+    std::printf("# scalelab calibrate --device cuda: %s, %s, %d GPU%s visible, %.1f s%s\n", calibration["gpu"].get<std::string>().c_str(),
+                format_bytes(s.device()["mem_capacity_bytes"].get<int64_t>()).c_str(), gpus, gpus == 1 ? "" : "s", seconds, quick);
+    std::printf("  timing         every op per call as a run pays it (host wall time; the CudaClock waits for each op);\n"
+                "                 the GPU's own time (CUDA events) is kept beside it in calibration.raw (seconds_gpu)\n");
+  } else {
+    std::printf("# scalelab calibrate: %s, %u cores, %.1f s%s\n", calibration["cpu"].get<std::string>().c_str(),
+                calibration["cores"].get<unsigned>(), seconds, quick);
   }
-  {
-    const json& f32_rows = raw_gemm.at("f32");
-    const json* largest = nullptr;
-    for (const json& r : f32_rows)
-      if (!largest || r["m"].get<double>() * r["n"].get<double>() * r["k"].get<double>() >
-                          (*largest)["m"].get<double>() * (*largest)["n"].get<double>() * (*largest)["k"].get<double>())
-        largest = &r;
-    if (largest)
-      std::printf("                 largest f32 shape %lld×%lld×%lld: %.3f ms per call, %.3f ms on the GPU\n",
-                  (*largest)["m"].get<long long>(), (*largest)["n"].get<long long>(), (*largest)["k"].get<long long>(),
-                  (*largest)["seconds"].get<double>() * 1e3, (*largest)["seconds_gpu"].get<double>() * 1e3);
+  for (const CalibrationProbe& probe : calibration_probes())
+    if (const auto lines = s.summary.find(probe.name); lines != s.summary.end()) std::fputs(lines->second.c_str(), stdout);
+  if (s.cuda) {
+    std::printf("  not measured   host cache, cold times, turn hand-off, core round trip, OpenBLAS helpers, shm (cpu-host figures)\n");
+    for (const std::string& w : s.warnings) std::printf("  WARNING        %s\n", w.c_str());
+    std::printf("  profile        %s (use it: --device sim --hw %s, or bench predict --device cuda --hw %s)\n", out.c_str(), out.c_str(),
+                out.c_str());
+  } else {
+    std::printf("  profile        %s (use it: --device sim --hw %s, or train --device cpu --predict %s)\n", out.c_str(), out.c_str(),
+                out.c_str());
   }
-  std::printf("  launch         %.2f µs per tiny op back to back (median call %.2f µs, of it on the GPU %.2f µs)\n", launch * 1e6,
-              raw["tiny_op"]["median_call_s"].get<double>() * 1e6, raw["tiny_op"]["median_gpu_s"].get<double>() * 1e6);
-  std::printf("  host gap       %.2f µs before each op of a device, after its last (a step's mean gap between ops, %.2f µs, less a call's "
-              "own %.2f µs; %s)\n",
-              profile["device"]["host_op_gap_s"].get<double>() * 1e6, raw["step_host_gap"]["mean_gap_s"].get<double>() * 1e6,
-              raw["step_host_gap"]["tiny_op_call_overhead_s"].get<double>() * 1e6,
-              raw["step_host_gap"]["run"].get<std::string>().c_str());
-  std::printf("  device memory  %.0f GB/s: a %s copy inside the device (read + write, GPU time); best element-wise %.0f GB/s\n",
-              hbm_Bps * 1e-9, format_bytes(hbm_copy_bytes).c_str(), ew_best * 1e-9);
-  std::printf("  element-wise   by kind, GB/s per call at the smallest / largest size:\n");
-  for (const auto& [kind, rates] : ew_rates)
-    std::printf("                 %-14s %9.3f / %9.1f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
-  std::printf("                 α + bytes/B (fitted to axpy and bias+ReLU): %.2f µs, %.0f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
-              ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
-  for (const auto& [what, s] : {std::pair<const char*, const Series*>{"upload      ", &upload}, std::pair<const char*, const Series*>{"download    ", &download},
-                                std::pair<const char*, const Series*>{"peer copy   ", &peer}}) {
-    std::printf("  %s   GB/s by size:", what);
-    for (size_t i = 0; i < s->bytes.size(); ++i)
-      std::printf(" %s %.1f", format_bytes(static_cast<int64_t>(s->bytes[i])).c_str(), s->bytes[i] / s->seconds[i] * 1e-9);
-    std::printf("\n");
-  }
-  std::printf("                 peer copy: %s\n", peer_what.c_str());
-  if (collectives_failed.empty() && !ar_bytes.empty()) {
-    std::printf("  all_reduce     threads, %d cuda devices: B %.2f GB/s, α %.2f µs (fit rms %.0f %%); µs by size:", o.devices,
-                threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
-    for (size_t i = 0; i < ar_bytes.size(); ++i)
-      std::printf(" %s %.1f", format_bytes(static_cast<int64_t>(ar_bytes[i])).c_str(), ar_seconds[i] * 1e6);
-    std::printf("\n");
-  }
-  std::printf("  not measured   host cache, cold times, turn hand-off, core round trip, OpenBLAS helpers, shm (cpu-host figures)\n");
-  for (const std::string& w : warnings) std::printf("  WARNING        %s\n", w.c_str());
-  std::printf("  profile        %s (use it: --device sim --hw %s, or bench predict --device cuda --hw %s)\n", out.c_str(), out.c_str(),
-              out.c_str());
-  return 0;
 }
 
 }  // namespace
@@ -1241,412 +1839,6 @@ std::vector<SpeedProbe> machine_speed_now(const HardwareProfile& profile, Device
     if (const double now = turn_to_helper_round_trip_s(); now > 0)
       probes.push_back({"core-to-core round trip", host.core_round_trip_s, now, kCoresMovedFactor});
   return probes;
-}
-
-int run_calibrate(const CalibrateOptions& o) {
-  if (o.device == "cuda") return calibrate_cuda(o);
-  if (o.device != "cpu")
-    throw UsageError("calibrate", "--device " + o.device + ": only the cpu and cuda devices are measured here — pass --device cpu "
-                                  "or --device cuda (a sim device's figures are the profile itself, see profiles/README.md)");
-  if (o.devices < 2 || o.devices > kMaxCpuDevices)
-    throw UsageError("calibrate", "--devices " + std::to_string(o.devices) + ": the threads all-reduce is measured on 2 … " +
-                                      std::to_string(kMaxCpuDevices) + " ranks — pass --devices N ≥ 2");
-  const std::string out = o.out.empty() ? "calibrated-" + host_name() + ".json" : o.out;
-  check_output_path(out, "calibrate");
-  const auto started = clock_type::now();
-  const double budget = o.quick ? 0.02 : 0.15;  // seconds per measurement
-  const int gemm_rounds = o.quick ? 2 : 3;       // see "In rounds" below
-  const std::vector<int64_t> rows = o.quick ? std::vector<int64_t>{8, 32, 128} : std::vector<int64_t>{8, 32, 128, 512};
-  const std::vector<int64_t> widths =
-      o.quick ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{16, 64, 256, 1024, 2048};
-  const std::vector<GemmShape> grid = gemm_grid(rows, widths);
-  // Up to 16 MiB per tensor (64 MiB in a full run): past the last-level cache, as a large layer's
-  // weights and their optimizer state are.
-  const int elementwise_sizes = o.quick ? 8 : 9;  // 4^i × 256 floats
-  const int copy_sizes = o.quick ? 6 : 7;
-  ProgressLine progress(static_cast<int>(grid.size()) * gemm_rounds + 8 * elementwise_sizes + 2 * copy_sizes + 3 * (o.devices == 2 ? 1 : 2) + 1 + (o.quick ? 4 : 5));
-
-  EventBus bus;
-  DeviceOptions dopt;
-  dopt.bus = &bus;
-  auto devices = make_devices(dopt);
-  Device& dev = *devices[0];
-  json raw;
-  // One op measured alone: the cpu devices of a run take turns on the host's cores (HostCores),
-  // so an op of one costs about what it costs alone; the turns are the model's to price
-  // (calibration/host_turns.h).
-  auto measure = [&](const OpMaker& make) { return time_call(make(dev), budget, bus); };
-  // … and cold: its data in DRAM, as in a run whose steps move more than the cache holds.
-  // The cache in effect moves with what the socket's other tenants do (87 to 155 MiB from one
-  // calibration to the next here, and a table priced at 155 came out 6–20 % short on every
-  // multi-device run of the larger models): swept three times — now, after the GEMMs, after the
-  // copies — and the median taken.
-  // Each time, also how the cache treats bytes touched again (measure_retouch).
-  json cache_sweeps = json::array(), retouch_sweeps = json::array();
-  std::vector<double> in_effect;
-  // How far apart the host has placed this VM's cores, at the start, the middle and the end: it
-  // can change within minutes, and what a core reads of another's writes with it.
-  std::vector<double> round_trips{turn_to_helper_round_trip_s()};
-  const auto sweep_host_cache = [&] {
-    in_effect.push_back(measure_host_cache(cache_sweeps));
-    if (in_effect.back() > 0) measure_retouch(in_effect.back(), retouch_sweeps);
-  };
-  sweep_host_cache();
-  progress.step("host cache, sweep 1 of 3");
-  const TurnCosts turns = measure_turn_costs(o.devices, raw);
-  const double turn_handoff = turns.handoff_s;
-  progress.step("turn handoff");
-  // Past what any sweep touched (1 GiB): 448 MiB had left a copy's data partly cached.
-  CacheFlusher flush(static_cast<size_t>(std::max(4 * in_effect.front(), 1024.0 * (1 << 20))));
-  const int cold_calls = o.quick ? 3 : 5;
-  auto measure_cold = [&](const OpMaker& make) { return time_call_cold(make(dev), flush, cold_calls, bus); };
-
-  // 1. GEMMs: FLOP/s per shape; the best is taken as the peak, the curve is the shares of it.
-  std::vector<std::pair<double, double>> rates;  // m·n·k, FLOP/s
-  json raw_gemm = json::array();
-  // In rounds: each shape is timed a little in every round, so a slow stretch of this shared
-  // machine moves every shape alike and the median over the rounds leaves it out. Timed one shape
-  // after another, a shape could come out a third slower in one calibration than in the others
-  // (128×1024×1024: 5.62 ms once, 4.06 … 4.28 in four other calibrations).
-  const int cold_per_round = 2;
-  std::vector<std::vector<double>> warm_times(grid.size()), cold_times(grid.size()), accumulate_times(grid.size());
-  for (int round = 0; round < gemm_rounds; ++round)
-    for (size_t i = 0; i < grid.size(); ++i) {
-      const GemmShape g = grid[i];
-      const OpMaker make = gemm_op(g);
-      for (double t : warm_call_times(make, dev, g.operand_bytes(), budget / gemm_rounds, bus)) warm_times[i].push_back(t);
-      for (double t : cold_call_times(make(dev), flush, cold_per_round, bus)) cold_times[i].push_back(t);
-      // dW = dyᵀ·x is the GEMM a gradient accumulates into (micro-batches, no_sync windows).
-      if (g.ta && !g.tb)
-        for (double t : warm_call_times(gemm_op(g, true), dev, g.operand_bytes(), budget / gemm_rounds, bus))
-          accumulate_times[i].push_back(t);
-      progress.step("gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + ", round " +
-                    std::to_string(round + 1) + " of " + std::to_string(gemm_rounds));
-    }
-  for (size_t i = 0; i < grid.size(); ++i) {
-    const GemmShape& g = grid[i];
-    const double s = median(warm_times[i]), cold = median(cold_times[i]);
-    const double mnk = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
-    rates.push_back({mnk, 2 * mnk / s});
-    raw_gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"trans_a", g.ta}, {"trans_b", g.tb}, {"seconds", s},
-                        {"seconds_cold", cold}});
-    if (!accumulate_times[i].empty()) raw_gemm.back()["seconds_accumulate"] = median(accumulate_times[i]);
-  }
-  double peak = 0;
-  for (const auto& [mnk, rate] : rates) peak = std::max(peak, rate);
-  std::vector<std::pair<double, double>> shares;
-  for (const auto& [mnk, rate] : rates) shares.push_back({mnk, rate / peak});
-  const SizeCurve curve = curve_from(shares);
-  raw["gemm"] = raw_gemm;
-
-  sweep_host_cache();
-  progress.step("host cache, sweep 2 of 3");
-  round_trips.push_back(turn_to_helper_round_trip_s());
-
-  // 2. Element-wise ops, each kind a step makes, over sizes a factor of 4 apart up to past the
-  // last-level cache: the share of the best bandwidth measured, by bytes touched, is that kind's
-  // curve (an SGD step on a layer's 4 MiB weights reads from DRAM; a bias+ReLU on a batch's
-  // activations from cache). The bytes are those the cost model counts, read off the op's event.
-  // axpy and bias+ReLU also give α + bytes/B: the price of a kind without a curve.
-  const std::vector<ElementwiseKind> kinds = elementwise_kinds();
-  std::vector<double> ew_bytes, ew_seconds;
-  std::map<std::string, std::vector<std::pair<double, double>>> ew_rates;  // kind → (bytes, B/s)
-  std::map<std::string, std::vector<double>> ew_cold_rates;               // kind → B/s cold, by size
-  json raw_ew = json::array();
-  for (const ElementwiseKind& kind : kinds)
-    for (int i = 0; i < elementwise_sizes; ++i) {
-      const int64_t n = int64_t{256} << (2 * i);
-      const int64_t cols = 256, rows_n = n / cols;
-      const OpMaker make = [&](Device& d) { return kind.make(d, rows_n, cols); };
-      const double s = measure(make), cold = measure_cold(make);
-      make(dev)();
-      const double bytes = static_cast<double>(bus.events().back().bytes);
-      ew_rates[kind.name].push_back({bytes, bytes / s});
-      ew_cold_rates[kind.name].push_back(bytes / cold);
-      if (std::string(kind.name) == "axpy" || std::string(kind.name) == "bias_relu") {
-        ew_bytes.push_back(bytes);
-        ew_seconds.push_back(s);
-      }
-      raw_ew.push_back({{"op", kind.name}, {"bytes", bytes}, {"seconds", s}, {"seconds_cold", cold}});
-      progress.step(std::string(kind.name) + " " + std::to_string(n * 4) + " B");
-    }
-  const AlphaBeta ew = fit_alpha_beta(ew_bytes, ew_seconds, 1, 1);
-  double mem_peak = 0;
-  for (const auto& [kind, rates] : ew_rates)
-    for (const auto& [bytes, rate] : rates) mem_peak = std::max(mem_peak, rate);
-  json ew_curves{{"source", "scalelab calibrate: each kind's Device call on the cpu device, median time per call, " +
-                                std::to_string(elementwise_sizes) + " sizes; share of the best rate of any kind"}};
-  for (const auto& [kind, rates] : ew_rates) {
-    json sizes = json::array(), shares = json::array(), cold_shares = json::array();
-    for (size_t i = 0; i < rates.size(); ++i) {
-      sizes.push_back(rates[i].first);
-      shares.push_back(std::clamp(rates[i].second / mem_peak, 1e-6, 1.0));
-      cold_shares.push_back(std::clamp(ew_cold_rates[kind][i] / mem_peak, 1e-6, 1.0));
-    }
-    ew_curves[kind] = {{"bytes", sizes}, {"efficiency", shares}, {"efficiency_cold", cold_shares}};
-  }
-  raw["elementwise"] = raw_ew;
-
-  // One copy per size (each a factor of 4 up from 4 KiB): α + bytes/B fitted, and the curve — a
-  // memcpy runs at the caches' speed while it fits them and at DRAM's beyond, which no single α
-  // and B describe — and the raw times.
-  struct CopySeries {
-    AlphaBeta fit;
-    std::vector<double> bytes, seconds, seconds_cold;
-    // The link: its best rate as the bandwidth, each size's share of it as the curve (hot, cold).
-    json link() const {
-      double best = 0;
-      for (size_t i = 0; i < bytes.size(); ++i) best = std::max(best, bytes[i] / seconds[i]);
-      json shares = json::array(), cold_shares = json::array();
-      for (size_t i = 0; i < bytes.size(); ++i) {
-        shares.push_back(std::clamp(bytes[i] / seconds[i] / best, 1e-6, 1.0));
-        cold_shares.push_back(std::clamp(bytes[i] / seconds_cold[i] / best, 1e-6, 1.0));
-      }
-      return {{"kind", "memory"}, {"bandwidth_Bps", best}, {"latency_s", fit.alpha_s},
-              {"curve", {{"bytes", bytes}, {"efficiency", shares}, {"efficiency_cold", cold_shares}}}};
-    }
-  };
-  // time_one(floats): the copy's time, hot and cold.
-  auto copy_series = [&](const char* what, const std::function<std::pair<double, double>(int64_t floats)>& time_one) {
-    CopySeries series;
-    json raw_rows = json::array();
-    for (int i = 0; i < copy_sizes; ++i) {
-      const int64_t n = int64_t{1024} << (2 * i);
-      const auto [s, cold] = time_one(n);
-      series.bytes.push_back(static_cast<double>(4 * n));
-      series.seconds.push_back(s);
-      series.seconds_cold.push_back(cold);
-      raw_rows.push_back({{"bytes", 4 * n}, {"seconds", s}, {"seconds_cold", cold}});
-      progress.step(std::string(what) + " " + std::to_string(4 * n) + " B");
-    }
-    series.fit = fit_alpha_beta(series.bytes, series.seconds, 1, 1);
-    return std::pair{series, raw_rows};
-  };
-
-  // 3. Host copies (upload: host → device memory; on cpu a memcpy).
-  const auto [host, raw_host] = copy_series("upload", [&](int64_t n) {
-    const OpMaker upload = [n](Device& d) -> std::function<void()> {
-      Tensor dst = d.empty({n}, DType::f32, MemoryCategory::workspace, "dst");
-      auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 1.0f);
-      return [&d, dst, values] { d.upload({"calibrate"}, dst, values->data()); };
-    };
-    return std::pair{measure(upload), measure_cold(upload)};
-  });
-  raw["host_copy"] = raw_host;
-
-  // 4. Copies between two cpu devices (Device::copy across devices: a memcpy): the link between
-  // devices, which point-to-point copies (model parallel's activations, DataParallel's scatter and
-  // replicate) are priced with.
-  DeviceOptions two = dopt;
-  two.count = 2;
-  auto pair = make_devices(two);
-  const auto [peer, raw_peer] = copy_series("copy between devices", [&](int64_t n) {
-    Tensor src = pair[0]->empty({n}, DType::f32, MemoryCategory::workspace, "src");
-    Tensor dst = pair[1]->empty({n}, DType::f32, MemoryCategory::workspace, "dst");
-    pair[0]->fill({"calibrate"}, src, 1.0f);
-    const auto copy = [&] { pair[1]->copy({"calibrate"}, src, dst); };  // the destination copies in
-    return std::pair{time_call(copy, budget, bus), time_call_cold(copy, flush, cold_calls, bus)};
-  });
-  raw["peer_copy"] = raw_peer;
-
-  sweep_host_cache();
-  progress.step("host cache, sweep 3 of 3");
-  std::vector<double> sorted_in_effect = in_effect;
-  std::sort(sorted_in_effect.begin(), sorted_in_effect.end());
-  const double host_cache = sorted_in_effect[1];
-  for (const json& sweep : cache_sweeps)
-    if (sweep["bytes_in_effect"].get<double>() == host_cache) raw["host_cache"] = sweep["rows"];  // the median's, as before
-  raw["host_cache_sweeps"] = cache_sweeps;
-  std::vector<double> retouches;
-  for (const json& sweep : retouch_sweeps)
-    if (sweep["retouch"].get<double>() >= 0) retouches.push_back(sweep["retouch"].get<double>());
-  const double retouch = host_cache > 0 && !retouches.empty() ? median(retouches) : -1.0;
-  raw["host_cache_retouch"] = retouch_sweeps;
-
-  // 5. The collectives a strategy calls, over the threads backend on --devices ranks (default 4,
-  // the tour's count), as a run leaves the host: timed by size, they price calls on that many
-  // ranks; the all-reduce also gives the ring's 2(n−1)α + 2(n−1)/n · S/B for other counts. shm's
-  // all-reduce is measured too (full run), for the record.
-  const int ranks = o.devices;
-  const int64_t largest_collective = o.quick ? 1 << 20 : 16 << 20;
-  std::vector<double> ar_bytes, ar_seconds;
-  json measured_collectives = json::array();
-  {
-    BlasHelpersSpinning as_in_a_run(dev);
-    // On 2 ranks too: the groups of DDP + model parallel (2 replicas of 2 stages) and of pipelines.
-    // And a message from one rank to another (2 ranks: a pipeline's neighbours), as the threads
-    // backend passes it: the receiver woken, the copy, the sender released — 13 µs for 256 KiB here,
-    // a memcpy's 7.
-    for (const int n : ranks == 2 ? std::vector<int>{2} : std::vector<int>{ranks, 2})
-      for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "send"}) {
-        if (std::string(op) == "send" && n != 2) continue;
-        std::vector<double> b, t;
-        const json rows = measure_collective(o.time_collective, "threads", op, n, largest_collective, b, t);
-        measured_collectives.push_back({{"op", op}, {"ranks", n}, {"bytes", b}, {"seconds", t}});
-        if (n == ranks) {
-          raw[std::string(op) + "_threads"] = rows;
-          if (std::string(op) == "all_reduce") ar_bytes = b, ar_seconds = t;
-        }
-        progress.step(std::string(op) + " threads, " + std::to_string(n) + " ranks");
-      }
-  }
-  const AlphaBeta threads_link = fit_alpha_beta(ar_bytes, ar_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
-  json fits{{"elementwise", {{"launch_overhead_s", ew.alpha_s}, {"mem_bandwidth_Bps", ew.bandwidth_Bps}, {"rms_log_error", ew.rms_log_error}}},
-            {"host_copy", {{"latency_s", host.fit.alpha_s}, {"bandwidth_Bps", host.fit.bandwidth_Bps}, {"rms_log_error", host.fit.rms_log_error}}},
-            {"peer_copy", {{"latency_s", peer.fit.alpha_s}, {"bandwidth_Bps", peer.fit.bandwidth_Bps}, {"rms_log_error", peer.fit.rms_log_error}}},
-            {"all_reduce_threads", {{"ranks", ranks}, {"latency_s", threads_link.alpha_s}, {"bandwidth_Bps", threads_link.bandwidth_Bps},
-                                    {"rms_log_error", threads_link.rms_log_error}}}};
-  if (!o.quick) {
-    std::vector<double> shm_bytes, shm_seconds;
-    raw["all_reduce_shm"] = measure_collective(o.time_collective, "shm", "all_reduce", ranks, 16 << 20, shm_bytes, shm_seconds);
-    progress.step("all_reduce shm");
-    const AlphaBeta shm = fit_alpha_beta(shm_bytes, shm_seconds, 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks);
-    fits["all_reduce_shm"] = {{"ranks", ranks}, {"latency_s", shm.alpha_s}, {"bandwidth_Bps", shm.bandwidth_Bps},
-                              {"rms_log_error", shm.rms_log_error}};
-  }
-  round_trips.push_back(turn_to_helper_round_trip_s());
-  raw["core_round_trip_s"] = round_trips;
-  progress.end();
-
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const double seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-  const std::string name = "calibrated-" + host_name();
-  json curve_json{{"mnk", curve.sizes}, {"efficiency", curve.efficiency}};
-  json profile{
-      {"name", name},
-      {"description", "This machine (" + cpu_model() + ", " + std::to_string(cores) + " cores) as the cpu device uses it" +
-                          ", measured by `scalelab calibrate" + (o.quick ? " --quick" : "") +
-                          (o.devices != 4 ? " --devices " + std::to_string(o.devices) : std::string()) + "` on " + utc_now()},
-      {"nodes", 1},
-      {"devices_per_node", kMaxCpuDevices},
-      {"device",
-       {{"model", cpu_model()},
-        {"peak_flops", {{"f32", peak}}},
-        {"gemm_efficiency", curve.efficiency.back()},
-        {"gemm_curves", {{"source", "scalelab calibrate: Device::gemm on the cpu device over " + std::to_string(grid.size()) +
-                                        " MLP shapes (forward, dW, dx), median time per call; peak = the best rate measured"},
-                         {"f32", curve_json}}},
-        {"gemm_table", {{"source", "scalelab calibrate: Device::gemm on the cpu device, median time per call, shape by shape"},
-                        {"f32", raw_gemm}}},
-        {"mem_bandwidth_Bps", mem_peak},
-        {"elementwise_curves", ew_curves},
-        {"mem_capacity_bytes", static_cast<int64_t>(pages > 0 && page > 0 ? static_cast<double>(pages) * page : 1e9)},
-        {"launch_overhead_s", ew.alpha_s}}},
-      {"links",
-       {{"host", host.link()}, {"intra_node", peer.link()}}},
-      // The threads all-reduce as the ring's closed form on that link: α per step, its bandwidth a
-      // share of the copies' (the ranks reduce as they go, and wait for each other).
-      {"collectives",
-       {{"launch_s", 0},
-        {"intra_hop_s", threads_link.alpha_s},
-        {"intra_efficiency", std::clamp(threads_link.bandwidth_Bps / peer.link()["bandwidth_Bps"].get<double>(), 1e-6, 1.0)},
-        {"protocols", {"Simple"}},
-        {"tree", false},
-        {"measured", measured_collectives}}},
-      {"calibration",
-       {{"machine", host_name()}, {"cpu", cpu_model()}, {"cores", cores}, {"date", utc_now()}, {"quick", o.quick}, {"devices", o.devices},
-        {"seconds", seconds}, {"fits", fits}, {"raw", raw}}},
-      {"sources",
-       {{"peak_flops", "measured: the best GEMM rate over the grid (calibration.raw.gemm)"},
-        {"gemm_curves", "measured: share of that peak per m·n·k, median over the shapes of each factor of 2"},
-        {"gemm_table", "measured: every shape of the grid, its time hot and cold (the caches flushed), and the dW shapes' adding to C (beta = 1); f32 GEMMs are priced by the nearest shapes of their transposition"},
-        {"host_cache_bytes", "measured: y += x on 8 MiB after touching more and more other memory; the size at which it is halfway to DRAM's time, ÷ 1.5; the median of three sweeps, at the start, after the GEMMs and after the copies (calibration.raw.host_cache_sweeps)"},
-        {"efficiency_cold", "measured: each curve's sizes again after flushing the caches; priced as the share of data past host_cache_bytes"},
-        {"mem_bandwidth_Bps", "measured: the best rate of any element-wise kind from 1 KiB to " +
-                                  std::to_string((256ll << (2 * (elementwise_sizes - 1))) * 4 >> 20) + " MiB per tensor (calibration.raw.elementwise)"},
-        {"elementwise_curves", "measured: each kind's share of that rate by bytes touched"},
-        {"launch_overhead_s", "measured: the α of α + bytes/B fitted to axpy and bias+ReLU — the per-op cost of a kind without a curve"},
-        {"links.host", "measured: Device::upload; bandwidth = the best rate, curve = each size's share of it, α fitted"},
-        {"links.intra_node", "measured: Device::copy between two cpu devices; bandwidth = the best rate, curve = each size's share of it, α fitted"},
-        {"collectives", "measured: threads-backend all_reduce, reduce_scatter and all_gather on " + std::to_string(ranks) +
-                            " and 2 ranks, and send (a message between 2 ranks), with OpenBLAS's helper threads spinning as a run's GEMMs leave them; `measured` prices "
-                            "calls on those rank counts; others: 2(n−1)α + 2(n−1)/n·S/B fitted to the all_reduce on " +
-                            std::to_string(ranks) + ", intra_efficiency = that B ÷ the copies' B"},
-        {"mem_capacity_bytes", "this machine's RAM"}}}};
-  if (host_cache > 0) {  // none found: every op priced hot
-    profile["device"]["host_cache_bytes"] = host_cache;
-    profile["device"]["host_cache_curve"] = cold_share_curve(cache_sweeps);
-    profile["sources"]["host_cache_curve"] = "measured: the same sweeps, point by point — the median over the three of how far y += x's time has gone from its hot time to its DRAM time (the most memory touched), never falling; bytes = the memory touched + its own 16 MiB";
-    if (retouch >= 0) {
-      profile["device"]["host_cache_retouch"] = retouch;
-      profile["sources"]["host_cache_retouch"] = "measured: y += x after touching D bytes four times, against D once and 4D once: Σ (four times − once) ÷ Σ (4D − once) over D = ¼ … 1 × the cache in effect, after each of the three sweeps, the median (calibration.raw.host_cache_retouch)";
-    }
-  }
-  profile["device"]["turn_handoff_s"] = turn_handoff;
-  profile["device"]["turn_gemm_extra_s"] = turns.gemm_extra_s;
-  if (turns_kept_on_one_core()) {
-    profile["device"]["turns_on_one_core"] = true;
-    profile["sources"]["turns_on_one_core"] = "this process kept its turn-taking threads to core " + std::to_string(usable_cores().front()) +
-                                              " and OpenBLAS's helpers to the others (core/device/host_cores.h)";
-  }
-  const double round_trip = median(round_trips);
-  const auto [least_trip, most_trip] = std::minmax_element(round_trips.begin(), round_trips.end());
-  if (round_trip > 0) {
-    profile["device"]["core_round_trip_s"] = round_trip;
-    profile["sources"]["core_round_trip_s"] = "measured: a cache line from core " + std::to_string(usable_cores()[0]) + " to core " +
-                                              std::to_string(usable_cores()[1]) + " and back, at the start, middle and end of the calibration (calibration.raw.core_round_trip_s), the median; not priced: it says how the cores were placed when the rest was measured";
-  }
-  profile["sources"]["turn_handoff_s"] = "measured: " + std::to_string(o.devices) +
-                                         " device threads taking turns for a layer's forward (a GEMM, then its bias+ReLU); the mean gap when the turn passes to another";
-  profile["sources"]["turn_gemm_extra_s"] = "measured: the median GEMM (32x256x256) of those rounds less the median of the same ops on the same devices driven by one thread, round by round; the median over 9 rounds (calibration.raw.turn_gemm_extra)";
-  const std::string text = profile.dump(2) + "\n";
-  // Read back before it replaces anything: the sim must accept what calibrate writes.
-  write_file_atomically(out, text, "calibrate", [](const std::string& written) { load_profile(written); });
-  std::printf("# scalelab calibrate: %s, %u cores, %.1f s%s\n", cpu_model().c_str(), cores, seconds, o.quick ? " (--quick)" : "");
-  std::printf("  gemm f32       peak %.1f GFLOP/s (best of %zu shapes); share of it by m·n·k:\n", peak * 1e-9, grid.size());
-  for (size_t i = 0; i < curve.sizes.size(); ++i)
-    std::printf("                 %12.3g  %5.3f\n", curve.sizes[i], curve.efficiency[i]);
-  std::vector<double> adding;  // time adding to C / writing it, the dW shapes
-  for (const json& r : raw_gemm)
-    if (r.contains("seconds_accumulate")) adding.push_back(r["seconds_accumulate"].get<double>() / r["seconds"].get<double>());
-  if (!adding.empty())
-    std::printf("  gemm adding    dW adding to C (beta = 1) takes %.2f … %.2f (median %.2f) of writing it (%zu shapes)\n",
-                *std::min_element(adding.begin(), adding.end()), *std::max_element(adding.begin(), adding.end()),
-                median(adding), adding.size());
-  std::printf("  turn handoff   %.1f µs between two devices' ops (the next thread wakes); a GEMM right after takes %.1f µs more\n",
-              turn_handoff * 1e6, turns.gemm_extra_s * 1e6);
-  if (round_trip > 0) {
-    std::printf("  core to core   a cache line's round trip %.0f ns (start, middle, end:", round_trip * 1e9);
-    for (double t : round_trips) std::printf(" %.0f", t * 1e9);
-    std::printf(")\n");
-    if (*least_trip > 0 && *most_trip > kCoresMovedFactor * *least_trip)
-      std::printf("                 the host moved this machine's cores during the calibration: element-wise ops that read\n"
-                  "                 another core's writes change speed with it (2–3× on a VM) — calibrate again\n");
-  }
-  if (host_cache > 0) {
-    std::printf("  host cache     %s in effect: past it a step's data come from DRAM (every op also measured cold);\n"
-                "                 cold share by bytes moved:",
-                format_bytes(static_cast<int64_t>(host_cache)).c_str());
-    const json& curve = profile["device"]["host_cache_curve"];
-    for (size_t i = 0; i < curve["bytes"].size(); ++i)
-      std::printf(" %s %.2f", format_bytes(curve["bytes"][i].get<int64_t>()).c_str(), curve["cold_share"][i].get<double>());
-    std::printf("\n");
-    if (retouch >= 0)
-      std::printf("                 a byte touched again counts %.2f of a new one (0: only the distinct bytes a step touches push\n"
-                  "                 data out, as in an LRU cache; 1: every byte it moves)\n", retouch);
-    else
-      std::printf("                 touching the same bytes again could not be told from touching new ones: every byte moved counts\n");
-  } else
-    std::printf("  host cache     no cliff found between in-cache and DRAM times: every op priced as measured hot\n");
-  std::printf("  element-wise   best %.2f GB/s; by kind, GB/s at the smallest / largest size:\n", mem_peak * 1e-9);
-  for (const auto& [kind, rates] : ew_rates)
-    std::printf("                 %-14s %7.2f / %7.2f\n", kind.c_str(), rates.front().second * 1e-9, rates.back().second * 1e-9);
-  std::printf("                 α + bytes/B (kinds without a curve): %.2f µs, %.2f GB/s (fit rms %.0f %%)\n", ew.alpha_s * 1e6,
-              ew.bandwidth_Bps * 1e-9, 100 * (std::exp(ew.rms_log_error) - 1));
-  for (const auto& [what, series] : {std::pair{"host copy ", &host}, std::pair{"peer copy ", &peer}}) {
-    std::printf("  %s    GB/s by size (the curve; α + bytes/B would miss by %.0f %% rms):", what,
-                100 * (std::exp(series->fit.rms_log_error) - 1));
-    for (size_t i = 0; i < series->bytes.size(); ++i)
-      std::printf(" %s %.1f", format_bytes(static_cast<int64_t>(series->bytes[i])).c_str(),
-                  series->bytes[i] / series->seconds[i] * 1e-9);
-    std::printf("\n");
-  }
-  std::printf("  all_reduce     threads, %d ranks: B %.2f GB/s, α %.2f µs (fit rms %.0f %%)\n", ranks,
-              threads_link.bandwidth_Bps * 1e-9, threads_link.alpha_s * 1e6, 100 * (std::exp(threads_link.rms_log_error) - 1));
-  std::printf("  profile        %s (use it: --device sim --hw %s, or train --device cpu --predict %s)\n", out.c_str(),
-              out.c_str(), out.c_str());
-  return 0;
 }
 
 }  // namespace scalelab
