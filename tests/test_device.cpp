@@ -689,7 +689,7 @@ TEST(HardwareProfile, TheGemmExtraAfterAHandoffIsReadBackAndCheckedForRange) {
   const HardwareProfile p = parse_profile(j.dump(), "extra.json");
   EXPECT_DOUBLE_EQ(p.calibration->turn_gemm_extra_s, 4.6e-6);
   EXPECT_DOUBLE_EQ(parse_profile(profile_to_json(p), "again.json").calibration->turn_gemm_extra_s, 4.6e-6);
-  for (const json bad : {json(-1e-6), json(2.0), json("5us")}) {
+  for (const json& bad : {json(-1e-6), json(2.0), json("5us")}) {
     j["device"]["turn_gemm_extra_s"] = bad;
     try {
       parse_profile(j.dump(), "bad-extra.json");
