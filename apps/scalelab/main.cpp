@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
                           "to the cost model, or another calibration, tried on measurements already taken");
   predict_cmd->add_flag("--retime-gemms", bp.retime_gemms,
                         "also price each model on the profiles with their GEMMs re-timed just before its runs (columns P1*, …): "
-                        "this machine's speed moves by more than the goal between a calibration and the runs");
+                        "a shared machine's speed moves between a calibration and the runs");
 
   std::vector<std::string> repeat_tables;
   auto* repeat_cmd = bench_cmd->add_subcommand("repeat", "how far this machine's measurements repeat: tables of bench predict "
