@@ -207,6 +207,19 @@ else
   fail "library answer: exit $la_rc, $(tail -n 8 "$WORK/library_answer.out")"
 fi
 
+# … and lab 01's ring written as the process group's own all_reduce (85 of 100 before the rule).
+mkdir -p "$WORK/library_collective"
+sed '/^void ring_all_reduce/,/^}/c\void ring_all_reduce(ProcessGroup\& pg, const Tensor\& data) { pg.all_reduce(data); }' \
+  "$LAB/solution/ring.cpp" >"$WORK/library_collective/ring.cpp"
+grade library_collective "$WORK/library_collective"
+read -r got max < <(score library_collective)
+if [ "$(rc library_collective)" = 1 ] && python3 -c "import sys; sys.exit(float('$got') != 0)" &&
+  grep -q "calls scalelab::ProcessGroup::all_reduce, the library's own answer" "$WORK/library_collective.json"; then
+  pass "lab 01's ring as the process group's all_reduce is refused: 0 / $max"
+else
+  fail "library collective: $got / $max, exit $(rc library_collective): $(show library_collective)"
+fi
+
 # --- the same submission graded twice: the same results.json but for durations --------------
 # A mutant made by hand as an instructor would: the solution with one patch applied.
 mkdir -p "$WORK/chain" && cp -r "$LAB/solution/." "$WORK/chain/" &&
