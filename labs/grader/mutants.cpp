@@ -95,14 +95,18 @@ std::vector<MutantResult> grade_mutants(const Options& base) {
     MutantResult m;
     m.name = patch.stem().string();
     read_header(read_text(patch.string()), m);
-    const bool known = std::any_of(lab.checks.begin(), lab.checks.end(), [&](const CheckSpec& c) { return c.name == m.caught_by; });
+    // "builds" names the grader's own first check: a mutant the build must refuse (a call to one
+    // of the lab's library_answers), caught when that refusal, and nothing else, stops it.
+    const bool by_build = m.caught_by == "builds";
+    const bool known = by_build || std::any_of(lab.checks.begin(), lab.checks.end(),
+                                               [&](const CheckSpec& c) { return c.name == m.caught_by; });
     TempDir tmp;
     copy_solution(lab, tmp.dir);
     apply_patch(patch.string(), tmp.dir);
     Options o = base;
     o.submission = tmp.dir;
     o.verbose = false;
-    if (known) o.only = {m.caught_by};  // whether it is caught is that check's word alone
+    if (known && !by_build) o.only = {m.caught_by};  // whether it is caught is that check's word alone
     const Report r = grade(o);
     m.score = r.score;
     m.max_score = r.max_score;
@@ -110,10 +114,17 @@ std::vector<MutantResult> grade_mutants(const Options& base) {
     for (const CheckResult& c : r.checks)
       if (c.spec.name == m.caught_by) m.named_check_result = status_name(c.status);
     const bool builds = !r.checks.empty() && r.checks.front().status == Status::passed;
-    m.caught = builds && known && m.named_check_result != "passed" && m.named_check_result != "blocked";
+    const std::string build_output = r.checks.empty() ? "" : r.checks.front().output;
+    const bool refused = build_output.find("the submission is refused") != std::string::npos;
+    if (by_build) m.caught = !builds && refused;
+    else m.caught = builds && known && m.named_check_result != "passed" && m.named_check_result != "blocked";
     if (m.caught_by.empty()) m.note = "its header names no check (# caught-by: CHECK)";
     else if (!known) m.note = "caught-by names '" + m.caught_by + "', which is not a check of " + lab.name;
-    else if (!builds) m.note = "it does not build: " + r.checks.front().output.substr(0, 300);
+    else if (by_build && !m.caught)
+      m.note = builds ? "it builds: the rubric's library_answers do not refuse it"
+                      : "it does not build, but not by a refusal: " + build_output.substr(0, 300);
+    else if (by_build) m.note = "refused by the build: " + build_output.substr(0, 200);
+    else if (!builds) m.note = "it does not build: " + build_output.substr(0, 300);
     else if (!m.caught) m.note = m.caught_by + " " + m.named_check_result;
     out.push_back(m);
   }
