@@ -58,6 +58,32 @@ run 1f1b            --strategy pipeline --devices 4 --micro-batches 8 --schedule
 run ddp-fp16        --strategy ddp --devices 4 --amp fp16
 run zero2           --strategy zero --devices 4 --zero-stage 2 --optimizer adam
 run ddp-adam        --strategy ddp --devices 4 --optimizer adam
+# Decks 02 and 04 set the small model, whose every kernel is launch-bound, beside large ones whose
+# GEMMs dominate (dry runs: shapes and times, no numerics). big: the `scale` sweep's model.
+# equal: 4 stages of equal work per micro-batch — stage 0 computes no gradient for the batch, so its
+# layer is 1.5× wider than the others'.
+run_big() {  # name, model, then the options of `scalelab train`
+  local name=$1 model=$2
+  shift 2
+  "$scalelab" train --device sim --hw a100-nvlink-8 --model "$model" --dataset synthetic --batch 2048 --steps 8 \
+    --dry-run --quiet "$@" --json "$out/data/$name.json" --trace "$out/data/$name.trace.json" >"$out/data/$name.txt"
+}
+big=mlp:4096-4096-4096-4096-4096
+equal=mlp:6144-4096-4096-4096-4096
+run_big big-single         $big --strategy single --devices 1
+run_big big-data-parallel  $big --strategy data-parallel --devices 4
+run_big big-model-parallel $big --strategy model-parallel --devices 4
+run_big big-ddp            $big --strategy ddp --devices 4
+run_big big-gpipe          $big --strategy pipeline --devices 4 --micro-batches 8
+run_big big-1f1b           $big --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
+run_big equal-gpipe        $equal --strategy pipeline --devices 4 --micro-batches 8
+run_big equal-1f1b         $equal --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
+# Where each run's idle time goes (fill and drain, unequal stages, optimizer tail, sends): NAME-parts.
+for r in single:gpipe model-parallel:gpipe gpipe:gpipe 1f1b:1f1b big-gpipe:gpipe big-1f1b:1f1b \
+  equal-gpipe:gpipe equal-1f1b:1f1b; do
+  python3 "$here/scripts/bubble_parts.py" "$out/data/${r%%:*}.json" "$out/data/${r%%:*}.trace.json" "${r##*:}" \
+    >"$out/data/${r%%:*}-parts.json"
+done
 
 # ---- 2. panels -----------------------------------------------------------------------------------
 # One Xvfb for all of them (a server per picture would cost a second each). Its number is
