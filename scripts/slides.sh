@@ -58,6 +58,15 @@ run 1f1b            --strategy pipeline --devices 4 --micro-batches 8 --schedule
 run ddp-fp16        --strategy ddp --devices 4 --amp fp16
 run zero2           --strategy zero --devices 4 --zero-stage 2 --optimizer adam
 run ddp-adam        --strategy ddp --devices 4 --optimizer adam
+# Equivalence at the default seed (deck 3): DDP against single over 100 steps, on this deck's model
+# and on the default one (mlp:784-256-128-10), where at seed 42 float32 round-off grows into a
+# visible gap (and at seed 7 does not).
+for eq in "equivalence-deck mlp:784-512-256-128-10 42" "equivalence mlp:784-256-128-10 42" \
+  "equivalence-seed7 mlp:784-256-128-10 7"; do
+  read -r name model seed <<<"$eq"
+  "$scalelab" train --device sim --hw a100-nvlink-8 --dataset fashion-mnist --quiet --strategy ddp --devices 4 \
+    --model "$model" --seed "$seed" --steps 100 --check-equivalence --json "$out/data/$name.json" >"$out/data/$name.txt"
+done
 
 # ---- 2. panels -----------------------------------------------------------------------------------
 # One Xvfb for all of them (a server per picture would cost a second each). Its number is
