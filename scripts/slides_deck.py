@@ -152,10 +152,12 @@ def expand(root, data_dir, out_dir, decks):
             if line.strip() == "---" and rulers > 2 and lines[k - 1].strip():
                 fail(f"{os.path.basename(deck)}:{k + 1}: '---' right after text is a heading, not a new slide — put a blank line before it")
             if line.strip() in (BESIDE, END_BESIDE):
-                if (line.strip() == BESIDE) == (beside is not None):
-                    fail(f"{os.path.basename(deck)}:{k + 1}: '{line.strip()}' " +
-                         (f"inside the <!-- beside --> of line {beside + 1}" if beside is not None else "with no <!-- beside --> before it") +
-                         " — close each <!-- beside --> with <!-- end beside -->")
+                if line.strip() == BESIDE and beside is not None:
+                    fail(f"{os.path.basename(deck)}:{k + 1}: <!-- beside --> inside the <!-- beside --> of line {beside + 1}"
+                         " — close that one first with <!-- end beside -->")
+                if line.strip() == END_BESIDE and beside is None:
+                    fail(f"{os.path.basename(deck)}:{k + 1}: <!-- end beside --> with no <!-- beside --> before it — remove it,"
+                         " or open the block")
                 if line.strip() == BESIDE:
                     beside, names = k, []
                 else:
