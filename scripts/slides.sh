@@ -84,6 +84,15 @@ for r in single:gpipe model-parallel:gpipe gpipe:gpipe 1f1b:1f1b big-gpipe:gpipe
   python3 "$here/scripts/bubble_parts.py" "$out/data/${r%%:*}.json" "$out/data/${r%%:*}.trace.json" "${r##*:}" \
     >"$out/data/${r%%:*}-parts.json"
 done
+# Equivalence at the default seed (deck 3): DDP against single over 100 steps, on this deck's model
+# and on the default one (mlp:784-256-128-10), where at seed 42 float32 round-off grows into a
+# visible gap (and at seed 7 does not).
+for eq in "equivalence-deck mlp:784-512-256-128-10 42" "equivalence mlp:784-256-128-10 42" \
+  "equivalence-seed7 mlp:784-256-128-10 7"; do
+  read -r name model seed <<<"$eq"
+  "$scalelab" train --device sim --hw a100-nvlink-8 --dataset fashion-mnist --quiet --strategy ddp --devices 4 \
+    --model "$model" --seed "$seed" --steps 100 --check-equivalence --json "$out/data/$name.json" >"$out/data/$name.txt"
+done
 
 # ---- 2. panels -----------------------------------------------------------------------------------
 # One Xvfb for all of them (a server per picture would cost a second each). Its number is

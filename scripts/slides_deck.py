@@ -10,7 +10,12 @@
 
 In a deck (slides/NN-topic.md):
   <!-- excerpt: NAME -->       the lines between `// slide: NAME` and `// end slide` in strategies/ or
-                               run/, as a C++ block with the file and line numbers under it
+                               run/ (C++), or between `# slide: NAME` and `# end slide` in
+                               examples/pytorch/ (Python), as a code block with the file and line
+                               numbers under it
+  <!-- beside -->              the excerpts named up to <!-- end beside --> in two columns: those
+  <!-- excerpt: … -->          from examples/pytorch/ on the left under "PyTorch", scalelab's on the
+  <!-- end beside -->          right (the lecture's PyTorch calls beside ours)
   {{RUN.FIELD|FORMAT}}         a number from a run's JSON (the build's data/RUN.json); FIELD is a
                                dotted path (rows.0.bubble_pct), FORMAT a Python format spec or MiB
                                (bytes) or pct (a fraction); ms_per_step is time_s/steps in ms,
@@ -19,16 +24,23 @@ In a deck (slides/NN-topic.md):
                                <!-- test-with: --steps 5 --> before the block sets the values the test gives the
                                options its commands have
 """
+import html
 import json
 import os
 import re
 import sys
 
-SOURCE_DIRS = ("strategies", "run")
+# Where excerpts come from: folder, file endings, the comment that opens a marker, the language.
+SOURCES = (
+    ("strategies", (".cpp", ".h"), "//", "cpp"),
+    ("run", (".cpp", ".h"), "//", "cpp"),
+    ("examples/pytorch", (".py",), "#", "python"),
+)
 EXCERPT = re.compile(r"^<!-- excerpt: ([A-Za-z0-9_-]+) -->\s*$")
 NUMBER = re.compile(r"\{\{([A-Za-z0-9_-]+)\.([A-Za-z0-9_.]+)(?:\|([^}]+))?\}\}")
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 TEST_WITH = re.compile(r"^<!-- test-with: (.*?) -->\s*$")
+BESIDE, END_BESIDE = "<!-- beside -->", "<!-- end beside -->"
 
 
 def fail(msg):
@@ -37,36 +49,66 @@ def fail(msg):
 
 
 def find_excerpt(root, name, deck):
-    """(relative path, first line number, lines) of the marked region NAME."""
-    start = "// slide: " + name
+    """(relative path, first line number, lines, language) of the marked region NAME."""
     found = []
-    for d in SOURCE_DIRS:
-        for dirpath, _, files in os.walk(os.path.join(root, d)):
+    for folder, endings, comment, language in SOURCES:
+        start, end_mark = f"{comment} slide: {name}", f"{comment} end slide"
+        for dirpath, _, files in os.walk(os.path.join(root, folder)):
             for f in sorted(files):
-                if not f.endswith((".cpp", ".h")):
+                if not f.endswith(endings):
                     continue
                 path = os.path.join(dirpath, f)
                 with open(path, encoding="utf-8") as fh:
                     lines = fh.read().split("\n")
                 for i, line in enumerate(lines):
                     if line.strip() == start:
-                        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "// end slide"), None)
+                        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == end_mark), None)
                         if end is None:
-                            fail(f"{os.path.relpath(path, root)}:{i + 1}: '// slide: {name}' has no '// end slide' after it — add one")
-                        found.append((os.path.relpath(path, root), i + 2, lines[i + 1:end]))
+                            fail(f"{os.path.relpath(path, root)}:{i + 1}: '{start}' has no '{end_mark}' after it — add one")
+                        found.append((os.path.relpath(path, root), i + 2, lines[i + 1:end], language))
     if not found:
-        fail(f"{os.path.basename(deck)}: excerpt '{name}' — no '// slide: {name}' in {', '.join(d + '/' for d in SOURCE_DIRS)}"
+        where = ", ".join(f"'{c} slide: {name}' in {d}/" for d, _, c, _ in SOURCES)
+        fail(f"{os.path.basename(deck)}: excerpt '{name}' — no {where}"
              " — mark the lines in the source, or fix the name in the deck")
     if len(found) > 1:
         fail(f"{os.path.basename(deck)}: excerpt '{name}' is marked {len(found)} times ({', '.join(f[0] for f in found)}) — keep one")
     return found[0]
 
 
-def excerpt_block(root, name, deck):
-    path, first, lines = find_excerpt(root, name, deck)
+def excerpt_code(root, name, deck):
+    """(relative path, first line, code without its common indent, language) of excerpt NAME."""
+    path, first, lines, language = find_excerpt(root, name, deck)
     indent = min((len(l) - len(l.lstrip()) for l in lines if l.strip()), default=0)
-    code = "\n".join(l[indent:] for l in lines)
-    return f"```cpp\n{code}\n```\n<div class=\"source\">{path}, lines {first}–{first + len(lines) - 1}</div>\n"
+    return path, first, "\n".join(l[indent:] for l in lines), len(lines), language
+
+
+def source_line(path, first, count):
+    return f"<div class=\"source\">{path}, lines {first}–{first + count - 1}</div>\n"
+
+
+def excerpt_block(root, name, deck):
+    path, first, code, count, language = excerpt_code(root, name, deck)
+    return f"```{language}\n{code}\n```\n" + source_line(path, first, count)
+
+
+def beside_block(root, names, deck):
+    """A <!-- beside --> block: the PyTorch excerpts in the left column, scalelab's in the right,
+    each headed by whose code it is. The code is HTML, not a Markdown block: Marp shrinks a
+    Markdown block until its longest line fits, and half a slide would leave the type too small
+    to read; these wrap their long lines instead (slides/scalelab.css). A <pre> starts after a
+    blank line so that Markdown keeps it whole, blank lines and all."""
+    columns = {"PyTorch": [], "scalelab": []}
+    for name in names:
+        path, first, code, count, _ = excerpt_code(root, name, deck)
+        who = "PyTorch" if path.startswith("examples/pytorch/") else "scalelab"
+        columns[who].append(f"\n<pre><code>{html.escape(code, quote=False)}</code></pre>\n" + source_line(path, first, count))
+    out = ["<div class=\"beside\">"]
+    for who, blocks in columns.items():
+        if not blocks:
+            fail(f"{os.path.basename(deck)}: a <!-- beside --> block with no {who} excerpt ({', '.join(names)}) — "
+                 "it shows the lecture's PyTorch code beside scalelab's: name one of each")
+        out.append(f"<div>\n<div class=\"who\">{who}</div>\n" + "".join(blocks) + "</div>")
+    return "\n".join(out) + "\n</div>\n"
 
 
 def number(data_dir, run, field, fmt, deck, cache):
@@ -102,19 +144,42 @@ def expand(root, data_dir, out_dir, decks):
         cache = {}
         out = []
         rulers = 0
+        beside, names = None, []  # the line of an open <!-- beside -->, the excerpts it names
         for k, line in enumerate(lines):
             rulers += line.strip() == "---"
             # Markdown reads text followed by '---' as a heading: the slide break would vanish.
             # (The front matter's closing '---' follows its last line: it is the second ruler.)
             if line.strip() == "---" and rulers > 2 and lines[k - 1].strip():
                 fail(f"{os.path.basename(deck)}:{k + 1}: '---' right after text is a heading, not a new slide — put a blank line before it")
+            if line.strip() in (BESIDE, END_BESIDE):
+                if line.strip() == BESIDE and beside is not None:
+                    fail(f"{os.path.basename(deck)}:{k + 1}: <!-- beside --> inside the <!-- beside --> of line {beside + 1}"
+                         " — close that one first with <!-- end beside -->")
+                if line.strip() == END_BESIDE and beside is None:
+                    fail(f"{os.path.basename(deck)}:{k + 1}: <!-- end beside --> with no <!-- beside --> before it — remove it,"
+                         " or open the block")
+                if line.strip() == BESIDE:
+                    beside, names = k, []
+                else:
+                    out.append(beside_block(root, names, deck))
+                    beside = None
+                continue
             m = EXCERPT.match(line)
+            if m and beside is not None:
+                names.append(m.group(1))
+                continue
             if m:
                 out.append(excerpt_block(root, m.group(1), deck))
+                continue
+            if beside is not None:
+                if line.strip():
+                    fail(f"{os.path.basename(deck)}:{k + 1}: only excerpts go between <!-- beside --> and <!-- end beside --> — move '{line.strip()}' out")
                 continue
             if TEST_WITH.match(line) or line.strip() == "<!-- readme -->":
                 continue  # for the build and the test: Marp would show them as presenter notes
             out.append(NUMBER.sub(lambda n: number(data_dir, n.group(1), n.group(2), n.group(3), deck, cache), line))
+        if beside is not None:
+            fail(f"{os.path.basename(deck)}:{beside + 1}: <!-- beside --> has no <!-- end beside --> after it — add one")
         target = os.path.join(out_dir, os.path.basename(deck))
         with open(target + ".tmp", "w", encoding="utf-8") as fh:
             fh.write("\n".join(out))

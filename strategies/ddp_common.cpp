@@ -154,6 +154,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     const uint64_t seed = config.seed + static_cast<uint64_t>(rank);
     const HostWeights own = rank == 0 ? ctx.initial_weights
                                       : init_weights(ctx.initial_weights.spec, seed, ctx.initial_weights.has_values());
+    // slide: ddp-replica-setup
     r->model = std::make_unique<Mlp>(place_layers(r->devices, own.spec.layer_count()), own);
     // 2. DDP's constructor broadcasts rank 0's parameters, so every replica starts equal. This is
     //    the only broadcast of weights: afterwards every rank applies the same averaged gradients
@@ -162,6 +163,8 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     r->optimizer = std::make_unique<Optimizer>(config.optimizer, r->model->parameters());
     r->reducer = std::make_unique<GradientReducer>(r->model->parameters(), *r->group, mb_to_bytes(config.bucket_mb),
                                                    mb_to_bytes(config.first_bucket_mb));
+    // end slide
+    // slide: ddp-amp-setup
     // 3. Mixed precision (--amp): the layers compute in half; with fp16 each rank has a loss
     //    scaler, and the ranks agree on every overflow through their group. (After the gradient
     //    all-reduce every rank holds the same gradients and would agree anyway: one tiny
@@ -169,6 +172,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     r->model->set_precision(config.amp_dtype());
     r->scaler = std::make_unique<LossScaler>(make_loss_scaler(config));
     r->scaler->agree_over(*r->group, *r->devices.front());
+    // end slide
     if (static_cast<int>(ranks_.local_ranks().size()) != world)  // ranks in other processes: see run()
       r->loss_buffer = r->devices.front()->zeros({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
     replicas_[static_cast<size_t>(rank)] = std::move(r);

@@ -31,8 +31,10 @@ inline void check_batch_shares(int64_t batch, int ranks, const std::string& stra
                                  "), e.g. --batch " + std::to_string(up));
 }
 
+// slide: distributed-sampler
 // Row j of rank `rank`'s shard is row j·world + rank of the global batch.
 inline int64_t shard_row(int64_t j, int rank, int world) { return j * world + rank; }
+// end slide
 
 // Copies rank `rank`'s shard of `global` (batch.size / world rows) into `shard`. The strategies
 // refuse a --batch the ranks cannot share before training (check_batch_shares, a UsageError), so

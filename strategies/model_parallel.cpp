@@ -23,6 +23,7 @@
 namespace scalelab {
 namespace {
 
+// slide: mp-layer-devices
 // Layer l of L goes to device ⌊l·p / L⌋: p contiguous groups whose sizes differ by at most one.
 std::vector<Device*> layer_devices(const std::vector<Device*>& devices, int layers) {
   const int p = static_cast<int>(devices.size());
@@ -38,6 +39,7 @@ Tensor moved_to(Device& dst, const Tensor& t, const OpTag& tag, const std::strin
   dst.copy(tag, t, out);
   return out;
 }
+// end slide
 
 class ModelParallel : public Strategy {
  public:

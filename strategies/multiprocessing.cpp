@@ -138,6 +138,7 @@ class Hogwild : public Strategy {
         memory_(layout_.segment.bytes(), ctx.config.shm_sharing, "scalelab-hogwild"),
         segment_{memory_.data(), &layout_},
         commands_(memory_.data(), n_, workers_, {"multiprocessing", std::chrono::milliseconds(ctx.config.comm_timeout_ms)}) {
+    // slide: hogwild-fork
     // 1. The parameters go into shared memory (torch: model.share_memory()).
     layout_.params.write(segment_.base, ctx.initial_weights);
     for (int r = 0; r < n_; ++r) {
@@ -149,6 +150,7 @@ class Hogwild : public Strategy {
     for (int r = 0; r < n_; ++r)
       memory_.fork_child(workers_, "hogwild-" + std::to_string(r), std::chrono::milliseconds(layout_.config.comm_timeout_ms),
                       [this, r](char* base, int64_t) { return Worker(r, hogwild::Mapping{base, &layout_}).run(); });
+    // end slide
     share_cores(1);  // forking left OpenBLAS on one thread in this process: every core again
     // 3. Once every worker has mapped the segment and built its model, the name (if any) has
     //    served its purpose: the mappings keep the memory.

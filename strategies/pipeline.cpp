@@ -46,8 +46,10 @@ namespace {
 using Pass = PipelinePass;  // forward | backward (strategies/pipeline_schedule.h)
 using Task = PipelineTask;  // (pass, micro-batch)
 
+// slide: pipeline-stages
 // Stage s of p holds layers [⌊s·L/p⌋, ⌊(s+1)·L/p⌋): contiguous, sizes differing by at most one.
 int first_layer(int stage, int stages, int layers) { return stage * layers / stages; }
+// end slide
 
 // Each stage's first layer, then the layer count: who holds which layers (strategies/sharded_state.h).
 std::vector<int> stage_boundaries(int stages, int layers) {
@@ -152,11 +154,13 @@ class Pipeline : public Strategy {
         }
         for (Linear& layer : st.layers) h = layer.forward(h, i);
         if (last) {
+          // slide: pipeline-micro-batch-loss
           // The loss of micro-batch i (its mean over the rows) and its gradient, scaled by 1/m
           // (and by the loss scale with fp16).
           dlogits[i] = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits " + mb);
           loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * rows, rows), dlogits[i],
                                        st.scaler.scale() / static_cast<float>(m));
+          // end slide
         } else {
           pg.send(h, s + 1, {.name = "activations " + mb, .micro_batch = i});
         }

@@ -138,6 +138,7 @@ class Zero : public Strategy {
         flat_grads = device.zeros({z.padded_}, DType::f32, MemoryCategory::grads, "zero.flat_grads");
         seat_grads(flat_grads);
       }
+      // slide: zero-shard-optimizer
       // 3. The optimizer sees one parameter: this rank's shard of the weights and its gradient.
       //    So its state (momentum, or Adam's m and v) is S values per tensor, not P.
       shard.name = "zero.shard" + r;
@@ -145,6 +146,7 @@ class Zero : public Strategy {
       shard.grad = z.stage_ == 1 ? flat_grads.view(rank * z.shard_, {z.shard_})
                                  : device.zeros({z.shard_}, DType::f32, MemoryCategory::grads, "zero.shard_grad");
       optimizer = std::make_unique<Optimizer>(ctx.config.optimizer, std::vector<Parameter*>{&shard});
+      // end slide
       loss_mean = device.zeros({1}, DType::f32, MemoryCategory::workspace, "zero.loss");
       // 4. Mixed precision: the layers compute from half copies of their views of the flat f32
       //    buffer; the ranks agree on the fp16 scaler's every decision.

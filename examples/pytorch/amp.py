@@ -23,12 +23,14 @@ def run(a, x, y, dtype):
     losses = []
     for step in range(a.steps):
         rows = slice(step * a.batch % len(x), step * a.batch % len(x) + a.batch)
+        # slide: amp-autocast
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             out = model(x[rows])  # bfloat16 under autocast
             loss = torch.nn.functional.cross_entropy(out, y[rows])  # autocast runs this in float32
         opt.zero_grad()
         loss.backward()  # gradients come back float32, as the weights are
         opt.step()
+        # end slide
         losses.append(loss.item())
     return losses
 

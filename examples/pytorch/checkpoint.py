@@ -62,6 +62,7 @@ def train(rank, world_size, a, port, path, x, y):
 
     model, ddp_model, opt = build(a)
     before = ddp_steps(ddp_model, opt, x, y, a, 0, a.save_at)
+    # slide: checkpoint-save-load
     if rank == 0:  # one writer: the replicas are equal
         torch.save({"step": a.save_at, "state_dict": model.state_dict(), "optimizer": opt.state_dict()}, path + ".tmp")
         os.replace(path + ".tmp", path)
@@ -70,6 +71,7 @@ def train(rank, world_size, a, port, path, x, y):
     checkpoint = torch.load(path, map_location="cpu")  # map_location=f"cuda:{rank}" on GPUs
     model.load_state_dict(checkpoint["state_dict"])
     opt.load_state_dict(checkpoint["optimizer"])
+    # end slide
     after = ddp_steps(ddp_model, opt, x, y, a, checkpoint["step"], a.steps)
     if rank == 0:
         report(a.report, example="checkpoint", devices=world_size, save_at=a.save_at, losses_straight=straight,

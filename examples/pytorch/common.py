@@ -107,12 +107,6 @@ def init_process_group(rank, world_size, port):
     dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=120))
 
 
-def my_rows(rank, world_size, rows):
-    """This rank's shard of the batch's rows, as DistributedSampler (shuffle off) deals them."""
-    from torch.utils.data.distributed import DistributedSampler
-    return list(DistributedSampler(range(rows), num_replicas=world_size, rank=rank, shuffle=False))
-
-
 # Tensors this program handed to gloo. Its worker thread drops its reference to a call's tensors
 # only after the call has returned; if Python had dropped the tensor first, that thread then needs
 # the GIL, and at exit (the main thread joining it, GIL held) the process deadlocks — seen on a
@@ -145,13 +139,24 @@ def replicas_equal(module):
 def ddp_steps(model, opt, x, y, a, first, last):
     """DDP's training loop, steps first … last-1: each rank forwards its shard of the step's batch,
     backward all-reduces (averages) the gradients bucket by bucket while it runs, and every rank's
-    own optimizer then takes the same step. Returns the whole batch's loss at each step."""
+    own optimizer then takes the same step. Returns the whole batch's loss at each step.
+
+    The shards come from DistributedSampler: one shuffle of the dataset per epoch, the same on every
+    rank (seed + epoch), of which rank r keeps positions r, r+N, r+2N, … — disjoint shards that
+    together cover the data. With --batch 60000 each step is one epoch: the whole set, reshuffled."""
     import torch.distributed as dist
+    from torch.utils.data.distributed import DistributedSampler
     rank, world_size = dist.get_rank(), dist.get_world_size()
     losses = []
+    # slide: ddp-sampler
+    sampler = DistributedSampler(range(len(x)), num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+    per_rank = a.batch // world_size
+    steps_per_epoch = len(sampler) // per_rank
     for step in range(first, last):
-        start = step * a.batch % len(x)
-        mine = [start + i for i in my_rows(rank, world_size, a.batch)]
+        sampler.set_epoch(step // steps_per_epoch)  # else every epoch repeats the first one's order
+        start = step % steps_per_epoch * per_rank
+        mine = list(sampler)[start:start + per_rank]  # this rank's rows of the step's batch
+        # end slide
         out = model(x[mine])
         loss = torch.nn.functional.cross_entropy(out, y[mine].to(out.device))  # labels where the output is
         opt.zero_grad()

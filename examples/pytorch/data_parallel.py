@@ -34,6 +34,7 @@ def main():
     losses = []
     for step in range(a.steps):
         rows = slice(step * a.batch % len(x), step * a.batch % len(x) + a.batch)
+        # slide: dp-step
         chunks = x[rows].chunk(a.devices)                                    # scatter
         replicas = [copy.deepcopy(model) for _ in range(a.devices)]          # replicate
         outputs = list(pool.map(lambda rc: rc[0](rc[1]), zip(replicas, chunks)))  # parallel forward
@@ -43,6 +44,7 @@ def main():
         for master, *copies in zip(model.parameters(), *(r.parameters() for r in replicas)):
             master.grad = sum(c.grad for c in copies)                        # reduce to device 0
         opt.step()
+        # end slide
         opt.zero_grad()
         losses.append(loss.item())
         print(f"step {step}: loss {loss.item():.6f}")

@@ -20,13 +20,15 @@ from common import (arguments, ddp_steps, fashion_mnist, free_port, init_process
 
 
 def train(rank, world_size, a, port, x, y):
-    init_process_group(rank, world_size, port)
+    # slide: ddp-train
+    init_process_group(rank, world_size, port)  # gloo on the CPU ("nccl" on GPUs)
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     model = torch.nn.Sequential(*mlp_layers(a.model))
     load_init(model, a.init)
-    ddp_model = DDP(model)  # device_ids=[rank] with one GPU per process
+    ddp_model = DDP(model)  # DDP(model.to(rank), device_ids=[rank]) with one GPU per process
     opt = torch.optim.SGD(ddp_model.parameters(), lr=a.lr, momentum=0.9)
     losses = ddp_steps(ddp_model, opt, x, y, a, 0, a.steps)  # the training loop (common.py)
+    # end slide
     equal = replicas_equal(model)
     if rank == 0:
         if a.save_weights:
@@ -43,7 +45,9 @@ def main():
     a = arguments(__doc__).parse_args()
     x, y = fashion_mnist()  # read once; the processes share it (torch.multiprocessing: shared memory)
     x.share_memory_(), y.share_memory_()
+    # slide: ddp-spawn
     mp.spawn(train, args=(a.devices, a, free_port(), x, y), nprocs=a.devices, join=True)
+    # end slide
 
 
 if __name__ == "__main__":

@@ -24,11 +24,13 @@ def worker(rank, workers, model, x, y, a):
     for epoch in range(a.epochs):
         order = torch.randperm(len(x))
         for start in range(0, len(x) - a.batch + 1, a.batch):
+            # slide: hogwild-worker
             rows = order[start + rank:start + a.batch:workers]  # rows r, r+N, … of this batch
             loss = torch.nn.functional.cross_entropy(model(x[rows]), y[rows])
             opt.zero_grad()
             loss.backward()
             opt.step()  # writes into the shared parameters, unlocked
+            # end slide
 
 
 def main():
@@ -41,8 +43,9 @@ def main():
     torch.manual_seed(0)
     model = torch.nn.Sequential(*mlp_layers(a.model))
     load_init(model, a.init)
-    model.share_memory()  # the parameters move to shared memory: every worker maps the same pages
     before = [p.detach().clone() for p in model.parameters()]
+    # slide: hogwild-spawn
+    model.share_memory()  # the parameters move to shared memory: every worker maps the same pages
     x, y = fashion_mnist()
     x.share_memory_()
     y.share_memory_()
@@ -51,6 +54,7 @@ def main():
         p.start()
     for p in workers:
         p.join()
+    # end slide
     failed = [r for r, p in enumerate(workers) if p.exitcode != 0]
     if failed:
         raise SystemExit(f"[hogwild] workers {failed} failed — see their errors above")

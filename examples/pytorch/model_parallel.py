@@ -14,6 +14,7 @@ import torch
 from common import arguments, fashion_mnist, load_init, mlp_layers, report, save_npz
 
 
+# slide: mp-net
 class Net(torch.nn.Module):
     def __init__(self, layers, *gpus):
         super().__init__()
@@ -26,6 +27,7 @@ class Net(torch.nn.Module):
     def forward(self, x):
         y = self.sub_net1(x.to(self.gpu0))
         return self.sub_net2(y.to(self.gpu1))  # the copy between devices: blocking
+# end slide
 
 
 def main():

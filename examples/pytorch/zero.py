@@ -33,11 +33,13 @@ def run(rank, world_size, a, x, y, use_zero):
     torch.manual_seed(0)
     model = torch.nn.Sequential(*mlp_layers(a.model))
     load_init(model, a.init)
+    # slide: zero-optimizer
     ddp_model = DDP(model)
     if use_zero:
         opt = ZeroRedundancyOptimizer(ddp_model.parameters(), optimizer_class=torch.optim.Adam, lr=a.lr)
     else:
         opt = torch.optim.Adam(ddp_model.parameters(), lr=a.lr)
+    # end slide
     losses = ddp_steps(ddp_model, opt, x, y, a, 0, a.steps)  # DDP's loop (common.py), whichever optimizer
     mine = state_bytes(opt.optim if use_zero else opt)  # ZeRO: the local optimizer over this rank's part
     every = [keep(torch.zeros(1, dtype=torch.int64)) for _ in range(world_size)]

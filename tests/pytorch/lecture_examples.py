@@ -21,7 +21,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "..", "examples", "pytorch")
 PYTHON = "/usr/bin/python3"
-# Small and short, so the eight tests take little time; the programs' own defaults are larger.
+# Small and short, so the nine tests take little time; the programs' own defaults are larger.
 MODEL, BATCH, STEPS, LR = "mlp:784-32-16-10", 60000, 3, 0.03
 TOL = 1e-4
 LIMIT_S = 200  # a run that hangs fails here, naming its command, before ctest's 300 s
@@ -74,11 +74,11 @@ def same_weights(ours_npz, theirs_npz):
     check(f"final weights ({len(theirs.files)} tensors)", worst <= TOL, f"worst {worst:.2e} of the tensor's largest, bound {TOL:.0e}")
 
 
-def synchronous(work, program, strategy, devices):
+def synchronous(work, program, strategy, devices, ours_extra=(), theirs_extra=()):
     """A synchronous strategy and its PyTorch program: same start, same losses, same final weights."""
-    ours = scalelab(work, "ours", "--strategy", strategy, "--devices", str(devices))
+    ours = scalelab(work, "ours", "--strategy", strategy, "--devices", str(devices), *ours_extra)
     theirs = example(work, program, "--init", export(work, "ours", 0), "--devices", str(devices), "--steps", str(STEPS),
-                     "--batch", str(BATCH), "--lr", repr(LR), "--save-weights", f"{work}/theirs.npz")
+                     "--batch", str(BATCH), "--lr", repr(LR), "--save-weights", f"{work}/theirs.npz", *theirs_extra)
     same_losses(ours["losses"], theirs["losses"])
     same_weights(export(work, "ours", STEPS), f"{work}/theirs.npz")
     return ours, theirs
@@ -92,6 +92,11 @@ def model_parallel(work):
     ours, theirs = synchronous(work, "model_parallel", "model-parallel", 2)
     mine = [d["peak_bytes"]["params"] // 4 for d in ours["per_device"]]
     check(f"parameters per device: scalelab {mine} = pytorch {theirs['params_per_device']}", mine == theirs["params_per_device"])
+
+
+def pipeline(work):
+    # Pipe's chunks are scalelab's micro-batches.
+    synchronous(work, "pipeline", "pipeline", 2, ("--micro-batches", "4"), ("--chunks", "4"))
 
 
 def ddp(work):
