@@ -469,6 +469,15 @@ void DashboardModel::extend() {
   ++version_;
 }
 
+int shown_step_index(const DashboardModel& model, const ViewState& view) {
+  const auto& steps = model.steps();
+  if (view.picked_step >= 0 && view.picked_step < static_cast<int>(steps.size())) {
+    const StepSpan& s = steps[static_cast<size_t>(view.picked_step)];
+    if (view.cursor_ns >= s.begin_ns && view.cursor_ns <= s.end_ns) return view.picked_step;
+  }
+  return model.step_index_at(view.cursor_ns);
+}
+
 int DashboardModel::step_index_at(int64_t t) const {
   if (steps_.empty()) return -1;
   auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
