@@ -48,7 +48,7 @@ class MemoryPanel : public Panel {
     const std::string axis_text = against_capacity_ ? "bars to scale with the whole device"
                                                     : "axis 0 – " + format_bytes(peak_axis);
     if (view.picture)
-      ImGui::TextDisabled("%s · at the cursor", axis_text.c_str());
+      ImGui::TextDisabled("%s · bars %s", axis_text.c_str(), cursor_in_words(model, view).c_str());
     else
       ImGui::TextDisabled("%s · at the cursor, %s into the run", axis_text.c_str(),
                           format_duration(static_cast<double>(view.cursor_ns - model.t_begin_ns())).c_str());

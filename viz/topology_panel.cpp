@@ -64,17 +64,8 @@ class TopologyPanel : public Panel {
     // says what the numbers on the links are and when the bright ones are in flight.
     const bool table = ImGui::GetContentRegionAvail().x > ImGui::GetContentRegionAvail().y * 1.3f;
     if (!table) {
-      const int si = shown_step_index(model, view);
-      std::string when = "at the cursor";
-      if (si >= 0) {
-        const StepSpan& s = model.steps()[static_cast<size_t>(si)];
-        const double f = static_cast<double>(view.cursor_ns - s.begin_ns) / static_cast<double>(std::max<int64_t>(s.end_ns - s.begin_ns, 1));
-        char at[64];
-        std::snprintf(at, sizeof at, "at %.0f%% of step %lld", 100 * std::clamp(f, 0.0, 1.0), static_cast<long long>(s.step));
-        when = at;
-      }
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      flow_text({"on a link: bytes moved so far", "bright: in flight " + when});
+      flow_text({"on a link: bytes moved so far", "bright: in flight " + cursor_in_words(model, view)});
       ImGui::PopStyleColor();
     }
     const ImVec2 avail = ImGui::GetContentRegionAvail();

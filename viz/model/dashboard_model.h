@@ -219,6 +219,10 @@ struct ViewState {
 // picked one while the cursor lies in it, else the one the cursor is in (an index into steps()).
 int shown_step_index(const DashboardModel& model, const ViewState& view);
 
+// Where the cursor is, for a picture's caption: "at the end of step 12", "at 70% of step 12", or
+// "at the cursor" when there are no steps.
+std::string cursor_in_words(const DashboardModel& model, const ViewState& view);
+
 // The step span, or the run's span when there are no steps, around which views start.
 Interval step_or_run_span(const DashboardModel& model, int step_index);
 
