@@ -270,6 +270,34 @@ TEST(DashModel, RowsStepsAndIdleGapsAgreeWithTheMetrics) {
   EXPECT_NEAR(m.run_metrics().bubble_fraction, 3.0 / 7.0, 1e-12);
 }
 
+// Steps overlap (the next batch's upload starts before a step ends): a step picked stays the one
+// the panels of one step show while the cursor is in it, its end included, so a picture of a
+// whole step does not show the next one's first moment instead.
+TEST(DashModel, APickedStepIsShownToItsEnd) {
+  TraceContents t;
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
+  Event a = ev(0, Lane::compute, "gemm", Phase::fwd, 0, 1000);
+  a.step = 0;
+  Event upload = ev(0, Lane::copy, "copy_h2d", Phase::data, 900, 1000);
+  upload.step = 1;
+  Event b = ev(0, Lane::compute, "gemm", Phase::fwd, 1000, 2000);
+  b.step = 1;
+  t.events = {a, upload, b};
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.steps().size(), 2u);
+  ASSERT_LT(m.steps()[1].begin_ns, m.steps()[0].end_ns);
+  ViewState v;
+  v.cursor_ns = 1000;
+  EXPECT_EQ(shown_step_index(m, v), 1);  // nothing picked: the step the cursor is in
+  v.picked_step = 0;
+  EXPECT_EQ(shown_step_index(m, v), 0);
+  EXPECT_EQ(cursor_in_words(m, v), "at the end of step 0");
+  v.cursor_ns = 500;
+  EXPECT_EQ(cursor_in_words(m, v), "at 50% of step 0");
+  v.cursor_ns = 1500;  // moved out of the picked step
+  EXPECT_EQ(shown_step_index(m, v), 1);
+}
+
 TEST(DashModel, MemoryAtATimeIsTheLastSampleBeforeIt) {
   TraceContents t = gpipe_trace();
   t.memory = {MemorySample{0, 100, MemoryCategory::params, 10}, MemorySample{0, 200, MemoryCategory::activations, 5},

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "viz/model/format.h"
 #include "viz/panel.h"
@@ -47,11 +48,12 @@ class MemoryPanel : public Panel {
     }
     const std::string axis_text = against_capacity_ ? "bars to scale with the whole device"
                                                     : "axis 0 – " + format_bytes(peak_axis);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     if (view.picture)
-      ImGui::TextDisabled("%s · bars %s", axis_text.c_str(), cursor_in_words(model, view).c_str());
+      flow_text({axis_text, "bars " + cursor_in_words(model, view)});
     else
-      ImGui::TextDisabled("%s · at the cursor, %s into the run", axis_text.c_str(),
-                          format_duration(static_cast<double>(view.cursor_ns - model.t_begin_ns())).c_str());
+      flow_text({axis_text, "at the cursor, " + format_duration(static_cast<double>(view.cursor_ns - model.t_begin_ns())) + " into the run"});
+    ImGui::PopStyleColor();
 
     const int n = model.device_count();
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -68,19 +70,20 @@ class MemoryPanel : public Panel {
       const double axis = against_capacity_ && capacity > 0 ? static_cast<double>(capacity) : peak_axis;
 
       const DeviceInfo& dev = model.devices()[static_cast<size_t>(d)];
-      std::string text = (view.picture ? dev.label : dev.name) + ":  " + format_bytes(static_cast<double>(total)) +
-                         " now · peak " + format_bytes(static_cast<double>(peak));
+      // Flowed: in a narrow cell of the grid the capacity moves to a line of its own.
+      std::vector<std::string> text{(view.picture ? dev.label : dev.name) + ":  " + format_bytes(static_cast<double>(total)) + " now",
+                                    "peak " + format_bytes(static_cast<double>(peak))};
       if (view.picture) {
         // A slide's figure: the bytes, not the share of an 80 GiB device nobody can read off it.
       } else if (capacity > 0) {
         char pct[48];
-        std::snprintf(pct, sizeof pct, " · %.2g%% of %s", 100.0 * static_cast<double>(peak) / static_cast<double>(capacity),
+        std::snprintf(pct, sizeof pct, "%.2g%% of %s", 100.0 * static_cast<double>(peak) / static_cast<double>(capacity),
                       format_bytes(static_cast<double>(capacity)).c_str());
-        text += pct;
+        text.emplace_back(pct);
       } else {
-        text += " · capacity unknown";
+        text.emplace_back("capacity unknown");
       }
-      ImGui::TextUnformatted(text.c_str());
+      flow_text(text);
 
       const ImVec2 a = ImGui::GetCursorScreenPos();
       const float w = ImGui::GetContentRegionAvail().x - 4;
