@@ -58,7 +58,7 @@ class BucketsPanel : public Panel {
     const auto& per_device = model.run_metrics().per_device;
     const double overlap = view.focus_device < static_cast<int>(per_device.size())
                                ? per_device[static_cast<size_t>(view.focus_device)].overlap_pct : 0.0;
-    ImGui::SameLine();
+    ImGui::SameLine(0, view.picture ? ImGui::CalcTextSize(" ").x : -1.0f);
     ImGui::Text("%zu bucket%s · step %lld", summary_.bucket_ids.size(), summary_.bucket_ids.size() == 1 ? "" : "s",
                 si >= 0 ? static_cast<long long>(model.steps()[static_cast<size_t>(si)].step) : -1LL);
     ImGui::Text("comm hidden under compute on this device: %.1f%% (whole run)", overlap);
