@@ -24,8 +24,8 @@ shoot data-parallel   60 --strategy data-parallel --devices 4 --check-equivalenc
 shoot model-parallel  60 --strategy model-parallel --devices 4 --check-equivalence
 shoot ddp             60 --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --check-equivalence
 shoot ddp-mp          60 --strategy ddp-mp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --check-equivalence
-shoot pipeline        60 --strategy pipeline --devices 4 --micro-batches 4 --check-equivalence --at 0.6
-shoot pipeline-1f1b   60 --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b --check-equivalence --at 0.6
+shoot pipeline        60 --strategy pipeline --devices 4 --micro-batches 4 --check-equivalence
+shoot pipeline-1f1b   60 --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b --check-equivalence
 shoot zero            60 --strategy zero --devices 4 --zero-stage 2 --check-equivalence
 # A run in progress: paced at 500 µs of simulated time per second, drawn for 4 s as on a display.
 shoot live            1000 --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --speed 5e-4 --live-for 4

@@ -95,26 +95,38 @@ for eq in "equivalence-deck mlp:784-512-256-128-10 42" "equivalence mlp:784-256-
 done
 
 # ---- 2. panels -----------------------------------------------------------------------------------
+# Each panel is drawn at the width the deck shows it (its ![w:…] in slides/*.md) with a font of
+# 18–20 px, so its text is at least 18 px on a 1280×720 slide (`--screenshot` writes F.png.json
+# with the font and size; the slides test checks it). A whole step's picture has the cursor at the
+# step's end (--at 1, the default): nothing drawn "not yet run". The timeline of DDP + model
+# parallel shows its compute and comm lanes only, to keep its rows legible under the code.
+# The two memory panels 05-amp-zero.md sets side by side share one axis: the larger run's peak.
 # One Xvfb for all of them (a server per picture would cost a second each). Its number is
 # searched from one of our own, not from xvfb-run's 99: two xvfb-runs started at once from 99
 # can both pick the same free number.
 echo "[slides] panels ($(since))"
+memory_max=$(python3 - "$out/data/ddp-adam.json" "$out/data/zero2.json" <<'PY'
+import json, sys
+peaks = [d["peak_bytes"]["total"] for f in sys.argv[1:] for d in json.load(open(f))["per_device"]]
+print(int(max(peaks) * 1.1))
+PY
+)
 panels=(  # run panel size step [more options of scalelab-dash]
-  "multiprocessing timeline 1400x390 12"
-  "multiprocessing training 900x520 23"
-  "data-parallel timeline 1400x390 12"
-  "data-parallel data-parallel 1000x330 12"
-  "model-parallel timeline 1400x390 12"
-  "model-parallel pipeline 1000x280 12"
-  "ddp timeline 1400x390 12"
-  "ddp buckets 1000x300 12"
-  "ddp topology 900x560 12 --at 0.7"
-  "ddp-mp timeline 1400x390 12"
-  "gpipe pipeline 1200x280 12 --at 0.6"
-  "1f1b pipeline 1200x280 12 --at 0.6"
-  "zero2 memory 1000x300 12 --at 0.6"
-  "ddp-adam memory 1000x300 12 --at 0.6"
-  "ddp-fp16 training 900x520 23"
+  "multiprocessing timeline 1150x390 12 --font-size 20"
+  "multiprocessing training 560x560 23 --font-size 18"
+  "data-parallel timeline 1150x340 12 --font-size 20"
+  "data-parallel data-parallel 620x340 12 --font-size 18"
+  "model-parallel timeline 1150x340 12 --font-size 20"
+  "model-parallel pipeline 600x300 12 --font-size 18"
+  "ddp timeline 1150x390 12 --font-size 20"
+  "ddp buckets 640x340 12 --font-size 18"
+  "ddp topology 680x600 12 --font-size 18 --at 0.7"
+  "ddp-mp timeline 1000x270 12 --font-size 18 --only-lanes compute,comm"
+  "gpipe pipeline 1100x290 12 --font-size 20"
+  "1f1b pipeline 1100x290 12 --font-size 20"
+  "zero2 memory 560x300 12 --font-size 18 --memory-max $memory_max"
+  "ddp-adam memory 560x300 12 --font-size 18 --memory-max $memory_max"
+  "ddp-fp16 training 560x560 23 --font-size 18"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016

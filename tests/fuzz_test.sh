@@ -245,6 +245,9 @@ EOF
     for v in -1 nan; do bad "dash --speed $v" 2 dash "--speed" -- --speed "$v" --describe; done
     for v in garbage 1,2,3 -5,10; do bad "dash --mouse $v" 2 dash "--mouse" -- --mouse "$v" --describe; done
     bad "dash --view sideways" 2 dash "--view" -- --view sideways --describe
+    for v in x 1-0 0,,1; do bad "dash --only-devices $v" 2 dash "--only-devices" -- --only-devices "$v" --describe; done
+    bad "dash --only-lanes gpu" 2 dash "--only-lanes" -- --only-lanes gpu --describe
+    for v in 0 12MB auto1; do bad "dash --memory-max $v" 2 dash "--memory-max" -- --memory-max "$v" --describe; done
     bad "dash --step -1" 2 cli "--step" -- --step -1 --describe
     bad "dash --seed -1" 2 cli "--seed" -- --seed -1 --describe
     bad "dash --strategy nope" 2 strategy "--strategy" -- --strategy nope --describe

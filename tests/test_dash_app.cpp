@@ -27,6 +27,8 @@ TEST(DashApp, NotBuilt) {
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -321,6 +323,58 @@ TEST_F(DashApp, OnePanelAloneIsDeterministicAndFollowsTheStep) {
   EXPECT_EQ(run(headless("--replay " + t + " --panel pipeline"), out), 2) << out;
   EXPECT_NE(out.find("add --screenshot FILE.png"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir / "x.png"));
+}
+
+// A slide's picture: F.png.json beside F.png says the panel, its size, its font and the clock of
+// the trace, which the slides test reads; the timeline shows only the lanes asked for; a memory
+// axis given is the axis drawn.
+TEST_F(DashApp, APictureSaysWhatItShowsBesideIt) {
+  REQUIRE_XVFB();
+  const std::string t = trace("ddp");
+  const std::string png = (dir / "sidecar.png").string();
+  std::string out;
+  ASSERT_EQ(run(headless("--replay " + t + " --panel memory --size 560x360 --font-size 18 --step 3 --memory-max 20000000 " +
+                         "--screenshot " + png),
+                out),
+            0)
+      << out;
+  std::ifstream in(png + ".json");
+  ASSERT_TRUE(in) << png << ".json was not written";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"panel": "memory", "width": 560, "height": 360, "font_px": 18.0,
+                                        "clock": "simulated", "trace": ")" + t + R"(", "step": 3})"));
+
+  // Fewer lanes, fewer rows: a different picture of the same step.
+  const std::string all = (dir / "lanes-all.png").string(), two = (dir / "lanes-two.png").string();
+  ASSERT_EQ(run(headless("--replay " + t + " --panel timeline --size 900x300 --step 3 --screenshot " + all), out), 0) << out;
+  ASSERT_EQ(run(headless("--replay " + t + " --panel timeline --size 900x300 --step 3 --only-lanes compute,comm --only-devices 0-1 "
+                         "--screenshot " + two),
+                out),
+            0)
+      << out;
+  int w = 0, h = 0;
+  std::vector<uint8_t> a, b;
+  ASSERT_TRUE(decode_png(all, w, h, a));
+  ASSERT_TRUE(decode_png(two, w, h, b));
+  EXPECT_FALSE(a == b);
+
+  EXPECT_EQ(run(headless("--replay " + t + " --panel timeline --only-lanes compute,gpu --screenshot " + (dir / "x.png").string()), out), 2)
+      << out;
+  EXPECT_NE(out.find("--only-lanes compute,gpu: 'gpu' is not a lane — use compute, comm, copy, host"), std::string::npos) << out;
+  EXPECT_EQ(run(headless("--replay " + t + " --panel memory --memory-max 12MB --screenshot " + (dir / "x.png").string()), out), 2) << out;
+  EXPECT_NE(out.find("--memory-max 12MB: expected the axis's maximum in bytes"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "x.png"));
+}
+
+// The Buckets panel labels a bucket with its gradients' bytes. On mlp:784-512-256-128-10 with
+// 0.25 MB buckets (0.1 MB first) the five buckets hold, last layer first: fc4.weight + fc4.bias +
+// fc3.bias (5120 + 40 + 512 B), fc3.weight + fc2.bias (131072 + 1024), fc2.weight (512×256×4 B =
+// 512 KiB), fc1.bias (2048), fc1.weight (784×512×4) — not the copies' read + write traffic, twice that.
+TEST_F(DashApp, BucketsHoldTheirParametersBytes) {
+  const std::string t = trace("ddp", 4, "--dataset synthetic --bucket-mb 0.25 --first-bucket-mb 0.1");
+  std::string out;
+  ASSERT_EQ(run(kDash + " --replay " + t + " --describe", out), 0) << out;
+  EXPECT_NE(out.find("\nbucket_bytes: 5672 132096 524288 2048 1605632\n"), std::string::npos) << out;
 }
 
 #endif  // SCALELAB_HAVE_DASH

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -267,6 +268,34 @@ TEST(DashModel, RowsStepsAndIdleGapsAgreeWithTheMetrics) {
     EXPECT_EQ(sum, m.run_metrics().per_device[static_cast<size_t>(d)].idle_ns) << "device " << d;
   }
   EXPECT_NEAR(m.run_metrics().bubble_fraction, 3.0 / 7.0, 1e-12);
+}
+
+// Steps overlap (the next batch's upload starts before a step ends): a step picked stays the one
+// the panels of one step show while the cursor is in it, its end included, so a picture of a
+// whole step does not show the next one's first moment instead.
+TEST(DashModel, APickedStepIsShownToItsEnd) {
+  TraceContents t;
+  t.info.devices = {{"cpu:0", "cpu:0", ""}};
+  Event a = ev(0, Lane::compute, "gemm", Phase::fwd, 0, 1000);
+  a.step = 0;
+  Event upload = ev(0, Lane::copy, "copy_h2d", Phase::data, 900, 1000);
+  upload.step = 1;
+  Event b = ev(0, Lane::compute, "gemm", Phase::fwd, 1000, 2000);
+  b.step = 1;
+  t.events = {a, upload, b};
+  const DashboardModel m = model_of(t);
+  ASSERT_EQ(m.steps().size(), 2u);
+  ASSERT_LT(m.steps()[1].begin_ns, m.steps()[0].end_ns);
+  ViewState v;
+  v.cursor_ns = 1000;
+  EXPECT_EQ(shown_step_index(m, v), 1);  // nothing picked: the step the cursor is in
+  v.picked_step = 0;
+  EXPECT_EQ(shown_step_index(m, v), 0);
+  EXPECT_EQ(cursor_in_words(m, v), "at the end of step 0");
+  v.cursor_ns = 500;
+  EXPECT_EQ(cursor_in_words(m, v), "at 50% of step 0");
+  v.cursor_ns = 1500;  // moved out of the picked step
+  EXPECT_EQ(shown_step_index(m, v), 1);
 }
 
 TEST(DashModel, MemoryAtATimeIsTheLastSampleBeforeIt) {
@@ -676,7 +705,7 @@ TEST(DashPipeline, GPipeBubblesMatchTheFormula) {
   EXPECT_EQ(a.stage_devices, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(a.micro_batches, kM);
   EXPECT_NEAR(a.theory, 3.0 / 7.0, 1e-12);
-  EXPECT_NEAR(a.measured, 3.0 / 7.0, 1e-12);
+  EXPECT_NEAR(a.whole_run, 3.0 / 7.0, 1e-12);
   ASSERT_EQ(a.steps.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(a.bubble_count, static_cast<size_t>(9 * kSteps));
   for (const PipelineStep& s : a.steps) {
@@ -701,11 +730,43 @@ TEST(DashBuckets, AllReduceHiddenUnderBackward) {
   EXPECT_EQ(st.backward, (Interval{0, 3000}));
   const double expect_hidden[] = {1500, 1000, 0};
   for (int b = 0; b < 3; ++b) {
-    EXPECT_EQ(st.buckets[static_cast<size_t>(b)].fill_bytes, 4096);
+    // Each fill is a copy within the device of 4096 bytes of traffic (read + write): 2048 B of
+    // gradients, the bucket's size.
+    EXPECT_EQ(st.buckets[static_cast<size_t>(b)].bytes, 2048);
     EXPECT_EQ(st.buckets[static_cast<size_t>(b)].all_reduce_ns, 1500);
     EXPECT_EQ(st.buckets[static_cast<size_t>(b)].hidden_ns, expect_hidden[b]) << "bucket " << b;
   }
   EXPECT_FALSE(has_pipeline(m));
+}
+
+TEST(DashBuckets, ACopyCarriesItsBytesOnceWhateverItsTraffic) {
+  Event local = ev(0, Lane::copy, "copy", Phase::comm, 0, 10);
+  local.bytes = 2 * 524288;  // fc2.weight (512×256 floats) read and written on one device
+  EXPECT_EQ(copied_bytes(local), 524288);
+  Event peer = ev(0, Lane::copy, "copy_p2p", Phase::comm, 0, 10);
+  peer.bytes = 524288;  // written here, read on the peer
+  EXPECT_EQ(copied_bytes(peer), 524288);
+}
+
+TEST(DashPng, APictureSaysWhatItShowsInExactlyTheseKeys) {
+  PictureInfo info;
+  info.panel = "buckets";
+  info.width = 640;
+  info.height = 460;
+  info.font_px = 18;
+  info.simulated = true;
+  info.trace = "data/ddp.trace.json";
+  info.step = 12;
+  const nlohmann::json j = nlohmann::json::parse(picture_info_json(info));
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"panel": "buckets", "width": 640, "height": 460, "font_px": 18.0,
+                                        "clock": "simulated", "trace": "data/ddp.trace.json", "step": 12})"));
+  // The whole window of a live run on a measured clock, no step yet: nulls, not missing keys.
+  const nlohmann::json whole = nlohmann::json::parse(picture_info_json(PictureInfo{.width = 1600, .height = 1000, .font_px = 15}));
+  EXPECT_EQ(whole.size(), 7u);
+  EXPECT_TRUE(whole["panel"].is_null());
+  EXPECT_TRUE(whole["trace"].is_null());
+  EXPECT_TRUE(whole["step"].is_null());
+  EXPECT_EQ(whole["clock"], "measured");
 }
 
 TEST(DashTopology, LinksCarryEachTransferOnce) {
@@ -854,7 +915,7 @@ TEST(DashCli, DescribeCountsAKnownTrace) {
   EXPECT_EQ(kv["pipeline_stages"], "4");
   EXPECT_EQ(kv["micro_batches"], "4");
   EXPECT_EQ(kv["bubbles"], std::to_string(9 * kSteps));
-  EXPECT_EQ(kv["bubble_share_measured"], "42.86%");
+  EXPECT_EQ(kv["bubble_share"], "42.86%");
   EXPECT_EQ(kv["bubble_share_theory"], "42.86%");
   EXPECT_EQ(kv["buckets"], "0");
   EXPECT_EQ(kv["panels"], "Timeline, Pipeline, Training");

@@ -38,14 +38,18 @@ class BucketsPanel : public Panel {
     }
     const int n = model.device_count();
     if (view.focus_device >= n) view.focus_device = 0;
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
     const std::string preview = "device " + std::to_string(view.focus_device);
-    if (ImGui::BeginCombo("##bucket_device", preview.c_str())) {
-      for (int d = 0; d < n; ++d)
-        if (ImGui::Selectable(("device " + std::to_string(d)).c_str(), d == view.focus_device)) view.focus_device = d;
-      ImGui::EndCombo();
+    if (view.picture) {  // a figure: which device, as text
+      ImGui::Text("%s ·", preview.c_str());
+    } else {
+      ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+      if (ImGui::BeginCombo("##bucket_device", preview.c_str())) {
+        for (int d = 0; d < n; ++d)
+          if (ImGui::Selectable(("device " + std::to_string(d)).c_str(), d == view.focus_device)) view.focus_device = d;
+        ImGui::EndCombo();
+      }
     }
-    const int si = model.step_index_at(view.cursor_ns);
+    const int si = shown_step_index(model, view);
     if (si != cached_step_ || view.focus_device != cached_device_) {
       step_ = analyze_bucket_step(model, si, view.focus_device);
       cached_step_ = si;
@@ -54,10 +58,10 @@ class BucketsPanel : public Panel {
     const auto& per_device = model.run_metrics().per_device;
     const double overlap = view.focus_device < static_cast<int>(per_device.size())
                                ? per_device[static_cast<size_t>(view.focus_device)].overlap_pct : 0.0;
-    ImGui::SameLine();
-    ImGui::TextWrapped("%zu bucket%s · step %lld · comm hidden under compute on this device: %.1f%% (whole run)",
-                summary_.bucket_ids.size(), summary_.bucket_ids.size() == 1 ? "" : "s", si >= 0 ? static_cast<long long>(model.steps()[static_cast<size_t>(si)].step) : -1LL,
-                overlap);
+    ImGui::SameLine(0, view.picture ? ImGui::CalcTextSize(" ").x : -1.0f);
+    ImGui::Text("%zu bucket%s · step %lld", summary_.bucket_ids.size(), summary_.bucket_ids.size() == 1 ? "" : "s",
+                si >= 0 ? static_cast<long long>(model.steps()[static_cast<size_t>(si)].step) : -1LL);
+    ImGui::Text("comm hidden under compute on this device: %.1f%% (whole run)", overlap);
     legend_item(phase_color(Phase::bwd), "backward");
     legend_item(phase_color(Phase::data), "fill / unpack (copy)");
     legend_item(phase_color(Phase::comm), "communication");
@@ -69,10 +73,10 @@ class BucketsPanel : public Panel {
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("buckets_plot", avail);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const float label_w = 150, axis_h = ImGui::GetFontSize() + 4;
+    const float label_w = std::max(150.0f, ImGui::CalcTextSize("bucket 00 · 000 KiB").x + 10), axis_h = ImGui::GetFontSize() + 4;
     const float x0 = origin.x + label_w, w = avail.x - label_w - 6;
     const size_t rows = step_.buckets.size() + 1;
-    const float row_h = std::clamp((avail.y - axis_h) / static_cast<float>(rows), 12.0f, 34.0f);
+    const float row_h = std::clamp((avail.y - axis_h) / static_cast<float>(rows), 12.0f, std::max(34.0f, 1.8f * ImGui::GetFontSize()));
     const double t0 = static_cast<double>(step_.window.first);
     const double len = static_cast<double>(step_.window.second - step_.window.first);
     auto x_of = [&](int64_t t) { return x0 + static_cast<float>((static_cast<double>(t) - t0) / len) * w; };
@@ -97,8 +101,8 @@ class BucketsPanel : public Panel {
       char label[64];
       // The bucket's size from the gradients copied into it; a strategy that all-reduces its
       // gradient buffer in place (ZeRO's one flat bucket) copies none, so say nothing then.
-      if (b.fill_bytes > 0)
-        std::snprintf(label, sizeof label, "bucket %d · %s", b.bucket, format_bytes(static_cast<double>(b.fill_bytes)).c_str());
+      if (b.bytes > 0)
+        std::snprintf(label, sizeof label, "bucket %d · %s", b.bucket, format_bytes(static_cast<double>(b.bytes)).c_str());
       else
         std::snprintf(label, sizeof label, "bucket %d", b.bucket);
       dl->AddText(ImVec2(origin.x + 2, y + (row_h - ImGui::GetFontSize()) * 0.5f), IM_COL32(220, 220, 228, 255), label);
@@ -143,12 +147,7 @@ class BucketsPanel : public Panel {
         dl->AddText(ImVec2(x, ty), IM_COL32(235, 235, 240, 255), t);
       }
     }
-    const double tick = nice_step(len, std::max(2, static_cast<int>(w / 110)));
-    for (double t = 0; t <= len; t += tick) {
-      const float x = x0 + static_cast<float>(t / len) * w;
-      dl->AddLine(ImVec2(x, origin.y), ImVec2(x, bottom), kGridColor);
-      dl->AddText(ImVec2(x + 2, bottom), kAxisText, format_tick(t, tick).c_str());
-    }
+    draw_time_axis(dl, x0, w, len, origin.y, bottom);
     if (view.cursor_ns >= step_.window.first && view.cursor_ns <= step_.window.second)
       draw_cursor(dl, x_of(view.cursor_ns), origin.y, bottom);
   }

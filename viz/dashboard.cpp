@@ -76,12 +76,10 @@ void Dashboard::select_step(int step_index, double fraction) {
   }
   step_index = std::clamp(step_index, 0, static_cast<int>(steps.size()) - 1);
   const StepSpan& s = steps[static_cast<size_t>(step_index)];
-  int64_t end = s.end_ns;
-  // Steps overlap a little (the next batch's upload starts early); a cursor past the next step's
-  // start would be "in" the next step for every panel.
-  if (step_index + 1 < static_cast<int>(steps.size())) end = std::min(end, steps[static_cast<size_t>(step_index) + 1].begin_ns - 1);
-  end = std::max(end, s.begin_ns);
-  view_.cursor_ns = s.begin_ns + static_cast<int64_t>(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(end - s.begin_ns));
+  // At its end the cursor may be past the next step's start (steps overlap a little): the panels
+  // of one step show the picked one as long as the cursor stays in it.
+  view_.picked_step = step_index;
+  view_.cursor_ns = s.begin_ns + static_cast<int64_t>(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(s.end_ns - s.begin_ns));
   // The timeline shows the step with a little of its neighbours.
   const double len = static_cast<double>(std::max<int64_t>(s.end_ns - s.begin_ns, 1));
   view_.view_begin_ns = static_cast<double>(s.begin_ns) - 0.06 * len;
@@ -125,7 +123,10 @@ void Dashboard::show_only(const std::string& name) {
     applying += (applying.empty() ? "" : ", ") + n;
     if (n == name) only_ = p.get();
   }
-  if (only_) return;
+  if (only_) {
+    view_.picture = true;
+    return;
+  }
   throw UsageError("dash", "--panel " + name + ": this run has no " + name + " panel — it has " + applying);
 }
 
@@ -174,8 +175,9 @@ void Dashboard::frame(float width, float height, double dt_s, float left) {
   update();
   advance_cursor(dt_s);
 
-  if (only_) {  // one panel, the whole area
-    const ImGuiWindowFlags flags = ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoMove;
+  if (only_) {  // one panel, the whole area; no title bar: the slide has its own
+    const ImGuiWindowFlags flags = ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoMove |
+                                   ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoResize;
     ImGui::SetNextWindowPos(ImVec2(left, 0), ImGuiCond_Always);
     ImGui::SetNextWindowSize(ImVec2(width - left, height), ImGuiCond_Always);
     if (ImGui::Begin(only_->title(), nullptr, flags)) only_->draw(model_, view_);
@@ -273,7 +275,7 @@ void Dashboard::draw_replay_bar(bool relayout, float left, float width, float he
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", provenance_.details.c_str());
 
   const auto& steps = model_.steps();
-  int si = std::max(model_.step_index_at(view_.cursor_ns), 0);
+  int si = std::max(shown_step_index(model_, view_), 0);
   const ImGuiIO& io = ImGui::GetIO();
   const bool keys = !io.WantTextInput;
   if (ImGui::Button("◀ step") || (keys && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)))) {
@@ -354,6 +356,12 @@ std::string describe(const DashboardModel& model) {
   out << "buckets: " << b.bucket_ids.size() << "\n";
   out << "bucket_events: " << b.bucket_events << "\n";
   out << "bucket_comm_events: " << b.all_reduce_events << "\n";
+  if (!b.bucket_ids.empty()) {  // each bucket's size on device 0, in the middle step (a picture's default)
+    std::string sizes;
+    for (const BucketTimes& t : analyze_bucket_step(model, static_cast<int>(model.steps().size()) / 2, 0).buckets)
+      sizes += (sizes.empty() ? "" : " ") + std::to_string(t.bytes);
+    out << "bucket_bytes: " << sizes << "\n";
+  }
 
   const PipelineAnalysis pa = analyze_pipeline(model);
   out << "pipeline_stages: " << pa.stage_devices.size() << "\n";
@@ -361,7 +369,7 @@ std::string describe(const DashboardModel& model) {
   out << "bubbles: " << pa.bubble_count << "\n";
   char pct[64];
   std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * rm.bubble_fraction);
-  out << "bubble_share_measured: " << pct << "\n";
+  out << "bubble_share: " << pct << "\n";
   if (!pa.stage_devices.empty()) {
     std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * pa.theory);
     out << "bubble_share_theory: " << pct << "\n";

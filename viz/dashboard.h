@@ -34,7 +34,7 @@ class Dashboard {
   void follow(int64_t cursor_ns);
 
   // Puts the cursor in a step (index into model().steps()) at `fraction` of it (0 = its start,
-  // 1 = its end, clamped before the next step begins) and fits the timeline around it.
+  // 1 = its end), picks the step (ViewState::picked_step) and fits the timeline around it.
   void select_step(int step_index, double fraction = 1.0);
   // The timeline shows the whole run.
   void fit_run();
@@ -45,7 +45,7 @@ class Dashboard {
   std::vector<std::string> shown_windows() const;
 
   // A picture of one panel (the slides' figures): from now on frame() draws only this panel,
-  // filling the whole area, with no replay bar. `name` is the title in lower case with '-' for
+  // filling the whole area, with no replay bar, and view().picture is set. `name` is the title in lower case with '-' for
   // spaces (timeline, buckets, pipeline, data-parallel, topology, memory, training); an unknown
   // name, or a panel that does not apply to the run, is a UsageError naming those that do.
   void show_only(const std::string& name);

@@ -32,7 +32,7 @@ class DataParallelPanel : public Panel {
   bool applies(const DashboardModel& model) const override { return has_data_parallel(model); }
 
   void draw(const DashboardModel& model, ViewState& view) override {
-    const int si = model.step_index_at(view.cursor_ns);
+    const int si = shown_step_index(model, view);
     if (si != cached_step_ || model.version() != seen_version_) {
       step_ = analyze_dp_step(model, si);
       cached_step_ = si;
@@ -40,10 +40,10 @@ class DataParallelPanel : public Panel {
     }
     int64_t total = 0;
     for (const DpPhase& p : step_.phases) total += p.bytes;
-    ImGui::Text("step %lld: %zu phases, %s copied through the controller (device 0)",
+    ImGui::TextWrapped("step %lld: %zu phases, %s copied through the controller (device 0)",
                 si >= 0 ? static_cast<long long>(model.steps()[static_cast<size_t>(si)].step) : -1LL, step_.phases.size(),
                 format_bytes(static_cast<double>(total)).c_str());
-    ImGui::TextDisabled("highlighted: the phase at the cursor · faded: not yet run");
+    if (!view.picture) ImGui::TextDisabled("highlighted: the phase at the cursor · faded: not yet run");
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const int n = model.device_count();
@@ -51,7 +51,7 @@ class DataParallelPanel : public Panel {
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("dp_canvas", avail);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const float label_w = std::min(250.0f, avail.x * 0.38f), head_h = ImGui::GetFontSize() + 8;
+    const float label_w = std::min(250.0f, avail.x * 0.34f), head_h = ImGui::GetFontSize() + 8;
     const float cols_x0 = origin.x + label_w, cols_w = avail.x - label_w - 10;
     auto col_x = [&](int d) { return cols_x0 + cols_w * (static_cast<float>(d) + 0.5f) / static_cast<float>(n); };
 

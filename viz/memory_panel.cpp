@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "viz/model/format.h"
 #include "viz/panel.h"
@@ -33,18 +34,26 @@ class MemoryPanel : public Panel {
       seen_version_ = model.version();
       against_capacity_ = max_capacity > 0 && static_cast<double>(max_peak) >= 0.02 * static_cast<double>(max_capacity);
     }
+    // An axis given (--memory-max): the same scale as another picture beside this one.
+    const bool fixed_axis = view.memory_axis_bytes > 0;
+    const double peak_axis = fixed_axis ? static_cast<double>(view.memory_axis_bytes) : static_cast<double>(max_peak) * 1.1;
+    if (fixed_axis) against_capacity_ = false;
     for (int c = 0; c < kMemoryCategoryCount; ++c)
       legend_item(memory_color(static_cast<MemoryCategory>(c)), memory_category_name(static_cast<MemoryCategory>(c)));
     legend_item(kCursorColor, "run peak");
     ImGui::NewLine();
-    if (max_capacity > 0) {
+    if (max_capacity > 0 && !view.picture && !fixed_axis) {
       ImGui::Checkbox("axis = capacity", &against_capacity_);
       ImGui::SameLine();
     }
-    ImGui::TextDisabled("%s · at the cursor, %s into the run",
-                        against_capacity_ ? "bars to scale with the whole device"
-                                          : ("axis 0 – " + format_bytes(static_cast<double>(max_peak) * 1.1)).c_str(),
-                        format_duration(static_cast<double>(view.cursor_ns - model.t_begin_ns())).c_str());
+    const std::string axis_text = against_capacity_ ? "bars to scale with the whole device"
+                                                    : "axis 0 – " + format_bytes(peak_axis);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    if (view.picture)
+      flow_text({axis_text, "bars " + cursor_in_words(model, view)});
+    else
+      flow_text({axis_text, "at the cursor, " + format_duration(static_cast<double>(view.cursor_ns - model.t_begin_ns())) + " into the run"});
+    ImGui::PopStyleColor();
 
     const int n = model.device_count();
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -58,19 +67,23 @@ class MemoryPanel : public Panel {
       for (int64_t v : live) total += v;
       const int64_t peak = d < static_cast<int>(per_device.size()) ? per_device[static_cast<size_t>(d)].peak_total : 0;
       const int64_t capacity = model.devices()[static_cast<size_t>(d)].capacity_bytes;
-      const double axis = against_capacity_ && capacity > 0 ? static_cast<double>(capacity) : static_cast<double>(max_peak) * 1.1;
+      const double axis = against_capacity_ && capacity > 0 ? static_cast<double>(capacity) : peak_axis;
 
-      std::string text = model.devices()[static_cast<size_t>(d)].name + ":  " + format_bytes(static_cast<double>(total)) +
-                         " now · peak " + format_bytes(static_cast<double>(peak));
-      if (capacity > 0) {
+      const DeviceInfo& dev = model.devices()[static_cast<size_t>(d)];
+      // Flowed: in a narrow cell of the grid the capacity moves to a line of its own.
+      std::vector<std::string> text{(view.picture ? dev.label : dev.name) + ":  " + format_bytes(static_cast<double>(total)) + " now",
+                                    "peak " + format_bytes(static_cast<double>(peak))};
+      if (view.picture) {
+        // A slide's figure: the bytes, not the share of an 80 GiB device nobody can read off it.
+      } else if (capacity > 0) {
         char pct[48];
-        std::snprintf(pct, sizeof pct, " · %.2g%% of %s", 100.0 * static_cast<double>(peak) / static_cast<double>(capacity),
+        std::snprintf(pct, sizeof pct, "%.2g%% of %s", 100.0 * static_cast<double>(peak) / static_cast<double>(capacity),
                       format_bytes(static_cast<double>(capacity)).c_str());
-        text += pct;
+        text.emplace_back(pct);
       } else {
-        text += " · capacity unknown";
+        text.emplace_back("capacity unknown");
       }
-      ImGui::TextUnformatted(text.c_str());
+      flow_text(text);
 
       const ImVec2 a = ImGui::GetCursorScreenPos();
       const float w = ImGui::GetContentRegionAvail().x - 4;
@@ -85,7 +98,7 @@ class MemoryPanel : public Panel {
         x += seg;
       }
       const float px = a.x + static_cast<float>(static_cast<double>(peak) / axis * w);
-      if (px <= a.x + w) {
+      if (px <= a.x + w + 1) {
         dl->AddLine(ImVec2(px, a.y - 2), ImVec2(px, a.y + bar_h + 2), kCursorColor, 2.0f);
       }
       dl->AddRect(a, ImVec2(a.x + w, a.y + bar_h), IM_COL32(255, 255, 255, 60), 3.0f);

@@ -1,7 +1,7 @@
 // Pipeline: stages × time for the cursor's step, forward (F) and backward (B) blocks numbered by
-// micro-batch, the idle cells between them hatched as bubbles. Next to it the measured bubble share
-// and the textbook's (p − 1)/(m + p − 1), so a student sees the formula come true — or not, when
-// communication or uneven stages add to it.
+// micro-batch, the idle cells between them hatched as bubbles. Next to it the run's bubble share
+// (simulated or measured, as the trace's clock is) and the textbook's (p − 1)/(m + p − 1), so a
+// student sees the formula come true — or not, when communication or uneven stages add to it.
 #include "viz/model/pipeline_analysis.h"
 
 #include <imgui.h>
@@ -31,7 +31,7 @@ class PipelinePanel : public Panel {
       analysis_ = analyze_pipeline(model);
     }
     const PipelineAnalysis& a = analysis_;
-    const int si = model.step_index_at(view.cursor_ns);
+    const int si = shown_step_index(model, view);
     const PipelineStep* ps = a.step(si);
     if (!ps && !a.steps.empty()) ps = &a.steps.front();
     if (!ps) {
@@ -39,12 +39,16 @@ class PipelinePanel : public Panel {
       return;
     }
     const int p = static_cast<int>(a.stage_devices.size()), m = a.micro_batches;
-    ImGui::Text("%s · p = %d stages · m = %d micro-batch%s · step %lld",
-                m == 1 ? "model parallel (a pipeline of one micro-batch)" : ps->one_f_one_b ? "1F1B schedule" : "GPipe schedule",
-                p, m, m == 1 ? "" : "es",
-                static_cast<long long>(model.steps()[static_cast<size_t>(ps->step_index)].step));
-    ImGui::Text("bubble share: measured %.1f%% this step, %.1f%% whole run   vs   (p−1)/(m+p−1) = %d/%d = %.1f%%",
-                100 * ps->bubble_fraction, 100 * a.measured, p - 1, m + p - 1, 100 * a.theory);
+    // Flowed: in the dashboard's grid the panel may be a third of the window wide.
+    flow_text({m == 1 ? "model parallel (a pipeline of one micro-batch)" : ps->one_f_one_b ? "1F1B schedule" : "GPipe schedule",
+               "p = " + std::to_string(p) + " stages", "m = " + std::to_string(m) + " micro-batch" + (m == 1 ? "" : "es"),
+               "step " + std::to_string(model.steps()[static_cast<size_t>(ps->step_index)].step)});
+    // The share and the formula on one line where they fit.
+    char share[128], formula[96];
+    std::snprintf(share, sizeof share, "bubble share, %s: %.1f%% this step, %.1f%% whole run",
+                  model.info().simulated ? "simulated" : "measured", 100 * ps->bubble_fraction, 100 * a.whole_run);
+    std::snprintf(formula, sizeof formula, "textbook (p−1)/(m+p−1) = %d/%d = %.1f%%", p - 1, m + p - 1, 100 * a.theory);
+    flow_text({share, formula});
     legend_item(phase_color(Phase::fwd), "F = forward");
     legend_item(phase_color(Phase::bwd), "B = backward");
     legend_item(phase_color(Phase::optim), "optimizer");
@@ -56,9 +60,9 @@ class PipelinePanel : public Panel {
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("pipeline_grid", avail);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const float label_w = 118, axis_h = ImGui::GetFontSize() + 4;
+    const float label_w = ImGui::CalcTextSize("stage 0 · dev 00").x + 8, axis_h = ImGui::GetFontSize() + 4;
     const float x0 = origin.x + label_w, w = avail.x - label_w - 8;
-    const float row_h = std::clamp((avail.y - axis_h) / static_cast<float>(std::max(p, 1)), 12.0f, 40.0f);
+    const float row_h = std::clamp((avail.y - axis_h) / static_cast<float>(std::max(p, 1)), 12.0f, 2.2f * ImGui::GetFontSize());
     const double t0 = static_cast<double>(ps->begin_ns), len = static_cast<double>(std::max<int64_t>(ps->end_ns - ps->begin_ns, 1));
     auto x_of = [&](int64_t t) { return x0 + static_cast<float>((static_cast<double>(t) - t0) / len) * w; };
     auto faded_if_future = [&](ImU32 c, int64_t begin) { return begin > view.cursor_ns ? faded(c, 0.22f) : c; };
@@ -90,12 +94,7 @@ class PipelinePanel : public Panel {
     }
     // Time axis: from the step's first compute.
     const float axis_y = origin.y + row_h * static_cast<float>(p);
-    const double tick = nice_step(len, std::max(2, static_cast<int>(w / 110)));
-    for (double t = 0; t <= len; t += tick) {
-      const float x = x0 + static_cast<float>(t / len) * w;
-      dl->AddLine(ImVec2(x, origin.y), ImVec2(x, axis_y), kGridColor);
-      dl->AddText(ImVec2(x + 2, axis_y), kAxisText, format_tick(t, tick).c_str());
-    }
+    draw_time_axis(dl, x0, w, len, origin.y, axis_y);
     if (view.cursor_ns >= ps->begin_ns && view.cursor_ns <= ps->end_ns)
       draw_cursor(dl, x_of(view.cursor_ns), origin.y, axis_y);
   }

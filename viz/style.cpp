@@ -1,8 +1,12 @@
 #include "viz/style.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+
+#include "viz/model/format.h"
 
 namespace scalelab::viz {
 
@@ -76,8 +80,33 @@ void phase_legend() {
   ImGui::NewLine();
 }
 
+void flow_text(const std::vector<std::string>& pieces) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string joined = " · " + pieces[i];
+    if (i > 0) {
+      ImGui::SameLine(0, 0);
+      if (ImGui::GetContentRegionAvail().x >= ImGui::CalcTextSize(joined.c_str()).x) {
+        ImGui::TextUnformatted(joined.c_str());
+        continue;
+      }
+      ImGui::NewLine();
+    }
+    ImGui::TextUnformatted(pieces[i].c_str());
+  }
+}
+
 void draw_cursor(ImDrawList* dl, float x, float y0, float y1) {
   dl->AddLine(ImVec2(x, y0), ImVec2(x, y1), kCursorColor, 2.0f);
+}
+
+void draw_time_axis(ImDrawList* dl, float x0, float w, double len_ns, float y_top, float y_axis) {
+  const double tick = nice_step(len_ns, std::max(2, static_cast<int>(w / std::max(110.0f, 6 * ImGui::GetFontSize()))));
+  for (double t = 0; t <= len_ns; t += tick) {
+    const float x = x0 + static_cast<float>(t / len_ns) * w;
+    dl->AddLine(ImVec2(x, y_top), ImVec2(x, y_axis), kGridColor);
+    const std::string label = format_tick(t, tick);
+    if (x + 2 + ImGui::CalcTextSize(label.c_str()).x <= x0 + w + 6) dl->AddText(ImVec2(x + 2, y_axis), kAxisText, label.c_str());
+  }
 }
 
 double nice_step(double range, int target) {

@@ -3,6 +3,9 @@
 // same orange in the timeline, the pipeline grid and the buckets panel.
 #include <imgui.h>
 
+#include <string>
+#include <vector>
+
 #include "core/trace/events.h"
 
 namespace scalelab::viz {
@@ -30,8 +33,14 @@ void draw_label_in(ImDrawList* dl, ImVec2 a, ImVec2 b, const char* text, ImU32 c
 void legend_item(ImU32 color, const char* label);
 // The legend of phases (fwd, bwd, optim, comm, data).
 void phase_legend();
+// Pieces of text joined by " · ", a piece moved whole to the next line where it would not fit
+// (ImGui's wrapping breaks at a '.', "25.0" into "25." and "0").
+void flow_text(const std::vector<std::string>& pieces);
 // A vertical line at x from y0 to y1: the cursor.
 void draw_cursor(ImDrawList* dl, float x, float y0, float y1);
+// A time axis over [x0, x0 + w] for a span of len_ns from 0: grid lines from y_top to y_axis, and
+// under them the ticks' labels, each whole or not at all.
+void draw_time_axis(ImDrawList* dl, float x0, float w, double len_ns, float y_top, float y_axis);
 // Nice tick spacing (1, 2, 5 × 10^k) giving about `target` ticks over `range`.
 double nice_step(double range, int target);
 

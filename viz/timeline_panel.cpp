@@ -32,15 +32,22 @@ class TimelinePanel : public Panel {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (model.rows().empty() || avail.x < 50 || avail.y < 30) return;
 
-    const float axis_h = 2 * ImGui::GetFontSize() + 6;  // time ticks, then step numbers
-    make_bands(model, avail.y - axis_h - 4);
+    const float font = ImGui::GetFontSize();
+    const float axis_h = 2 * font + 6;  // time ticks, then step numbers
+    make_bands(model, view, avail.y - axis_h - 4);
     size_t n_rows = 0;
     for (const Band& b : bands_) n_rows += b.rows.size();
-    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(n_rows), 13.0f, 24.0f);
+    if (n_rows == 0) {
+      ImGui::TextDisabled("no rows of the devices and lanes asked for");
+      return;
+    }
+    // Rows as tall as their text needs at least (a lane's name fits in its row), at most 1.6 lines.
+    const float row_h = std::clamp((avail.y - axis_h - 4) / static_cast<float>(n_rows), std::min(13.0f, font + 2), std::max(24.0f, 1.6f * font));
     const float canvas_h = axis_h + row_h * static_cast<float>(n_rows) + 2;
     ImGui::BeginChild("timeline_canvas", avail, false, ImGuiWindowFlags_NoScrollWithMouse);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
-    const float label_w = std::min(190.0f, avail.x * 0.22f);
+    // Room for a band's label ("sim:0", "idle 5.0%") beside the lane names ("compute").
+    const float label_w = std::min(std::max(190.0f, ImGui::CalcTextSize("idle 10.0%  compute").x + 16), avail.x * 0.25f);
     const float width = ImGui::GetContentRegionAvail().x;
     const float plot_x0 = origin.x + label_w, plot_w = std::max(width - label_w, 10.0f);
     ImGui::InvisibleButton("timeline_input", ImVec2(width, canvas_h));
@@ -119,8 +126,10 @@ class TimelinePanel : public Panel {
           }
           if (gap) flush();
           if (b.count == 1 && b.x1 - b.x0 > 36) {
+            // The op's name where it fits whole: a name cut short reads as another word.
             const Event& e = model.events()[row.events[b.first]];
-            draw_label_in(dl, ImVec2(b.x0, y0 + 1), ImVec2(b.x1, y1), e.name.empty() ? e.kind.c_str() : e.name.c_str());
+            const char* name = e.name.empty() ? e.kind.c_str() : e.name.c_str();
+            if (ImGui::CalcTextSize(name).x + 6 <= b.x1 - b.x0) draw_label_in(dl, ImVec2(b.x0, y0 + 1), ImVec2(b.x1, y1), name);
           }
         }
         flush();
@@ -158,10 +167,17 @@ class TimelinePanel : public Panel {
   std::vector<Band> bands_;
   std::set<int> opened_;  // groups shown device by device
 
-  void make_bands(const DashboardModel& model, float height) {
+  void make_bands(const DashboardModel& model, const ViewState& view, float height) {
     bands_.clear();
     const auto& rows = model.rows();
+    auto lane_shown = [&](Lane l) {
+      return view.only_lanes.empty() || std::find(view.only_lanes.begin(), view.only_lanes.end(), l) != view.only_lanes.end();
+    };
+    auto device_shown = [&](int d) {
+      return view.only_devices.empty() || std::find(view.only_devices.begin(), view.only_devices.end(), d) != view.only_devices.end();
+    };
     auto device_band = [&](size_t r, size_t r_end, int group) {
+      if (!device_shown(rows[r].device)) return;
       Band b;
       b.device = rows[r].device;
       b.group = group;
@@ -172,12 +188,14 @@ class TimelinePanel : public Panel {
         std::snprintf(idle, sizeof idle, "idle %.1f%%", model.run_metrics().per_device[static_cast<size_t>(b.device)].idle_pct);
         b.detail = idle;
       }
-      for (size_t k = r; k < r_end; ++k) b.rows.push_back(&rows[k]);
-      bands_.push_back(std::move(b));
+      for (size_t k = r; k < r_end; ++k)
+        if (lane_shown(rows[k].lane)) b.rows.push_back(&rows[k]);
+      if (!b.rows.empty()) bands_.push_back(std::move(b));
     };
-    // Devices grouped only when their rows would not fit at the smallest row height.
+    // Devices grouped only when their rows would not fit at the smallest row height (never when
+    // the devices shown are chosen).
     const int per = model.group_size();
-    const bool group = per > 0 && static_cast<float>(rows.size()) * 13.0f > height;
+    const bool group = per > 0 && view.only_devices.empty() && static_cast<float>(rows.size()) * 13.0f > height;
     size_t r = 0, g = 0;
     const auto& group_rows = model.group_rows();
     while (r < rows.size()) {
@@ -190,8 +208,9 @@ class TimelinePanel : public Panel {
         b.label = "node " + std::to_string(gi) + "  ▸";
         b.detail = "devices " + std::to_string(gi * per) + "–" + std::to_string(std::min(gi * per + per, model.device_count()) - 1);
         while (g < group_rows.size() && group_rows[g].device < gi) ++g;
-        for (; g < group_rows.size() && group_rows[g].device == gi; ++g) b.rows.push_back(&group_rows[g]);
-        bands_.push_back(std::move(b));
+        for (; g < group_rows.size() && group_rows[g].device == gi; ++g)
+          if (lane_shown(group_rows[g].lane)) b.rows.push_back(&group_rows[g]);
+        if (!b.rows.empty()) bands_.push_back(std::move(b));
         while (r < rows.size() && rows[r].device / per == gi) ++r;
         continue;
       }
@@ -204,6 +223,7 @@ class TimelinePanel : public Panel {
 
   void draw_toolbar(const DashboardModel& model, ViewState& view) {
     phase_legend();
+    if (view.picture) return;  // a figure: the legend, not the controls
     ImGui::SameLine();
     ImGui::TextDisabled("wheel: zoom · drag: pan · click: move cursor");
     ImGui::SameLine(0, 20);
@@ -214,7 +234,7 @@ class TimelinePanel : public Panel {
     }
     ImGui::SameLine();
     if (ImGui::SmallButton("Fit step")) {
-      const auto [b, e] = step_or_run_span(model, model.step_index_at(view.cursor_ns));
+      const auto [b, e] = step_or_run_span(model, shown_step_index(model, view));
       const double pad = 0.04 * static_cast<double>(e - b);
       view.view_begin_ns = static_cast<double>(b) - pad;
       view.view_end_ns = static_cast<double>(e) + pad;
@@ -260,7 +280,8 @@ class TimelinePanel : public Panel {
                  double t0, double t1, float canvas_h) {
     const double scale = plot_w / (t1 - t0);
     const double base = static_cast<double>(model.t_begin_ns());
-    const double step = nice_step(t1 - t0, std::max(2, static_cast<int>(plot_w / 110)));
+    // Ticks far enough apart for labels like "3.05 ms" at any font size.
+    const double step = nice_step(t1 - t0, std::max(2, static_cast<int>(plot_w / std::max(110.0f, 7.5f * ImGui::GetFontSize()))));
     const double first = std::ceil((t0 - base) / step) * step + base;
     dl->PushClipRect(ImVec2(plot_x0, origin.y), ImVec2(plot_x0 + plot_w, origin.y + canvas_h), true);
     // Step boundaries first, faint, with the step number where there is room.
@@ -289,7 +310,8 @@ class TimelinePanel : public Panel {
       const float x = static_cast<float>(plot_x0 + (t - t0) * scale);
       dl->AddLine(ImVec2(x, origin.y + axis_h - 4), ImVec2(x, origin.y + canvas_h), kGridColor);
       const std::string label = format_tick(t - base, step);
-      dl->AddText(ImVec2(x + 3, origin.y - 1), kAxisText, label.c_str());
+      if (x + 3 + ImGui::CalcTextSize(label.c_str()).x <= plot_x0 + plot_w)  // whole, or not at all
+        dl->AddText(ImVec2(x + 3, origin.y - 1), kAxisText, label.c_str());
     }
     dl->PopClipRect();
     (void)axis_h;

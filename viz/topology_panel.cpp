@@ -52,20 +52,26 @@ class TopologyPanel : public Panel {
       seen_events_ = model.events().size();
     }
     if (const auto& p = model.profile()) {
-      ImGui::TextWrapped("%s: %d node%s × %d devices · device↔device %s %s · host %s %s", p->name.c_str(), p->nodes,
-                  p->nodes == 1 ? "" : "s", p->devices_per_node, p->intra_node.kind.c_str(),
-                  format_rate(p->intra_node.bandwidth_Bps, "B").c_str(), p->host_link.kind.c_str(),
-                  format_rate(p->host_link.bandwidth_Bps, "B").c_str());
+      flow_text({p->name + ": " + std::to_string(p->nodes) + " node" + (p->nodes == 1 ? "" : "s") + " × " +
+                     std::to_string(p->devices_per_node) + " devices",
+                 "device↔device " + p->intra_node.kind + " " + format_rate(p->intra_node.bandwidth_Bps, "B"),
+                 "host " + p->host_link.kind + " " + format_rate(p->host_link.bandwidth_Bps, "B")});
     } else {
       ImGui::TextUnformatted("links as used by the run (the trace carries no hardware profile)");
     }
 
+    // The table of links takes the right part when there is room for both; without it, a line
+    // says what the numbers on the links are and when the bright ones are in flight.
+    const bool table = ImGui::GetContentRegionAvail().x > ImGui::GetContentRegionAvail().y * 1.3f;
+    if (!table) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      flow_text({"on a link: bytes moved so far", "bright: in flight " + cursor_in_words(model, view)});
+      ImGui::PopStyleColor();
+    }
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (avail.x < 80 || avail.y < 60) return;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("topology_canvas", avail);
-    // The table of links takes the right part when there is room for both.
-    const bool table = avail.x > avail.y * 1.3f;
     const Canvas c{ImGui::GetWindowDrawList(), origin, avail, table ? avail.x * 0.55f : avail.x, ImGui::GetFontSize(), {}};
 
     // A box per device while each holds its name; past that (a cluster of many nodes) a box per

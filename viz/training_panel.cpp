@@ -51,26 +51,27 @@ class TrainingPanel : public Panel {
       loss_single_ = finite(model.metric_series("loss_single"));
       weights_diff_ = finite(model.metric_series("max_rel_diff"));
     }
-    const int si = model.step_index_at(view.cursor_ns);
+    const int si = shown_step_index(model, view);
     const int64_t cursor_step = si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1;
 
     legend_item(kLossColor, "loss (left axis)");
     legend_item(kAccuracyColor, "test accuracy (right, 0–1)");
-    if (!throughput_.empty()) legend_item(kThroughputColor, "samples/s (below)");
+    // Throughput is a time: the cost model's on a sim trace, a clock's otherwise.
+    const char* clock = model.info().simulated ? "simulated" : "measured";
+    if (!throughput_.empty()) legend_item(kThroughputColor, (std::string("samples/s, ") + clock + " (below)").c_str());
     ImGui::NewLine();
     draw_badge();
     const double* loss_now = value_at(loss_, cursor_step);
     const double* rate_now = value_at(throughput_, cursor_step);
     const double* acc_last = accuracy_.empty() ? nullptr : &accuracy_.back().second;
-    ImGui::Text("step %lld: loss %s", static_cast<long long>(cursor_step), loss_now ? fmt(*loss_now).c_str() : "—");
-    if (rate_now) {
-      ImGui::SameLine(0, 16);
-      ImGui::Text("%s", format_rate(*rate_now, " samples").c_str());
-    }
+    std::vector<std::string> now{"step " + std::to_string(cursor_step) + ": loss " + (loss_now ? fmt(*loss_now) : "—")};
+    if (rate_now) now.push_back(format_rate(*rate_now, " samples") + " " + clock);
     if (acc_last) {
-      ImGui::SameLine(0, 16);
-      ImGui::Text("test accuracy %.4f (step %lld)", *acc_last, static_cast<long long>(accuracy_.back().first));
+      char acc[64];
+      std::snprintf(acc, sizeof acc, "test accuracy %.4f (step %lld)", *acc_last, static_cast<long long>(accuracy_.back().first));
+      now.push_back(acc);
     }
+    flow_text(now);
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (avail.x < 60 || avail.y < 40) return;

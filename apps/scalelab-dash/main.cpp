@@ -6,6 +6,7 @@
 //   scalelab-dash --strategy ddp --steps 40 --screenshot ddp.png     run, then a PNG (headless: xvfb-run -a)
 //   scalelab-dash --replay out/ddp.trace.json                   scrub through a trace
 //   scalelab-dash --replay t.json --panel pipeline --screenshot p.png --size 1200x500   one panel (slides)
+//   scalelab-dash --replay t.json --panel timeline --only-lanes compute,comm --font-size 20 --screenshot t.png
 //   scalelab-dash --replay big.trace.json --bench-frames 300     median frame CPU time
 //   scalelab-dash --replay out/ddp.trace.json --describe         counts, no window
 #include <time.h>
@@ -55,6 +56,9 @@ struct Options {
   double at = 1.0;           // where in the step the cursor sits
   std::string view = "step"; // what the timeline starts showing: the cursor's step, or the whole run
   float font_px = 15.0f;
+  std::string only_devices;  // the timeline's devices: "0,1" or "0-1" ("" all)
+  std::string only_lanes;    // the timeline's lanes: "compute,comm" ("" all)
+  std::string memory_max = "auto";  // the Memory panel's axis: bytes, or auto (the panel's choice)
   std::string mouse;         // X,Y: where the pointer is in a screenshot (to show a tooltip)
 };
 
@@ -71,6 +75,60 @@ void parse_size(const std::string& s, int& w, int& h) {
   }
   if (w < 320 || h < 240 || w > 8192 || h > 8192)
     throw UsageError("dash", "--size " + s + ": width and height must be within 320x240 … 8192x8192");
+}
+
+// "a,b,c" → {"a", "b", "c"}; "" → {}.
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; !s.empty() && at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// "0,2" or "0-3" or "0-1,3": device numbers for --only-devices.
+std::vector<int> parse_devices(const std::string& s) {
+  std::vector<int> out;
+  for (const std::string& item : split_commas(s)) {
+    int a = -1, b = -1;
+    char rest = 0;
+    const int got = std::sscanf(item.c_str(), "%d-%d%c", &a, &b, &rest);
+    if (got == 1 && item.find_first_not_of("0123456789") == std::string::npos) b = a;
+    else if (got != 2) a = -1;
+    if (a < 0 || b < a || b - a > 4096)
+      throw UsageError("dash", "--only-devices " + s + ": expected device numbers, e.g. 0,1 or 0-3");
+    for (int d = a; d <= b; ++d) out.push_back(d);
+  }
+  return out;
+}
+
+std::vector<Lane> parse_lanes(const std::string& s) {
+  std::vector<Lane> out;
+  for (const std::string& item : split_commas(s)) {
+    int found = -1;
+    for (int l = 0; l < kLaneCount; ++l)
+      if (item == lane_name(static_cast<Lane>(l))) found = l;
+    if (found < 0)
+      throw UsageError("dash", "--only-lanes " + s + ": '" + item + "' is not a lane — use compute, comm, copy, host, e.g. --only-lanes compute,comm");
+    out.push_back(static_cast<Lane>(found));
+  }
+  return out;
+}
+
+int64_t parse_memory_max(const std::string& s) {
+  if (s == "auto") return 0;
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || v <= 0)
+    throw UsageError("dash", "--memory-max " + s + ": expected the axis's maximum in bytes (e.g. 12800000) or auto");
+  return v;
 }
 
 double thread_cpu_ms() {
@@ -127,6 +185,9 @@ void check_picture_options(const Options& o) {
   char rest = 0;
   if (!o.mouse.empty() && (std::sscanf(o.mouse.c_str(), "%f,%f%c", &mx, &my, &rest) != 2 || !(mx >= 0 && my >= 0)))
     throw UsageError("dash", "--mouse " + o.mouse + ": expected X,Y in pixels, e.g. --mouse 600,180");
+  parse_devices(o.only_devices);
+  parse_lanes(o.only_lanes);
+  parse_memory_max(o.memory_max);
   if (!o.panel.empty()) {
     if (o.screenshot.empty() && !o.list_panels)
       throw UsageError("dash", "--panel " + o.panel + " draws one panel for a picture: add --screenshot FILE.png");
@@ -190,6 +251,9 @@ int run(const Options& o) {
   if (o.view == "run") dash.fit_run();
 
   if (!o.panel.empty()) dash.show_only(o.panel);  // the model is filled: is the panel in this run?
+  dash.view().only_devices = parse_devices(o.only_devices);
+  dash.view().only_lanes = parse_lanes(o.only_lanes);
+  dash.view().memory_axis_bytes = parse_memory_max(o.memory_max);
 
   if (o.describe) std::cout << describe(model) << std::flush;
   if (o.describe && !batch) return 0;
@@ -246,11 +310,21 @@ int run(const Options& o) {
     if (!o.screenshot.empty()) {
       const Image img = window.capture();
       write_png(o.screenshot, img.width, img.height, img.rgb);
+      PictureInfo info;
+      info.panel = o.panel;
+      info.width = img.width;
+      info.height = img.height;
+      info.font_px = o.font_px;
+      info.simulated = model.info().simulated;
+      info.trace = o.replay;
+      const int si = shown_step_index(model, dash.view());
+      if (si >= 0) info.step = model.steps()[static_cast<size_t>(si)].step;
+      write_picture_info(o.screenshot, info);
       std::cout << "screenshot: " << o.screenshot << " (" << img.width << "x" << img.height << ")\n";
     }
     if (o.live_for_s > 0 && launch && launch->run()) {
       const LiveRun& r = *launch->run();
-      const int si = model.step_index_at(dash.view().cursor_ns);
+      const int si = shown_step_index(model, dash.view());
       std::cout << "live: " << LiveRun::state_name(r.state()) << ", " << steps_when_drawn << " of " << r.total_steps()
                 << " steps done when drawn, cursor " << (dash.view().follow_live ? "following" : "still") << " in step "
                 << (si >= 0 ? model.steps()[static_cast<size_t>(si)].step : -1) << "\n";
@@ -311,7 +385,7 @@ int main(int argc, char** argv) {
   CLI::App app{"scalelab-dash: watch a training run — timeline, memory, pipeline bubbles, gradient buckets, links"};
   Options o;
   app.add_option("--replay", o.replay, "a trace written by `scalelab train --trace FILE`");
-  app.add_option("--screenshot", o.screenshot, "render (headless: under xvfb-run -a), write the window as a PNG, exit");
+  app.add_option("--screenshot", o.screenshot, "render (headless: under xvfb-run -a), write the window as a PNG and what it shows as PNG.json, exit");
   app.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
   app.add_option("--panel", o.panel,
                  "with --screenshot: draw this panel alone, filling the window (timeline, pipeline, buckets, "
@@ -329,6 +403,10 @@ int main(int argc, char** argv) {
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
   app.add_option("--font-size", o.font_px, "font size in pixels")->capture_default_str()->check(CLI::Range(6, 96));
+  app.add_option("--only-devices", o.only_devices, "the timeline shows these devices only, e.g. 0,1 or 0-1 (slides: fewer rows, larger text)");
+  app.add_option("--only-lanes", o.only_lanes, "the timeline shows these lanes only: compute, comm, copy, host, e.g. compute,comm");
+  app.add_option("--memory-max", o.memory_max, "the Memory panel's axis maximum in bytes, or auto (pictures side by side on one scale)")
+      ->capture_default_str();
   // A live run: what the launch panel starts with. Without --replay, --screenshot, --describe,
   // --list-panels and --bench-frames first run it to the end.
   TrainConfig& c = o.run;

@@ -45,6 +45,8 @@ void widen(Interval& iv, int64_t b, int64_t e) {
 
 }  // namespace
 
+int64_t copied_bytes(const Event& e) { return e.kind == "copy" ? e.bytes / 2 : e.bytes; }
+
 BucketStep analyze_bucket_step(const DashboardModel& model, int step_index, int device) {
   BucketStep bs;
   if (step_index < 0 || step_index >= static_cast<int>(model.steps().size())) return bs;
@@ -88,7 +90,7 @@ BucketStep analyze_bucket_step(const DashboardModel& model, int step_index, int 
       // Copies before the bucket's all-reduce fill it; those after hand the averaged gradients back.
       if (e->t_begin_ns < first_comm) {
         widen(t.fill, e->t_begin_ns, e->t_end_ns);
-        t.fill_bytes += e->bytes;
+        t.bytes += copied_bytes(*e);
       } else {
         widen(t.unpack, e->t_begin_ns, e->t_end_ns);
       }

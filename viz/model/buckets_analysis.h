@@ -12,7 +12,7 @@ namespace scalelab::viz {
 
 struct BucketTimes {
   int bucket = 0;
-  int64_t fill_bytes = 0;        // gradients copied into the bucket
+  int64_t bytes = 0;             // the bucket's size: the gradient bytes copied into it
   Interval fill{0, 0};           // first to last copy into it (0,0: none)
   Interval all_reduce{0, 0};     // first to last communication event of the bucket
   Interval unpack{0, 0};         // copies back out after the all-reduce
@@ -40,5 +40,8 @@ BucketSummary summarize_buckets(const DashboardModel& model);
 // Adds the model's events from `from` on to `s` (a live model that grew).
 void extend_bucket_summary(BucketSummary& s, const DashboardModel& model, size_t from);
 BucketStep analyze_bucket_step(const DashboardModel& model, int step_index, int device);
+// The bytes a copy event carried. A copy within one device counts its bytes twice (read and
+// write: that is the traffic the cost model prices), a copy between devices once.
+int64_t copied_bytes(const Event& e);
 
 }  // namespace scalelab::viz

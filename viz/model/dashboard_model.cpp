@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -467,6 +468,24 @@ void DashboardModel::extend() {
   built_events_ = n;
   built_memory_ = memory_.size();
   ++version_;
+}
+
+int shown_step_index(const DashboardModel& model, const ViewState& view) {
+  const auto& steps = model.steps();
+  if (view.picked_step >= 0 && view.picked_step < static_cast<int>(steps.size())) {
+    const StepSpan& s = steps[static_cast<size_t>(view.picked_step)];
+    if (view.cursor_ns >= s.begin_ns && view.cursor_ns <= s.end_ns) return view.picked_step;
+  }
+  return model.step_index_at(view.cursor_ns);
+}
+
+std::string cursor_in_words(const DashboardModel& model, const ViewState& view) {
+  const int si = shown_step_index(model, view);
+  if (si < 0) return "at the cursor";
+  const StepSpan& s = model.steps()[static_cast<size_t>(si)];
+  const double f = static_cast<double>(view.cursor_ns - s.begin_ns) / static_cast<double>(std::max<int64_t>(s.end_ns - s.begin_ns, 1));
+  if (f >= 0.995) return "at the end of step " + std::to_string(s.step);
+  return "at " + std::to_string(static_cast<int>(std::lround(100 * std::clamp(f, 0.0, 1.0)))) + "% of step " + std::to_string(s.step);
 }
 
 int DashboardModel::step_index_at(int64_t t) const {

@@ -198,8 +198,30 @@ struct ViewState {
   bool playing = false;              // the cursor advances by itself
   double play_steps_per_s = 0.5;     // replay speed: training steps per wall-clock second
   int focus_device = 0;              // the device the Buckets panel follows
+  // The step picked (Dashboard::select_step) while the cursor lies in it; -1: none. Steps overlap a
+  // little (the next batch's upload starts early), so a cursor at a picked step's end is already
+  // past the next one's start: the panels of one step keep showing the step picked.
+  int picked_step = -1;
   bool follow_live = true;           // a live run: the cursor follows its playback clock
+  // A picture of one panel (--panel, a slide's figure): no controls, hints or window title, only
+  // what the figure shows.
+  bool picture = false;
+  // The timeline shows the rows of these devices and lanes only (empty: all), so that a slide's
+  // figure can hold fewer rows at a font size legible from the back of a room.
+  std::vector<int> only_devices;
+  std::vector<Lane> only_lanes;
+  // The Memory panel's axis in bytes (0: the panel's own choice), so that two pictures set side by
+  // side share one scale.
+  int64_t memory_axis_bytes = 0;
 };
+
+// The step the panels of one step show (pipeline, buckets, data parallel, the loss read-out): the
+// picked one while the cursor lies in it, else the one the cursor is in (an index into steps()).
+int shown_step_index(const DashboardModel& model, const ViewState& view);
+
+// Where the cursor is, for a picture's caption: "at the end of step 12", "at 70% of step 12", or
+// "at the cursor" when there are no steps.
+std::string cursor_in_words(const DashboardModel& model, const ViewState& view);
 
 // The step span, or the run's span when there are no steps, around which views start.
 Interval step_or_run_span(const DashboardModel& model, int step_index);

@@ -46,7 +46,7 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
   a.micro_batches = static_cast<int>(micro_batches.size());
   const double p = static_cast<double>(a.stage_devices.size()), m = static_cast<double>(a.micro_batches);
   a.theory = (p - 1) / (m + p - 1);
-  a.measured = model.run_metrics().bubble_fraction;
+  a.whole_run = model.run_metrics().bubble_fraction;
 
   // Blocks: consecutive compute events of one stage with the same micro-batch and direction.
   std::vector<int64_t> block_lengths;

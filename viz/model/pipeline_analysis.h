@@ -37,7 +37,7 @@ struct PipelineAnalysis {
   std::vector<PipelineStep> steps;    // steps that ran micro-batches
   size_t bubble_count = 0;            // over all steps
   int64_t min_bubble_ns = 0;          // shorter gaps are scheduling noise, not bubbles
-  double measured = 0;                // RunMetrics::bubble_fraction of the whole run
+  double whole_run = 0;               // RunMetrics::bubble_fraction of the whole run
   double theory = 0;                  // (p − 1) / (m + p − 1)
   // The analysed step for a model step index, or nullptr.
   const PipelineStep* step(int step_index) const;

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
@@ -81,6 +82,22 @@ void write_png(const std::string& path, int width, int height, const std::vector
   if (rgb.size() < static_cast<size_t>(width) * static_cast<size_t>(height) * 3)
     throw Error("dash", path + ": image buffer smaller than " + std::to_string(width) + "x" + std::to_string(height));
   write_file_atomically(path, encode_png(width, height, rgb.data()), "dash");
+}
+
+std::string picture_info_json(const PictureInfo& info) {
+  nlohmann::ordered_json j;
+  j["panel"] = info.panel.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(info.panel);
+  j["width"] = info.width;
+  j["height"] = info.height;
+  j["font_px"] = info.font_px;
+  j["clock"] = info.simulated ? "simulated" : "measured";
+  j["trace"] = info.trace.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(info.trace);
+  j["step"] = info.step >= 0 ? nlohmann::ordered_json(info.step) : nlohmann::ordered_json();
+  return j.dump(2) + "\n";
+}
+
+void write_picture_info(const std::string& png_path, const PictureInfo& info) {
+  write_file_atomically(png_path + ".json", picture_info_json(info), "dash");
 }
 
 }  // namespace scalelab::viz
