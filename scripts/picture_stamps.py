@@ -215,8 +215,9 @@ def settle(img, kind, pictures, write):
         for key, h, what in lines:
             if got.get(key, ("",))[0] != h:
                 was = got.get(key, ("", "(none)"))[1]
+                change = f"{what[:150]} changed" if was == what else f"now: {what[:150]}; stamped: {was[:150]}"
                 stale.append(f"{img}/{picture} is older than what draws it: its {key} differs "
-                             f"(now: {what[:150]}; stamped: {was[:150]}) — redraw it: {REDRAW[kind]}")
+                             f"({change}) — redraw it: {REDRAW[kind]}")
     if stale:
         for s in stale:
             sys.stderr.write("[pictures] " + s + "\n")

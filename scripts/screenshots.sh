@@ -50,6 +50,6 @@ shoot zero            60 --strategy zero --devices 4 --zero-stage 2 --check-equi
 # A run in progress: paced at 500 µs of simulated time per second, drawn for 4 s as on a display.
 shoot live            1000 --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --speed 5e-4 --live-for 4
 # docs/gpu.md's picture: the shipped trace of DDP on 4 logical devices of an H100, replayed.
-draw ddp-cuda --replay profiles/measured/h100/2026-11-25T1113-ddp-4-logical.trace.json.gz --size 1600x1000 --step 16
+draw ddp-cuda --replay profiles/measured/h100/2026-11-25T1113-ddp-4-logical.trace.json.gz --size 1600x900 --step 16
 
 [ -n "$plan" ] || python3 "$here/scripts/picture_stamps.py" dash --write --build "$build" --img "$out" "$drawn"

@@ -5,6 +5,7 @@
                                         least 18 px; and every font size the theme sets
   rendered --out O DECK…                (Chromium) every text of the built HTML, as the browser
                                         draws it (Marp's own scaling of code included), ≥ 18 px
+                                        and inside the slide (none cut off at its bottom edge)
   clocks --out O DECK…                  the words "measured" / "simulated" on a slide, in a chart's
                                         text and in a table's labels agree with the clock of what
                                         they show
@@ -276,7 +277,8 @@ PROBE = r"""<script>
 window.addEventListener('load', () => setTimeout(() => {
   const out = [];
   document.querySelectorAll('section[id]').forEach((s) => {
-    const slide = s.getBoundingClientRect().width / %(w)d;
+    const box = s.getBoundingClientRect();
+    const slide = box.width / %(w)d;
     if (!slide) return;
     const walk = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
     let n;
@@ -287,6 +289,8 @@ window.addEventListener('load', () => setTimeout(() => {
       const r = document.createRange();
       r.selectNodeContents(n);
       if (!r.getClientRects().length) continue;
+      const below = (r.getBoundingClientRect().bottom - box.bottom) / slide;
+      if (below > 4) out.push(s.id + '\tcut\t' + below.toFixed(0) + '\t' + text.slice(0, 50).replace(/\s+/g, ' '));
       const scale = el.getBoundingClientRect().width / el.offsetWidth;
       const size = parseFloat(getComputedStyle(el).fontSize) * scale / slide;
       out.push(s.id + '\t' + el.tagName.toLowerCase() + '\t' + size.toFixed(2) + '\t' + text.slice(0, 50).replace(/\s+/g, ' '));
@@ -325,18 +329,23 @@ def rendered(out, decks):
         if not m:
             finding(f"{name}: chromium drew no slide (no probe output)")
             continue
-        worst = {}
+        worst, cut = {}, {}
         for row in htmllib.unescape(m.group(1)).split("\n"):
             parts = row.split("\t")
             if len(parts) != 4:
                 continue
             slide, tag, size, text = parts[0], parts[1], float(parts[2]), parts[3]
+            if tag == "cut":
+                cut.setdefault(slide, (size, text))
+                continue
             if size < MIN_PX - 0.05 and (slide not in worst or size < worst[slide][0]):
                 worst[slide] = (size, tag, text)
         for slide, (size, tag, text) in sorted(worst.items(), key=lambda s: int(s[0])):
             finding(f"{name}·{slide}: <{tag}> '{text}' is drawn at {size:.1f} px — needs ≥ {MIN_PX:g}")
+        for slide, (below, text) in sorted(cut.items(), key=lambda s: int(s[0])):
+            finding(f"{name}·{slide}: '{text}' is cut off, {below:.0f} px below the slide's bottom edge — the slide holds too much")
     done("rendered text")
-    print("[slides] rendered text: every text of every slide ≥ 18 px at 1280×720")
+    print("[slides] rendered text: every text of every slide ≥ 18 px at 1280×720, none cut off")
 
 
 # ---- simulated or measured ----------------------------------------------------------------------
