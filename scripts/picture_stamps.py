@@ -44,7 +44,8 @@ DASH_CODE = ("viz", "apps/scalelab-dash")
 # Options of scalelab-dash alone (the picture, not the run): left out of the `scalelab train` that
 # stands for a live run. The number is how many values each takes.
 DASH_ONLY = {"--size": 1, "--step": 1, "--cursor-step": 1, "--at": 1, "--view": 1, "--font-size": 1, "--mouse": 1,
-             "--panel": 1, "--live-for": 1, "--speed": 1, "--start": 0, "--memory-max": 1}
+             "--panel": 1, "--live-for": 1, "--speed": 1, "--start": 0, "--memory-max": 1, "--only-devices": 1,
+             "--only-lanes": 1, "--bench-frames": 1, "--bench-copies": 1}
 RUN_STEPS = "3"
 REDRAW = {"dash": "make screenshots (scripts/screenshots.sh)", "slides": "make slides-pictures (scripts/slides.sh … docs/img)"}
 
