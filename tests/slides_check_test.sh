@@ -94,6 +94,23 @@ printf 'section { padding: 48px 64px; }\npre { font-size: 15px; }\n' >"$work/sma
 expect_fail "a theme with a small font" "small.css: 'pre' sets font-size 15 px" \
   "${tool[@]}" text-size --out "$work/out" --theme "$work/small.css" "$work/src/01-t.md"
 
+# As Chromium draws them (where it and Marp are installed: the slides test installs Marp).
+marp="$src/slides/node_modules/.bin/marp"
+if command -v chromium >/dev/null && [ -x "$marp" ]; then
+  mkdir -p "$work/html"
+  printf '/* @theme small */\n@import "default";\nsection { font-size: 26px; }\ntable { font-size: 12px; }\n' >"$work/html/small.css"
+  { printf -- '---\nmarp: true\ntheme: small\n---\n\n# Title\n\n---\n\n| a | b |\n|---|---|\n| small | text |\n\n---\n\n'
+    for i in $(seq 1 30); do echo "- line $i"; done; } >"$work/html/01-t.md"
+  "$marp" --theme "$work/html/small.css" --html "$work/html/01-t.md" -o "$work/html/01-t.html" --no-stdin >/dev/null 2>&1 ||
+    fail "marp could not build the tiny deck"
+  expect_fail "a table drawn too small" "01-t·2: <th> 'b' is drawn at 1" \
+    "${tool[@]}" rendered --out "$work/html" "$work/html/01-t.md"
+  expect_fail "text cut off at the slide's bottom" "01-t·3: 'line " \
+    "${tool[@]}" rendered --out "$work/html" "$work/html/01-t.md"
+else
+  echo "chromium or Marp not installed: the drawn sizes are not checked here (the slides test installs Marp)"
+fi
+
 echo "== simulated or measured"
 deck <<'EOF'
 ## What the run shows (simulated)
