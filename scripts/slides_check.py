@@ -238,9 +238,12 @@ def picture(out, rel):
         return "png", size[0], size[1], [], size[0], None, f"no {rel}.json: drawn by an old scalelab-dash (its --screenshot writes the sidecar)"
     with open(side, encoding="utf-8") as fh:
         meta = json.load(fh)
+    missing = [k for k in ("panel", "width", "height", "font_px", "clock") if k not in meta]
+    if missing:
+        return "png", size[0], size[1], [], size[0], None, f"{rel}.json has no {', '.join(missing)}: drawn by another scalelab-dash"
     if (meta.get("width"), meta.get("height")) != tuple(size):
         return "png", size[0], size[1], [], size[0], None, f"{rel}.json says {meta.get('width')}×{meta.get('height')}, the PNG is {size[0]}×{size[1]}: the sidecar is not this picture's"
-    return "png", size[0], size[1], [(f"the {meta.get('panel', '?')} panel's text", float(meta["font_px"]))], size[0], meta.get("clock"), None
+    return "png", size[0], size[1], [(f"the {meta['panel']} panel's text", float(meta["font_px"]))], size[0], meta["clock"], None
 
 
 def text_size(out, theme, decks):
