@@ -31,7 +31,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -276,64 +275,25 @@ def text_size(out, theme, decks):
 
 # ---- as the browser draws it --------------------------------------------------------------------
 
-PROBE = r"""<script>
-window.addEventListener('load', () => setTimeout(() => {
-  const out = [];
-  document.querySelectorAll('section[id]').forEach((s) => {
-    const box = s.getBoundingClientRect();
-    const slide = box.width / %(w)d;
-    if (!slide) return;
-    const walk = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
-    let n;
-    while ((n = walk.nextNode())) {
-      const text = n.textContent.trim();
-      const el = n.parentElement;
-      if (!text || !el || !el.offsetWidth) continue;
-      const r = document.createRange();
-      r.selectNodeContents(n);
-      if (!r.getClientRects().length) continue;
-      const below = (r.getBoundingClientRect().bottom - box.bottom) / slide;
-      if (below > 4) out.push(s.id + '\tcut\t' + below.toFixed(0) + '\t' + text.slice(0, 50).replace(/\s+/g, ' '));
-      const scale = el.getBoundingClientRect().width / el.offsetWidth;
-      const size = parseFloat(getComputedStyle(el).fontSize) * scale / slide;
-      out.push(s.id + '\t' + el.tagName.toLowerCase() + '\t' + size.toFixed(2) + '\t' + text.slice(0, 50).replace(/\s+/g, ' '));
-    }
-  });
-  const p = document.createElement('pre');
-  p.id = 'slides-check';
-  p.textContent = out.join('\n');
-  document.body.appendChild(p);
-}, 500));
-</script>"""
-
-
 def rendered(out, decks):
-    """Chromium loads each built HTML with a probe script that writes every text node's drawn size
-    (its computed font-size × the scale Marp applied, e.g. to fit a long code line, ÷ the slide's
-    own scale) into the page, dumped with --dump-dom."""
+    """Chromium loads each built HTML (scripts/slides_measure.js, through the puppeteer-core that
+    comes with marp-cli) and reports every text node's drawn size: its computed font-size × the
+    scale Marp applied (e.g. to fit a long code line) ÷ the slide's own scale."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         sys.exit("[slides] rendered: chromium not found — apt-get install chromium")
-    import html as htmllib
+    here = os.path.dirname(os.path.abspath(__file__))
+    modules = os.path.join(os.path.dirname(here), "slides", "node_modules")
     for deck in decks:
         name = os.path.basename(deck)[:-3]
-        with open(os.path.join(out, name + ".html"), encoding="utf-8") as fh:
-            page = fh.read()
-        with tempfile.NamedTemporaryFile("w", suffix=".html", dir=out, delete=False, encoding="utf-8") as fh:
-            fh.write(page.replace("</body>", PROBE % {"w": SLIDE_W} + "</body>"))
-            probe = fh.name
-        try:
-            dom = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                  f"--window-size={SLIDE_W},{SLIDE_H}", "--virtual-time-budget=5000", "--dump-dom",
-                                  "file://" + probe], capture_output=True, text=True, timeout=120).stdout
-        finally:
-            os.unlink(probe)
-        m = re.search(r'<pre id="slides-check">(.*?)</pre>', dom, re.S)
-        if not m:
-            finding(f"{name}: chromium drew no slide (no probe output)")
+        html = os.path.abspath(os.path.join(out, name + ".html"))
+        p = subprocess.run(["node", os.path.join(here, "slides_measure.js"), modules, chromium, html],
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            finding(f"{name}: chromium could not measure it ({p.stderr.strip()[-300:]})")
             continue
         worst, cut = {}, {}
-        for row in htmllib.unescape(m.group(1)).split("\n"):
+        for row in p.stdout.split("\n"):
             parts = row.split("\t")
             if len(parts) != 4:
                 continue
