@@ -1,34 +1,50 @@
 // Every text of a built deck as Chromium draws it at 1280×720: one line per text node,
-// SLIDE<TAB>TAG<TAB>PX<TAB>TEXT (PX: its font size × the scale it is drawn at, on the 1280-wide
-// slide), and SLIDE<TAB>cut<TAB>PX<TAB>TEXT for text below the slide's bottom edge.
+// SLIDE<TAB>TAG<TAB>PX<TAB>TEXT (PX: its font size × the scale Marp fits it to, on the 1280-wide
+// slide), and SLIDE<TAB>cut<TAB>PX<TAB>TEXT where PX of it are cut off at the slide's bottom (and top).
 // scripts/slides_check.py runs it; puppeteer-core comes with marp-cli (slides/node_modules).
 //   node scripts/slides_measure.js NODE_MODULES CHROMIUM DECK.html
-// Marp fits wide code to the slide once its observers have run, in frames: the page is measured
-// in real time, once its fonts have loaded, until three readings in a row agree.
 const [modules, chromium, html] = process.argv.slice(2);
 const puppeteer = require(require.resolve("puppeteer-core", { paths: [modules] }));
+
+// Marp fits a wide code block to the slide with a script (marp-pre → marp-auto-scaling, in shadow
+// roots) whose observers race the fonts; the scale it aims at is the room over the block's natural
+// width, at most 1, and that is what is used here: the same every time.
+function fit(el) {
+  const host = el.closest("marp-pre, [is=marp-pre]");
+  const scaler = host && host.shadowRoot && host.shadowRoot.querySelector("marp-auto-scaling");
+  const root = scaler && scaler.shadowRoot;
+  if (!root) return { scale: 1 };
+  const room = root.querySelector("[data-marp-auto-scaling-wrapper]");
+  const natural = root.querySelector("[data-marp-auto-scaling-container]");
+  const scale = Math.min(1, room.offsetWidth / natural.offsetWidth);
+  return { scale, host, height: natural.offsetHeight * scale + (host.offsetHeight - room.offsetHeight) };
+}
 
 function measure() {
   const out = [];
   document.querySelectorAll("section[id]").forEach((s) => {
-    const box = s.getBoundingClientRect();
-    const slide = box.width / 1280;
-    if (!slide) return;
     const walk = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
     let n;
     while ((n = walk.nextNode())) {
       const text = n.textContent.trim().slice(0, 50).replace(/\s+/g, " ");
       const el = n.parentElement;
       if (!text || !el || !el.offsetWidth) continue;
-      const r = document.createRange();
-      r.selectNodeContents(n);
-      if (!r.getClientRects().length) continue;
-      const below = (r.getBoundingClientRect().bottom - box.bottom) / slide;
-      if (below > 4) out.push(`${s.id}\tcut\t${below.toFixed(0)}\t${text}`);
-      const scale = el.getBoundingClientRect().width / el.offsetWidth;
-      const size = (parseFloat(getComputedStyle(el).fontSize) * scale) / slide;
+      const size = parseFloat(getComputedStyle(el).fontSize) * fit(el).scale;
       out.push(`${s.id}\t${el.tagName.toLowerCase()}\t${size.toFixed(2)}\t${text}`);
     }
+    // What the slide holds, from the layout (a code block at its fitted height): its blocks stand
+    // in a column, centred; past the padding, what does not fit is cut at the top and the bottom.
+    let total = 0;
+    let last = "";
+    for (const child of s.children) {
+      const cs = getComputedStyle(child);
+      if (cs.position === "absolute" || cs.position === "fixed" || cs.display === "none") continue;
+      const pre = child.matches("marp-pre, [is=marp-pre]") ? fit(child.querySelector("code") || child) : null;
+      total += (pre && pre.host ? pre.height : child.offsetHeight) + parseFloat(cs.marginTop) + parseFloat(cs.marginBottom);
+      last = child.textContent.trim().slice(0, 50).replace(/\s+/g, " ") || last;
+    }
+    const over = (total - s.clientHeight) / 2;
+    if (over > 2) out.push(`${s.id}\tcut\t${over.toFixed(0)}\t${last}`);
   });
   return out.join("\n");
 }
@@ -44,13 +60,8 @@ function measure() {
     await page.setViewport({ width: 1280, height: 720 });
     await page.goto("file://" + html, { waitUntil: "load", timeout: 120000 });
     await page.evaluate(() => document.fonts.ready);
-    let last = null;
-    for (let tries = 0, same = 0; tries < 40 && same < 3; tries++) {
-      await new Promise((done) => setTimeout(done, 400));
-      const now = await page.evaluate(measure);
-      same = now === last ? same + 1 : 0;
-      last = now;
-    }
+    await page.addScriptTag({ content: `${fit}\n${measure}` });
+    const last = await page.evaluate(() => measure());
     process.stdout.write(last + "\n");
   } finally {
     await browser.close();

@@ -103,7 +103,7 @@ if command -v chromium >/dev/null && [ -x "$marp" ]; then
     for i in $(seq 1 30); do echo "- line $i"; done; } >"$work/html/01-t.md"
   "$marp" --theme "$work/html/small.css" --html "$work/html/01-t.md" -o "$work/html/01-t.html" --no-stdin >/dev/null 2>&1 ||
     fail "marp could not build the tiny deck"
-  expect_fail "a table drawn too small" "01-t·2: <th> 'b' is drawn at 1" \
+  expect_fail "a table drawn too small" "01-t·2: <th> 'a' is drawn at 12.0 px" \
     "${tool[@]}" rendered --out "$work/html" "$work/html/01-t.md"
   expect_fail "text cut off at the slide's bottom" "01-t·3: 'line " \
     "${tool[@]}" rendered --out "$work/html" "$work/html/01-t.md"
