@@ -40,7 +40,8 @@ dash-replay: build
 	  --model mlp:784-512-256-128-10 --steps 300 --quiet --trace $(DASH_TRACE)
 	$(BUILD)/apps/scalelab-dash/scalelab-dash --replay $(DASH_TRACE)
 
-# The README's dashboard pictures (docs/img), drawn under Xvfb.
+# The README's dashboard pictures (docs/img), drawn under Xvfb, each with the stamp of what drew
+# it beside it (NAME.png.inputs; ctest readme_pictures fails when one is stale).
 screenshots: build
 	bash scripts/screenshots.sh $(BUILD) docs/img
 
@@ -54,7 +55,8 @@ scale-pictures: build
 slides: build
 	bash scripts/slides.sh $(BUILD) slides/build
 
-# The same, and the README's picture of each deck (docs/img/slides-NN.png; needs Chromium).
+# The same, and the README's picture of each deck (docs/img/slides-NN.png; needs Chromium), each
+# with its stamp (slides-NN.png.inputs; the slides test fails when one is stale).
 slides-pictures: build
 	bash scripts/slides.sh $(BUILD) slides/build docs/img
 

@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
 # The README's dashboard pictures: each strategy run live on 4 simulated A100s (NVLink), drawn
 # under Xvfb after the run, plus one run caught while it trains. `make screenshots` calls this.
+# Each picture gets a stamp of what drew it, NAME.png.inputs (scripts/picture_stamps.py); with
+# PICTURES_PLAN=FILE set, nothing is drawn: each picture's line (NAME.png<TAB>its options) is added
+# to FILE, for the test that checks the stamps (tests/readme_pictures_test.sh).
 #   scripts/screenshots.sh [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 build=${1:-build/release}
 out=${2:-docs/img}
+here=$(cd "$(dirname "$0")/.." && pwd)
 dash="$build/apps/scalelab-dash/scalelab-dash"
-[ -x "$dash" ] || { echo "[screenshots] $dash not built — run make build first" >&2; exit 1; }
-command -v xvfb-run >/dev/null || { echo "[screenshots] xvfb-run not found — apt-get install xvfb xauth" >&2; exit 1; }
-mkdir -p "$out"
+plan=${PICTURES_PLAN:-}
+if [ -z "$plan" ]; then
+  [ -x "$dash" ] || { echo "[screenshots] $dash not built — run make build first" >&2; exit 1; }
+  command -v xvfb-run >/dev/null || { echo "[screenshots] xvfb-run not found — apt-get install xvfb xauth" >&2; exit 1; }
+  mkdir -p "$out"
+  # From the repository's root, so the options name its files the same way on every machine.
+  build=$(cd "$build" && pwd) out=$(cd "$out" && pwd) dash=$(cd "$(dirname "$dash")" && pwd)/scalelab-dash
+  cd "$here"
+  drawn=$(mktemp "${TMPDIR:-/tmp}/scalelab-screenshots-XXXXXX")
+  trap 'rm -f "$drawn"' EXIT
+fi
+# One picture: its options to the plan, or drawn (and noted for its stamp).
+draw() {  # name, then the options of scalelab-dash
+  local name=$1
+  shift
+  if [ -n "$plan" ]; then printf 'dash-%s.png\t%s\n' "$name" "$*" >>"$plan"; return; fi
+  echo "[screenshots] $out/dash-$name.png"
+  xvfb-run -a -s '-screen 0 1920x1200x24' "$dash" "$@" --screenshot "$out/dash-$name.png" >/dev/null
+  printf 'dash-%s.png\t%s\n' "$name" "$*" >>"$drawn"
+}
 
 common=(--device sim --hw a100-nvlink-8 --model mlp:784-512-256-128-10 --size 1600x1000)
 shoot() {  # name, steps, then the options of the run
   local name=$1 steps=$2
   shift 2
-  echo "[screenshots] $out/dash-$name.png"
-  xvfb-run -a -s '-screen 0 1920x1200x24' "$dash" "${common[@]}" --steps "$steps" "$@" --screenshot "$out/dash-$name.png" >/dev/null
+  draw "$name" "${common[@]}" --steps "$steps" "$@"
 }
 
 shoot single          60 --strategy single --devices 1
@@ -29,3 +49,7 @@ shoot pipeline-1f1b   60 --strategy pipeline --devices 4 --micro-batches 8 --sch
 shoot zero            60 --strategy zero --devices 4 --zero-stage 2 --check-equivalence
 # A run in progress: paced at 500 µs of simulated time per second, drawn for 4 s as on a display.
 shoot live            1000 --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --speed 5e-4 --live-for 4
+# docs/gpu.md's picture: the shipped trace of DDP on 4 logical devices of an H100, replayed.
+draw ddp-cuda --replay profiles/measured/h100/2026-11-25T1113-ddp-4-logical.trace.json.gz --size 1600x900 --step 16
+
+[ -n "$plan" ] || python3 "$here/scripts/picture_stamps.py" dash --write --build "$build" --img "$out" "$drawn"

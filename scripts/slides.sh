@@ -3,7 +3,8 @@
 # figure and number regenerated first from runs of this build's scalelab. `make slides` calls this.
 #   scripts/slides.sh [BUILD_DIR] [OUT_DIR] [README_PICTURES_DIR]
 # With a third argument (and Chromium), the slide each deck marks <!-- readme --> is also written
-# there as slides-NN.png (`make slides-pictures`: slides/README.md's pictures in docs/img).
+# there as slides-NN.png (`make slides-pictures`: slides/README.md's pictures in docs/img), with a
+# stamp of what drew it beside it, slides-NN.png.inputs (scripts/picture_stamps.py).
 # 1. runs: each deck's runs on simulated A100s (sim clock: the same run gives the same numbers)
 #    write a summary (data/NAME.json) and a trace (data/NAME.trace.json);
 # 2. panels: one dashboard panel per picture, drawn from a trace under Xvfb (img/NAME-PANEL.png);
@@ -154,6 +155,14 @@ zero_sweep=(--hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 2..64 
 "$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --min-bytes 1K --max-bytes 256M \
   --json "$out/data/busbw.json" >"$out/data/busbw.txt"
 "$scalelab" figure busbw --json "$out/data/busbw.json" --out "$out/img/busbw.svg" >/dev/null
+# What each chart was drawn from: the slides test takes a chart's clock (simulated or measured)
+# from these JSONs (scripts/slides_check.py clocks). A chart a deck shows must have its line here.
+cat >"$out/data/plots.txt" <<'EOF'
+img/scale-ddp.svg data/scale-ddp.json
+img/bubble.svg data/scale-pipeline.json
+img/zero-memory.svg data/scale-zero0.json data/scale-zero1.json data/scale-zero2.json
+img/busbw.svg data/busbw.json
+EOF
 
 # ---- 4. decks ------------------------------------------------------------------------------------
 echo "[slides] decks ($(since))"
@@ -176,6 +185,8 @@ if command -v chromium >/dev/null; then
       cp "$out/data/$name.$(printf %03d "$k").png" "$pictures/slides-${name%%-*}.png"
       echo "[slides] $pictures/slides-${name%%-*}.png (slide $k of $name)"
     done
+    # Beside each picture, a stamp of what drew it (the slides test fails when one is stale).
+    python3 "$here/scripts/picture_stamps.py" slides --write --root "$here" --out "$out" --img "$pictures" "${decks[@]}"
   fi
 else
   built="HTML (no PDF: chromium not installed — apt-get install chromium)"

@@ -5,7 +5,15 @@
 #   - every picture a deck shows exists and was made by this build (newer than its start);
 #   - no number is left as {{RUN.field}};
 #   - every "try it" command runs and exits 0 (shortened as the deck's test-with says);
-#   - where Chromium is installed, the first slide of each deck renders headless to a PNG.
+#   - every picture's text is ≥ 18 px as shown on a 1280×720 slide (dashboard PNGs from their
+#     sidecar's font size, SVGs from their own font sizes, both scaled as the slide shows them),
+#     and so is every text Chromium draws (tables, code, captions) where it is installed;
+#   - the words "measured" / "simulated" on a slide, in a chart and in a table's labels agree
+#     with the clock of what they show; every `scalelab train` to try names --model and --seed;
+#   - where Chromium is installed, the first slide of each deck renders headless to a PNG;
+#   - the README's picture of each deck (docs/img/slides-NN.png) is as new as what draws it: its
+#     stamp slides-NN.png.inputs matches (scripts/picture_stamps.py; `make slides-pictures` redraws).
+# Every check runs and reports before the test fails, so one run lists all that is wrong.
 # A machine where marp-cli cannot be installed fails here (slides.sh says why): no skipping.
 #   tests/slides_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -19,6 +27,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 decks=("$src"/slides/[0-9][0-9]-*.md)
 ((${#decks[@]} == 5)) || fail "expected 5 decks in slides/, found ${#decks[@]}"
 deck_tool=(python3 "$src/scripts/slides_deck.py")
+check_tool=(python3 "$src/scripts/slides_check.py")
+failed=()
+check() {  # name, then the command: run it, note a failure, go on
+  local name=$1
+  shift
+  "$@" || failed+=("$name")
+}
 
 echo "== build"
 bash "$src/scripts/slides.sh" "$build" "$out"
@@ -51,7 +66,17 @@ done < <("${deck_tool[@]}" images "${decks[@]}")
 ((n >= 15)) || fail "only $n pictures in the decks"
 echo "$n pictures, all made by this build"
 
+echo "== legible at 1280×720"
+check "text size" "${check_tool[@]}" text-size --out "$out" --theme "$src/slides/scalelab.css" "${decks[@]}"
+if command -v chromium >/dev/null; then
+  check "rendered text" "${check_tool[@]}" rendered --out "$out" "${decks[@]}"
+fi
+
+echo "== simulated or measured"
+check "simulated/measured" "${check_tool[@]}" clocks --out "$out" "${decks[@]}"
+
 echo "== try it"
+check "try it names its run" "${check_tool[@]}" try-it-names "${decks[@]}"
 export PATH="$build:$build/apps/scalelab-dash:$PATH"
 mkdir -p "$work/try"
 n=0
@@ -79,4 +104,8 @@ if command -v chromium >/dev/null; then
 else
   echo "chromium not installed: no render (scripts/install-deps.sh installs it)"
 fi
+
+echo "== the README's pictures of the decks"
+check "README pictures" python3 "$src/scripts/picture_stamps.py" slides --root "$src" --out "$out" --img "$src/docs/img" "${decks[@]}"
+((${#failed[@]} == 0)) || fail "$(IFS=,; echo "${failed[*]}") — see above"
 echo "slides: OK"
