@@ -761,7 +761,7 @@ TEST(DashPng, APictureSaysWhatItShowsInExactlyTheseKeys) {
   EXPECT_EQ(j, nlohmann::json::parse(R"({"panel": "buckets", "width": 640, "height": 460, "font_px": 18.0,
                                         "clock": "simulated", "trace": "data/ddp.trace.json", "step": 12})"));
   // The whole window of a live run on a measured clock, no step yet: nulls, not missing keys.
-  const nlohmann::json whole = nlohmann::json::parse(picture_info_json(PictureInfo{.width = 1600, .height = 1000, .font_px = 15}));
+  const nlohmann::json whole = nlohmann::json::parse(picture_info_json(PictureInfo{.panel = "", .width = 1600, .height = 1000, .font_px = 15, .simulated = false, .trace = "", .step = -1}));
   EXPECT_EQ(whole.size(), 7u);
   EXPECT_TRUE(whole["panel"].is_null());
   EXPECT_TRUE(whole["trace"].is_null());
