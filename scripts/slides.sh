@@ -58,6 +58,15 @@ run 1f1b            --strategy pipeline --devices 4 --micro-batches 8 --schedule
 run ddp-fp16        --strategy ddp --devices 4 --amp fp16
 run zero2           --strategy zero --devices 4 --zero-stage 2 --optimizer adam
 run ddp-adam        --strategy ddp --devices 4 --optimizer adam
+# The communication slides (03: a real GPU run beside the sim's; 05: bytes per step by strategy):
+# ZeRO-1 beside ZeRO-2, and DDP as the shipped H100 trace ran (scripts/gpu_session.sh), on the sim
+# with that H100's calibrated profile; the measured trace inflated for the dashboard.
+run zero1           --strategy zero --devices 4 --zero-stage 1 --optimizer adam
+h100="$here/profiles/measured/h100/2026-11-25T"
+"$scalelab" train --device sim --hw "${h100}1030-profile.json" --strategy ddp --devices 4 --dataset synthetic \
+  --model mlp:784-1024-1024-1024-10 --batch 256 --steps 20 --trace-steps 15:17 --quiet \
+  --json "$out/data/h100-sim.json" --trace "$out/data/h100-sim.trace.json" >"$out/data/h100-sim.txt"
+gzip -dc "${h100}1113-ddp-4-logical.trace.json.gz" >"$out/data/h100-measured.trace.json"
 
 # ---- 2. panels -----------------------------------------------------------------------------------
 # One Xvfb for all of them (a server per picture would cost a second each). Its number is
@@ -80,6 +89,8 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "zero2 memory 1000x300 12 --at 0.6"
   "ddp-adam memory 1000x300 12 --at 0.6"
   "ddp-fp16 training 900x520 23"
+  "h100-measured timeline 1150x290 16 --font-size 20"
+  "h100-sim timeline 1150x290 16 --font-size 20"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016
@@ -107,6 +118,15 @@ zero_sweep=(--hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 2..64 
 "$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --min-bytes 1K --max-bytes 256M \
   --json "$out/data/busbw.json" >"$out/data/busbw.txt"
 "$scalelab" figure busbw --json "$out/data/busbw.json" --out "$out/img/busbw.svg" >/dev/null
+# The collectives primer (03): reduce-scatter, all-gather and all-reduce of one size on the same
+# ranks; then the bytes each device sends per step, from the runs' traces, next to their closed
+# forms, and the idle share of the measured and simulated H100 traces (data/comm.json).
+for op in reduce_scatter:rs all_gather:ag all_reduce:ar; do
+  "$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --op "${op%%:*}" --min-bytes 64M --max-bytes 64M \
+    --json "$out/data/comm-${op##*:}.json" >/dev/null
+done
+python3 "$here/scripts/comm_volume.py" "$out/data" --step 12 \
+  --volume single data-parallel model-parallel gpipe ddp zero1:1 zero2:2 --idle h100-measured h100-sim
 
 # ---- 4. decks ------------------------------------------------------------------------------------
 echo "[slides] decks ($(since))"

@@ -2,8 +2,9 @@
 //   bubble       `scale --json` of a pipeline over micro-batches: idle share vs (p−1)/(m+p−1)
 //   zero-memory  `scale --json` of ddp (stage 0) and zero stages 1, 2 with Adam: weights + gradients
 //                + optimizer state per device vs 16Ψ, 4Ψ+4Ψ+8Ψ/N, 4Ψ+12Ψ/N bytes (Ψ parameters)
-//   busbw        `bench comm --json`: bus bandwidth vs message size, and the α-β model fitted to the
-//                same rows (t = a + b·S): latency-bound below a·/b, bandwidth-bound above
+//   busbw        `bench comm --json`: bus bandwidth vs message size, and the α-β model t = α + β·S
+//                fitted to each stretch of rows of one protocol (sim rows name it; measured rows: one
+//                fit): latency-bound below α/β, bandwidth-bound above
 #include "apps/scalelab/figure.h"
 
 #include <algorithm>
@@ -120,35 +121,58 @@ std::string zero_memory(const std::vector<std::string>& files) {
   return svg_document(720, 420, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
 }
 
+// The α-β line t = α + β·S through rows [first, last), least squares on the relative error (small
+// and large messages count alike): minimise Σ ((α + β·S_i)/t_i − 1)², two normal equations.
+// Fewer than two rows, or rows of one size: {t of the row, 0}.
+std::pair<double, double> fit_alpha_beta(const std::vector<double>& S, const std::vector<double>& t, size_t first, size_t last) {
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (size_t i = first; i < last; ++i) {
+    const double u = 1 / t[i], v = S[i] / t[i];
+    s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  if (last - first < 2 || !(std::abs(det) > 1e-12 * s00 * s11)) return {t[first], 0.0};
+  return {std::max(0.0, (r0 * s11 - r1 * s01) / det), (s00 * r1 - s01 * r0) / det};
+}
+
 std::string busbw(const std::vector<std::string>& files) {
   const char* writer = "scalelab bench comm --json";
   if (files.size() != 1) throw UsageError("figure", "busbw reads ONE file: scalelab bench comm --json F");
   const json j = read_json(files[0]);
   std::vector<double> xs, t, bw;
+  std::vector<std::string> regime;  // the algorithm/protocol of each row (sim), or "" (measured)
   double factor = 1;  // busbw / algbw: nccl-tests' 2(n−1)/n for an all-reduce
   for (const json& r : rows_of(j, files[0], writer)) {
     xs.push_back(field(r, "bytes", files[0], writer));
     t.push_back(1e-6 * field(r, "time_us", files[0], writer));
+    if (t.back() <= 0) throw UsageError("figure", files[0] + ": a row with time_us ≤ 0 — not a measured run");
     bw.push_back(field(r, "busbw", files[0], writer));
     const double alg = field(r, "algbw", files[0], writer);
     if (alg > 0) factor = bw.back() / alg;
+    regime.push_back(r.contains("protocol") && r["protocol"].is_string()
+                         ? r.value("algorithm", std::string()) + " " + r["protocol"].get<std::string>()
+                         : std::string());
   }
-  // t(S) = a + b·S, least squares on the relative error (small and large messages count alike):
-  // minimise Σ ((a + b·S_i)/t_i − 1)², two normal equations.
-  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (t[i] <= 0) throw UsageError("figure", files[0] + ": a row with time_us ≤ 0 — not a measured run");
-    const double u = 1 / t[i], v = xs[i] / t[i];
-    s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
-  }
-  const double det = s00 * s11 - s01 * s01;
-  if (xs.size() < 2 || !(std::abs(det) > 0)) throw UsageError("figure", files[0] + ": the α-β fit needs two sizes or more");
-  const double a = std::max(0.0, (r0 * s11 - r1 * s01) / det), b = (s00 * r1 - s01 * r0) / det;
+  if (xs.size() < 2) throw UsageError("figure", files[0] + ": the α-β fit needs two sizes or more");
+  // One α-β line cannot follow the curve of a library that switches protocol (or algorithm) with
+  // the size, as NCCL does and the sim with it: each protocol has its own α and bandwidth, and the
+  // cheapest wins. So one line per stretch of rows of one protocol, each drawn over every size:
+  // the curve runs along the best of them. Rows that name no protocol (a measured run) get one line.
   Series measured{j.value("simulated", false) ? "busbw (simulated)" : "busbw (measured)", "#1f77b4", {}};
-  Series model{"α-β: a = " + fmt(a * 1e6, "%.3g") + " µs, busbw → " + fmt(factor / b * 1e-9, "%.3g") + " GB/s", "#555", {}, true};
-  for (size_t i = 0; i < xs.size(); ++i) {
-    measured.y.push_back(bw[i]);
-    model.y.push_back(xs[i] / (a + b * xs[i]) * factor * 1e-9);
+  measured.y = bw;
+  std::vector<Series> series{measured};
+  const char* colors[] = {"#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#555"};
+  for (size_t first = 0, k = 0; first < xs.size(); ++k) {
+    size_t last = first + 1;
+    while (last < xs.size() && regime[last] == regime[first]) ++last;
+    const auto [alpha, beta] = fit_alpha_beta(xs, t, first, last);
+    const std::string rows = regime[first].empty() ? "fit" : regime[first] + " (" + std::to_string(last - first) + " sizes)";
+    Series line{rows + ": α = " + fmt(alpha * 1e6, "%.3g") + " µs, busbw → " +
+                    (beta > 0 ? fmt(factor / beta * 1e-9, "%.3g") + " GB/s" : std::string("?")),
+                colors[std::min<size_t>(k, 4)], {}, true};
+    for (double S : xs) line.y.push_back(S / (alpha + beta * S) * factor * 1e-9);
+    series.push_back(line);
+    first = last;
   }
   auto bytes_label = [](double v) {
     const char* units[] = {"B", "K", "M", "G"};
@@ -158,11 +182,12 @@ std::string busbw(const std::vector<std::string>& files) {
   };
   std::ostringstream s;
   chart(s, 0, 0, 720, 420, j.value("op", std::string("all_reduce")) + " of " + std::to_string(j.value("ranks", 0)) +
-                               " ranks: bus bandwidth vs size", "message size", "busbw (GB/s)", xs, {measured, model},
+                               " ranks: bus bandwidth vs size, t = α + β·S", "message size S", "busbw (GB/s)", xs, series,
         1.3 * *std::max_element(measured.y.begin(), measured.y.end()),  // the legend above the lines
         bytes_label);
   return svg_document(720, 420, s.str(),
-                      j.value("simulated", false) ? "scalelab bench comm --device sim (the cost model's times)"
+                      j.value("simulated", false) ? "scalelab bench comm --device sim --hw " + j.value("hw", std::string("?")) +
+                                                        " (the cost model's times)"
                                                   : "scalelab bench comm --comm " + j.value("comm", std::string()) +
                                                         " (measured on this machine)");
 }
