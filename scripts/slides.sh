@@ -89,8 +89,8 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "zero2 memory 1000x300 12 --at 0.6"
   "ddp-adam memory 1000x300 12 --at 0.6"
   "ddp-fp16 training 900x520 23"
-  "h100-measured timeline 1150x290 16 --font-size 20"
-  "h100-sim timeline 1150x290 16 --font-size 20"
+  "h100-measured timeline 1120x290 16 --font-size 20"
+  "h100-sim timeline 1120x290 16 --font-size 20"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016

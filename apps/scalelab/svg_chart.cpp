@@ -18,7 +18,7 @@ void chart(std::ostringstream& s, double x0, double y0, double w, double h, cons
            const std::string& xlabel, const std::string& ylabel, const std::vector<double>& xs,
            const std::vector<Series>& series, double ymax_hint,
            const std::function<std::string(double)>& x_label_of) {
-  const double left = 72, right = 16, top = 40, bottom = 56;
+  const double left = 72, right = 28, top = 40, bottom = 56;
   const double pw = w - left - right, ph = h - top - bottom;
   double ymax = ymax_hint;
   for (const Series& se : series)
