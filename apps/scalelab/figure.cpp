@@ -123,7 +123,7 @@ std::string zero_memory(const std::vector<std::string>& files) {
 
 // The α-β line t = α + β·S through rows [first, last), least squares on the relative error (small
 // and large messages count alike): minimise Σ ((α + β·S_i)/t_i − 1)², two normal equations.
-// Fewer than two rows, or rows of one size: {t of the row, 0}.
+// Fewer than two sizes, or no time per byte (β ≤ 0): no line, {0, 0}.
 std::pair<double, double> fit_alpha_beta(const std::vector<double>& S, const std::vector<double>& t, size_t first, size_t last) {
   double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
   for (size_t i = first; i < last; ++i) {
@@ -131,8 +131,9 @@ std::pair<double, double> fit_alpha_beta(const std::vector<double>& S, const std
     s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
   }
   const double det = s00 * s11 - s01 * s01;
-  if (last - first < 2 || !(std::abs(det) > 1e-12 * s00 * s11)) return {t[first], 0.0};
-  return {std::max(0.0, (r0 * s11 - r1 * s01) / det), (s00 * r1 - s01 * r0) / det};
+  if (last - first < 2 || !(std::abs(det) > 1e-12 * s00 * s11)) return {0.0, 0.0};
+  const double beta = (s00 * r1 - s01 * r0) / det;
+  return beta > 0 ? std::pair{std::max(0.0, (r0 * s11 - r1 * s01) / det), beta} : std::pair{0.0, 0.0};
 }
 
 std::string busbw(const std::vector<std::string>& files) {
@@ -167,13 +168,15 @@ std::string busbw(const std::vector<std::string>& files) {
     while (last < xs.size() && regime[last] == regime[first]) ++last;
     const auto [alpha, beta] = fit_alpha_beta(xs, t, first, last);
     const std::string rows = regime[first].empty() ? "fit" : regime[first] + " (" + std::to_string(last - first) + " sizes)";
-    Series line{rows + ": α = " + fmt(alpha * 1e6, "%.3g") + " µs, busbw → " +
-                    (beta > 0 ? fmt(factor / beta * 1e-9, "%.3g") + " GB/s" : std::string("?")),
+    first = last;
+    if (beta <= 0) continue;  // a protocol on one size alone: no line through it
+    Series line{rows + ": α = " + fmt(alpha * 1e6, "%.3g") + " µs, busbw → " + fmt(factor / beta * 1e-9, "%.3g") + " GB/s",
                 colors[std::min<size_t>(k, 4)], {}, true};
     for (double S : xs) line.y.push_back(S / (alpha + beta * S) * factor * 1e-9);
     series.push_back(line);
-    first = last;
   }
+  if (series.size() == 1)
+    throw UsageError("figure", files[0] + ": no α-β line — it needs two sizes or more of one protocol, timed longer for the larger");
   auto bytes_label = [](double v) {
     const char* units[] = {"B", "K", "M", "G"};
     int u = 0;

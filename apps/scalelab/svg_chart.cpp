@@ -50,25 +50,38 @@ void chart(std::ostringstream& s, double x0, double y0, double w, double h, cons
                                 {x0 + left + 4, y0 + top + 2},
                                 {x0 + left + pw - box_w - 4, y0 + top + ph - box_h - 2},
                                 {x0 + left + 4, y0 + top + ph - box_h - 2}};
-  // A point's label: drawn where it differs from the previous point's, under the point, its left
-  // edge where its text-anchor puts it (a label is about 7.9 px a character wide at 14 px).
-  auto label_drawn = [&](const Series& se, size_t i) {
-    return i < se.labels.size() && i < se.y.size() && !se.labels[i].empty() && (i == 0 || se.labels[i] != se.labels[i - 1]);
+  // A point's label, where it differs from the previous point's: under the point, or over it when
+  // under it would run into the label before (close points); about 7.9 px a character at 14 px.
+  struct Label {
+    double x, y, left, width;  // the text's anchor and baseline; its extent
+    const char* anchor;
+    const std::string* text;
+    const std::string* color;
   };
-  auto label_anchor = [&](size_t i) { return i + 1 == xs.size() ? "end" : i == 0 ? "start" : "middle"; };
+  auto labels = [&]() {
+    std::vector<Label> out;
+    for (const Series& se : series) {
+      double right_of_last = -1e9;
+      for (size_t i = 0; i < xs.size() && i < se.y.size() && i < se.labels.size(); ++i) {
+        if (se.labels[i].empty() || (i > 0 && se.labels[i] == se.labels[i - 1])) continue;
+        const double width = 7.9 * static_cast<double>(se.labels[i].size()), x = xpos(xs[i]);
+        const char* anchor = i + 1 == xs.size() ? "end" : i == 0 ? "start" : "middle";
+        const double left = anchor[0] == 's' ? x : anchor[0] == 'e' ? x - width : x - width / 2;
+        const bool over = left < right_of_last + 4;
+        out.push_back({x, over ? ypos(se.y[i]) - 8 : ypos(se.y[i]) + 20, left, width, anchor, &se.labels[i], &se.color});
+        right_of_last = over ? right_of_last : left + width;
+      }
+    }
+    return out;
+  };
   auto covered = [&](const double* c) {
     int n = 0;
-    for (const Series& se : series)
-      for (size_t i = 0; i < xs.size(); ++i) {
-        if (!label_drawn(se, i)) continue;
-        const double lw = 7.9 * static_cast<double>(se.labels[i].size()), anchor = xpos(xs[i]);
-        const double lx = label_anchor(i)[0] == 's' ? anchor : label_anchor(i)[0] == 'e' ? anchor - lw : anchor - lw / 2;
-        for (int k = 0; k <= 4; ++k)
-          for (double py : {ypos(se.y[i]) + 6, ypos(se.y[i]) + 23}) {
-            const double px = lx + lw * k / 4;
-            n += px >= c[0] - 3 && px <= c[0] + box_w + 3 && py >= c[1] - 3 && py <= c[1] + box_h + 3;
-          }
-      }
+    for (const Label& l : labels())
+      for (int k = 0; k <= 4; ++k)
+        for (double py : {l.y - 14, l.y + 3}) {
+          const double px = l.left + l.width * k / 4;
+          n += px >= c[0] - 3 && px <= c[0] + box_w + 3 && py >= c[1] - 3 && py <= c[1] + box_h + 3;
+        }
     for (const Series& se : series)
       for (size_t i = 0; i + 1 < xs.size() && i + 1 < se.y.size(); ++i)
         for (int k = 0; k <= 8; ++k) {
@@ -124,11 +137,10 @@ void chart(std::ostringstream& s, double x0, double y0, double w, double h, cons
     if (!se.dashed)
       for (size_t i = 0; i < xs.size() && i < se.y.size(); ++i)
         s << "<circle cx='" << xpos(xs[i]) << "' cy='" << ypos(se.y[i]) << "' r='3' fill='" << se.color << "'/>\n";
-    for (size_t i = 0; i < xs.size(); ++i)
-      if (label_drawn(se, i))
-        s << "<text x='" << xpos(xs[i]) << "' y='" << ypos(se.y[i]) + 20 << "' text-anchor='" << label_anchor(i)
-          << "' font-size='14' fill='" << se.color << "'>" << se.labels[i] << "</text>\n";
   }
+  for (const Label& l : labels())
+    s << "<text x='" << l.x << "' y='" << l.y << "' text-anchor='" << l.anchor << "' font-size='14' fill='" << *l.color
+      << "'>" << *l.text << "</text>\n";
   // The legend, in the corner chosen above, over the lines but readable.
   const double box_x = corners[legend_at][0], box_y = corners[legend_at][1];
   s << "<rect x='" << box_x << "' y='" << box_y << "' width='" << box_w << "' height='" << box_h
