@@ -10,6 +10,7 @@
 #     the memory chart draws series that coincide as one line named for all of them;
 #   - bubble: the simulated idle share and (p−1)/(m+p−1) lines from a pipeline sweep, labelled so;
 #   - bad input (unknown kind, wrong optimizer, two files for one, not JSON, no rows) exits 2 saying why.
+#   - scripts/comm_volume.py (the decks' bytes per step): each device's sends are the closed forms.
 #   bash figure_test.sh <path to scalelab>
 set -u
 SCALELAB=${1:?usage: figure_test.sh <scalelab binary>}
@@ -121,4 +122,27 @@ expect_usage "two files for the bubble" "reads ONE file" figure bubble --json "$
 expect_usage "not JSON" "not JSON" figure busbw --json "$WORK/bad.json" --out "$WORK/x.svg"
 expect_usage "no rows" "no rows" figure bubble --json "$WORK/empty.json" --out "$WORK/x.svg"
 [ -e "$WORK/x.svg" ] && fail "a refused figure left $WORK/x.svg" || pass "nothing written when refused"
+# scripts/comm_volume.py (the decks' bytes-per-step table): what each device sends in a step of a
+# run's trace equals the strategy's closed form — DDP 2(N−1)/N·4Ψ on every device, DataParallel's
+# device 0 (N−1)/N·B·(in+out)·4 + (N−1)·4Ψ, model parallel's activations at the cuts.
+volume_ok=1
+for strategy in ddp data-parallel model-parallel; do
+  "$SCALELAB" train --strategy $strategy --device sim --hw a100-nvlink-8 --devices 4 --model mlp:784-64-32-16-10 \
+    --dataset synthetic --batch 64 --steps 3 --quiet --json "$WORK/$strategy.json" --trace "$WORK/$strategy.trace.json" \
+    >/dev/null 2>&1 || volume_ok=0
+done
+if [ $volume_ok = 1 ] &&
+  python3 "$(dirname "$0")/../scripts/comm_volume.py" "$WORK" --step 1 --volume ddp data-parallel model-parallel >/dev/null &&
+  python3 - "$WORK/comm.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))["volume"]
+psi = 784 * 64 + 64 + 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10
+assert v["ddp"]["sent"] == [2 * 3 / 4 * 4 * psi] * 4, v["ddp"]
+assert v["data_parallel"]["sent"][0] == 3 / 4 * 64 * (784 + 10) * 4 + 3 * 4 * psi, v["data_parallel"]
+assert v["model_parallel"]["sent"] == [64 * 4 * 64, 64 * 4 * (64 + 32), 64 * 4 * (32 + 16), 64 * 4 * 16], v["model_parallel"]
+assert all(r["sent"] == r["formula"] for r in v.values()), v
+PY
+then pass "comm_volume.py: the bytes each device sends per step are the closed forms (ddp, data-parallel, model-parallel)"
+else fail "comm_volume.py: $(head -c 600 "$WORK/comm.json" 2>/dev/null)"; fi
+
 finish
