@@ -125,6 +125,8 @@ for op in reduce_scatter:rs all_gather:ag all_reduce:ar; do
   "$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --op "${op%%:*}" --min-bytes 64M --max-bytes 64M \
     --json "$out/data/comm-${op##*:}.json" >/dev/null
 done
+# Deck 3's "at scale": the DDP sweep's step beside one all-reduce named by its algorithm at each N.
+"$scalelab" figure step-time --json "$out/data/scale-ddp.json" --out "$out/img/step-time.svg" >/dev/null
 python3 "$here/scripts/comm_volume.py" "$out/data" --step 12 \
   --volume single data-parallel model-parallel gpipe ddp zero1:1 zero2:2 --idle h100-measured h100-sim
 

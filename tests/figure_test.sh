@@ -81,8 +81,10 @@ if "$SCALELAB" scale --strategy ddp --hw h100-ib-16x8 --model mlp:784-4096-4096-
 assert [r["grad_all_reduce_algorithm"] for r in rows] == ["NVLS Simple", "NVLS-tree Simple", "ring LL128"], rows
 assert all(r["grad_all_reduce_ms"] > 0 for r in rows)' "$WORK/ddp-scale.json" &&
   grep -q ">params = grads = optimizer = comm_buffers<" "$WORK/ddp-scale.svg" &&
-  grep -q ">NVLS-tree Simple<" "$WORK/ddp-scale.svg"; then
-  pass "scale: the all-reduce's algorithm per N (NVLS, NVLS-tree, ring); coinciding memory lines drawn as one"
+  grep -q ">NVLS-tree Simple<" "$WORK/ddp-scale.svg" &&
+  "$SCALELAB" figure step-time --json "$WORK/ddp-scale.json" --out "$WORK/step.svg" >/dev/null 2>&1 &&
+  grep -q ">ring LL128<" "$WORK/step.svg" && grep -q ">one all-reduce of the gradients<" "$WORK/step.svg"; then
+  pass "scale: the all-reduce's algorithm per N (NVLS, NVLS-tree, ring), in scale --plot and figure step-time; coinciding memory lines drawn as one"
 else fail "scale: $(head -c 300 "$WORK/ddp-scale.json" 2>/dev/null)"; fi
 
 if "$SCALELAB" scale --strategy pipeline --model mlp:512-512-512-512-512 --devices 4 --micro-batches 1..8 --batch 256 --strong \
