@@ -6,7 +6,8 @@
 #   - busbw: the α-β fit recovers α and the bandwidth of rows made from t = α + S/B exactly; on
 #     the sim's rows (which name the protocol the cost model took) one fit per protocol, the large
 #     messages' reaching the curve's top;
-#   - scale: each row names the algorithm of its all-reduce (h100-ib-16x8: NVLS, NVLS-tree, ring);
+#   - scale: each row names the algorithm of its all-reduce (h100-ib-16x8: NVLS, NVLS-tree, ring),
+#     and figure step-time writes it on the line;
 #     the memory chart draws series that coincide as one line named for all of them;
 #   - bubble: the simulated idle share and (p−1)/(m+p−1) lines from a pipeline sweep, labelled so;
 #   - bad input (unknown kind, wrong optimizer, two files for one, not JSON, no rows) exits 2 saying why.
