@@ -105,7 +105,7 @@ xvfb-run -a -n $((100 + $$ % 800)) -s '-screen 0 1920x1200x24' bash -c '
 # ---- 3. plots ------------------------------------------------------------------------------------
 echo "[slides] plots ($(since))"
 "$scalelab" scale --strategy ddp --hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 8..128 --batch 32 \
-  --plot "$out/img/scale-ddp.svg" --json "$out/data/scale-ddp.json" >"$out/data/scale-ddp.txt"
+  --json "$out/data/scale-ddp.json" >"$out/data/scale-ddp.txt"
 "$scalelab" scale --strategy pipeline --hw a100-nvlink-8 --model mlp:4096-4096-4096-4096-4096 --devices 4 \
   --micro-batches 1..32 --batch 2048 --strong --json "$out/data/scale-pipeline.json" >"$out/data/scale-pipeline.txt"
 "$scalelab" figure bubble --json "$out/data/scale-pipeline.json" --out "$out/img/bubble.svg" >/dev/null
