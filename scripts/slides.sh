@@ -94,6 +94,15 @@ for eq in "equivalence-deck mlp:784-512-256-128-10 42" "equivalence mlp:784-256-
   "$scalelab" train --device sim --hw a100-nvlink-8 --dataset fashion-mnist --quiet --strategy ddp --devices 4 \
     --model "$model" --seed "$seed" --steps 100 --check-equivalence --json "$out/data/$name.json" >"$out/data/$name.txt"
 done
+# The communication slides (03: a real GPU run beside the sim's; 05: bytes per step by strategy):
+# ZeRO-1 beside ZeRO-2, and DDP as the shipped H100 trace ran (scripts/gpu_session.sh), on the sim
+# with that H100's calibrated profile; the measured trace inflated for the dashboard.
+run zero1           --strategy zero --devices 4 --zero-stage 1 --optimizer adam
+h100="$here/profiles/measured/h100/2026-11-25T"
+"$scalelab" train --device sim --hw "${h100}1030-profile.json" --strategy ddp --devices 4 --dataset synthetic \
+  --model mlp:784-1024-1024-1024-10 --batch 256 --steps 20 --trace-steps 15:17 --quiet \
+  --json "$out/data/h100-sim.json" --trace "$out/data/h100-sim.trace.json" >"$out/data/h100-sim.txt"
+gzip -dc "${h100}1113-ddp-4-logical.trace.json.gz" >"$out/data/h100-measured.trace.json"
 
 # ---- 2. panels -----------------------------------------------------------------------------------
 # Each panel is drawn at the width the deck shows it (its ![w:…] in slides/*.md) with a font of
@@ -128,6 +137,8 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "zero2 memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-adam memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-fp16 training 560x560 23 --font-size 18"
+  "h100-measured timeline 1120x290 16 --font-size 20"
+  "h100-sim timeline 1120x290 16 --font-size 20"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016
@@ -142,7 +153,7 @@ xvfb-run -a -n $((100 + $$ % 800)) -s '-screen 0 1920x1200x24' bash -c '
 # ---- 3. plots ------------------------------------------------------------------------------------
 echo "[slides] plots ($(since))"
 "$scalelab" scale --strategy ddp --hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 8..128 --batch 32 \
-  --plot "$out/img/scale-ddp.svg" --json "$out/data/scale-ddp.json" >"$out/data/scale-ddp.txt"
+  --json "$out/data/scale-ddp.json" >"$out/data/scale-ddp.txt"
 "$scalelab" scale --strategy pipeline --hw a100-nvlink-8 --model mlp:4096-4096-4096-4096-4096 --devices 4 \
   --micro-batches 1..32 --batch 2048 --strong --json "$out/data/scale-pipeline.json" >"$out/data/scale-pipeline.txt"
 "$scalelab" figure bubble --json "$out/data/scale-pipeline.json" --out "$out/img/bubble.svg" >/dev/null
@@ -155,13 +166,24 @@ zero_sweep=(--hw h100-ib-16x8 --model mlp:784-4096-4096-4096-10 --devices 2..64 
 "$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --min-bytes 1K --max-bytes 256M \
   --json "$out/data/busbw.json" >"$out/data/busbw.txt"
 "$scalelab" figure busbw --json "$out/data/busbw.json" --out "$out/img/busbw.svg" >/dev/null
+# The collectives primer (03): reduce-scatter, all-gather and all-reduce of one size on the same
+# ranks; then the bytes each device sends per step, from the runs' traces, next to their closed
+# forms, and the idle share of the measured and simulated H100 traces (data/comm.json).
+for op in reduce_scatter:rs all_gather:ag all_reduce:ar; do
+  "$scalelab" bench comm --device sim --hw a100-nvlink-8 --ranks 8 --op "${op%%:*}" --min-bytes 64M --max-bytes 64M \
+    --json "$out/data/comm-${op##*:}.json" >/dev/null
+done
+# Deck 3's "at scale": the DDP sweep's step beside one all-reduce named by its algorithm at each N.
+"$scalelab" figure step-time --json "$out/data/scale-ddp.json" --out "$out/img/step-time.svg" >/dev/null
+python3 "$here/scripts/comm_volume.py" "$out/data" --step 12 \
+  --volume single data-parallel model-parallel gpipe ddp zero1:1 zero2:2 --idle h100-measured h100-sim
 # What each chart was drawn from: the slides test takes a chart's clock (simulated or measured)
 # from these JSONs (scripts/slides_check.py clocks). A chart a deck shows must have its line here.
 cat >"$out/data/plots.txt" <<'EOF'
-img/scale-ddp.svg data/scale-ddp.json
 img/bubble.svg data/scale-pipeline.json
 img/zero-memory.svg data/scale-zero0.json data/scale-zero1.json data/scale-zero2.json
 img/busbw.svg data/busbw.json
+img/step-time.svg data/scale-ddp.json
 EOF
 
 # ---- 4. decks ------------------------------------------------------------------------------------

@@ -90,14 +90,12 @@ class ModelParallel : public Strategy {
     // end slide
     }
 
-    // slide: amp-step-or-skip
     // 5. Unscale, check for overflow, step or skip: every gradient is unscaled and checked where it
     //    lives; one controller sees all the flags, so one decision needs no communication. Then the
     //    optimizer updates every layer where it lives.
     const bool overflow = scaler_.unscale_and_check(model_.parameters());
     if (!overflow) optimizer_.step();
     scaler_.update(overflow);
-    // end slide
     return loss;
   }
 

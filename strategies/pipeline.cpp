@@ -196,12 +196,14 @@ class Pipeline : public Strategy {
       }
     }
 
+    // slide: amp-step-or-skip
     // 3. Unscale, check for overflow, step or skip. Every stage updates its own layers, with the
     //    gradients of the whole batch — unless (fp16) a gradient overflowed on any stage: each
     //    stage checks its own, the all-reduced flag tells all of them, and all skip together.
     const bool overflow = st.scaler.unscale_and_check(st.params);
     if (!overflow) st.optimizer->step();
     st.scaler.update(overflow);
+    // end slide
 
     // 4. The loss, the mean over the micro-batches, goes from the last stage to every rank.
     Tensor loss = dev.empty({1}, DType::f32, MemoryCategory::comm_buffers, "loss");

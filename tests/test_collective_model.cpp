@@ -56,6 +56,15 @@ TEST(CollectiveModel, ARingPicksTheCheapestProtocolBySize) {
   // All-gather: n − 1 steps, (n − 1)/n of S, LL at a third of the bandwidth.
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, 1024, n),
                    1e-5 + kLLStep * (n - 1) * 2e-6 + 0.75 * 1024 / (bw / 3));
+  // The choice is named with its price (bench comm and scale print it).
+  const CollectiveChoice small = model.collective_choice(Collective::all_reduce, 1024, n);
+  const CollectiveChoice mid_choice = model.collective_choice(Collective::all_reduce, mid, n);
+  const CollectiveChoice large = model.collective_choice(Collective::all_reduce, 1 << 30, n);
+  EXPECT_STREQ(small.algorithm, "ring");
+  EXPECT_STREQ(small.protocol, "LL");
+  EXPECT_STREQ(mid_choice.protocol, "LL128");
+  EXPECT_STREQ(large.protocol, "Simple");
+  EXPECT_DOUBLE_EQ(large.seconds, model.collective_seconds(Collective::all_reduce, 1 << 30, n));
 }
 
 TEST(CollectiveModel, AcrossNodesTheNicsBoundTheRingAndTheTreeWinsSmallMessages) {
@@ -91,6 +100,8 @@ TEST(CollectiveModel, NvlsTakesLargeAllReducesInsideOneNode) {
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_reduce, 1024, 4), 1e-5 + 6 * 2e-6 + 1.5 * 1024 / (1e11 * 0.5));
   // Not for all-gather.
   EXPECT_DOUBLE_EQ(model.collective_seconds(Collective::all_gather, S, 4), 1e-5 + 3 * 2e-6 + 0.75 * S / (1e11 * 0.5));
+  EXPECT_STREQ(model.collective_choice(Collective::all_reduce, S, 4).algorithm, "NVLS");
+  EXPECT_STREQ(model.collective_choice(Collective::all_reduce, 1024, 4).algorithm, "ring");
 }
 
 TEST(CollectiveModel, NvlsTreeSendsSThroughTheNicsOfTwoNodesAnd2SFromThree) {

@@ -46,6 +46,9 @@ struct Row {
   int64_t wrong = -1;           // −1: not checked (sim runs no numerics)
   double bound_busbw = 0;
   double peer_busbw = 0;
+  // sim: the algorithm and protocol the cost model priced the call with (NCCL's tuner picks the
+  // cheapest per size, so they change along the sweep); empty on a real backend.
+  std::string algorithm, protocol;
 };
 
 // The tensors of one size: what each collective reads and writes on this rank, and the count
@@ -204,6 +207,9 @@ std::vector<Row> bench_rank(ProcessGroup& pg, Device& dev, const BenchCommOption
       const int64_t before = sim->lane_free_ns(Lane::comm);
       run_once(pg, op, redop, b);
       seconds = static_cast<double>(sim->lane_free_ns(Lane::comm) - before) * 1e-9;
+      const CollectiveChoice choice = sim->model().collective_choice(op, static_cast<double>(row.bytes), n);
+      row.algorithm = choice.algorithm;
+      row.protocol = choice.protocol;
     } else {
       prepare(dev, op, b, pg.rank(), n);
       for (int i = 0; i < o.warmup; ++i) run_once(pg, op, redop, b);
@@ -332,8 +338,9 @@ std::map<int64_t, double> run_gloo_peer(const BenchCommOptions& o) {
   return peer;
 }
 
+// `link_Bps`: sim, the profile's device↔device bandwidth each way (0: not a sim run).
 void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double memcpy_Bps, bool simulated,
-                    const std::string& hw) {
+                    const std::string& hw, double link_Bps = 0) {
   const Collective op = parse_collective(o.op);
   const int n = o.ranks;
   std::map<int64_t, double> peer;
@@ -364,6 +371,7 @@ void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double me
                 "#wrong");
     if (memcpy_Bps > 0) std::printf(" %9s %6s", "bound", "%bound");
     if (!peer.empty()) std::printf(" %9s %6s", o.vs == "gloo" ? "pytorch" : "mpi", "ratio");
+    if (simulated) std::printf("  algorithm");
     std::printf("\n");
     for (const Row& r : rows) {
       std::printf("%12s %12lld %6s %6s %12.2f %9.3f %9.3f %7s", human_bytes(r.bytes).c_str(), static_cast<long long>(r.count),
@@ -371,6 +379,7 @@ void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double me
                   r.wrong < 0 ? "n/a" : std::to_string(r.wrong).c_str());
       if (memcpy_Bps > 0) std::printf(" %9.3f %5.0f%%", r.bound_busbw, r.bound_busbw > 0 ? 100 * r.busbw / r.bound_busbw : 0.0);
       if (!peer.empty()) std::printf(" %9.3f %6.2f", r.peer_busbw, r.peer_busbw > 0 ? r.busbw / r.peer_busbw : 0.0);
+      if (simulated) std::printf("  %s%s%s", r.algorithm.c_str(), r.protocol.empty() ? "" : "/", r.protocol.c_str());
       std::printf("\n");
     }
     std::fflush(stdout);
@@ -378,11 +387,20 @@ void print_and_save(const BenchCommOptions& o, std::vector<Row>& rows, double me
   if (!o.json_path.empty()) {
     json out{{"op", o.op}, {"comm", o.comm}, {"ranks", n}, {"dtype", o.dtype}, {"redop", o.redop},
              {"simulated", simulated}, {"memcpy_GBps", memcpy_Bps * 1e-9}, {"rows", json::array()}};
+    if (simulated) {
+      out["hw"] = hw;
+      out["link_GBps"] = link_Bps * 1e-9;
+    }
     for (const Row& r : rows)
       out["rows"].push_back({{"op", o.op}, {"bytes", r.bytes}, {"count", r.count}, {"time_us", r.time_us},
                              {"algbw", r.algbw}, {"busbw", r.busbw}, {"wrong", r.wrong < 0 ? json(nullptr) : json(r.wrong)},
                              {"bound_busbw", memcpy_Bps > 0 ? json(r.bound_busbw) : json(nullptr)},
                              {"peer_busbw", peer.empty() ? json(nullptr) : json(r.peer_busbw)}});
+    if (simulated)
+      for (size_t i = 0; i < rows.size(); ++i) {
+        out["rows"][i]["algorithm"] = rows[i].algorithm;
+        out["rows"][i]["protocol"] = rows[i].protocol;
+      }
     write_file_atomically(o.json_path, out.dump(2) + "\n", "bench");
   }
 }
@@ -510,7 +528,7 @@ int bench_comm(const BenchCommOptions& options) {
     for (const auto& e : errors)
       if (!e.empty()) throw Error("bench", e);
     const double bound = memcpy_bound(o.ranks);
-    print_and_save(o, rows[0], bound, sim, dopt.profile.name);
+    print_and_save(o, rows[0], bound, sim, dopt.profile.name, sim ? dopt.profile.intra_node.bandwidth_Bps : 0.0);
     return 0;
   }
   if (o.comm == "shm") {

@@ -2,8 +2,11 @@
 //   bubble       `scale --json` of a pipeline over micro-batches: idle share vs (p−1)/(m+p−1)
 //   zero-memory  `scale --json` of ddp (stage 0) and zero stages 1, 2 with Adam: weights + gradients
 //                + optimizer state per device vs 16Ψ, 4Ψ+4Ψ+8Ψ/N, 4Ψ+12Ψ/N bytes (Ψ parameters)
-//   busbw        `bench comm --json`: bus bandwidth vs message size, and the α-β model fitted to the
-//                same rows (t = a + b·S): latency-bound below a·/b, bandwidth-bound above
+//   busbw        `bench comm --json`: bus bandwidth vs message size, and the α-β model t = α + β·S
+//                fitted to each stretch of rows of one protocol (sim rows name it; measured rows: one
+//                fit): latency-bound below α/β, bandwidth-bound above
+//   step-time    `scale --json` of ddp over N: the step, its exposed communication, and one all-reduce
+//                of the gradients named by the algorithm the cost model picks at each N
 #include "apps/scalelab/figure.h"
 
 #include <algorithm>
@@ -120,36 +123,62 @@ std::string zero_memory(const std::vector<std::string>& files) {
   return svg_document(720, 420, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
 }
 
+// The α-β line t = α + β·S through rows [first, last), least squares on the relative error (small
+// and large messages count alike): minimise Σ ((α + β·S_i)/t_i − 1)², two normal equations.
+// Fewer than two sizes, or no time per byte (β ≤ 0): no line, {0, 0}.
+std::pair<double, double> fit_alpha_beta(const std::vector<double>& S, const std::vector<double>& t, size_t first, size_t last) {
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (size_t i = first; i < last; ++i) {
+    const double u = 1 / t[i], v = S[i] / t[i];
+    s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  if (last - first < 2 || !(std::abs(det) > 1e-12 * s00 * s11)) return {0.0, 0.0};
+  const double beta = (s00 * r1 - s01 * r0) / det;
+  return beta > 0 ? std::pair{std::max(0.0, (r0 * s11 - r1 * s01) / det), beta} : std::pair{0.0, 0.0};
+}
+
 std::string busbw(const std::vector<std::string>& files) {
   const char* writer = "scalelab bench comm --json";
   if (files.size() != 1) throw UsageError("figure", "busbw reads ONE file: scalelab bench comm --json F");
   const json j = read_json(files[0]);
   std::vector<double> xs, t, bw;
+  std::vector<std::string> regime;  // the algorithm/protocol of each row (sim), or "" (measured)
   double factor = 1;  // busbw / algbw: nccl-tests' 2(n−1)/n for an all-reduce
   for (const json& r : rows_of(j, files[0], writer)) {
     xs.push_back(field(r, "bytes", files[0], writer));
     t.push_back(1e-6 * field(r, "time_us", files[0], writer));
+    if (t.back() <= 0) throw UsageError("figure", files[0] + ": a row with time_us ≤ 0 — not a measured run");
     bw.push_back(field(r, "busbw", files[0], writer));
     const double alg = field(r, "algbw", files[0], writer);
     if (alg > 0) factor = bw.back() / alg;
+    regime.push_back(r.contains("protocol") && r["protocol"].is_string()
+                         ? r.value("algorithm", std::string()) + " " + r["protocol"].get<std::string>()
+                         : std::string());
   }
-  // t(S) = a + b·S, least squares on the relative error (small and large messages count alike):
-  // minimise Σ ((a + b·S_i)/t_i − 1)², two normal equations.
-  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (t[i] <= 0) throw UsageError("figure", files[0] + ": a row with time_us ≤ 0 — not a measured run");
-    const double u = 1 / t[i], v = xs[i] / t[i];
-    s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
-  }
-  const double det = s00 * s11 - s01 * s01;
-  if (xs.size() < 2 || !(std::abs(det) > 0)) throw UsageError("figure", files[0] + ": the α-β fit needs two sizes or more");
-  const double a = std::max(0.0, (r0 * s11 - r1 * s01) / det), b = (s00 * r1 - s01 * r0) / det;
+  if (xs.size() < 2) throw UsageError("figure", files[0] + ": the α-β fit needs two sizes or more");
+  // One α-β line cannot follow the curve of a library that switches protocol (or algorithm) with
+  // the size, as NCCL does and the sim with it: each protocol has its own α and bandwidth, and the
+  // cheapest wins. So one line per stretch of rows of one protocol, each drawn over every size:
+  // the curve runs along the best of them. Rows that name no protocol (a measured run) get one line.
   Series measured{j.value("simulated", false) ? "busbw (simulated)" : "busbw (measured)", "#1f77b4", {}};
-  Series model{"α-β: a = " + fmt(a * 1e6, "%.3g") + " µs, busbw → " + fmt(factor / b * 1e-9, "%.3g") + " GB/s", "#555", {}, true};
-  for (size_t i = 0; i < xs.size(); ++i) {
-    measured.y.push_back(bw[i]);
-    model.y.push_back(xs[i] / (a + b * xs[i]) * factor * 1e-9);
+  measured.y = bw;
+  std::vector<Series> series{measured};
+  const char* colors[] = {"#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#555"};
+  for (size_t first = 0, k = 0; first < xs.size(); ++k) {
+    size_t last = first + 1;
+    while (last < xs.size() && regime[last] == regime[first]) ++last;
+    const auto [alpha, beta] = fit_alpha_beta(xs, t, first, last);
+    const std::string rows = regime[first].empty() ? "fit" : regime[first] + " (" + std::to_string(last - first) + " sizes)";
+    first = last;
+    if (beta <= 0) continue;  // a protocol on one size alone: no line through it
+    Series line{rows + ": α = " + fmt(alpha * 1e6, "%.3g") + " µs, busbw → " + fmt(factor / beta * 1e-9, "%.3g") + " GB/s",
+                colors[std::min<size_t>(k, 4)], {}, true};
+    for (double S : xs) line.y.push_back(S / (alpha + beta * S) * factor * 1e-9);
+    series.push_back(line);
   }
+  if (series.size() == 1)
+    throw UsageError("figure", files[0] + ": no α-β line — it needs two sizes or more of one protocol, timed longer for the larger");
   auto bytes_label = [](double v) {
     const char* units[] = {"B", "K", "M", "G"};
     int u = 0;
@@ -157,14 +186,39 @@ std::string busbw(const std::vector<std::string>& files) {
     return fmt(v) + units[u];
   };
   std::ostringstream s;
-  chart(s, 0, 0, 720, 420, j.value("op", std::string("all_reduce")) + " of " + std::to_string(j.value("ranks", 0)) +
-                               " ranks: bus bandwidth vs size", "message size", "busbw (GB/s)", xs, {measured, model},
+  // 580 wide: shown beside a slide's text at 1.3× its size, its 14 px text reads at 18.
+  chart(s, 0, 0, 580, 400, j.value("op", std::string("all_reduce")) + ", " + std::to_string(j.value("ranks", 0)) +
+                               " ranks: t = α + β·S", "message size S", "busbw (GB/s)", xs, series,
         1.3 * *std::max_element(measured.y.begin(), measured.y.end()),  // the legend above the lines
         bytes_label);
-  return svg_document(720, 420, s.str(),
-                      j.value("simulated", false) ? "scalelab bench comm --device sim (the cost model's times)"
+  return svg_document(580, 400, s.str(),
+                      j.value("simulated", false) ? "scalelab bench comm --device sim --hw " + j.value("hw", std::string("?")) +
+                                                        " (the cost model's times)"
                                                   : "scalelab bench comm --comm " + j.value("comm", std::string()) +
                                                         " (measured on this machine)");
+}
+
+// The step of a DDP-like sweep against N, and one all-reduce of all the gradients at each N named
+// by the algorithm the cost model picks there: the slide's picture of why the step stops growing.
+std::string step_time(const std::vector<std::string>& files) {
+  const char* writer = "scalelab scale --json (of this build: rows name their all-reduce's algorithm)";
+  if (files.size() != 1) throw UsageError("figure", "step-time reads ONE file: scalelab scale --json F");
+  const json j = read_json(files[0]);
+  std::vector<double> xs;
+  Series step{"step", "#1f77b4", {}}, exposed{"exposed communication", "#d62728", {}};
+  Series all_reduce{"one all-reduce of the gradients", "#555", {}, true};
+  for (const json& r : rows_of(j, files[0], writer)) {
+    xs.push_back(field(r, "devices", files[0], writer));
+    step.y.push_back(field(r, "step_ms", files[0], writer));
+    exposed.y.push_back(field(r, "exposed_comm_ms", files[0], writer));
+    all_reduce.y.push_back(field(r, "grad_all_reduce_ms", files[0], writer));
+    all_reduce.labels.push_back(r.value("grad_all_reduce_algorithm", std::string()));
+  }
+  std::ostringstream s;
+  // 600 wide: shown at 1.3× on a slide, its 14 px text reads at 18.
+  chart(s, 0, 0, 600, 400, "Step time, " + j.value("strategy", std::string()) + " on " + j.value("hw", std::string()),
+        "devices N", "ms", xs, {step, exposed, all_reduce}, 0);
+  return svg_document(600, 400, s.str(), "scalelab scale: " + j.value("model", std::string()) + " (simulated, dry run)");
 }
 
 }  // namespace
@@ -175,7 +229,8 @@ int run_figure(const FigureOptions& o) {
   if (o.kind == "bubble") svg = bubble(o.json);
   else if (o.kind == "zero-memory") svg = zero_memory(o.json);
   else if (o.kind == "busbw") svg = busbw(o.json);
-  else throw UsageError("figure", "'" + o.kind + "': no such figure — bubble, zero-memory or busbw");
+  else if (o.kind == "step-time") svg = step_time(o.json);
+  else throw UsageError("figure", "'" + o.kind + "': no such figure — bubble, zero-memory, busbw or step-time");
   write_file_atomically(o.out, svg, "figure");
   std::printf("[figure] %s: %s\n", o.kind.c_str(), o.out.c_str());
   return 0;

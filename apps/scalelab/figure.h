@@ -8,7 +8,7 @@
 namespace scalelab {
 
 struct FigureOptions {
-  std::string kind;               // bubble | zero-memory | busbw
+  std::string kind;               // bubble | zero-memory | busbw | step-time
   std::vector<std::string> json;  // the input files
   std::string out;                // the SVG to write
 };

@@ -269,8 +269,8 @@ int main(int argc, char** argv) {
   FigureOptions fig;
   auto* figure_cmd = app.add_subcommand("figure", "an SVG chart from scalelab's own JSON next to its formula: bubble "
                                                   "(scale --json of a pipeline), zero-memory (scale --json of ddp, zero "
-                                                  "1, 2), busbw (bench comm --json)");
-  figure_cmd->add_option("kind", fig.kind, "bubble | zero-memory | busbw")->required();
+                                                  "1, 2), busbw (bench comm --json), step-time (scale --json of ddp)");
+  figure_cmd->add_option("kind", fig.kind, "bubble | zero-memory | busbw | step-time")->required();
   figure_cmd->add_option("--json", fig.json, "the input file(s)")->required();
   figure_cmd->add_option("--out", fig.out, "the SVG to write")->required();
 

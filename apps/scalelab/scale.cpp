@@ -43,10 +43,26 @@ struct ScalePoint {
   std::array<int64_t, kMemoryCategoryCount> peak_bytes{};  // the most any one device holds, per category
   int64_t peak_total = 0, capacity = 0;
   double wall_s = 0;  // what the dry run took here
+  // One all-reduce of all the gradients (4·P bytes) on this cluster, by the cost model: its time
+  // and the algorithm/protocol NCCL's tuner (and so the model) picks for it at this N.
+  double grad_all_reduce_ms = 0;
+  std::string grad_all_reduce_algorithm;
   bool fits() const { return capacity <= 0 || peak_total <= capacity; }
 };
 
 double gib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+// One all-reduce of 4·P bytes over `devices` ranks of the profile (more nodes of it if needed).
+CollectiveChoice gradient_all_reduce(const HardwareProfile& profile, const std::string& model, int devices) {
+  HardwareProfile shaped = profile;
+  if (devices > shaped.device_count()) shaped.nodes = (devices + shaped.devices_per_node - 1) / shaped.devices_per_node;
+  const double grad_bytes = 4.0 * static_cast<double>(ModelSpec::parse(model).parameter_count());
+  return CostModel(shaped).collective_choice(Collective::all_reduce, grad_bytes, devices);
+}
+
+std::string algorithm_word(const CollectiveChoice& c) {
+  return std::string(c.algorithm) + (*c.protocol ? std::string(" ") + c.protocol : std::string());
+}
 
 TrainConfig point_config(const ScaleOptions& o, const HardwareProfile& profile, int devices, int micro_batches) {
   TrainConfig c;
@@ -118,7 +134,7 @@ ScalePoint run_point(const TrainConfig& c, int micro_batches) {
 
 // ---- the plot: three line charts side by side, drawn as SVG (apps/scalelab/svg_chart.h) ----------
 
-std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, const std::vector<ScalePoint>& pts, bool over_m) {
+std::string plot_svg(const ScaleOptions& o, const std::vector<ScalePoint>& pts, bool over_m) {
   std::vector<double> xs;
   for (const ScalePoint& p : pts) xs.push_back(over_m ? p.micro_batches : p.devices);
   const std::string xlabel = over_m ? "micro-batches m" : "devices N";
@@ -144,18 +160,16 @@ std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, cons
     chart(s, 0, 0, C, H, "Efficiency and communication", xlabel, "%", xs, {eff, comm}, 100);
   }
   // 2. The step, and what one all-reduce of all the gradients (4·P bytes) costs on this cluster by
-  //    the cost model: the cheapest of NCCL's algorithms (the ring's steps grow with n, NVLS-tree's
-  //    with log2 of the nodes).
+  //    the cost model: the cheapest of NCCL's algorithms, named where it changes (the ring's steps
+  //    grow with n, NVLS-tree's with log2 of the nodes).
   Series step{"step", "#1f77b4", {}}, exposed{"exposed communication", "#d62728", {}};
-  Series ring{"one all-reduce of 4·P bytes", "#555", {}, true};
-  const double grad_bytes = 4.0 * static_cast<double>(ModelSpec::parse(o.model).parameter_count());
+  Series ring{"one all-reduce of 4·P bytes (its algorithm)", "#555", {}, true};
   bool ring_line = !over_m;
   for (const ScalePoint& q : pts) {
     step.y.push_back(q.step_ms);
     exposed.y.push_back(q.exposed_comm_ms);
-    HardwareProfile shaped = profile;
-    if (q.devices > shaped.device_count()) shaped.nodes = (q.devices + shaped.devices_per_node - 1) / shaped.devices_per_node;
-    ring.y.push_back(1e3 * CostModel(shaped).collective_seconds(Collective::all_reduce, grad_bytes, q.devices));
+    ring.y.push_back(q.grad_all_reduce_ms);
+    ring.labels.push_back(q.grad_all_reduce_algorithm);
   }
   std::vector<Series> times{step, exposed};
   if (ring_line) times.push_back(ring);
@@ -175,7 +189,9 @@ std::string plot_svg(const ScaleOptions& o, const HardwareProfile& profile, cons
   }
   for (const ScalePoint& q : pts) total.y.push_back(gib(q.peak_total));
   mem.push_back(total);
-  chart(s, 2 * C, 0, C, H, "Peak memory per device", xlabel, "GiB", xs, mem, 0);
+  // DDP keeps as many bytes of gradients, optimizer state and buckets as of weights: one line,
+  // named for all of them, not four drawn on top of each other.
+  chart(s, 2 * C, 0, C, H, "Peak memory per device", xlabel, "GiB", xs, merge_coinciding(mem), 0);
   return svg_document(W, H, s.str(),
                       "scalelab scale: " + o.strategy + ", " + o.model + ", " + o.hw + ", " + (o.weak ? "weak" : "strong") +
                           " scaling, batch " + std::to_string(o.batch) + (o.weak ? " per device" : " global") +
@@ -247,12 +263,15 @@ int run_scale(const ScaleOptions& o) {
   std::printf("%6s %4s %8s %10s %12s %6s %7s %9s %8s", "devices", "m", "batch", "ms/step", "samples/s", "eff%", "comm%",
               "exposed", "idle%");
   for (int k = 0; k < kMemoryCategoryCount; ++k) std::printf(" %9.9s", memory_category_name(static_cast<MemoryCategory>(k)));
-  std::printf(" %9s %9s %4s %7s\n", "peak GiB", "of GiB", "fits", "wall s");
+  std::printf(" %9s %9s %4s %7s  %s\n", "peak GiB", "of GiB", "fits", "wall s", "all-reduce of 4·P B");
   std::fflush(stdout);
 
   std::vector<ScalePoint> pts;
   for (size_t i = 0; i < plan.size(); ++i) {
     ScalePoint p = run_point(configs[i], plan[i].second);
+    const CollectiveChoice ar = gradient_all_reduce(profile, o.model, p.devices);
+    p.grad_all_reduce_ms = 1e3 * ar.seconds;
+    p.grad_all_reduce_algorithm = algorithm_word(ar);
     const double per_device = p.samples_per_s / p.devices;
     if (pts.empty()) p.efficiency = 1;
     else {
@@ -263,7 +282,8 @@ int run_scale(const ScaleOptions& o) {
                 static_cast<long long>(p.global_batch), p.step_ms, p.samples_per_s, 100 * p.efficiency, p.comm_pct,
                 p.exposed_comm_ms, p.bubble_pct);
     for (int k = 0; k < kMemoryCategoryCount; ++k) std::printf(" %9.3f", gib(p.peak_bytes[static_cast<size_t>(k)]));
-    std::printf(" %9.3f %9.1f %4s %7.1f\n", gib(p.peak_total), gib(p.capacity), p.fits() ? "yes" : "NO", p.wall_s);
+    std::printf(" %9.3f %9.1f %4s %7.1f  %.3fms %s\n", gib(p.peak_total), gib(p.capacity), p.fits() ? "yes" : "NO",
+                p.wall_s, p.grad_all_reduce_ms, p.grad_all_reduce_algorithm.c_str());
     std::fflush(stdout);
     pts.push_back(p);
   }
@@ -278,7 +298,8 @@ int run_scale(const ScaleOptions& o) {
                       {"step_ms", p.step_ms}, {"samples_per_s", p.samples_per_s}, {"efficiency", p.efficiency},
                       {"comm_pct", p.comm_pct}, {"exposed_comm_ms", p.exposed_comm_ms}, {"bubble_pct", p.bubble_pct},
                       {"peak_bytes", mem}, {"peak_total_bytes", p.peak_total}, {"capacity_bytes", p.capacity},
-                      {"fits", p.fits()}, {"wall_s", p.wall_s}});
+                      {"fits", p.fits()}, {"wall_s", p.wall_s}, {"grad_all_reduce_ms", p.grad_all_reduce_ms},
+                      {"grad_all_reduce_algorithm", p.grad_all_reduce_algorithm}});
     }
     nlohmann::json j = {{"strategy", o.strategy}, {"hw", o.hw}, {"model", o.model}, {"scaling", o.weak ? "weak" : "strong"},
                         {"batch", o.batch}, {"steps", o.steps}, {"optimizer", o.optimizer},
@@ -288,7 +309,7 @@ int run_scale(const ScaleOptions& o) {
     std::printf("  json  %s\n", o.json_path.c_str());
   }
   if (!o.plot_path.empty()) {
-    write_file_atomically(o.plot_path, plot_svg(o, profile, pts, over_m), "scale");
+    write_file_atomically(o.plot_path, plot_svg(o, pts, over_m), "scale");
     std::printf("  plot  %s\n", o.plot_path.c_str());
   }
   return 0;

@@ -14,7 +14,14 @@ struct Series {
   std::string name, color;
   std::vector<double> y;
   bool dashed = false;
+  // A word at a point (e.g. the algorithm a collective used there), written under the point where
+  // it differs from the previous point's; empty: none.
+  std::vector<std::string> labels = {};
 };
+
+// Series whose values are all the same (to a part in 10⁹) drawn as one line, named "a = b = …":
+// lines drawn on top of each other would show only the last.
+std::vector<Series> merge_coinciding(const std::vector<Series>& series);
 
 // printf-style number for labels.
 std::string fmt(double v, const char* f = "%g");

@@ -101,7 +101,7 @@ double CostModel::gemm_seconds(const OpCost& c) const {
   return std::max(compute, memory) + p.launch_overhead_s;
 }
 
-double CostModel::collective_seconds(Collective op, double S, int n, bool crosses_nodes, double cold) const {
+CollectiveChoice CostModel::collective_choice(Collective op, double S, int n, bool crosses_nodes, double cold) const {
   const HardwareProfile& p = profile_;
   // A calibrated host's collectives were measured hot, as its copies were: past the cache the part
   // that moves bytes (not the fixed part: the ranks' hand-offs) slows down as a copy of S does.
@@ -110,8 +110,10 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   const SizeCurve& copies = p.intra_node.curve;
   const bool point_to_point = op == Collective::send || op == Collective::recv;
   if (cold > 0 && S > 0 && !point_to_point && !(p.calibration && p.calibration->turns_on_one_core) && !copies.empty() && !copies.efficiency_cold.empty()) {
-    const double hot = collective_seconds(op, S, n, crosses_nodes), fixed = collective_seconds(op, 0, n, crosses_nodes);
-    return fixed + (hot - fixed) * copies.at(S) / copies.at(S, cold);
+    CollectiveChoice hot = collective_choice(op, S, n, crosses_nodes);
+    const double fixed = collective_seconds(op, 0, n, crosses_nodes);
+    hot.seconds = fixed + (hot.seconds - fixed) * copies.at(S) / copies.at(S, cold);
+    return hot;
   }
   const CollectiveSpec& c = p.collectives;
   // Timed on this host, on these ranks: the measurement, not a closed form. A message is timed
@@ -120,17 +122,17 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
     const auto& timed_here = p.calibration->collectives;
     if (point_to_point)
       if (const auto timed = timed_here.find({collective_name(Collective::send), 2}); timed != timed_here.end())
-        return timed->second.at(S);
+        return {timed->second.at(S), "timed"};
     if (const auto timed = timed_here.find({collective_name(op), n}); timed != timed_here.end() && n <= p.devices_per_node)
-      return timed->second.at(S);
+      return {timed->second.at(S), "timed"};
   }
   const LinkSpec& intra = p.intra_node;
   const LinkSpec& inter = p.inter_node;
   if (op == Collective::send || op == Collective::recv) {
     // A point-to-point copy: the link's own α and raw bandwidth (or measured curve), like a peer copy.
-    return copy_seconds(crosses_nodes ? inter : intra, S);
+    return {copy_seconds(crosses_nodes ? inter : intra, S), "p2p"};
   }
-  if (n <= 1) return 0;
+  if (n <= 1) return {};
   // Ranks fill nodes in order: k ranks on each of m nodes.
   const int k = std::min(n, p.devices_per_node);
   const int m = (n + k - 1) / k;
@@ -138,12 +140,15 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
   const double fixed = c.launch_s + (m > 1 ? c.net_overhead_s : 0.0);
   const double bw = ring_bandwidth(k, m);
   // NCCL prices every (algorithm, protocol) pair and runs the fastest; so does the model.
-  double best = std::numeric_limits<double>::infinity();
+  CollectiveChoice best{std::numeric_limits<double>::infinity()};
+  auto consider = [&](double seconds, const char* algorithm, const char* protocol) {
+    if (seconds < best.seconds) best = {seconds, algorithm, protocol};
+  };
   // A ring of `steps` steps, `inter_steps` of them between nodes, each rank moving `share` × S.
-  auto ring = [&](int steps, int inter_steps, double share) {
+  auto ring = [&](int steps, int inter_steps, double share, const char* algorithm = "ring") {
     for (Protocol q : c.protocols) {
       const double step_costs = (steps - inter_steps) * c.intra_hop_s + inter_steps * c.inter_hop_s;
-      best = std::min(best, fixed + protocol_step(q) * step_costs + share * S / (bw * protocol_bandwidth(q, op)));
+      consider(fixed + protocol_step(q) * step_costs + share * S / (bw * protocol_bandwidth(q, op)), algorithm, protocol_name(q));
     }
   };
   switch (op) {
@@ -158,13 +163,14 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
         const double levels = std::ceil(std::log2(static_cast<double>(m)));
         const double tree_bw = 0.92 * std::min(bw, 2 * inter.bandwidth_Bps * c.inter_efficiency);
         for (Protocol q : c.protocols)
-          best = std::min(best, fixed + protocol_step(q) * 2 * ((k - 1) * c.intra_hop_s + levels * c.inter_hop_s) +
-                                    2 * S / (tree_bw * protocol_bandwidth(q, op)));
+          consider(fixed + protocol_step(q) * 2 * ((k - 1) * c.intra_hop_s + levels * c.inter_hop_s) +
+                       2 * S / (tree_bw * protocol_bandwidth(q, op)),
+                   "tree", protocol_name(q));
       }
       if (c.nvls_efficiency > 0 && m == 1)
         // NVLink SHARP: the NVSwitch adds the GPUs' data, so each GPU sends S and reads the sum
         // once (not 2(n−1)/n · S); it has its own, larger, fixed cost.
-        best = std::min(best, fixed + c.nvls_latency_s + S / (intra.bandwidth_Bps * c.nvls_efficiency));
+        consider(fixed + c.nvls_latency_s + S / (intra.bandwidth_Bps * c.nvls_efficiency), "NVLS", "Simple");
       if (c.nvls_efficiency > 0 && m > 1) {
         // NVLS-tree: the NVSwitch reduces inside each node, the nodes' sums go up and down NCCL's
         // double binary tree, the switch broadcasts the result. Every GPU's NICs carry 1/k of the
@@ -174,8 +180,8 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
         const double traffic = m == 2 ? 1.0 : 2.0;
         const double nvls_tree_bw = std::min(intra.bandwidth_Bps * c.nvls_efficiency,
                                              k * inter.bandwidth_Bps * c.inter_efficiency / traffic);
-        best = std::min(best, fixed + c.nvls_latency_s + c.nvls_tree_latency_s + 2 * levels * c.inter_hop_s +
-                                  S / nvls_tree_bw);
+        consider(fixed + c.nvls_latency_s + c.nvls_tree_latency_s + 2 * levels * c.inter_hop_s + S / nvls_tree_bw,
+                 "NVLS-tree", "Simple");
       }
       return best;
     case Collective::reduce_scatter:
@@ -183,7 +189,7 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
     case Collective::broadcast:
     case Collective::reduce:
       // A pipelined chain: every hop's step, and S once through the ring's bandwidth.
-      ring(n - 1, m - 1, 1.0);
+      ring(n - 1, m - 1, 1.0, "chain");
       return best;
     case Collective::scatter:
     case Collective::gather: {
@@ -191,14 +197,14 @@ double CostModel::collective_seconds(Collective op, double S, int n, bool crosse
       const bool via_nic = m > 1 && inter.bandwidth_Bps < intra.bandwidth_Bps;
       const double root_bw = via_nic ? inter.bandwidth_Bps * c.inter_efficiency : intra.bandwidth_Bps * c.intra_efficiency;
       const double hop = via_nic ? c.inter_hop_s : c.intra_hop_s;
-      return fixed + (n - 1) * hop + static_cast<double>(n - 1) / n * S / root_bw;
+      return {fixed + (n - 1) * hop + static_cast<double>(n - 1) / n * S / root_bw, "direct"};
     }
     case Collective::barrier: {
       // Dissemination: ⌈log2 n⌉ rounds of one message.
       const double rounds = std::ceil(std::log2(static_cast<double>(n)));
-      return fixed + rounds * (m > 1 ? c.inter_hop_s : c.intra_hop_s);
+      return {fixed + rounds * (m > 1 ? c.inter_hop_s : c.intra_hop_s), "dissemination"};
     }
-    default: return 0;
+    default: return {};
   }
 }
 

@@ -17,6 +17,15 @@ namespace scalelab {
 
 enum class OpClass : uint8_t { gemm, elementwise, copy_host, copy_peer, none };
 
+// What the model prices a collective at, and how: the algorithm and protocol NCCL's tuner would
+// pick ("ring" / "tree" / "NVLS" / "NVLS-tree" × "LL" / "LL128" / "Simple"; a calibrated host's
+// timed collective: "timed", ""; scatter, gather, barrier, send and recv: their one way, "").
+struct CollectiveChoice {
+  double seconds = 0;
+  const char* algorithm = "";
+  const char* protocol = "";
+};
+
 // What an op costs, in the terms the cost model reads. `bytes` is the memory traffic
 // (reads + writes) for compute ops, and the payload for copies.
 struct OpCost {
@@ -56,7 +65,12 @@ class CostModel {
   // calibrated host a collective is the ranks' threads copying and adding, slowed as its copies
   // are (not a send or recv: a pipeline stage sends what it has just made).
   double collective_seconds(Collective op, double bytes, int world_size, bool crosses_nodes = false,
-                            double cold = 0) const;
+                            double cold = 0) const {
+    return collective_choice(op, bytes, world_size, crosses_nodes, cold).seconds;
+  }
+  // The same price, with the algorithm and protocol that give it (bench comm's table, scale's plot).
+  CollectiveChoice collective_choice(Collective op, double bytes, int world_size, bool crosses_nodes = false,
+                                     double cold = 0) const;
   const HardwareProfile& profile() const { return profile_; }
   // The bandwidth a ring over k ranks on each of m nodes moves each rank's share at: the links'
   // achieved bandwidth, capped by the cube mesh, the host's PCIe and the nodes' NICs.

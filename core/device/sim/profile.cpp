@@ -21,6 +21,16 @@
 namespace scalelab {
 
 namespace fs = std::filesystem;
+
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::ll: return "LL";
+    case Protocol::ll128: return "LL128";
+    case Protocol::simple: return "Simple";
+  }
+  return "Simple";
+}
+
 using nlohmann::json;
 
 double HardwareProfile::peak_flops(DType dtype) const {
@@ -177,15 +187,6 @@ int64_t whole(const json& j, const char* key, const std::string& origin, const s
   if (d != std::floor(d))
     throw Error("hw", origin + ": field '" + where + key + "' must be a whole number, got " + field(j, key, origin, where).dump());
   return static_cast<int64_t>(d);
-}
-
-const char* protocol_name(Protocol p) {
-  switch (p) {
-    case Protocol::ll: return "LL";
-    case Protocol::ll128: return "LL128";
-    case Protocol::simple: return "Simple";
-  }
-  return "Simple";
 }
 
 // The optional "collectives" section (profiles/README.md): absent, the textbook ring.

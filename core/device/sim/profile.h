@@ -42,6 +42,7 @@ struct LinkSpec {
 // optional "collectives" section; see docs/DESIGN.md, "The cost model"). A profile without the
 // section gets the textbook ring: the links' α per step, their raw bandwidth, one protocol.
 enum class Protocol : uint8_t { ll, ll128, simple };
+const char* protocol_name(Protocol p);  // "LL", "LL128", "Simple": as NCCL and the profiles write them
 
 // A calibrated host's collective, timed: seconds per call by its payload (as `bench comm` counts
 // it), on the ranks it was measured with. Between sizes a straight line in log-log; below the
