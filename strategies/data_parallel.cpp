@@ -76,8 +76,8 @@ class DataParallel : public Strategy {
     for (int i = 1; i < n; ++i) {
       const std::vector<Parameter*> replica = replicas_[i]->parameters();
       for (size_t j = 0; j < master.size(); ++j)
-        devices_[i]->copy({.name = "replicate " + master[j]->name, .phase = Phase::comm, .layer = master[j]->layer,
-                           .role = Role::replicate},
+        devices_[i]->copy({.name = "replicate " + master[j]->name, .phase = Phase::comm,
+                           .layer = master[j]->layer, .role = Role::replicate},
                           master[j]->value, replica[j]->value);
     // end slide
     }

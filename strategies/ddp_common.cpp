@@ -61,12 +61,13 @@ const GradientReducer::Locator& GradientReducer::locate(const Parameter& p) cons
 void GradientReducer::mark_ready(const Parameter& p) {
   const Locator& at = locate(p);
   if (ready_[static_cast<size_t>(at.param)])
-    throw Error("ddp", "the gradient of " + p.name + " was marked ready twice in one backward — call finish() "
-                       "before the next backward");
+    throw Error("ddp", "the gradient of " + p.name + " was marked ready twice in one backward — "
+                       "call finish() before the next backward");
   ready_[static_cast<size_t>(at.param)] = true;
   --buckets_[static_cast<size_t>(at.bucket)].pending;
   // Launch in bucket order only: every rank must issue the same all-reduces in the same order.
-  while (next_launch_ < static_cast<int>(buckets_.size()) && buckets_[static_cast<size_t>(next_launch_)].pending == 0)
+  while (next_launch_ < static_cast<int>(buckets_.size()) &&
+         buckets_[static_cast<size_t>(next_launch_)].pending == 0)
     launch(next_launch_++);
 // end slide
 }
@@ -159,9 +160,11 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     // 2. DDP's constructor broadcasts rank 0's parameters, so every replica starts equal. This is
     //    the only broadcast of weights: afterwards every rank applies the same averaged gradients
     //    with its own optimizer, and the replicas stay equal by construction.
-    for (Parameter* p : r->model->parameters()) r->group->broadcast(p->value, 0, {.name = "broadcast " + p->name});
+    for (Parameter* p : r->model->parameters())
+      r->group->broadcast(p->value, 0, {.name = "broadcast " + p->name});
     r->optimizer = std::make_unique<Optimizer>(config.optimizer, r->model->parameters());
-    r->reducer = std::make_unique<GradientReducer>(r->model->parameters(), *r->group, mb_to_bytes(config.bucket_mb),
+    r->reducer = std::make_unique<GradientReducer>(r->model->parameters(), *r->group,
+                                                   mb_to_bytes(config.bucket_mb),
                                                    mb_to_bytes(config.first_bucket_mb));
     // end slide
     // slide: ddp-amp-setup

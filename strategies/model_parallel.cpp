@@ -31,6 +31,7 @@ std::vector<Device*> layer_devices(const std::vector<Device*>& devices, int laye
   for (int l = 0; l < layers; ++l) out.push_back(devices[static_cast<size_t>(l * p / layers)]);
   return out;
 }
+// end slide
 
 // The tensor on `dst`: itself if it is there already, else a copy made by `dst` (on its copy lane).
 Tensor moved_to(Device& dst, const Tensor& t, const OpTag& tag, const std::string& what) {
@@ -39,7 +40,6 @@ Tensor moved_to(Device& dst, const Tensor& t, const OpTag& tag, const std::strin
   dst.copy(tag, t, out);
   return out;
 }
-// end slide
 
 class ModelParallel : public Strategy {
  public:

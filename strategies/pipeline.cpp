@@ -158,8 +158,8 @@ class Pipeline : public Strategy {
           // The loss of micro-batch i (its mean over the rows) and its gradient, scaled by 1/m
           // (and by the loss scale with fp16).
           dlogits[i] = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits " + mb);
-          loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * rows, rows), dlogits[i],
-                                       st.scaler.scale() / static_cast<float>(m));
+          loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * rows, rows),
+                                       dlogits[i], st.scaler.scale() / static_cast<float>(m));
           // end slide
         } else {
           pg.send(h, s + 1, {.name = "activations " + mb, .micro_batch = i});

@@ -143,8 +143,9 @@ class Zero : public Strategy {
       //    So its state (momentum, or Adam's m and v) is S values per tensor, not P.
       shard.name = "zero.shard" + r;
       shard.value = flat_params.view(rank * z.shard_, {z.shard_});
-      shard.grad = z.stage_ == 1 ? flat_grads.view(rank * z.shard_, {z.shard_})
-                                 : device.zeros({z.shard_}, DType::f32, MemoryCategory::grads, "zero.shard_grad");
+      shard.grad = z.stage_ == 1
+                       ? flat_grads.view(rank * z.shard_, {z.shard_})
+                       : device.zeros({z.shard_}, DType::f32, MemoryCategory::grads, "zero.shard_grad");
       optimizer = std::make_unique<Optimizer>(ctx.config.optimizer, std::vector<Parameter*>{&shard});
       // end slide
       loss_mean = device.zeros({1}, DType::f32, MemoryCategory::workspace, "zero.loss");
@@ -220,9 +221,11 @@ class Zero : public Strategy {
     // 4. Average the gradients over the ranks: one flat bucket (bucket 0), after backward.
     const CommTag grads{.name = "zero.grads", .bucket = 0};
     if (stage_ == 1) {
-      R.group.all_reduce(R.flat_grads, ReduceOp::avg, grads);  // every rank: the whole averaged gradient
+      // every rank: the whole averaged gradient
+      R.group.all_reduce(R.flat_grads, ReduceOp::avg, grads);
     } else {
-      R.group.reduce_scatter(bucket, R.shard.grad, ReduceOp::avg, grads);  // rank r: shard r's average only
+      // rank r: shard r's average only
+      R.group.reduce_scatter(bucket, R.shard.grad, ReduceOp::avg, grads);
       for (Parameter* p : R.model.parameters()) p->grad = Tensor();  // the bucket is freed here
       bucket = Tensor();
     }

@@ -63,11 +63,11 @@ std::string bubble(const std::vector<std::string>& files) {
     formula.y.push_back(100.0 * (p - 1) / (m + p - 1));
   }
   std::ostringstream s;
-  chart(s, 0, 0, 720, 420, "Pipeline bubble: p = " + std::to_string(p) + " stages", "micro-batches m",
+  // 520 wide: shown at 1.3× beside a slide's text, its 14 px text reads at 18.
+  chart(s, 0, 0, 520, 340, "Pipeline bubble: p = " + std::to_string(p) + " stages", "micro-batches m",
         "idle share of the step (%)", xs, {measured, formula}, 0);
-  return svg_document(720, 420, s.str(),
-                      "scalelab scale: " + j.value("model", std::string()) + ", " + j.value("hw", std::string()) + ", " +
-                          j.value("schedule", std::string("pipeline")) + " (simulated)");
+  return svg_document(520, 340, s.str(),
+                      j.value("model", std::string()) + ", " + j.value("hw", std::string()) + " (simulated)");
 }
 
 std::string zero_memory(const std::vector<std::string>& files) {
@@ -118,9 +118,10 @@ std::string zero_memory(const std::vector<std::string>& files) {
   double top = 0;
   for (const Series& se : series) top = std::max(top, *std::max_element(se.y.begin(), se.y.end()));
   std::ostringstream s;
-  chart(s, 0, 0, 720, 420, "Model state per device (Ψ = " + fmt(psi, "%.3g") + " parameters, Adam, fp32)", "devices N",
-        "weights + gradients + optimizer (GiB)", xs, series, 1.5 * top);  // the legend above the lines
-  return svg_document(720, 420, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
+  // 600 wide: shown at 1.3× on a slide, its 14 px text reads at 18.
+  chart(s, 0, 0, 600, 360, "Model state per device (Ψ = " + fmt(psi, "%.3g") + ", Adam, fp32)", "devices N",
+        "weights + grads + optimizer (GiB)", xs, series, 1.5 * top);  // the legend above the lines
+  return svg_document(600, 360, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
 }
 
 // The α-β line t = α + β·S through rows [first, last), least squares on the relative error (small
@@ -215,10 +216,10 @@ std::string step_time(const std::vector<std::string>& files) {
     all_reduce.labels.push_back(r.value("grad_all_reduce_algorithm", std::string()));
   }
   std::ostringstream s;
-  // 600 wide: shown at 1.3× on a slide, its 14 px text reads at 18.
-  chart(s, 0, 0, 600, 400, "Step time, " + j.value("strategy", std::string()) + " on " + j.value("hw", std::string()),
+  // 580 wide: shown at 1.3× on a slide, its 14 px text reads at 18.
+  chart(s, 0, 0, 580, 400, "Step time, " + j.value("strategy", std::string()) + " on " + j.value("hw", std::string()),
         "devices N", "ms", xs, {step, exposed, all_reduce}, 0);
-  return svg_document(600, 400, s.str(), "scalelab scale: " + j.value("model", std::string()) + " (simulated, dry run)");
+  return svg_document(580, 400, s.str(), "scalelab scale: " + j.value("model", std::string()) + " (simulated, dry run)");
 }
 
 }  // namespace

@@ -19,14 +19,16 @@ class Net(torch.nn.Module):
     def __init__(self, layers, *gpus):
         super().__init__()
         self.gpu0, self.gpu1 = torch.device(gpus[0]), torch.device(gpus[1])
+        # the first ⌈L/2⌉ Linear layers (and their ReLUs) on gpu0
         linear = [i for i, m in enumerate(layers) if isinstance(m, torch.nn.Linear)]
-        cut = linear[(len(linear) + 1) // 2]  # the first ⌈L/2⌉ Linear layers (and their ReLUs) on gpu0
+        cut = linear[(len(linear) + 1) // 2]
         self.sub_net1 = torch.nn.Sequential(*layers[:cut]).to(self.gpu0)
         self.sub_net2 = torch.nn.Sequential(*layers[cut:]).to(self.gpu1)
 
     def forward(self, x):
         y = self.sub_net1(x.to(self.gpu0))
-        return self.sub_net2(y.to(self.gpu1))  # the copy between devices: blocking
+        # the copy between devices: blocking
+        return self.sub_net2(y.to(self.gpu1))
 # end slide
 
 
