@@ -68,21 +68,33 @@ class BatchDump {
 };
 
 // 2. --check-equivalence: the reference strategy on its own device and event bus (it is the
-//    yardstick, not part of the run), trained on the same global batches.
+//    yardstick, not part of the run), trained on the same global batches; and beside it the
+//    round-off yardstick, the reference again on the same batches with each batch's rows in
+//    reverse order — the same training in exact arithmetic, float32 sums in another order — so
+//    the summary can say how far round-off alone moves single (equivalence_verdict, run/train.h).
 class EquivalenceProbe {
  public:
   explicit EquivalenceProbe(const RunSetup& run);
-  // The reference's loss on this batch, emitted as the metric loss_single.
+  // The reference's loss on this batch, emitted as the metric loss_single, and the round-off
+  // yardstick's as loss_roundoff.
   void step(const HostBatch& batch, int64_t step, EventBus& bus);
-  void load_state(const TrainingState& state) { reference_->load_state(state); }
+  void load_state(const TrainingState& state);
   // The largest relative difference of `weights` to the reference's.
   double max_rel_diff(const HostWeights& weights);
+  // The largest relative difference of the round-off yardstick's weights to the reference's.
+  double roundoff_rel_diff();
 
  private:
+  // A reference on a device and bus of its own: the two never share a lane or a ledger.
+  struct Single {
+    EventBus bus;
+    std::vector<std::unique_ptr<Device>> devices;
+    std::unique_ptr<Strategy> strategy;
+  };
+  void make(Single& single, const RunSetup& run);
   TrainConfig config_;
-  EventBus bus_;
-  std::vector<std::unique_ptr<Device>> devices_;
-  std::unique_ptr<Strategy> reference_;
+  Single reference_, reversed_;
+  HostBatch reversed_batch_;
 };
 
 // 3. Checkpoints (core/checkpoint/checkpoint.h). --resume: every process reads and verifies the file,

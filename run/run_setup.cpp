@@ -1,4 +1,5 @@
 // 1. Run set-up and 2. the equivalence probe (run/run_parts.h).
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -143,22 +144,47 @@ void RunSetup::leave_step() const {
 EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config) {
   config_.strategy = kReferenceStrategy;
   config_.devices = 1;
+  make(reference_, run);
+  make(reversed_, run);
+}
+
+void EquivalenceProbe::make(Single& single, const RunSetup& run) {
   DeviceOptions o = run.device_options;
   o.count = 1;
   o.first_index = 0;
-  o.bus = &bus_;
-  devices_ = make_devices(o);
-  StrategyContext ctx{config_, {devices_[0].get()}, bus_, initial_weights(config_, run.spec), nullptr,
-                      o};
-  reference_ = find_strategy(kReferenceStrategy).make(ctx);
+  o.bus = &single.bus;
+  single.devices = make_devices(o);
+  StrategyContext ctx{config_, {single.devices[0].get()}, single.bus, initial_weights(config_, run.spec), nullptr, o};
+  single.strategy = find_strategy(kReferenceStrategy).make(ctx);
 }
 
 void EquivalenceProbe::step(const HostBatch& batch, int64_t step, EventBus& bus) {
-  bus.emit(Metric{step, "loss_single", reference_->train_step(batch, step)});
+  bus.emit(Metric{step, "loss_single", reference_.strategy->train_step(batch, step)});
+  HostBatch& r = reversed_batch_;
+  r.size = batch.size;
+  r.features = batch.features;
+  r.x.resize(batch.x.size());
+  r.y.resize(batch.y.size());
+  const auto f = static_cast<size_t>(batch.features);
+  for (size_t row = 0, n = static_cast<size_t>(batch.size); row < n; ++row) {
+    std::copy_n(batch.x.begin() + static_cast<std::ptrdiff_t>(row * f), f,
+                r.x.begin() + static_cast<std::ptrdiff_t>((n - 1 - row) * f));
+    r.y[n - 1 - row] = batch.y[row];
+  }
+  bus.emit(Metric{step, "loss_roundoff", reversed_.strategy->train_step(r, step)});
+}
+
+void EquivalenceProbe::load_state(const TrainingState& state) {
+  reference_.strategy->load_state(state);
+  reversed_.strategy->load_state(state);
 }
 
 double EquivalenceProbe::max_rel_diff(const HostWeights& weights) {
-  return max_relative_difference(weights, reference_->weights());
+  return max_relative_difference(weights, reference_.strategy->weights());
+}
+
+double EquivalenceProbe::roundoff_rel_diff() {
+  return max_relative_difference(reversed_.strategy->weights(), reference_.strategy->weights());
 }
 
 }  // namespace scalelab
