@@ -1,5 +1,4 @@
 // 1. Run set-up and 2. the equivalence probe (run/run_parts.h).
-#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -141,42 +140,48 @@ void RunSetup::leave_step() const {
   for (auto& d : devices) d->set_step(-1);
 }
 
-EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config) {
+EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config), halves_(run.config.batch % 2 == 0) {
   config_.strategy = kReferenceStrategy;
   config_.devices = 1;
-  make(reference_, run);
-  make(reversed_, run);
+  make(reference_, config_, run);
+  TrainConfig split = config_;
+  if (halves_) split.no_sync *= 2;  // an optimizer step every two halves, from their mean gradient
+  make(split_, split, run);
 }
 
-void EquivalenceProbe::make(Single& single, const RunSetup& run) {
+void EquivalenceProbe::make(Single& single, const TrainConfig& config, const RunSetup& run) {
   DeviceOptions o = run.device_options;
   o.count = 1;
   o.first_index = 0;
   o.bus = &single.bus;
   single.devices = make_devices(o);
-  StrategyContext ctx{config_, {single.devices[0].get()}, single.bus, initial_weights(config_, run.spec), nullptr, o};
+  StrategyContext ctx{config, {single.devices[0].get()}, single.bus, initial_weights(config, run.spec), nullptr, o};
   single.strategy = find_strategy(kReferenceStrategy).make(ctx);
 }
 
 void EquivalenceProbe::step(const HostBatch& batch, int64_t step, EventBus& bus) {
   bus.emit(Metric{step, "loss_single", reference_.strategy->train_step(batch, step)});
-  HostBatch& r = reversed_batch_;
-  r.size = batch.size;
-  r.features = batch.features;
-  r.x.resize(batch.x.size());
-  r.y.resize(batch.y.size());
-  const auto f = static_cast<size_t>(batch.features);
-  for (size_t row = 0, n = static_cast<size_t>(batch.size); row < n; ++row) {
-    std::copy_n(batch.x.begin() + static_cast<std::ptrdiff_t>(row * f), f,
-                r.x.begin() + static_cast<std::ptrdiff_t>((n - 1 - row) * f));
-    r.y[n - 1 - row] = batch.y[row];
+  if (!halves_) {
+    bus.emit(Metric{step, "loss_roundoff", split_.strategy->train_step(batch, step)});
+    return;
   }
-  bus.emit(Metric{step, "loss_roundoff", reversed_.strategy->train_step(r, step)});
+  // The split single's steps count halves: batch `step`'s are 2·step and 2·step + 1.
+  const int64_t rows = batch.size / 2;
+  const auto features = static_cast<std::ptrdiff_t>(batch.features);
+  double loss = 0;
+  for (int64_t h = 0; h < 2; ++h) {
+    half_.size = rows;
+    half_.features = batch.features;
+    half_.x.assign(batch.x.begin() + h * rows * features, batch.x.begin() + (h + 1) * rows * features);
+    half_.y.assign(batch.y.begin() + h * rows, batch.y.begin() + (h + 1) * rows);
+    loss += split_.strategy->train_step(half_, 2 * step + h) / 2;
+  }
+  bus.emit(Metric{step, "loss_roundoff", loss});
 }
 
 void EquivalenceProbe::load_state(const TrainingState& state) {
   reference_.strategy->load_state(state);
-  reversed_.strategy->load_state(state);
+  split_.strategy->load_state(state);
 }
 
 double EquivalenceProbe::max_rel_diff(const HostWeights& weights) {
@@ -184,7 +189,7 @@ double EquivalenceProbe::max_rel_diff(const HostWeights& weights) {
 }
 
 double EquivalenceProbe::roundoff_rel_diff() {
-  return max_relative_difference(reversed_.strategy->weights(), reference_.strategy->weights());
+  return max_relative_difference(split_.strategy->weights(), reference_.strategy->weights());
 }
 
 }  // namespace scalelab

@@ -327,7 +327,7 @@ std::string format_equivalence(double max_rel_diff, double roundoff_rel_diff) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "  equivalence     max relative weight difference to single %.2g; float32 round-off alone (single "
-                "with each batch's rows reversed) moves single %.2g here:\n",
+                "taking each batch in two halves) moves single %.2g here:\n",
                 max_rel_diff, roundoff_rel_diff);
   return buf + ("                  " + meaning + "\n");
 }

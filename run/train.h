@@ -50,7 +50,8 @@ struct TrainResult {
 
 // --check-equivalence's verdict on a run's weights against single's (max_rel_diff), given how far
 // single moves when only its float32 round-off changes (roundoff_rel_diff: single trained on the
-// same batches with each batch's rows in reverse order — the same mean in exact arithmetic):
+// same batches, each taken as its two halves with their gradients accumulated — the same mean
+// gradient in exact arithmetic):
 //   equal      max_rel_diff ≤ kEquivalenceTolerance (the tests' bound after 5 steps);
 //   round-off  max_rel_diff ≤ kRoundoffFactor × roundoff_rel_diff: the run is as far from single as
 //              round-off alone takes it, amplified over the steps (a ReLU input near zero flips);

@@ -503,8 +503,8 @@ bool have_fashion_mnist() {
 
 TEST(Equivalence, AtTheDefaultSeedDdpEndsFarFromSingleByAmplifiedRoundOffNotADifference) {
   if (!have_fashion_mnist()) GTEST_SKIP() << default_fashion_mnist_dir() << " has no Fashion-MNIST";
-  // Seed 42 puts a ReLU input on the edge: over 100 steps the order of a sum decides which side
-  // it falls, in ddp (a sum per rank, then across) as in single with its rows reversed.
+  // Seed 42 puts a ReLU input on the edge: splitting the batch (ddp's ranks; the yardstick's two
+  // halves) rounds the sums otherwise, and over the steps the difference grows.
   EventBus bus;
   const TrainResult r = train(default_ddp(100), bus);
   std::printf("    100 steps: max_rel_diff %.3g, roundoff_rel_diff %.3g\n", r.max_rel_diff, r.roundoff_rel_diff);
@@ -574,4 +574,14 @@ TEST(Equivalence, AStrategyThatComputesSomethingElseDiffers) {
   EventBus bus2;
   const TrainResult right = train(c, bus2);
   EXPECT_EQ(equivalence_verdict(right.max_rel_diff, right.roundoff_rel_diff), EquivalenceVerdict::equal);
+}
+
+TEST(Equivalence, AnOddBatchHasNoHalvesAndItsYardstickIsSingleItself) {
+  TrainConfig c = test::small_config("model-parallel", 2);
+  c.batch = 33;
+  c.check_equivalence = true;
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  EXPECT_EQ(r.roundoff_rel_diff, 0.0);
+  EXPECT_EQ(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff), EquivalenceVerdict::equal);
 }

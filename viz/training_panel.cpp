@@ -163,8 +163,8 @@ class TrainingPanel : public Panel {
 
   // The badge: `train --check-equivalence`'s verdict (equal, amplified round-off, differs) on the
   // weights at the end of the run, or while it runs on the losses so far; grey when the run was
-  // not compared. "Round-off alone" is single trained on the same batches with each batch's rows
-  // reversed (run/run_parts.h).
+  // not compared. "Round-off alone" is single trained on the same batches, each taken in two
+  // halves (run/run_parts.h).
   void draw_badge() const {
     char text[200];
     ImU32 fill = kBadgeUnknown;
@@ -190,7 +190,7 @@ class TrainingPanel : public Panel {
       char rule[320];
       std::snprintf(rule, sizeof rule,
                     " Within %g: the same training. Round-off alone is how far single moves when each batch's rows "
-                    "are summed in reverse order: within %gx of it, the difference is round-off amplified over the "
+                    "are taken in two halves, their gradients summed: within %gx of it, the difference is round-off amplified over the "
                     "steps, not another algorithm; beyond it, the strategy differs.",
                     kEquivalenceTolerance, kRoundoffFactor);
       tip += rule;

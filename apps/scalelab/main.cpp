@@ -146,8 +146,8 @@ int main(int argc, char** argv) {
                                                                 "each rank's shard) as JSON");
   train_cmd->add_flag("--quiet", quiet, "no progress bar");
   train_cmd->add_flag("--check-equivalence", c.check_equivalence,
-                      "also train single on the same batches and compare weights; a second single, each batch's rows "
-                      "reversed, measures float32 round-off alone");
+                      "also train single on the same batches and compare weights; a second single, taking each batch "
+                      "in two halves, measures float32 round-off alone");
   train_cmd->add_option("--launch", choice.launch, "threads | procs | mpi: how ranks start (ddp, ddp-mp, pipeline, zero)")
       ->capture_default_str();
   train_cmd->add_option("--comm", choice.comm, "threads | shm | mpi | nccl (default: the launch's own)");
