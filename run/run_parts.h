@@ -68,21 +68,41 @@ class BatchDump {
 };
 
 // 2. --check-equivalence: the reference strategy on its own device and event bus (it is the
-//    yardstick, not part of the run), trained on the same global batches.
+//    yardstick, not part of the run), trained on the same global batches; and beside it the
+//    round-off yardstick: the reference again, each batch fed as its two halves with the gradient
+//    accumulated over them (single's --no-sync) — the same mean gradient in exact arithmetic,
+//    float32 sums and GEMM shapes of another order, as a strategy that splits the batch has. How
+//    far it lands from the reference is how far float32 round-off alone moves single
+//    (equivalence_verdict, run/train.h). An odd batch has no halves: the yardstick is the
+//    reference itself (round-off 0).
+//
+// Reordering the rows is no yardstick: one GEMM over the whole batch computes every activation
+// as before, and at seed 42 single with its rows reversed stays 4e-7 from single after 20 steps
+// while every strategy that splits the batch is 1e-3 away.
 class EquivalenceProbe {
  public:
   explicit EquivalenceProbe(const RunSetup& run);
-  // The reference's loss on this batch, emitted as the metric loss_single.
+  // The reference's loss on this batch, emitted as the metric loss_single, and the round-off
+  // yardstick's as loss_roundoff.
   void step(const HostBatch& batch, int64_t step, EventBus& bus);
-  void load_state(const TrainingState& state) { reference_->load_state(state); }
+  void load_state(const TrainingState& state);
   // The largest relative difference of `weights` to the reference's.
   double max_rel_diff(const HostWeights& weights);
+  // The largest relative difference of the round-off yardstick's weights to the reference's.
+  double roundoff_rel_diff();
 
  private:
+  // A reference on a device and bus of its own: the two never share a lane or a ledger.
+  struct Single {
+    EventBus bus;
+    std::vector<std::unique_ptr<Device>> devices;
+    std::unique_ptr<Strategy> strategy;
+  };
+  void make(Single& single, const TrainConfig& config, const RunSetup& run);
   TrainConfig config_;
-  EventBus bus_;
-  std::vector<std::unique_ptr<Device>> devices_;
-  std::unique_ptr<Strategy> reference_;
+  bool halves_;  // an even batch: the yardstick takes it in two halves
+  Single reference_, split_;
+  HostBatch half_;
 };
 
 // 3. Checkpoints (core/checkpoint/checkpoint.h). --resume: every process reads and verifies the file,

@@ -140,25 +140,56 @@ void RunSetup::leave_step() const {
   for (auto& d : devices) d->set_step(-1);
 }
 
-EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config) {
+EquivalenceProbe::EquivalenceProbe(const RunSetup& run) : config_(run.config), halves_(run.config.batch % 2 == 0) {
   config_.strategy = kReferenceStrategy;
   config_.devices = 1;
+  make(reference_, config_, run);
+  TrainConfig split = config_;
+  if (halves_) split.no_sync *= 2;  // an optimizer step every two halves, from their mean gradient
+  make(split_, split, run);
+}
+
+void EquivalenceProbe::make(Single& single, const TrainConfig& config, const RunSetup& run) {
   DeviceOptions o = run.device_options;
   o.count = 1;
   o.first_index = 0;
-  o.bus = &bus_;
-  devices_ = make_devices(o);
-  StrategyContext ctx{config_, {devices_[0].get()}, bus_, initial_weights(config_, run.spec), nullptr,
-                      o};
-  reference_ = find_strategy(kReferenceStrategy).make(ctx);
+  o.bus = &single.bus;
+  single.devices = make_devices(o);
+  StrategyContext ctx{config, {single.devices[0].get()}, single.bus, initial_weights(config, run.spec), nullptr, o};
+  single.strategy = find_strategy(kReferenceStrategy).make(ctx);
 }
 
 void EquivalenceProbe::step(const HostBatch& batch, int64_t step, EventBus& bus) {
-  bus.emit(Metric{step, "loss_single", reference_->train_step(batch, step)});
+  bus.emit(Metric{step, "loss_single", reference_.strategy->train_step(batch, step)});
+  if (!halves_) {
+    bus.emit(Metric{step, "loss_roundoff", split_.strategy->train_step(batch, step)});
+    return;
+  }
+  // The split single's steps count halves: batch `step`'s are 2·step and 2·step + 1.
+  const int64_t rows = batch.size / 2;
+  const auto features = static_cast<std::ptrdiff_t>(batch.features);
+  double loss = 0;
+  for (int64_t h = 0; h < 2; ++h) {
+    half_.size = rows;
+    half_.features = batch.features;
+    half_.x.assign(batch.x.begin() + h * rows * features, batch.x.begin() + (h + 1) * rows * features);
+    half_.y.assign(batch.y.begin() + h * rows, batch.y.begin() + (h + 1) * rows);
+    loss += split_.strategy->train_step(half_, 2 * step + h) / 2;
+  }
+  bus.emit(Metric{step, "loss_roundoff", loss});
+}
+
+void EquivalenceProbe::load_state(const TrainingState& state) {
+  reference_.strategy->load_state(state);
+  split_.strategy->load_state(state);
 }
 
 double EquivalenceProbe::max_rel_diff(const HostWeights& weights) {
-  return max_relative_difference(weights, reference_->weights());
+  return max_relative_difference(weights, reference_.strategy->weights());
+}
+
+double EquivalenceProbe::roundoff_rel_diff() {
+  return max_relative_difference(split_.strategy->weights(), reference_.strategy->weights());
 }
 
 }  // namespace scalelab

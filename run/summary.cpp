@@ -32,10 +32,13 @@ TrainResult conclude(const RunSetup& run, const LoopResult& loop, EquivalencePro
   r.steps = loop.last_step - loop.first_step;  // a resumed (or stopped) run reports the steps it ran
   r.samples = r.steps * c.batch;
   r.losses = loop.losses;
+  // One batch's loss is noisy; the mean over the last steps says where training stands.
   const size_t tail = std::min<size_t>(100, r.losses.size());
   double sum = 0;
   for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) sum += r.losses[i];
-  r.final_loss = tail ? sum / static_cast<double>(tail) : 0;
+  r.final_loss = r.losses.empty() ? std::nan("") : r.losses.back();
+  r.mean_loss = tail ? sum / static_cast<double>(tail) : std::nan("");
+  r.mean_loss_steps = static_cast<int64_t>(tail);
 
   const AmpReport amp = run.strategy->amp_report();
   r.loss_scale = amp.loss_scale;
@@ -45,7 +48,9 @@ TrainResult conclude(const RunSetup& run, const LoopResult& loop, EquivalencePro
   const HostWeights final_weights = run.strategy->weights();
   if (probe) {
     r.max_rel_diff = probe->max_rel_diff(final_weights);
+    r.roundoff_rel_diff = probe->roundoff_rel_diff();
     run.bus.emit(Metric{loop.last_step - 1, "max_rel_diff", r.max_rel_diff});
+    run.bus.emit(Metric{loop.last_step - 1, "roundoff_rel_diff", r.roundoff_rel_diff});
   }
   if (run.computes()) {
     const Dataset& test = run.data.test;
@@ -193,7 +198,10 @@ nlohmann::json to_json(const TrainResult& r) {
   j["optimizer"] = r.config.optimizer.kind;
   j["seed"] = r.config.seed;
   j["steps"] = r.steps;
-  j["final_loss"] = std::isfinite(r.final_loss) ? json(r.final_loss) : json(nullptr);
+  j["final_loss"] = std::isfinite(r.final_loss) ? json(r.final_loss) : json(nullptr);  // the last step's
+  j["mean_loss"] = r.mean_loss_steps == 0 ? json(nullptr)
+                                          : json{{"value", std::isfinite(r.mean_loss) ? json(r.mean_loss) : json(nullptr)},
+                                                 {"steps", r.mean_loss_steps}};
   json losses = json::array();  // per step, as a PyTorch loop prints them (null: none computed)
   for (double l : r.losses) losses.push_back(std::isfinite(l) ? json(l) : json(nullptr));
   j["losses"] = losses;
@@ -204,7 +212,11 @@ nlohmann::json to_json(const TrainResult& r) {
   j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
   j["launch"] = launch_name(r.config.launch);
   j["stopped"] = r.stopped;
-  j["equivalence"] = r.max_rel_diff >= 0 ? json{{"max_rel_diff", r.max_rel_diff}} : json(nullptr);
+  j["equivalence"] = r.max_rel_diff >= 0
+                         ? json{{"max_rel_diff", r.max_rel_diff},
+                                {"roundoff_rel_diff", r.roundoff_rel_diff},
+                                {"verdict", equivalence_verdict_name(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff))}}
+                         : json(nullptr);
   j["amp"] = r.config.amp == Amp::off ? json(nullptr)
                                       : json{{"dtype", amp_name(r.config.amp)},
                                              {"loss_scale", r.loss_scale},
@@ -236,13 +248,21 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.steps = j.value("steps", int64_t{0});
   r.samples = r.steps * config.batch;
   r.final_loss = j["final_loss"].is_number() ? j["final_loss"].get<double>() : std::nan("");
+  if (j.contains("mean_loss") && j["mean_loss"].is_object()) {
+    const nlohmann::json& m = j["mean_loss"];
+    r.mean_loss = m["value"].is_number() ? m["value"].get<double>() : std::nan("");
+    r.mean_loss_steps = m.value("steps", int64_t{0});
+  }
   r.test_accuracy = j["test_accuracy"].is_number() ? j["test_accuracy"].get<double>() : -1;
   r.time_s = j.value("time_s", 0.0);
   r.simulated = j.value("time_kind", std::string()) == "simulated";
   r.samples_per_s = j.value("samples_per_s", 0.0);
   r.weights_checksum = j["weights_checksum"].is_string() ? j["weights_checksum"].get<std::string>() : "";
   r.stopped = j.value("stopped", false);
-  if (j["equivalence"].is_object()) r.max_rel_diff = j["equivalence"].value("max_rel_diff", -1.0);
+  if (j["equivalence"].is_object()) {
+    r.max_rel_diff = j["equivalence"].value("max_rel_diff", -1.0);
+    r.roundoff_rel_diff = j["equivalence"].value("roundoff_rel_diff", -1.0);
+  }
   if (j.contains("amp") && j["amp"].is_object()) {
     r.loss_scale = j["amp"].value("loss_scale", 1.0);
     r.skipped_steps = j["amp"].value("skipped_steps", int64_t{0});
@@ -268,6 +288,52 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   return r;
 }
 
+EquivalenceVerdict equivalence_verdict(double max_rel_diff, double roundoff_rel_diff) {
+  if (max_rel_diff <= kEquivalenceTolerance) return EquivalenceVerdict::equal;
+  if (max_rel_diff <= kRoundoffFactor * roundoff_rel_diff) return EquivalenceVerdict::roundoff;
+  return EquivalenceVerdict::differs;
+}
+
+const char* equivalence_verdict_name(EquivalenceVerdict verdict) {
+  switch (verdict) {
+    case EquivalenceVerdict::equal: return "equal";
+    case EquivalenceVerdict::roundoff: return "round-off";
+    case EquivalenceVerdict::differs: return "differs";
+  }
+  return "?";
+}
+
+namespace {
+
+// The summary's equivalence lines: the difference, the yardstick, and what they mean together.
+std::string format_equivalence(double max_rel_diff, double roundoff_rel_diff) {
+  char tolerance[16], factor[16];
+  std::snprintf(tolerance, sizeof tolerance, "%g", kEquivalenceTolerance);
+  std::snprintf(factor, sizeof factor, "%gx", kRoundoffFactor);
+  std::string meaning;
+  switch (equivalence_verdict(max_rel_diff, roundoff_rel_diff)) {
+    case EquivalenceVerdict::equal:
+      meaning = std::string("equal: the same training as single (within ") + tolerance + ")";
+      break;
+    case EquivalenceVerdict::roundoff:
+      meaning = std::string("amplified round-off, not a difference in the algorithm (within ") + factor +
+                " round-off; fewer steps, e.g. --steps 5, keep round-off small enough to show a bug)";
+      break;
+    case EquivalenceVerdict::differs:
+      meaning = std::string("DIFFERS: beyond ") + tolerance + " and beyond " + factor +
+                " round-off: a bug, or not the algorithm single runs";
+      break;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "  equivalence     max relative weight difference to single %.2g; float32 round-off alone (single "
+                "taking each batch in two halves) moves single %.2g here:\n",
+                max_rel_diff, roundoff_rel_diff);
+  return buf + ("                  " + meaning + "\n");
+}
+
+}  // namespace
+
 std::string format_summary(const TrainResult& r) {
   char buf[512];
   std::string s;
@@ -276,10 +342,17 @@ std::string format_summary(const TrainResult& r) {
                 r.config.model.c_str(), r.config.dataset.c_str());
   s += buf;
   if (!r.placement.empty()) s += "  devices         " + r.placement + "\n";
-  if (std::isfinite(r.final_loss)) {
-    std::snprintf(buf, sizeof buf, "  final loss      %.4f (mean of the last %zu steps)\n", r.final_loss,
-                  std::min<size_t>(100, r.losses.size()));
+  if (r.steps == 0) {
+    s += r.stopped ? "  final loss      — (no step run: stopped before the first)\n"
+                   : "  final loss      — (no step run: --resume's checkpoint is already at the run's last step)\n";
+  } else if (std::isfinite(r.final_loss)) {
+    std::snprintf(buf, sizeof buf, "  final loss      %.4f (the last step's)\n", r.final_loss);
     s += buf;
+    if (std::isfinite(r.mean_loss) && r.mean_loss_steps > 1) {
+      std::snprintf(buf, sizeof buf, "  mean loss       %.4f (over the last %lld steps)\n", r.mean_loss,
+                    static_cast<long long>(r.mean_loss_steps));
+      s += buf;
+    }
   } else if (r.config.dry_run) {
     s += "  final loss      — (dry run: no numerics)\n";
   } else {
@@ -296,10 +369,7 @@ std::string format_summary(const TrainResult& r) {
   std::snprintf(buf, sizeof buf, "  throughput      %.0f samples/s\n", r.samples_per_s);
   s += buf;
   if (!r.weights_checksum.empty()) s += "  weights         checksum " + r.weights_checksum + "\n";
-  if (r.max_rel_diff >= 0) {
-    std::snprintf(buf, sizeof buf, "  equivalence     max relative weight difference to single %.3g\n", r.max_rel_diff);
-    s += buf;
-  }
+  if (r.max_rel_diff >= 0) s += format_equivalence(r.max_rel_diff, r.roundoff_rel_diff);
   if (r.config.amp == Amp::fp16) {
     std::snprintf(buf, sizeof buf,
                   "  mixed precision fp16, f32 master weights; loss scale %g, %lld of %lld steps skipped (overflow)\n",

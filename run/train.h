@@ -30,7 +30,9 @@ struct TrainResult {
   std::string placement;
   int64_t steps = 0;
   int64_t samples = 0;
-  double final_loss = 0;              // mean training loss over the last ≤100 steps
+  double final_loss = 0;              // the last step's training loss (NaN: no step run, or a dry run)
+  double mean_loss = 0;               // the mean training loss over the last mean_loss_steps (≤ 100) steps
+  int64_t mean_loss_steps = 0;
   double test_accuracy = -1;          // < 0: not measured (dry run)
   double time_s = 0;                  // of the training steps, evaluation excluded
   bool simulated = false;             // time_s is modelled (sim) rather than measured
@@ -40,10 +42,25 @@ struct TrainResult {
   RunMetrics metrics;
   std::vector<double> losses;         // per step
   double max_rel_diff = -1;           // --check-equivalence: vs single (< 0: not checked)
+  double roundoff_rel_diff = -1;      // … and how far float32 round-off alone moves single
   double loss_scale = 1;              // --amp: the fp16 loss scale at the end (1 without a scaler)
   int64_t skipped_steps = 0;          // --amp fp16: optimizer steps skipped on overflow
   bool stopped = false;               // ended early at the caller's request (steps: those run)
 };
+
+// --check-equivalence's verdict on a run's weights against single's (max_rel_diff), given how far
+// single moves when only its float32 round-off changes (roundoff_rel_diff: single trained on the
+// same batches, each taken as its two halves with their gradients accumulated — the same mean
+// gradient in exact arithmetic):
+//   equal      max_rel_diff ≤ kEquivalenceTolerance (the tests' bound after 5 steps);
+//   round-off  max_rel_diff ≤ kRoundoffFactor × roundoff_rel_diff: the run is as far from single as
+//              round-off alone takes it, amplified over the steps (a ReLU input near zero flips);
+//   differs    beyond both: a bug, or another algorithm.
+enum class EquivalenceVerdict { equal, roundoff, differs };
+inline constexpr double kEquivalenceTolerance = 1e-5;
+inline constexpr double kRoundoffFactor = 10;
+EquivalenceVerdict equivalence_verdict(double max_rel_diff, double roundoff_rel_diff);
+const char* equivalence_verdict_name(EquivalenceVerdict verdict);  // "equal", "round-off", "differs"
 
 // Called after each step (and once with done = total at the end of each evaluation).
 struct Progress {
@@ -55,7 +72,8 @@ using ProgressFn = std::function<void(const Progress&)>;
 
 // Besides the summary, the run emits per-step metrics into the bus: loss, samples_per_s (the batch
 // over the time from the previous step's end to this one's), accuracy after each evaluation, and
-// with --check-equivalence loss_single (the reference's loss) and, at the end, max_rel_diff.
+// with --check-equivalence loss_single (the reference's loss), loss_roundoff (the round-off
+// yardstick's) and, at the end, max_rel_diff and roundoff_rel_diff.
 //
 // `stop`: when it reads true after a step, the run ends there as if that had been the last step
 // (evaluation, checkpoint, trace and summary included). It is checked on the controller between

@@ -23,6 +23,7 @@
 #include "core/io/npz.h"
 #include "core/nn/mlp.h"
 #include "core/trace/chrome_trace.h"
+#include "run/run_parts.h"
 #include "run/train.h"
 #include "support/errors.h"
 #include "support/gemm_formula.h"
@@ -91,8 +92,16 @@ TEST(Train, AShortRunLearns) {
   EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
   EXPECT_GT(r.test_accuracy, 0.8);         // 4 classes: chance is 0.25
   EXPECT_LE(r.test_accuracy, 1.0);
-  // final_loss is the mean of the last ≤ 100 steps.
-  EXPECT_NEAR(r.final_loss, std::accumulate(r.losses.end() - 100, r.losses.end(), 0.0) / 100, 1e-9);
+  // final_loss is the last step's loss; mean_loss the mean of the last ≤ 100 steps, and says so.
+  EXPECT_EQ(r.final_loss, r.losses.back());
+  EXPECT_NEAR(r.mean_loss, std::accumulate(r.losses.end() - 100, r.losses.end(), 0.0) / 100, 1e-9);
+  EXPECT_EQ(r.mean_loss_steps, 100);
+  const std::string summary = format_summary(r);
+  char line[96];
+  std::snprintf(line, sizeof line, "final loss      %.4f (the last step's)", r.losses.back());
+  EXPECT_NE(summary.find(line), std::string::npos) << summary;
+  EXPECT_NE(summary.find("mean loss       "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("(over the last 100 steps)"), std::string::npos) << summary;
   EXPECT_GT(r.time_s, 0);
   EXPECT_NEAR(r.samples_per_s, static_cast<double>(r.samples) / r.time_s, 1e-6 * r.samples_per_s);
 }
@@ -110,7 +119,13 @@ TEST(Train, JsonSummaryHasTheDocumentedKeys) {
   EXPECT_TRUE(j["hw"].is_null());
   EXPECT_EQ(j["devices"], 1);
   EXPECT_EQ(j["steps"], 3);
-  EXPECT_TRUE(j["final_loss"].is_number());
+  EXPECT_EQ(j["final_loss"].get<double>(), r.losses.back());
+  EXPECT_NEAR(j["mean_loss"]["value"].get<double>(), (r.losses[0] + r.losses[1] + r.losses[2]) / 3, 1e-12);
+  EXPECT_EQ(j["mean_loss"]["steps"], 3);
+  const TrainResult back = from_json(j, c);  // how a procs launch's rank 0 reports
+  EXPECT_EQ(back.final_loss, r.final_loss);
+  EXPECT_EQ(back.mean_loss, r.mean_loss);
+  EXPECT_EQ(back.mean_loss_steps, 3);
   EXPECT_TRUE(j["test_accuracy"].is_number());
   EXPECT_EQ(j["time_s"].get<double>(), r.time_s);
   EXPECT_EQ(j["time_kind"], "measured");
@@ -317,6 +332,7 @@ TEST(TrainSim, DryRunGivesTheSameTimeWithoutNumbers) {
   EXPECT_TRUE(std::isnan(dry.final_loss));
   json j = to_json(dry);
   EXPECT_TRUE(j["final_loss"].is_null());
+  EXPECT_TRUE(j["mean_loss"]["value"].is_null());
   EXPECT_TRUE(j["test_accuracy"].is_null());
   EXPECT_TRUE(j["weights_checksum"].is_null());
   EXPECT_EQ(dry.per_device[0].peak_total, real.per_device[0].peak_total);
@@ -417,4 +433,155 @@ TEST(Export, NpzRefusesWhatItCannotRead) {
   write_file_atomically(path, bytes.substr(0, bytes.size() / 2), "test");
   EXPECT_NE(test::message_of<Error>([&] { read_npz(path); }).find("[npz]"), std::string::npos);
   std::remove(path.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A run that resumes at its last step runs none, and says so rather than reporting a loss.
+
+TEST(Train, AResumeAtTheLastStepRunsNoStepAndSaysSo) {
+  const std::string dir = ::testing::TempDir() + "resume-at-end-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  TrainConfig c = test::small_config("single", 1);
+  c.steps = 3;
+  c.checkpoint_path = dir + "/end.ckpt";
+  EventBus bus;
+  train(c, bus);
+  TrainConfig again = test::small_config("single", 1);
+  again.steps = 3;
+  again.resume_path = c.checkpoint_path;
+  EventBus bus2;
+  const TrainResult r = train(again, bus2);
+  EXPECT_EQ(r.steps, 0);
+  EXPECT_TRUE(std::isnan(r.final_loss));
+  const std::string summary = format_summary(r);
+  EXPECT_NE(summary.find("final loss      — (no step run: --resume's checkpoint is already at the run's last step)"),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("mean of"), std::string::npos) << summary;
+  const json j = to_json(r);
+  EXPECT_TRUE(j["final_loss"].is_null());
+  EXPECT_TRUE(j["mean_loss"].is_null());
+  std::filesystem::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --check-equivalence's verdict: equal, amplified round-off, or differs (run/train.h).
+
+TEST(Equivalence, TheVerdictFollowsTheDocumentedRule) {
+  EXPECT_EQ(equivalence_verdict(0, 0), EquivalenceVerdict::equal);
+  EXPECT_EQ(equivalence_verdict(kEquivalenceTolerance, 0), EquivalenceVerdict::equal);
+  EXPECT_EQ(equivalence_verdict(0.08, 0.26), EquivalenceVerdict::roundoff);
+  EXPECT_EQ(equivalence_verdict(kRoundoffFactor * 1e-4, 1e-4), EquivalenceVerdict::roundoff);
+  EXPECT_EQ(equivalence_verdict(kRoundoffFactor * 1e-4 * 1.01, 1e-4), EquivalenceVerdict::differs);
+  EXPECT_EQ(equivalence_verdict(0.08, 1e-7), EquivalenceVerdict::differs);
+  EXPECT_EQ(equivalence_verdict(2e-5, 0), EquivalenceVerdict::differs);  // round-off left single where it was
+  EXPECT_STREQ(equivalence_verdict_name(EquivalenceVerdict::equal), "equal");
+  EXPECT_STREQ(equivalence_verdict_name(EquivalenceVerdict::roundoff), "round-off");
+  EXPECT_STREQ(equivalence_verdict_name(EquivalenceVerdict::differs), "differs");
+}
+
+namespace {
+
+// The defaults a student runs: the lecture model on Fashion-MNIST, seed 42, ddp on 4 simulated A100s.
+TrainConfig default_ddp(int64_t steps) {
+  TrainConfig c;
+  c.strategy = "ddp";
+  c.devices = 4;
+  c.device = DeviceKind::sim;
+  c.hw = "a100-nvlink-8";
+  c.steps = steps;
+  c.check_equivalence = true;
+  return c;
+}
+
+bool have_fashion_mnist() {
+  return std::filesystem::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz") ||
+         std::filesystem::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte");
+}
+
+}  // namespace
+
+TEST(Equivalence, AtTheDefaultSeedDdpEndsFarFromSingleByAmplifiedRoundOffNotADifference) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << default_fashion_mnist_dir() << " has no Fashion-MNIST";
+  // Seed 42 puts a ReLU input on the edge: splitting the batch (ddp's ranks; the yardstick's two
+  // halves) rounds the sums otherwise, and over the steps the difference grows.
+  EventBus bus;
+  const TrainResult r = train(default_ddp(100), bus);
+  std::printf("    100 steps: max_rel_diff %.3g, roundoff_rel_diff %.3g\n", r.max_rel_diff, r.roundoff_rel_diff);
+  EXPECT_GT(r.max_rel_diff, kEquivalenceTolerance);
+  EXPECT_GT(r.roundoff_rel_diff, kEquivalenceTolerance);
+  EXPECT_EQ(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff), EquivalenceVerdict::roundoff);
+  const json j = to_json(r);
+  EXPECT_EQ(j["equivalence"]["verdict"], "round-off");
+  EXPECT_EQ(j["equivalence"]["max_rel_diff"].get<double>(), r.max_rel_diff);
+  EXPECT_EQ(j["equivalence"]["roundoff_rel_diff"].get<double>(), r.roundoff_rel_diff);
+  const std::string summary = format_summary(r);
+  EXPECT_NE(summary.find("amplified round-off, not a difference in the algorithm"), std::string::npos) << summary;
+  // The dashboard reads the same figures from the run's metrics.
+  bool roundoff_metric = false;
+  for (const Metric& m : bus.metrics()) roundoff_metric |= m.name == "roundoff_rel_diff" && m.value == r.roundoff_rel_diff;
+  EXPECT_TRUE(roundoff_metric);
+
+  // Five steps in, round-off has not grown yet: the same weights.
+  EventBus bus5;
+  const TrainResult five = train(default_ddp(5), bus5);
+  std::printf("    5 steps: max_rel_diff %.3g, roundoff_rel_diff %.3g\n", five.max_rel_diff, five.roundoff_rel_diff);
+  EXPECT_EQ(equivalence_verdict(five.max_rel_diff, five.roundoff_rel_diff), EquivalenceVerdict::equal);
+  EXPECT_EQ(to_json(five)["equivalence"]["verdict"], "equal");
+}
+
+namespace {
+
+// A strategy with a bug the size a student's might have: one row of each global batch trains
+// with the wrong label (a shard that reads one row of its neighbour's labels). Everything else
+// is the strategy it wraps.
+class OneWrongLabel : public Strategy {
+ public:
+  explicit OneWrongLabel(std::unique_ptr<Strategy> inner) : inner_(std::move(inner)) {}
+  double train_step(const HostBatch& batch, int64_t step) override {
+    HostBatch b = batch;
+    b.y[0] = (b.y[0] + 1) % 8;  // kEquivalenceModel's 8 classes
+    return inner_->train_step(b, step);
+  }
+  HostWeights weights() override { return inner_->weights(); }
+  TrainingState state() override { return inner_->state(); }
+  void load_state(const TrainingState& state) override { inner_->load_state(state); }
+
+ private:
+  std::unique_ptr<Strategy> inner_;
+};
+
+}  // namespace
+
+TEST(Equivalence, AStrategyThatComputesSomethingElseDiffers) {
+  // train()'s parts (run/run_parts.h), with ddp's strategy wrapped in the bug.
+  TrainConfig c = test::small_config("ddp", 4);
+  c.check_equivalence = true;
+  EventBus bus;
+  RunSetup run(c, bus, nullptr);
+  run.strategy = std::make_unique<OneWrongLabel>(std::move(run.strategy));
+  EquivalenceProbe probe(run);
+  Checkpointer checkpointer(run);
+  const LoopResult loop = run_steps(run, &probe, checkpointer, {}, nullptr);
+  const TrainResult r = conclude(run, loop, &probe);
+  std::printf("    one wrong label a batch, 5 steps: max_rel_diff %.3g, roundoff_rel_diff %.3g\n", r.max_rel_diff,
+              r.roundoff_rel_diff);
+  EXPECT_EQ(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff), EquivalenceVerdict::differs);
+  EXPECT_EQ(to_json(r)["equivalence"]["verdict"], "differs");
+  EXPECT_NE(format_summary(r).find("DIFFERS"), std::string::npos) << format_summary(r);
+
+  // Without the bug, the same parts say equal.
+  EventBus bus2;
+  const TrainResult right = train(c, bus2);
+  EXPECT_EQ(equivalence_verdict(right.max_rel_diff, right.roundoff_rel_diff), EquivalenceVerdict::equal);
+}
+
+TEST(Equivalence, AnOddBatchHasNoHalvesAndItsYardstickIsSingleItself) {
+  TrainConfig c = test::small_config("model-parallel", 2);
+  c.batch = 33;
+  c.check_equivalence = true;
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  EXPECT_EQ(r.roundoff_rel_diff, 0.0);
+  EXPECT_EQ(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff), EquivalenceVerdict::equal);
 }

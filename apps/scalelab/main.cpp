@@ -145,7 +145,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--dump-batches", c.dump_batches_path, "write each step's sample indices (the global batch, "
                                                                 "each rank's shard) as JSON");
   train_cmd->add_flag("--quiet", quiet, "no progress bar");
-  train_cmd->add_flag("--check-equivalence", c.check_equivalence, "also train single on the same batches and compare weights");
+  train_cmd->add_flag("--check-equivalence", c.check_equivalence,
+                      "also train single on the same batches and compare weights; a second single, taking each batch "
+                      "in two halves, measures float32 round-off alone");
   train_cmd->add_option("--launch", choice.launch, "threads | procs | mpi: how ranks start (ddp, ddp-mp, pipeline, zero)")
       ->capture_default_str();
   train_cmd->add_option("--comm", choice.comm, "threads | shm | mpi | nccl (default: the launch's own)");
