@@ -80,9 +80,12 @@ void Checkpointer::at_end(int64_t last_step) {
 void Checkpointer::save(int64_t steps_done) {
   const auto t0 = std::chrono::steady_clock::now();
   run_.leave_step();  // the state's downloads are not part of a step
-  Checkpoint ck{checkpoint_header(run_.config, run_.data.train.count, steps_done), run_.strategy->state()};
-  if (run_.leader) save_checkpoint(checkpoint_file(run_.config.checkpoint_path, steps_done), ck);
-  if (run_.local_group) run_.local_group->barrier();  // no rank runs ahead before the file is in place
+  Checkpoint ck{checkpoint_header(run_.config, run_.data.train.count, steps_done),
+                run_.strategy->state()};
+  if (run_.leader)
+    save_checkpoint(checkpoint_file(run_.config.checkpoint_path, steps_done), ck);
+  // No rank runs ahead before the file is in place.
+  if (run_.local_group) run_.local_group->barrier();
   saved_step_ = steps_done;
 // end slide
   time_ += std::chrono::steady_clock::now() - t0;

@@ -137,8 +137,8 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "zero2 memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-adam memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-fp16 training 560x560 23 --font-size 18"
-  "h100-measured timeline 1120x290 16 --font-size 20"
-  "h100-sim timeline 1120x290 16 --font-size 20"
+  "h100-measured timeline 1120x280 16 --font-size 20"
+  "h100-sim timeline 1120x280 16 --font-size 20"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016

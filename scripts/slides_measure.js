@@ -43,7 +43,10 @@ function measure() {
       total += (pre && pre.host ? pre.height : child.offsetHeight) + parseFloat(cs.marginTop) + parseFloat(cs.marginBottom);
       last = child.textContent.trim().slice(0, 50).replace(/\s+/g, " ") || last;
     }
-    const over = (total - s.clientHeight) / 2;
+    // The blocks may use the padding too (the theme keeps it small), not past the slide's edge.
+    const ss = getComputedStyle(s);
+    const room = s.clientHeight - (parseFloat(ss.paddingTop) + parseFloat(ss.paddingBottom)) / 2;
+    const over = (total - room) / 2;
     if (over > 2) out.push(`${s.id}\tcut\t${over.toFixed(0)}\t${last}`);
   });
   return out.join("\n");

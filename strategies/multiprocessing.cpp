@@ -138,18 +138,21 @@ class Hogwild : public Strategy {
         memory_(layout_.segment.bytes(), ctx.config.shm_sharing, "scalelab-hogwild"),
         segment_{memory_.data(), &layout_},
         commands_(memory_.data(), n_, workers_, {"multiprocessing", std::chrono::milliseconds(ctx.config.comm_timeout_ms)}) {
-    // slide: hogwild-fork
-    // 1. The parameters go into shared memory (torch: model.share_memory()).
-    layout_.params.write(segment_.base, ctx.initial_weights);
+    // Each worker's round slot in the segment, and the parent's mirror of its device's records.
     for (int r = 0; r < n_; ++r) {
       new (&segment_.slot(r)) hogwild::RoundSlot();
       mirrors_.emplace_back(*ctx.devices[static_cast<size_t>(r)], "worker " + std::to_string(r));
     }
-    // 2. Fork the workers (torch: mp.Process(target=train, args=(model,)).start()). Each maps the
-    //    segment by the sharing strategy and serves commands until told to stop.
+    // slide: hogwild-fork
+    // 1. The parameters go into shared memory (torch: model.share_memory()).
+    layout_.params.write(segment_.base, ctx.initial_weights);
+    // 2. Fork the workers (torch: mp.Process(...).start()). Each maps the segment and serves
+    //    commands until told to stop.
+    const std::chrono::milliseconds timeout(layout_.config.comm_timeout_ms);
     for (int r = 0; r < n_; ++r)
-      memory_.fork_child(workers_, "hogwild-" + std::to_string(r), std::chrono::milliseconds(layout_.config.comm_timeout_ms),
-                      [this, r](char* base, int64_t) { return Worker(r, hogwild::Mapping{base, &layout_}).run(); });
+      memory_.fork_child(workers_, "hogwild-" + std::to_string(r), timeout, [this, r](char* base, int64_t) {
+        return Worker(r, hogwild::Mapping{base, &layout_}).run();
+      });
     // end slide
     share_cores(1);  // forking left OpenBLAS on one thread in this process: every core again
     // 3. Once every worker has mapped the segment and built its model, the name (if any) has

@@ -237,10 +237,8 @@ class Zero : public Strategy {
     if (!overflow) R.optimizer->step();
     R.scaler.update(overflow);
 
-    // 6. All-gather the updated shards: every rank has every weight again for the next forward.
-    //    In place: this rank's shard already sits at its place in the flat buffer. (After a
-    //    skipped step the shards are unchanged; the all-gather still runs, so that every rank
-    //    issues the same collectives whatever happened.)
+    // 6. All-gather the updated shards, in place: every rank has every weight again. (It runs
+    //    after a skipped step too: every rank issues the same collectives, whatever happened.)
     R.group.all_gather(R.shard.value, R.flat_params, {.name = "zero.params"});
     // end slide
 

@@ -119,9 +119,9 @@ std::string zero_memory(const std::vector<std::string>& files) {
   for (const Series& se : series) top = std::max(top, *std::max_element(se.y.begin(), se.y.end()));
   std::ostringstream s;
   // 600 wide: shown at 1.3× on a slide, its 14 px text reads at 18.
-  chart(s, 0, 0, 600, 360, "Model state per device (Ψ = " + fmt(psi, "%.3g") + ", Adam, fp32)", "devices N",
+  chart(s, 0, 0, 600, 340, "Model state per device (Ψ = " + fmt(psi, "%.3g") + ", Adam, fp32)", "devices N",
         "weights + grads + optimizer (GiB)", xs, series, 1.5 * top);  // the legend above the lines
-  return svg_document(600, 360, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
+  return svg_document(600, 340, s.str(), "scalelab scale: " + caption + " (simulated, dry run)");
 }
 
 // The α-β line t = α + β·S through rows [first, last), least squares on the relative error (small

@@ -64,11 +64,13 @@ def train(rank, world_size, a, port, path, x, y):
     before = ddp_steps(ddp_model, opt, x, y, a, 0, a.save_at)
     # slide: checkpoint-save-load
     if rank == 0:  # one writer: the replicas are equal
-        torch.save({"step": a.save_at, "state_dict": model.state_dict(), "optimizer": opt.state_dict()}, path + ".tmp")
+        state = {"step": a.save_at, "state_dict": model.state_dict(), "optimizer": opt.state_dict()}
+        torch.save(state, path + ".tmp")
         os.replace(path + ".tmp", path)
-    dist.barrier()  # nobody reads before rank 0's checkpoint is in place
-    model, ddp_model, opt = build(a)  # a restarted job: fresh model and optimizer
-    checkpoint = torch.load(path, map_location="cpu")  # map_location=f"cuda:{rank}" on GPUs
+    dist.barrier()  # nobody reads before the file is in place
+    model, ddp_model, opt = build(a)  # a restarted job
+    # on GPUs: map_location=f"cuda:{rank}"
+    checkpoint = torch.load(path, map_location="cpu")
     model.load_state_dict(checkpoint["state_dict"])
     opt.load_state_dict(checkpoint["optimizer"])
     # end slide
