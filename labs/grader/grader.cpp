@@ -148,9 +148,9 @@ void each_process(Fn fn) {
   }
 }
 
-// The processes descended from this one: read from /proc (pid → parent). A process that left its
-// group and session (fork, setsid, fork) is still a descendant: when its parent dies it is
-// re-parented to us, the sub-reaper.
+// The processes descended from this one, zombies included: read from /proc (pid → parent). A
+// process that left its group and session (fork, setsid, fork) is still a descendant: when its
+// parent dies it is re-parented to us, the sub-reaper.
 std::vector<pid_t> descendants() {
   std::map<pid_t, pid_t> parent;
   each_process([&](const fs::path& proc) {
@@ -160,10 +160,12 @@ std::vector<pid_t> descendants() {
     const size_t close = stat.rfind(')');  // the command's name may hold spaces and parentheses
     if (close == std::string::npos) return;
     std::istringstream rest(stat.substr(close + 1));
+    // Any state, zombies too: one killed a moment ago is gone only once kill_descendants has
+    // reaped it (a zombie left out could end its loop early, unreaped).
     char state = 0;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    if (state != 'Z') parent[static_cast<pid_t>(std::stol(proc.filename().string()))] = ppid;
+    parent[static_cast<pid_t>(std::stol(proc.filename().string()))] = ppid;
   });
   std::set<pid_t> mine{::getpid()};
   for (bool grew = true; grew;) {
