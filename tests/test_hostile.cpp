@@ -109,6 +109,24 @@ TEST_F(Hostile, OutputPathsAreCheckedBeforeTheRun) {
   EXPECT_NO_THROW(check_output_path(path("t.json"), "trace"));
 }
 
+// Every writer renames a temporary over its target: a FIFO or a device there would be replaced
+// (as root, --trace /dev/null would replace the machine's /dev/null). They are refused, and stay.
+TEST_F(Hostile, OutputsNeverReplaceAFifoOrADevice) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  const std::string why = message_of<Error>([&] { write_file_atomically(path("fifo"), "{}", "train"); });
+  EXPECT_NE(why.find("is a FIFO"), std::string::npos) << why;
+  EXPECT_EQ(why.rfind("[train] ", 0), 0u) << why;
+  EXPECT_THROW(AtomicFileWriter(path("fifo"), "trace"), Error);
+  struct stat st{};
+  ASSERT_EQ(::stat(path("fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_FALSE(fs::exists(path("fifo.tmp-" + std::to_string(::getpid()))));
+  // /dev/null is only looked at, never written: the check comes before any temporary is made.
+  EXPECT_NE(message_of<Error>([&] { check_output_path("/dev/null", "trace"); }).find("is a device"),
+            std::string::npos);
+  EXPECT_NE(message_of<Error>([&] { check_output_path("", "trace"); }).find("empty path"), std::string::npos);
+}
+
 // A profile whose numbers are not what they claim is refused with the field named.
 TEST(HostileProfile, NumbersMustBeFiniteInRangeAndWholeWhereTheyCount) {
   const std::string good = R"({"name": "p", "nodes": 1, "devices_per_node": 2,

@@ -16,6 +16,7 @@ namespace scalelab {
 
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& component,
                            const std::function<void(const std::string& written)>& verify) {
+  check_output_path(path, component);  // never a FIFO or a device replaced by the rename
   // The temporary name carries the pid so two processes writing the same target do not collide;
   // those of processes killed while writing (SIGKILL runs no cleanup) are removed here.
   remove_stale_temporaries(path);
@@ -68,7 +69,8 @@ struct AtomicFileWriter::Deflate {
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::string& component, bool gzip)
     : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), component_(component) {
-  remove_stale_temporaries(path_);  // left by a process killed while writing this target
+  check_output_path(path_, component_);  // never a FIFO or a device replaced by the rename
+  remove_stale_temporaries(path_);       // left by a process killed while writing this target
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw Error(component_, path_ + ": cannot write here (" + std::strerror(errno) +

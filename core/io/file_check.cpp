@@ -93,9 +93,20 @@ std::string read_regular_file(const std::string& path, const std::string& compon
 }
 
 void check_output_path(const std::string& path, const std::string& component) {
+  if (path.empty()) refuse("''", component, "an empty path", "name a file to write");
   struct stat st{};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     refuse(path, component, "is a directory", "name a file to write, e.g. " + path + "/run.out");
+  // An output is written beside its target and renamed over it: a FIFO or a device (as root,
+  // /dev/null) would be replaced by a regular file.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)                          ? "a FIFO (named pipe)"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                    : "not a regular file";
+    refuse(path, component, std::string("is ") + kind + ", which writing the output would replace",
+           "name a regular file (to discard an output, leave its option out)");
+  }
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
