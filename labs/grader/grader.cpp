@@ -1285,7 +1285,7 @@ Report grade(const Options& o) {
       builds.output = harness_cached ? "compiled (the harness from the cache)" : "compiled";
     } else if (!policy.empty()) {
       builds.status = Status::failed;
-      builds.output = "the submission is refused:\n" + policy;
+      builds.output = std::string(kRefusedHeading) + "\n" + policy;
     } else {
       builds.status = Status::failed;
       builds.output = "the submission does not compile — the compiler's first errors:\n" + first_errors(errors);

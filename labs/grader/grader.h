@@ -48,6 +48,10 @@ struct Lab {
   std::vector<std::string> library_answers;
 };
 
+// How the check `builds` begins its output when the submission compiles but is refused (a library
+// answer called, a forbidden construct): mutants declared `# caught-by: builds` look for it.
+inline constexpr const char* kRefusedHeading = "the submission is refused:";
+
 // The labs shipped beside the sources (or $SCALELAB_LABS): every folder holding a checks.json.
 std::string default_labs_dir();
 std::vector<std::string> list_labs(const std::string& labs_dir);

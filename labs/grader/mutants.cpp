@@ -115,7 +115,7 @@ std::vector<MutantResult> grade_mutants(const Options& base) {
       if (c.spec.name == m.caught_by) m.named_check_result = status_name(c.status);
     const bool builds = !r.checks.empty() && r.checks.front().status == Status::passed;
     const std::string build_output = r.checks.empty() ? "" : r.checks.front().output;
-    const bool refused = build_output.find("the submission is refused") != std::string::npos;
+    const bool refused = build_output.rfind(kRefusedHeading, 0) == 0;
     if (by_build) m.caught = !builds && refused;
     else m.caught = builds && known && m.named_check_result != "passed" && m.named_check_result != "blocked";
     if (m.caught_by.empty()) m.note = "its header names no check (# caught-by: CHECK)";
