@@ -321,7 +321,8 @@ std::string format_equivalence(double max_rel_diff, double roundoff_rel_diff) {
       break;
     case EquivalenceVerdict::differs:
       meaning = std::string("DIFFERS: beyond ") + tolerance + " and beyond " + factor +
-                " round-off: a bug, or not the algorithm single runs";
+                " round-off: a bug, or not the algorithm single runs — or, over many steps, round-off amplified past this "
+                "one yardstick (Adam amplifies it most): at --steps 5 a bug still differs";
       break;
   }
   char buf[256];
