@@ -230,6 +230,13 @@ EOF
       fail "--allow-divergence ($launch): exit $rc: $(printf '%s' "$out" | head -n 3)"
     fi
   done
+  # Bad input that every rank of a procs launch meets alike: exit 2, said once (not once a rank).
+  bad "--batch too large under --launch procs" 2 data "--batch" -- $T --strategy ddp --devices 2 --launch procs --batch 100000
+  tried=$((tried + 1))
+  out=$(timeout -s KILL 30 "$SCALELAB" $T --strategy ddp --devices 2 --launch procs --batch 100000 2>&1)
+  said=$(printf '%s\n' "$out" | grep -cF -- "--batch 100000")
+  if [ "$said" -eq 1 ] && ! printf '%s' "$out" | grep -qF "[rank"; then clear=$((clear + 1)); pass "a procs launch's usage error is said once"
+  else fail "a procs launch's usage error: said $said times: $out"; fi
   bad "--seed -1" 2 cli "--seed" -- $T --seed -1
   bad "tour --seed -1" 2 cli "--seed" -- tour --seed -1
   # The dashboard's options: refused before a window opens (no display here), never a hang.

@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,28 +35,41 @@ void flush_stdio() {
   std::fflush(nullptr);
 }
 
-void write_stderr(const std::string& text) noexcept {
+namespace {
+
+void write_all(int fd, const std::string& text) noexcept {
   size_t done = 0;
   while (done < text.size()) {
-    const ssize_t w = ::write(2, text.data() + done, text.size() - done);
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;
     done += static_cast<size_t>(w);
   }
 }
 
+}  // namespace
+
+void write_stderr(const std::string& text) noexcept { write_all(2, text); }
+
 Children::~Children() {
   reap_all(std::chrono::milliseconds(0));
   for (int fd : pidfds_)
+    if (fd >= 0) close(fd);
+  for (int fd : usage_fds_)
     if (fd >= 0) close(fd);
 }
 
 pid_t Children::spawn(const std::string& name, const std::function<int()>& child_main) {
   const pid_t parent = getpid();
+  int usage_pipe[2] = {-1, -1};
+  if (hold_usage_errors_ && pipe2(usage_pipe, O_CLOEXEC) != 0) usage_pipe[0] = usage_pipe[1] = -1;  // print it then
   flush_stdio();
   const pid_t pid = fork();
-  if (pid < 0)
-    throw Error("proc", "fork of " + name + ": " + std::strerror(errno) + " — too many processes? use fewer");
+  if (pid < 0) {
+    const int err = errno;
+    if (usage_pipe[0] >= 0) close(usage_pipe[0]), close(usage_pipe[1]);
+    throw Error("proc", "fork of " + name + ": " + std::strerror(err) + " — too many processes? use fewer");
+  }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);   // a dead parent takes its children with it
     if (getppid() != parent) _exit(1);  // it died before prctl
@@ -64,9 +78,19 @@ pid_t Children::spawn(const std::string& name, const std::function<int()>& child
     prctl(PR_SET_NAME, comm.c_str());
     for (int fd : pidfds_)  // the parent's watch on earlier children: not this child's business
       if (fd >= 0) close(fd);
+    for (int fd : usage_fds_)
+      if (fd >= 0) close(fd);
+    if (usage_pipe[0] >= 0) close(usage_pipe[0]);
     int status = 1;
     try {
       status = child_main();
+    } catch (const UsageError& e) {
+      if (usage_pipe[1] >= 0) {
+        write_all(usage_pipe[1], e.component() + '\0' + e.message());
+        status = 2;
+      } else {
+        write_stderr("[" + name + "] " + e.what() + "\n");
+      }
     } catch (const std::exception& e) {
       write_stderr("[" + name + "] " + e.what() + "\n");
     } catch (...) {
@@ -75,11 +99,29 @@ pid_t Children::spawn(const std::string& name, const std::function<int()>& child
     flush_stdio();
     _exit(status);
   }
+  if (usage_pipe[1] >= 0) close(usage_pipe[1]);
+  usage_fds_.push_back(usage_pipe[0]);
   pids_.push_back(pid);
   pidfds_.push_back(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   reaped_.push_back(false);
   status_.push_back(0);
   return pid;
+}
+
+std::pair<std::string, std::string> Children::usage_error(int i) {
+  const int fd = usage_fds_[static_cast<size_t>(i)];
+  if (fd < 0) return {};
+  std::string text;
+  char buf[4096];
+  for (;;) {  // the child has ended (or will write nothing more): read to the end
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  const size_t split = text.find('\0');
+  if (split == std::string::npos) return {};
+  return {text.substr(0, split), text.substr(split + 1)};
 }
 
 bool Children::ended(int i, int* status) {

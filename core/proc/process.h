@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace scalelab {
@@ -37,6 +38,12 @@ class Children {
   // calling thread survives a fork). Throws Error("proc", ...) when fork fails.
   pid_t spawn(const std::string& name, const std::function<int()>& child_main);
 
+  // From now on a child's UsageError (bad input, which every rank meets alike) is not printed by
+  // the child: it exits 2 and hands the error to the parent, which says it once (usage_error()).
+  void hold_usage_errors() { hold_usage_errors_ = true; }
+  // The UsageError child i ended with, as "[component] message" split in two; empty when none.
+  std::pair<std::string, std::string> usage_error(int i);
+
   int count() const { return static_cast<int>(pids_.size()); }
   pid_t pid(int i) const { return pids_[static_cast<size_t>(i)]; }
   // True, with its wait status, once child i has ended (it is reaped then); false while it runs.
@@ -53,6 +60,8 @@ class Children {
   std::vector<int> pidfds_;  // -1 before Linux 5.3
   std::vector<bool> reaped_;
   std::vector<int> status_;
+  std::vector<int> usage_fds_;  // read ends of the pipes held usage errors come through; -1 when none
+  bool hold_usage_errors_ = false;
 };
 
 }  // namespace scalelab

@@ -871,6 +871,7 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
   const Segment seg{mem.data(), layout};
   seg.initialise();
   Children children;  // after the segment: killed and reaped on every path before it is unmapped
+  children.hold_usage_errors();  // bad input, met by every rank alike, is said once (below)
   for (int r = 0; r < world_size; ++r)
     mem.fork_child(children, "rank " + std::to_string(r), options.timeout, [&, r](char* base, int64_t) {
       return rank_process(Segment{base, layout}, r, mem, options, rank_main);
@@ -926,6 +927,23 @@ void launch_procs(int world_size, ShmSharing sharing, CommOptions options,
     if (!(WIFEXITED(s) && WEXITSTATUS(s) == 0)) failed.push_back(r);
   }
   if (failed.empty()) return;  // the segment unmaps (and unlinks) itself
+  // Ranks that met bad input: one error when every failed rank says the same, as a threads launch
+  // would; else each, as its rank.
+  std::vector<std::pair<std::string, std::string>> usage(static_cast<size_t>(world_size));
+  bool all_same_usage = true;
+  for (int r : failed) {
+    usage[static_cast<size_t>(r)] = children.usage_error(r);
+    all_same_usage = all_same_usage && !usage[static_cast<size_t>(r)].first.empty() &&
+                     usage[static_cast<size_t>(r)] == usage[static_cast<size_t>(failed.front())];
+  }
+  if (all_same_usage) {
+    const auto& [component, message] = usage[static_cast<size_t>(failed.front())];
+    throw UsageError(component, message);
+  }
+  for (int r : failed)
+    if (!usage[static_cast<size_t>(r)].first.empty())
+      write_stderr("[rank " + std::to_string(r) + "] [" + usage[static_cast<size_t>(r)].first + "] " +
+                   usage[static_cast<size_t>(r)].second + "\n");
   std::stable_sort(failed.begin(), failed.end(), [&](int a, int b) {
     return outcome[static_cast<size_t>(a)].when_ns < outcome[static_cast<size_t>(b)].when_ns;
   });
