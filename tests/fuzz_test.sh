@@ -292,6 +292,9 @@ EOF
   bad "grade --results X --junit X" 2 grade "--results and --junit" -- grade 01-collectives --results "$S/x" --junit "$S/x"
   bad "grade --results onto --submission" 2 grade "--results would overwrite --submission" -- grade 01-collectives --submission "$S/in" --results "$S/in"
   bad "grade --out onto --submissions" 2 grade "--out would overwrite --submissions" -- grade 01-collectives --submissions "$S/sub" --out "$S/sub/"
+  # Outputs that would fail only after the grading.
+  bad "grade --results a directory" 1 grade "is a directory" -- grade 01-collectives --results "$S/sub"
+  bad "grade --junit in a missing directory" 1 grade "does not exist" -- grade 01-collectives --junit "$S/missing/j.xml"
   # Continuing a run into the checkpoint it resumed from stays allowed.
   tried=$((tried + 1))
   if "$SCALELAB" $T --checkpoint "$S/run.ckpt" >/dev/null 2>&1 &&
