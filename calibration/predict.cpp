@@ -319,6 +319,9 @@ void print_speed_now(const std::vector<SpeedProbe>& probes, const char* first, c
 }  // namespace
 
 int train_with_prediction(const TrainConfig& config, const std::string& profile, const ProgressFn& progress) {
+  check_output_paths(config, {{"--predict", profile_file(profile), false},
+                              {"--trace (its .predicted twin)",
+                               config.trace_path.empty() ? "" : predicted_trace_path(config.trace_path), true}});
   check_comparable(config, {profile});
   TrainResult r;
   const Comparison cmp = compare(config, {profile}, {measure(config, {profile}, progress)}, r);
@@ -582,6 +585,9 @@ int bench_predict(const BenchPredictOptions& options) {
   BenchPredictOptions o = options;
   SavedTable saved;
   const bool from_table = !o.measured_path.empty();
+  std::vector<PathUse> paths = {{"--json", o.json_path, true}, {"--measured", o.measured_path, false}};
+  for (const std::string& hw : o.hw) paths.push_back({"--hw", profile_file(hw), false});
+  check_distinct_paths(paths, "bench");
   if (from_table) {
     saved = read_saved_table(o.measured_path);
     if (o.models.empty()) o.models = saved.models;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/file_check.h"
 #include "core/nn/mlp.h"
@@ -12,12 +13,30 @@
 
 namespace scalelab {
 
-void check_output_paths(const TrainConfig& c) {
+namespace {
+
+std::vector<PathUse> train_paths(const TrainConfig& c) {
+  return {{"--checkpoint", c.checkpoint_path, true},
+          {"--trace", c.trace_path, true},
+          {"--json", c.json_path, true},
+          {"--dump-batches", c.dump_batches_path, true},
+          {"--resume", c.resume_path, false},
+          {"--init-weights", c.init_weights_path, false},
+          {"--hw", c.hw.empty() ? "" : profile_file(c.hw), false}};
+}
+
+}  // namespace
+
+void check_output_paths(const TrainConfig& c, const std::vector<PathUse>& more) {
   const std::pair<const std::string*, const char*> outputs[] = {
       {&c.checkpoint_path, "checkpoint"}, {&c.trace_path, "trace"}, {&c.json_path, "train"},
       {&c.dump_batches_path, "dump-batches"}};
   for (const auto& [path, component] : outputs)
     if (!path->empty()) check_output_path(*path, component);
+  std::vector<PathUse> paths = train_paths(c);
+  paths.insert(paths.end(), more.begin(), more.end());
+  // Continuing a run into the file it resumed from is what a long run on a cluster does.
+  check_distinct_paths(paths, "train", {{"--resume", "--checkpoint"}});
 }
 
 int64_t host_bytes_needed(const TrainConfig& c) {

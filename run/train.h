@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "strategies/train_config.h"
@@ -90,8 +91,10 @@ TrainResult train(const TrainConfig& config, EventBus& bus, const ProgressFn& pr
 void check_config(const TrainConfig& config);
 
 // Where the run will write (--checkpoint, --trace, --json): refused before it starts when the path
-// is a directory or its directory does not exist, not after the last step.
-void check_output_paths(const TrainConfig& config);
+// is a directory or its directory does not exist, not after the last step; or when two outputs,
+// or an output and a file the run reads (--resume, --init-weights, --hw, and those in `more`), are
+// one file — except --checkpoint onto --resume, which continues a run in its file.
+void check_output_paths(const TrainConfig& config, const std::vector<PathUse>& more = {});
 
 // For a run whose numbers live in host memory (cpu, or sim without --dry-run): the least memory it
 // needs — the data set, then the model's parameters, gradients and optimizer state and the

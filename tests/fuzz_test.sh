@@ -272,6 +272,71 @@ EOF
     bad "dash --replay truncated" 1 trace "not valid JSON" -- --replay "$WORK/trunc.trace.json" --describe
     PROG=$SCALELAB
   fi
+  # --- outputs and temporaries ---
+  # Two outputs of one command that are one file, or an output onto a file the command reads, are
+  # refused naming both options — spelled the same, through ./ or .., or through a symbolic link.
+  mkdir -p "$WORK/same/sub"
+  S="$WORK/same"
+  : >"$S/in"
+  ln -s "$S/in" "$S/in-link"
+  cp "$SRC/tests/data/tiny.json" "$S/hw.json"
+  bad "train --trace X --checkpoint X" 2 train "name the same file" -- $T --trace "$S/x" --checkpoint "$S/x"
+  bad "train --trace X --json ./X" 2 train "--trace and --json" -- $T --trace "$S/x" --json "$S/./x"
+  bad "train --json X --dump-batches sub/../X" 2 train "--json and --dump-batches" -- $T --json "$S/x" --dump-batches "$S/sub/../x"
+  bad "train --json onto --init-weights" 2 train "--json would overwrite --init-weights" -- $T --init-weights "$S/in" --json "$S/in"
+  bad "train --trace onto --resume through a symlink" 2 train "--trace would overwrite --resume" -- $T --resume "$S/in" --trace "$S/in-link"
+  bad "train --trace onto --hw" 2 train "--trace would overwrite --hw" -- $T --device sim --hw "$S/hw.json" --dry-run --trace "$S/hw.json"
+  bad "train --checkpoint onto --init-weights" 2 train "--checkpoint would overwrite" -- $T --init-weights "$S/in" --checkpoint "$S/in"
+  bad "train --json onto --predict" 2 train "--json would overwrite --predict" -- $T --predict "$S/hw.json" --json "$S/hw.json"
+  bad "export CK --out CK" 2 export "--out would overwrite checkpoint" -- export "$S/in" --out "$S/in"
+  bad "bench predict --json onto --measured" 2 bench "--json would overwrite --measured" -- bench predict --hw "$S/hw.json" --measured "$S/in" --json "$S/in"
+  bad "bench predict --json onto --hw" 2 bench "--json would overwrite --hw" -- bench predict --hw "$S/hw.json" --json "$S/hw.json"
+  bad "bench comm --json onto --hw" 2 bench "--json would overwrite --hw" -- $B --device sim --hw "$S/hw.json" --json "$S/hw.json"
+  bad "bench sim --json onto --hw" 2 bench "--json would overwrite --hw" -- bench sim --hw "$S/hw.json" --json "$S/hw.json"
+  bad "scale --json X --plot X" 2 scale "--json and --plot" -- scale --json "$S/x" --plot "$S/x"
+  bad "scale --plot onto --hw" 2 scale "--plot would overwrite --hw" -- scale --hw "$S/hw.json" --plot "$S/hw.json"
+  bad "figure --out onto --json" 2 figure "--out would overwrite --json" -- figure bubble --json "$S/in" --out "$S/in-link"
+  bad "grade --results X --junit X" 2 grade "--results and --junit" -- grade 01-collectives --results "$S/x" --junit "$S/x"
+  bad "grade --results onto --submission" 2 grade "--results would overwrite --submission" -- grade 01-collectives --submission "$S/in" --results "$S/in"
+  bad "grade --out onto --submissions" 2 grade "--out would overwrite --submissions" -- grade 01-collectives --submissions "$S/sub" --out "$S/sub/"
+  # Outputs that would fail only after the grading.
+  bad "grade --results a directory" 1 grade "is a directory" -- grade 01-collectives --results "$S/sub"
+  bad "grade --junit in a missing directory" 1 grade "does not exist" -- grade 01-collectives --junit "$S/missing/j.xml"
+  # Continuing a run into the checkpoint it resumed from stays allowed.
+  tried=$((tried + 1))
+  if "$SCALELAB" $T --checkpoint "$S/run.ckpt" >/dev/null 2>&1 &&
+     out=$("$SCALELAB" train --dataset synthetic --quiet --model mlp:784-16-10 --steps 4 --resume "$S/run.ckpt" --checkpoint "$S/run.ckpt" 2>&1) &&
+     "$FUZZ" load "$S/run.ckpt" >/dev/null 2>&1; then
+    accepted=$((accepted + 1)); pass "--resume X --checkpoint X continues the run in its file"
+  else fail "--resume X --checkpoint X: $(printf '%s' "$out" | tail -n 2)"; fi
+  # A path option given as '' names no file: refused naming the option, never taken as left out.
+  for o in --trace --json --checkpoint --resume --init-weights --dump-batches --data-dir --hw --predict; do
+    bad "train $o ''" 2 cli "$o is empty" -- $T "$o" ''
+  done
+  bad "bench compute --json ''" 2 cli "--json is empty" -- bench compute --json ''
+  for o in --json --hw; do
+    bad "bench comm $o ''" 2 cli "$o is empty" -- $B "$o" ''
+    bad "bench sim $o ''" 2 cli "$o is empty" -- bench sim "$o" ''
+  done
+  for o in --hw --json --measured; do bad "bench predict $o ''" 2 cli "$o is empty" -- bench predict --hw "$S/hw.json" "$o" ''; done
+  bad "bench repeat ''" 2 cli "tables is empty" -- bench repeat '' "$S/in"
+  for o in --hw --out; do bad "tour $o ''" 2 cli "$o is empty" -- tour "$o" ''; done
+  bad "export ''" 2 cli "checkpoint is empty" -- export '' --out "$S/w.npz"
+  bad "export --out ''" 2 cli "--out is empty" -- export "$S/run.ckpt" --out ''
+  for o in --hw --json --plot; do bad "scale $o ''" 2 cli "$o is empty" -- scale "$o" ''; done
+  bad "figure --json ''" 2 cli "--json is empty" -- figure bubble --json '' --out "$S/f.svg"
+  bad "figure --out ''" 2 cli "--out is empty" -- figure bubble --json "$S/in" --out ''
+  for o in --submission --submissions --out --results --junit --labs-dir --toolchain --release; do
+    bad "grade $o ''" 2 cli "$o is empty" -- grade 01-collectives "$o" ''
+  done
+  bad "calibrate --out ''" 2 cli "--out is empty" -- calibrate --out ''
+  if [ -n "$DASH" ]; then
+    PROG=$DASH
+    bad "dash --screenshot onto --replay" 2 dash "--screenshot would overwrite --replay" -- --replay "$S/in" --screenshot "$S/in-link"
+    bad "dash --screenshot's .json onto --replay" 2 dash "would overwrite --replay" -- --replay "$S/in.json" --screenshot "$S/in"
+    for o in --replay --screenshot --hw; do bad "dash $o ''" 2 cli "$o is empty" -- "$o" '' --describe; done
+    PROG=$SCALELAB
+  fi
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish
@@ -346,6 +411,35 @@ if [ "$PART" = kill_save ]; then
   if [ -e "$CK.tmp-$$" ]; then pass "a living process's temporary is left alone"; else fail "the temporary of a living pid was removed"; fi
   rm -f "$CK.tmp-$$"
   if "$FUZZ" load "$CK" >/dev/null; then pass "the last checkpoint loads"; else fail "the last checkpoint does not load"; fi
+  # --- outputs and temporaries ---
+  # SIGTERM or SIGINT while a large checkpoint is being written (its temporary seen on disk): the
+  # run ends as before (exit 128 + signal) and removes its temporary; the previous checkpoint stays
+  # whole. Under --launch procs rank 0, a child of the run, is the one writing. (perl restores
+  # SIGINT's default action, which a background job of a script ignores.)
+  BIG="train --dataset synthetic --quiet --model mlp:784-1024-1024-10 --steps 100000 --checkpoint-every 1"
+  for launch in threads procs; do
+    for sig in TERM INT TERM; do
+      CK="$WORK/big-$launch.ckpt"
+      L=""
+      [ "$launch" = procs ] && L="--launch procs --strategy ddp --devices 2"
+      perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV' -- "$SCALELAB" $BIG $L --checkpoint "$CK" >"$WORK/big.log" 2>&1 &
+      pid=$!
+      # into a save after the first one: a whole checkpoint is there, the next being written
+      for _ in $(seq 1 600); do [ -e "$CK" ] && break; sleep 0.05; done
+      for _ in $(seq 1 600); do ls "$CK".tmp-* >/dev/null 2>&1 && break; sleep 0.005; done
+      kill -"$sig" "$pid"
+      wait "$pid"
+      code=$?
+      name="SIG$sig during a $launch save"
+      want=$((128 + $(kill -l "$sig")))
+      if [ "$code" -eq "$want" ]; then pass "$name: exit $code"; else fail "$name: exit $code, wanted $want: $(tail -n 2 "$WORK/big.log")"; fi
+      sleep 0.3  # the ranks die with the run
+      if ls "$CK".tmp-* >/dev/null 2>&1; then fail "$name: left $(ls "$CK".tmp-*)"; else pass "$name: no temporary left"; fi
+      if "$FUZZ" load "$CK" >/dev/null 2>"$WORK/load.err"; then pass "$name: the previous checkpoint is whole"
+      else fail "$name: the checkpoint does not load: $(cat "$WORK/load.err")"; fi
+      rm -f "$CK" "$CK".tmp-*
+    done
+  done
   finish
 fi
 

@@ -3,6 +3,8 @@
 // checked, divergence stopping a run, and the host-memory estimate. The command line's side is
 // tests/fuzz_test.sh (ctest -L fuzz).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,6 +127,70 @@ TEST_F(Hostile, OutputsNeverReplaceAFifoOrADevice) {
   EXPECT_NE(message_of<Error>([&] { check_output_path("/dev/null", "trace"); }).find("is a device"),
             std::string::npos);
   EXPECT_NE(message_of<Error>([&] { check_output_path("", "trace"); }).find("empty path"), std::string::npos);
+}
+
+// Two outputs of one command, or an output and an input, that are one file are refused naming both
+// options: by (device, inode) where the file exists, by real directory and name where it does not.
+TEST_F(Hostile, OutputsThatAreOneFileWithAnotherPathAreRefused) {
+  write("w.npz", "weights");
+  fs::create_directory(path("sub"));
+  fs::create_symlink(path("w.npz"), path("link.npz"));
+  auto why = [&](const std::vector<PathUse>& uses) {
+    return message_of<UsageError>([&] { check_distinct_paths(uses, "train", {{"--resume", "--checkpoint"}}); });
+  };
+  // Two outputs: the same name, or the same new file spelled another way.
+  std::string m = why({{"--trace", path("t.json"), true}, {"--json", path("t.json"), true}});
+  EXPECT_EQ(m.rfind("[train] --trace and --json name the same file", 0), 0u) << m;
+  m = why({{"--trace", path("t.json"), true}, {"--checkpoint", path("sub/../t.json"), true}});
+  EXPECT_NE(m.find("--trace and --checkpoint"), std::string::npos) << m;
+  // An output onto an input, through a symbolic link too.
+  m = why({{"--init-weights", path("w.npz"), false}, {"--json", path("link.npz"), true}});
+  EXPECT_NE(m.find("--json would overwrite --init-weights"), std::string::npos) << m;
+  EXPECT_NE(m.find("link.npz"), std::string::npos) << m;
+  // Allowed: two inputs, a path not given, distinct files, and --checkpoint onto --resume.
+  EXPECT_NO_THROW(check_distinct_paths({{"--hw", path("w.npz"), false}, {"--init-weights", path("link.npz"), false},
+                                        {"--trace", "", true}, {"--json", "", true}, {"--checkpoint", path("c"), true},
+                                        {"--resume", path("c"), false}, {"--dump-batches", path("sub/c"), true}},
+                                       "train", {{"--resume", "--checkpoint"}}));
+  EXPECT_THROW(check_distinct_paths({{"--resume", path("w.npz"), false}, {"--checkpoint", path("w.npz"), true}}, "train"),
+               UsageError);
+  m = message_of<UsageError>([&] { check_path_not_empty("--trace", ""); });
+  EXPECT_EQ(m, "[cli] --trace is empty — give a file name or leave the option out");
+  EXPECT_NO_THROW(check_path_not_empty("--trace", "t.json"));
+}
+
+// SIGTERM (or SIGINT) while a file is written removes its temporary — this process's, and a
+// child's (a rank saving a checkpoint dies with its run) — then ends the process as it would have.
+TEST_F(Hostile, SigtermRemovesTheTemporariesBeingWritten) {
+  write("ck", "old");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t run = ::fork();
+  if (run == 0) {
+    AtomicFileWriter own(path("ck"), "checkpoint");
+    own.write("half a checkpoint");
+    if (::fork() == 0) {  // the rank, writing its own file
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // as a run's ranks: it dies with the run
+      AtomicFileWriter rank(path("rank.json"), "trace");
+      rank.write("{");
+      (void)!::write(ready[1], "x", 1);
+      ::pause();  // until the test ends it
+      ::_exit(0);
+    }
+    char c;
+    (void)!::read(ready[0], &c, 1);
+    ::raise(SIGTERM);
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(run, &status, 0), run);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"ck"});
+  EXPECT_EQ(read_regular_file(path("ck"), "checkpoint", 10, ""), "old");
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 // A profile whose numbers are not what they claim is refused with the field named.

@@ -23,7 +23,10 @@
 
 #include <imgui.h>
 
+#include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 #include "viz/dashboard.h"
@@ -199,6 +202,12 @@ int run(const Options& o) {
   int width = 0, height = 0;
   parse_size(o.size, width, height);
   check_picture_options(o);
+  const bool picture = !o.screenshot.empty();
+  check_distinct_paths({{"--screenshot", o.screenshot, true},
+                        {"--screenshot (its .json)", picture ? o.screenshot + ".json" : "", true},
+                        {"--replay", o.replay, false},
+                        {"--hw", o.run.hw.empty() ? "" : profile_file(o.run.hw), false}},
+                       "dash");
   const bool batch = !o.screenshot.empty() || o.bench_frames > 0 || o.list_panels;
   const bool live = o.replay.empty();
 
@@ -382,6 +391,7 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  remove_temporaries_on_signals();  // a live run's ranks write too: SIGTERM of the dashboard removes theirs
   CLI::App app{"scalelab-dash: watch a training run — timeline, memory, pipeline bubbles, gradient buckets, links"};
   Options o;
   app.add_option("--replay", o.replay, "a trace written by `scalelab train --trace FILE`");
@@ -442,6 +452,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // Options that name a file: one given as '' names none, and is refused rather than taken as left out.
+    for (const char* name : {"--replay", "--screenshot", "--hw"})
+      for (const std::string& value : app.get_option(name)->results()) check_path_not_empty(name, value);
     return run(o);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";

@@ -25,6 +25,7 @@
 #include "core/comm/threads/threads_group.h"
 #include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
+#include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
@@ -464,6 +465,7 @@ int bench_comm(const BenchCommOptions& options) {
   validate(o);
   if (o.vs == "gloo") check_python_peer("gloo_collective.py", "--vs gloo");
   if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the sweep, not after
+  check_distinct_paths({{"--json", o.json_path, true}, {"--hw", o.hw.empty() ? "" : profile_file(o.hw), false}}, "bench");
   if (o.device == "cpu" && (o.comm == "threads" || o.comm == "shm")) {
     // Every rank holds an input and an output of up to --max-bytes in host memory (scatter and
     // gather: rank 0 the whole buffer); more than the host has ends in std::bad_alloc or the OOM killer.

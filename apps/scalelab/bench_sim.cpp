@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/scalelab/bench.h"
+#include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 #include "run/train.h"
 
 namespace scalelab {
@@ -100,6 +102,8 @@ std::string bound_text(double v, const char* unit) {
 int bench_sim(const BenchSimOptions& o) {
   if (o.steps < 1) throw UsageError("bench", "--steps must be ≥ 1");
   if (o.per_device_batch < 1) throw UsageError("bench", "--batch-per-device must be ≥ 1");
+  if (!o.json_path.empty()) check_output_path(o.json_path, "bench");  // before the cases, not after
+  check_distinct_paths({{"--json", o.json_path, true}, {"--hw", profile_file(o.hw), false}}, "bench");
   std::vector<int> cases = o.devices;
   if (cases.empty())
     for (const Budget& b : kBudgets) cases.push_back(b.devices);

@@ -226,6 +226,9 @@ std::string step_time(const std::vector<std::string>& files) {
 
 int run_figure(const FigureOptions& o) {
   check_output_path(o.out, "figure");
+  std::vector<PathUse> paths = {{"--out", o.out, true}};
+  for (const std::string& input : o.json) paths.push_back({"--json", input, false});
+  check_distinct_paths(paths, "figure");
   std::string svg;
   if (o.kind == "bubble") svg = bubble(o.json);
   else if (o.kind == "zero-memory") svg = zero_memory(o.json);

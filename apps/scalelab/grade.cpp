@@ -15,6 +15,7 @@
 #include "apps/scalelab/bench.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 #include "labs/grader/grader.h"
 
 namespace scalelab {
@@ -186,6 +187,15 @@ int grade_mutation_score(const GradeCliOptions& o, const grade::Options& base) {
 
 int run_grade(const GradeCliOptions& o) {
   const std::string labs_dir = o.labs_dir.empty() ? grade::default_labs_dir() : o.labs_dir;
+  for (const std::string* out : {&o.results_path, &o.junit_path})
+    if (!out->empty()) check_output_path(*out, "grade");  // before the grading, not after
+  check_distinct_paths({{"--results", o.results_path, true},
+                        {"--junit", o.junit_path, true},
+                        {"--release", o.release_path, true},
+                        {"--out", o.out_dir, true},
+                        {"--submission", o.submission, false},
+                        {"--submissions", o.class_dir, false}},
+                       "grade");
   if (!o.release_path.empty()) {
     if (!o.lab.empty()) throw UsageError("grade", "--release packs every lab; drop the lab name '" + o.lab + "'");
     grade::release(labs_dir, o.release_path);

@@ -16,6 +16,8 @@
 #include "core/checkpoint/weights_file.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
+#include "core/io/file_check.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 
@@ -103,9 +105,18 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
                                    "--checkpoint-every K ≥ 1, or drop it");
 }
 
+// Options that name a file or a folder, by subcommand: one given as '' names none, and is refused
+// rather than taken as left out.
+void check_paths_not_empty(const std::vector<std::pair<const CLI::App*, std::vector<const char*>>>& path_options) {
+  for (const auto& [cmd, names] : path_options)
+    for (const char* name : names)
+      for (const std::string& value : cmd->get_option(name)->results()) check_path_not_empty(name, value);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  remove_temporaries_on_signals();  // a run's ranks write checkpoints: SIGTERM of the run removes theirs too
   CLI::App app{"scalelab: run and watch how neural-network training is scaled across GPUs"};
   app.require_subcommand(1);
 
@@ -363,6 +374,20 @@ int main(int argc, char** argv) {
   }
 
   try {
+    check_paths_not_empty({{train_cmd, {"--hw", "--data-dir", "--init-weights", "--trace", "--json", "--dump-batches",
+                                        "--checkpoint", "--resume", "--predict"}},
+                           {compute_cmd, {"--json"}},
+                           {comm_cmd, {"--json", "--hw"}},
+                           {sim_cmd, {"--json", "--hw"}},
+                           {tour_cmd, {"--hw", "--out"}},
+                           {export_cmd, {"checkpoint", "--out"}},
+                           {scale_cmd, {"--hw", "--json", "--plot"}},
+                           {figure_cmd, {"--json", "--out"}},
+                           {grade_cmd, {"--submission", "--submissions", "--out", "--results", "--junit", "--labs-dir",
+                                        "--toolchain", "--release"}},
+                           {calibrate_cmd, {"--out"}},
+                           {predict_cmd, {"--hw", "--json", "--measured"}},
+                           {repeat_cmd, {"tables"}}});
     if (*train_cmd) {
       c.device = parse_device_kind(device_name);
       choice.apply(c);
@@ -440,6 +465,7 @@ int main(int argc, char** argv) {
     if (*tour_cmd) return run_tour(tour);
     if (*grade_cmd) return run_grade(grade_opts);
     if (*export_cmd) {
+      check_distinct_paths({{"checkpoint", export_checkpoint, false}, {"--out", export_out, true}}, "export");
       const Checkpoint ck = load_checkpoint(export_checkpoint);
       const std::vector<NpzArray> arrays = export_arrays(ck);
       write_npz(export_out, arrays);

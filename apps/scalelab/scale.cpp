@@ -238,6 +238,8 @@ int run_scale(const ScaleOptions& o) {
     throw UsageError("scale", "--micro-batches with several values sweeps m at ONE device count — give one --devices value");
   if (!o.json_path.empty()) check_output_path(o.json_path, "scale");  // before the sweep, not after
   if (!o.plot_path.empty()) check_output_path(o.plot_path, "scale");
+  check_distinct_paths({{"--json", o.json_path, true}, {"--plot", o.plot_path, true}, {"--hw", profile_file(o.hw), false}},
+                       "scale");
   if (o.steps < 2) throw UsageError("scale", "--steps " + std::to_string(o.steps) + ": at least 2 (the first is the warm-up)");
 
   std::vector<std::pair<int, int>> plan;  // (devices, micro-batches)

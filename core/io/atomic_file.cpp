@@ -1,18 +1,110 @@
 #include "core/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/io/file_check.h"
 
 namespace scalelab {
+
+namespace {
+
+// The temporaries being written, so that a SIGTERM or SIGINT removes them before the signal ends
+// the process as it always did (a SIGKILL's are removed by the next write of the path). The
+// handler may run on any thread at any moment, so the table is fixed char buffers, each slot
+// claimed with an atomic, and nothing is allocated in it. The table is shared memory made before
+// any fork: a run's rank processes (which die with it, PR_SET_PDEATHSIG) register theirs where
+// the run's own handler sees them.
+constexpr int kTemporarySlots = 64;
+enum SlotState : int { kFree, kFilling, kReady, kRemoving };
+struct TemporarySlot {
+  std::atomic<int> state;
+  pid_t owner, owner_parent;
+  char path[PATH_MAX];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");
+
+TemporarySlot* make_temporary_table() {
+  void* p = ::mmap(nullptr, sizeof(TemporarySlot) * kTemporarySlots, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<TemporarySlot*>(p);  // zeroed: every slot kFree
+}
+TemporarySlot* const g_temporaries = make_temporary_table();  // null: temporaries are not tracked
+
+extern "C" void remove_temporaries_then_die(int sig) {
+  const pid_t self = ::getpid();
+  for (int i = 0; g_temporaries && i < kTemporarySlots; ++i) {
+    TemporarySlot& slot = g_temporaries[i];
+    if (slot.state.load() != kReady) continue;
+    // This process's temporaries and its children's (a rank saving a checkpoint): they die with it.
+    int ready = kReady;
+    if ((slot.owner == self || slot.owner_parent == self) && slot.state.compare_exchange_strong(ready, kRemoving))
+      ::unlink(slot.path);
+  }
+  // Then what the signal did before this handler: the default action (exit status 128 + sig).
+  // The signal is blocked while its handler runs: it is delivered as the handler returns.
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+void remove_temporaries_on_signals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : {SIGTERM, SIGINT}) {
+      struct sigaction old{};
+      // An ignored signal (SIGINT of a background job) or someone else's handler is left alone.
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+      struct sigaction sa{};
+      sa.sa_handler = remove_temporaries_then_die;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+namespace {
+
+// Before the temporary is created (a signal between open and registering would miss it); -1: not
+// tracked (no table, a path too long, or every slot taken), which leaves it to the next write.
+int register_temporary(const std::string& tmp) {
+  if (!g_temporaries || tmp.size() >= PATH_MAX) return -1;
+  remove_temporaries_on_signals();
+  for (int i = 0; i < kTemporarySlots; ++i) {
+    TemporarySlot& slot = g_temporaries[i];
+    int free = kFree;
+    if (!slot.state.compare_exchange_strong(free, kFilling)) continue;
+    slot.owner = ::getpid();
+    slot.owner_parent = ::getppid();
+    std::memcpy(slot.path, tmp.c_str(), tmp.size() + 1);
+    slot.state.store(kReady);
+    return i;
+  }
+  return -1;
+}
+
+// After the temporary is renamed or removed. A slot the handler is emptying stays its.
+void unregister_temporary(int slot) {
+  if (slot < 0) return;
+  int ready = kReady;
+  g_temporaries[slot].state.compare_exchange_strong(ready, kFree);
+}
+
+}  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& component,
                            const std::function<void(const std::string& written)>& verify) {
@@ -21,6 +113,11 @@ void write_file_atomically(const std::string& path, const std::string& text, con
   // those of processes killed while writing (SIGKILL runs no cleanup) are removed here.
   remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const int slot = register_temporary(tmp);
+  struct Unregister {
+    int slot;
+    ~Unregister() { unregister_temporary(slot); }
+  } unregister{slot};
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     throw Error(component, path + ": cannot write here (" + std::strerror(errno) +
@@ -71,10 +168,14 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::string& c
     : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), component_(component) {
   check_output_path(path_, component_);  // never a FIFO or a device replaced by the rename
   remove_stale_temporaries(path_);       // left by a process killed while writing this target
+  slot_ = register_temporary(tmp_);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw Error(component_, path_ + ": cannot write here (" + std::strerror(errno) +
+  if (fd_ < 0) {
+    const int err = errno;
+    unregister_temporary(slot_);
+    throw Error(component_, path_ + ": cannot write here (" + std::strerror(err) +
                                 ") — check the directory exists and is writable");
+  }
   if (gzip) {
     z_ = new Deflate;
     // windowBits 15 + 16: a gzip header and trailer, what `gunzip` and our reader take.
@@ -83,6 +184,7 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::string& c
       z_ = nullptr;
       ::close(fd_);
       ::unlink(tmp_.c_str());
+      unregister_temporary(slot_);
       throw Error(component_, path_ + ": zlib could not start compressing (out of memory?)");
     }
   }
@@ -95,6 +197,7 @@ AtomicFileWriter::~AtomicFileWriter() {
   }
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
+  unregister_temporary(slot_);
 }
 
 void AtomicFileWriter::fail(const std::string& what) {
@@ -146,6 +249,8 @@ void AtomicFileWriter::commit() {
   if (::close(fd) != 0) fail("writing failed");
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename the finished file into place");
   committed_ = true;
+  unregister_temporary(slot_);
+  slot_ = -1;
 }
 
 std::string read_maybe_gzipped(const std::string& path, const std::string& component) {

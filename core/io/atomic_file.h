@@ -1,8 +1,10 @@
 #pragma once
 // Writing what a user keeps (a trace, a summary, a checkpoint) so it is never left half-written:
-// into a temporary file beside the target (PATH.tmp-PID), flushed, then renamed over it. A process
-// killed before the rename leaves its temporary behind; the next write of PATH removes those whose
-// process is gone (remove_stale_temporaries in core/io/file_check.h).
+// into a temporary file beside the target (PATH.tmp-PID), flushed, then renamed over it. SIGTERM or
+// SIGINT removes the temporaries being written (the process's and its children's), then ends the
+// process as it would have. A process killed (SIGKILL) before the rename leaves its temporary
+// behind; the next write of PATH removes those whose process is gone (remove_stale_temporaries in
+// core/io/file_check.h).
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -34,10 +36,16 @@ class AtomicFileWriter {
   void fail(const std::string& what);
   std::string path_, tmp_, component_;
   int fd_ = -1;
+  int slot_ = -1;  // the temporary's entry in what SIGTERM/SIGINT remove
   bool committed_ = false;
   struct Deflate;
   Deflate* z_ = nullptr;  // null: no compression
 };
+
+// Installs what removes the temporaries being written on SIGTERM and SIGINT (where the signal has
+// its default action). The first atomic write does it too; a program whose child processes write
+// (a run's ranks) calls it before it forks, so that the run's signal removes theirs.
+void remove_temporaries_on_signals();
 
 // A file's bytes, gunzipped when they start with gzip's magic (what AtomicFileWriter wrote with
 // gzip). Throws Error(component, ...) naming the path when it cannot be read or inflated.

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -51,7 +53,71 @@ std::string open_error(int err) {
   return std::string("cannot open (") + std::strerror(err) + ")";
 }
 
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// What makes two paths one file: (device, inode) of one that exists; the real path of the
+// directory and the name of one that does not (yet).
+struct FileIdentity {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string where;
+  bool operator==(const FileIdentity& o) const {
+    return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : where == o.where);
+  }
+};
+
+FileIdentity identify(const std::string& path) {
+  FileIdentity id;
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return id;
+  }
+  const std::string dir = directory_of(path);
+  const size_t slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  char real[PATH_MAX];
+  id.where = (::realpath(dir.c_str(), real) ? std::string(real) : dir) + "/" + name;
+  return id;
+}
+
 }  // namespace
+
+void check_distinct_paths(const std::vector<PathUse>& uses, const std::string& component,
+                          const std::vector<std::pair<std::string, std::string>>& allowed) {
+  std::vector<FileIdentity> ids;
+  for (const PathUse& u : uses) ids.push_back(u.path.empty() ? FileIdentity{} : identify(u.path));
+  auto is_allowed = [&](const PathUse& in, const PathUse& out) {
+    for (const auto& [input, output] : allowed)
+      if (in.option == input && out.option == output) return true;
+    return false;
+  };
+  for (size_t i = 0; i < uses.size(); ++i)
+    for (size_t j = i + 1; j < uses.size(); ++j) {
+      const PathUse& a = uses[i];
+      const PathUse& b = uses[j];
+      if (a.path.empty() || b.path.empty() || !(a.written || b.written) || !(ids[i] == ids[j])) continue;
+      const std::string file = a.path == b.path ? a.path : a.path + " and " + b.path + ", one file";
+      if (a.written && b.written)
+        throw UsageError(component, a.option + " and " + b.option + " name the same file (" + file +
+                                        ") — one would overwrite the other: give each output its own file");
+      const PathUse& in = a.written ? b : a;
+      const PathUse& out = a.written ? a : b;
+      if (is_allowed(in, out)) continue;
+      throw UsageError(component, out.option + " would overwrite " + in.option + ", the file it reads (" + file +
+                                      ") — write the output to another file");
+    }
+}
+
+void check_path_not_empty(const std::string& option, const std::string& value) {
+  if (value.empty()) throw UsageError("cli", option + " is empty — give a file name or leave the option out");
+}
 
 int64_t check_regular_file(const std::string& path, const std::string& component, int64_t max_bytes,
                            const std::string& hint) {
@@ -107,15 +173,14 @@ void check_output_path(const std::string& path, const std::string& component) {
     refuse(path, component, std::string("is ") + kind + ", which writing the output would replace",
            "name a regular file (to discard an output, leave its option out)");
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir = directory_of(path);
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     refuse(path, component, "its directory " + dir + " does not exist", "create it first (mkdir -p " + dir + ")");
 }
 
 int remove_stale_temporaries(const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir = directory_of(path);
   const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp-";
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;

@@ -622,22 +622,25 @@ std::vector<std::string> list_profiles() {
   return names;
 }
 
-HardwareProfile load_profile(const std::string& name_or_path) {
-  fs::path path = name_or_path;
+std::string profile_file(const std::string& name_or_path) {
   // exists() with an error code: a symlink loop or an unreadable directory is "not a path here".
   std::error_code ec;
-  const bool given_path_exists = fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec;
-  if (!given_path_exists) path = fs::path(profiles_dir()) / (name_or_path + ".json");
-  if (!given_path_exists && !fs::exists(path, ec)) {
+  if (fs::symlink_status(name_or_path, ec).type() != fs::file_type::not_found && !ec) return name_or_path;
+  const fs::path named = fs::path(profiles_dir()) / (name_or_path + ".json");
+  return fs::exists(named, ec) ? named.string() : "";
+}
+
+HardwareProfile load_profile(const std::string& name_or_path) {
+  const std::string path = profile_file(name_or_path);
+  if (path.empty()) {
     std::string known;
     for (const auto& n : list_profiles()) known += (known.empty() ? "" : ", ") + n;
     throw UsageError("hw", "no hardware profile '" + name_or_path + "' — pass a JSON file or one of: " +
                                (known.empty() ? "(none found in " + profiles_dir() + ")" : known));
   }
   // A directory, a FIFO or a device named by mistake is refused before it is read.
-  const std::string text_bytes = read_regular_file(path.string(), "hw", 16 << 20,
-                                                   "pass a profile JSON file (see `scalelab profiles`)");
-  return parse_profile(text_bytes, path.string());
+  const std::string text_bytes = read_regular_file(path, "hw", 16 << 20, "pass a profile JSON file (see `scalelab profiles`)");
+  return parse_profile(text_bytes, path);
 }
 
 HardwareProfile reshaped(const HardwareProfile& profile, int nodes, int devices_per_node) {

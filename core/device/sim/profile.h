@@ -211,6 +211,8 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
 std::string profile_to_json(const HardwareProfile& profile);
 // `name_or_path` is a file path, or the name of a file in the profiles directory (without .json).
 HardwareProfile load_profile(const std::string& name_or_path);
+// The file load_profile reads for `name_or_path`; "" when there is none.
+std::string profile_file(const std::string& name_or_path);
 // The profile with another cluster shape (0 keeps the profile's): the same devices and links,
 // `nodes` nodes of `devices_per_node`; the name says so ("h100-ib-16x8@1024x8"). Throws
 // UsageError("hw", ...) for a count < 0, or for more than one node of a profile that describes no
