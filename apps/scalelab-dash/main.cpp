@@ -23,6 +23,7 @@
 
 #include <imgui.h>
 
+#include "apps/cli_numbers.h"
 #include "core/error.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
@@ -398,7 +399,7 @@ int main(int argc, char** argv) {
   app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
   app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
   app.add_option("--step,--cursor-step", o.step, "pictures: the cursor at this training step (default: the middle one)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
@@ -425,7 +426,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", c.dataset, "live: fashion-mnist | synthetic")->capture_default_str();
   app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
-  app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
   app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
@@ -433,15 +434,24 @@ int main(int argc, char** argv) {
   app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too");
   app.add_option("--amp", choice.amp, "live: off | fp16 | bf16")->capture_default_str();
   app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
+  strict_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    std::cerr << "[cli] " << e.what() << ": not a number of the option's kind, or out of its range (counts are whole "
+              << "numbers up to 2147483647) — see `scalelab-dash --help`\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "[cli] " << e.what() << " — see `scalelab-dash --help`\n";
     return 2;
   }
   try {
+    // The launch panel would quietly start 200 steps for 0 (its own default), and dash has no --epochs.
+    if (c.steps < 1)
+      throw UsageError("dash", "--steps " + std::to_string(c.steps) + ": a live run trains at least one step — pass "
+                                   "--steps N ≥ 1 (default 200)");
     return run(o);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
