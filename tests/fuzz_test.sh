@@ -294,6 +294,11 @@ EOF
   bad "scale zero --micro-batches 4" 2 pipeline "--micro-batches 4 does not apply" -- scale --strategy zero --micro-batches 4
   bad "bench comm broadcast --redop max" 2 bench "--redop max" -- bench comm --op broadcast --redop max
   bad "bench comm mpi --comm-algo" 2 bench "--comm-algo direct" -- bench comm --comm mpi --comm-algo direct
+  M="$SRC/profiles/measured/2026-11-27T0012"
+  for o in "--batch 7" "--steps 5" "--repeat 9"; do
+    bad "bench predict --measured $o" 2 bench "${o%% *} ${o#* } with --measured" -- \
+      bench predict --hw "$M-profile.json" --measured "$M-bench-predict.json" $o
+  done
   # A model's export into a smaller model: the extra arrays are named, not dropped.
   if timeout 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-32-10-10 --steps 1 \
       --checkpoint "$WORK/deep.ckpt" >/dev/null 2>&1 &&
@@ -340,6 +345,9 @@ PY
     bad "dash --steps 0x10" 2 cli "--steps" -- --steps 0x10 --describe
     bad "dash --seed 2^64" 2 cli "out of range" -- --seed 18446744073709551616 --describe
     bad "dash --devices 99999999999" 2 cli "--devices" -- --devices 99999999999 --describe
+    for v in 4294967296 0-4294967296 1048576 0x1 +1; do
+      bad "dash --only-devices $v" 2 dash "from 0 to 1048575" -- --only-devices "$v" --describe
+    done
     PROG=$SCALELAB
   fi
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \

@@ -89,17 +89,21 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-// "0,2" or "0-3" or "0-1,3": device numbers for --only-devices.
+// "0,2" or "0-3" or "0-1,3": device numbers for --only-devices, in decimal, below 2^20 (sscanf's
+// %d would wrap 4294967296 to device 0).
 std::vector<int> parse_devices(const std::string& s) {
+  auto refuse = [&] { return UsageError("dash", "--only-devices " + s + ": expected device numbers from 0 to 1048575, e.g. 0,1 or 0-3"); };
+  auto device = [&](const std::string& t) {
+    if (t.empty() || t.size() > 7 || t.find_first_not_of("0123456789") != std::string::npos) throw refuse();
+    const int d = std::stoi(t);
+    if (d >= (1 << 20)) throw refuse();
+    return d;
+  };
   std::vector<int> out;
   for (const std::string& item : split_commas(s)) {
-    int a = -1, b = -1;
-    char rest = 0;
-    const int got = std::sscanf(item.c_str(), "%d-%d%c", &a, &b, &rest);
-    if (got == 1 && item.find_first_not_of("0123456789") == std::string::npos) b = a;
-    else if (got != 2) a = -1;
-    if (a < 0 || b < a || b - a > 4096)
-      throw UsageError("dash", "--only-devices " + s + ": expected device numbers, e.g. 0,1 or 0-3");
+    const size_t dash = item.find('-');
+    const int a = device(item.substr(0, dash)), b = dash == std::string::npos ? a : device(item.substr(dash + 1));
+    if (b < a || b - a > 4096) throw refuse();
     for (int d = a; d <= b; ++d) out.push_back(d);
   }
   return out;
