@@ -247,7 +247,7 @@ TEST_F(Hostile, ResumingANumberNoRunWritesIsRefused) {
     EventBus b;
     return message_of<Error>([&] { train(again, b); });
   };
-  for (double scale : {std::nan(""), double{INFINITY}, 0.0, -65536.0, 1e39}) {
+  for (double scale : {std::nan(""), double{INFINITY}, 0.0, -65536.0, 1e39, 1e-40}) {
     const std::string m = resume_from([&](Checkpoint& k) { k.state.loss_scale = scale; });
     EXPECT_EQ(m.rfind("[checkpoint] " + path("bad.ckpt") + ": the fp16 loss scale is ", 0), 0u) << m;
     EXPECT_NE(m.find("use an earlier checkpoint"), std::string::npos) << m;

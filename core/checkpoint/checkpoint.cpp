@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
@@ -133,16 +134,19 @@ void check_numbers(const Checkpoint& ck, const std::string& path) {
     if (!std::isfinite(v)) refuse(std::string("the optimizer's ") + name + " is " + number(v) + ": it must be finite");
   // The fp16 loss scaler's state; every other --amp has none and writes 0.
   const int64_t growth_interval = LossScalerOptions{}.growth_interval;
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%g", s.loss_scale);
   if (h.amp == "fp16") {
-    const float scale = static_cast<float>(s.loss_scale);
-    if (!(scale > 0) || !std::isfinite(scale))
-      refuse("the fp16 loss scale is " + number(static_cast<float>(s.loss_scale)) +
-             ": it must be a positive finite float (a run starts at 65536)");
+    // The scaler keeps it as a float and divides by it: it must be a normal float (above FLT_MAX
+    // it would be inf, below FLT_MIN its inverse would be).
+    if (!(s.loss_scale >= std::numeric_limits<float>::min() && s.loss_scale <= std::numeric_limits<float>::max()))
+      refuse(std::string("the fp16 loss scale is ") + scale + ": it must be a positive finite float, at least 1.2e-38 "
+                                                             "(a run starts at 65536)");
     if (s.scaler_good_steps < 0 || s.scaler_good_steps >= growth_interval)
       refuse("the loss scaler's good steps in a row are " + std::to_string(s.scaler_good_steps) + ": they run from 0 to " +
              std::to_string(growth_interval - 1) + " (the scale grows after " + std::to_string(growth_interval) + ")");
   } else if (s.loss_scale != 0 || s.scaler_good_steps != 0) {
-    refuse("a loss scaler's state (scale " + number(static_cast<float>(s.loss_scale)) + ", " +
+    refuse(std::string("a loss scaler's state (scale ") + scale + ", " +
            std::to_string(s.scaler_good_steps) + " good steps) with --amp " + h.amp + ", which has no loss scaler");
   }
   // Weights and optimizer state: finite; Adam's second moment (a mean of squares) not negative.
