@@ -285,6 +285,12 @@ EOF
   bad "bench compute --warmup -1" 2 cli "-1 is below 0" -- bench compute --warmup -1
   bad "bench comm --iters 1.5" 2 cli "--iters" -- bench comm --iters 1.5
   bad "calibrate --devices 2^64" 2 cli "--devices" -- calibrate --devices 18446744073709551616
+  # Numbers a float or a byte count cannot hold, read as something else (0, inf, a 1-byte bucket).
+  bad "--lr 1e-50" 2 optim "--lr 1e-50 is below the smallest float" -- $T --lr 1e-50
+  bad "--weight-decay 1e-50" 2 optim "--weight-decay 1e-50 is below" -- $T --weight-decay 1e-50
+  bad "--amp-initial-scale 1e-300" 2 amp "got 1e-300" -- $T --amp fp16 --amp-initial-scale 1e-300
+  bad "--bucket-mb 1e308" 2 ddp "at most 1048576" -- $T --strategy ddp --devices 2 --bucket-mb 1e308
+  bad "--first-bucket-mb 1e13" 2 ddp "at most 1048576" -- $T --strategy ddp --devices 2 --first-bucket-mb 1e13
   # Values that were ignored: grade's time limit, scale's options its strategy does not take.
   for v in nan inf 0 -1 1e9; do
     bad "grade --timeout $v" 2 grade "--timeout $v: a check's time limit" -- grade 01-collectives --timeout "$v"

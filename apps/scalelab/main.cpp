@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "apps/cli_numbers.h"
 #include "apps/scalelab/bench.h"
@@ -95,6 +96,16 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
     throw UsageError("train", "--shm-sharing chooses how processes share memory, and --launch " +
                                   std::string(launch_name(c.launch)) + " with --strategy " + c.strategy +
                                   " starts none (it would be ignored) — add --launch procs, or drop --shm-sharing");
+  // A float option's text that a float reads as 0 although it is not (1e-50 underflows): refused,
+  // not trained with 0 (or echoed as "got 0").
+  for (const char* flag : {"--lr", "--momentum", "--weight-decay", "--adam-eps", "--adam-betas"})
+    if (given(flag))
+      for (const std::string& text : cmd.get_option(flag)->results()) {
+        const double v = std::strtod(text.c_str(), nullptr);
+        if (v != 0 && std::fabs(v) < std::numeric_limits<float>::min())
+          throw UsageError("optim", std::string(flag) + " " + text + " is below the smallest float (1.2e-38): it would be "
+                                        "read as 0 — pass 0 if that is meant, or a larger number");
+      }
   if (given("--momentum") && c.optimizer.kind != "sgd")
     throw UsageError("optim", "--momentum is SGD's; --optimizer " + c.optimizer.kind +
                                   " has its own betas (it would be ignored) — drop --momentum, or pass --optimizer sgd");
