@@ -300,6 +300,8 @@ EOF
   bad "scale zero --micro-batches 4" 2 pipeline "--micro-batches 4 does not apply" -- scale --strategy zero --micro-batches 4
   bad "bench comm broadcast --redop max" 2 bench "--redop max" -- bench comm --op broadcast --redop max
   bad "bench comm mpi --comm-algo" 2 bench "--comm-algo direct" -- bench comm --comm mpi --comm-algo direct
+  bad "bench comm barrier --max-bytes" 2 bench "--op barrier moves no data" -- bench comm --op barrier --max-bytes 4K
+  bad "bench comm barrier --dtype" 2 bench "--dtype bf16: --op barrier" -- bench comm --op barrier --dtype bf16
   M="$SRC/profiles/measured/2026-11-27T0012"
   for o in "--batch 7" "--steps 5" "--repeat 9"; do
     bad "bench predict --measured $o" 2 bench "${o%% *} ${o#* } with --measured" -- \

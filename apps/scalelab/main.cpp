@@ -450,6 +450,10 @@ int main(int argc, char** argv) {
       if (comm_cmd->count("--redop") && bm.op != "all_reduce" && bm.op != "reduce" && bm.op != "reduce_scatter")
         throw UsageError("bench", "--redop " + bm.redop + ": --op " + bm.op + " reduces nothing (it would be ignored) — "
                                       "pass --op all_reduce, reduce or reduce_scatter, or drop --redop");
+      for (const char* flag : {"--min-bytes", "--max-bytes", "--dtype"})
+        if (comm_cmd->count(flag) && bm.op == "barrier")
+          throw UsageError("bench", std::string(flag) + " " + comm_cmd->get_option(flag)->as<std::string>() +
+                                        ": --op barrier moves no data (it would be ignored) — drop " + flag);
       if (comm_cmd->count("--comm-algo") && bm.comm != "threads" && bm.comm != "shm")
         throw UsageError("bench", "--comm-algo " + bm.algorithm + " chooses how the host backends (threads, shm) all-reduce; "
                                       "--comm " + bm.comm + " has its own (it would be ignored) — drop --comm-algo");
