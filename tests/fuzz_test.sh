@@ -353,6 +353,10 @@ PY
     bad "dash --steps 0x10" 2 cli "--steps" -- --steps 0x10 --describe
     bad "dash --seed 2^64" 2 cli "out of range" -- --seed 18446744073709551616 --describe
     bad "dash --devices 99999999999" 2 cli "--devices" -- --devices 99999999999 --describe
+    for o in --start "--steps 50" "--strategy ddp" "--speed 1" "--seed 7"; do
+      bad "dash --replay with the live run's $o" 2 dash "${o%% *} sets the live run" -- --replay "$WORK/empty" $o --describe
+    done
+    bad "dash --bench-copies without --replay" 2 dash "there is no --replay" -- --bench-copies 2 --describe
     for v in 4294967296 0-4294967296 1048576 0x1 +1; do
       bad "dash --only-devices $v" 2 dash "from 0 to 1048575" -- --only-devices "$v" --describe
     done

@@ -452,6 +452,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // A replay shows a run already made: the live run's options would be ignored, and --bench-copies
+    // without a replay.
+    if (!o.replay.empty())
+      for (const char* flag : {"--start", "--live-for", "--speed", "--strategy", "--device", "--hw", "--devices", "--dry-run",
+                               "--model", "--dataset", "--batch", "--steps", "--seed", "--micro-batches", "--schedule",
+                               "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
+        if (app.count(flag))
+          throw UsageError("dash", std::string(flag) + " sets the live run, and --replay shows a trace already made (it would "
+                                   "be ignored) — drop " + flag + ", or --replay");
+    if (o.replay.empty() && app.count("--bench-copies"))
+      throw UsageError("dash", "--bench-copies lays a replayed run end to end, and there is no --replay (it would be "
+                               "ignored) — add --replay TRACE, or drop --bench-copies");
     // The launch panel would quietly start 200 steps for 0 (its own default), and dash has no --epochs.
     if (c.steps < 1)
       throw UsageError("dash", "--steps " + std::to_string(c.steps) + ": a live run trains at least one step — pass "
