@@ -317,6 +317,18 @@ EOF
       $T0 --steps 1 --model mlp:784-32-10-10-10 --init-weights "$WORK/deep.npz"
     bad "--init-weights of 784-32-10-10 into 784-16-10-10" 2 init-weights "'0.weight' has shape (32, 784)" -- \
       $T0 --steps 1 --model mlp:784-16-10-10 --init-weights "$WORK/deep.npz"
+    # A NaN as 0.weight's first value (the first entry; read_npz checks no zip CRC).
+    if command -v python3 >/dev/null 2>&1; then
+      python3 - "$WORK/deep.npz" "$WORK/nan.npz" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+data = b.index(b"\n", b.index(b"{'descr': '<f4'")) + 1
+b[data:data + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+      bad "--init-weights holding a NaN" 2 init-weights "'0.weight' holds nan at index 0" -- \
+        $T0 --steps 1 --model mlp:784-32-10-10 --init-weights "$WORK/nan.npz"
+    fi
   else
     fail "could not write the 784-32-10-10 export"
   fi

@@ -444,6 +444,12 @@ TEST(Export, StepZeroCheckpointExportedAndReadBackStartsTheSameRun) {
   EXPECT_NE(test::message_of([&] { load_weights_npz(dir + "/int.npz", ModelSpec::parse(test::kEquivalenceModel)); })
                 .find("'0.weight' holds integers"),
             std::string::npos);
+  std::vector<NpzArray> poisoned = export_arrays(start);
+  poisoned[2].f32[5] = NAN;  // 2.weight
+  write_npz(dir + "/nan.npz", poisoned);
+  EXPECT_NE(test::message_of([&] { load_weights_npz(dir + "/nan.npz", ModelSpec::parse(test::kEquivalenceModel)); })
+                .find("'2.weight' holds nan at index 5"),
+            std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

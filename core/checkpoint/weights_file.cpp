@@ -1,5 +1,6 @@
 #include "core/checkpoint/weights_file.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -50,6 +51,13 @@ HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
     if (it->second.shape != shape)
       throw UsageError("init-weights", path + ": '" + name + "' has shape " + shape_text(it->second.shape) + ", --model " +
                                            spec.text + " needs " + shape_text(shape) + " of floats");
+    // A NaN or inf would surface steps later as a divergence blamed on --lr.
+    const std::vector<float>& v = it->second.f32;
+    for (size_t k = 0; k < v.size(); ++k)
+      if (!std::isfinite(v[k]))
+        throw UsageError("init-weights", path + ": '" + name + "' holds " + (std::isnan(v[k]) ? "nan" : "inf") +
+                                             " at index " + std::to_string(k) + " (float32 holds at most 3.4e38) — "
+                                             "save finite weights");
     return std::move(it->second.f32);
   };
   // An array the model has no place for means the file is another model's (784-32-10-10 is not
