@@ -412,6 +412,12 @@ EOF
   "$SCALELAB" train --strategy ddp --devices 2 --device sim --hw a100-nvlink-8 --dataset synthetic --quiet \
     --model mlp:16-8-4 --steps 2 --trace "$WORK/ddp.trace.json" >/dev/null || fail "making a trace"
   run_kind trace 1500 "$WORK/ddp.trace.json"
+  # --- values accepted and silently ignored or misread ---
+  # An fp16 checkpoint whose loss scaler's numbers are set to extremes (its CRC made right): each is
+  # refused, or loads with numbers a run could have written.
+  "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-8-10 --steps 2 --amp fp16 \
+    --checkpoint "$WORK/fp16.ckpt" >/dev/null || fail "making an fp16 checkpoint"
+  run_kind checkpoint 800 "$WORK/fp16.ckpt"
   echo "--- summary (per input kind) ---"
   printf '%s' "$summary"
   finish
