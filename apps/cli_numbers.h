@@ -5,8 +5,8 @@
 // silently. strict_numbers() gives every integer option of an app and its subcommands a check that
 // the text is a whole number in decimal within 64 bits (an int option's narrower range is then
 // CLI11's conversion's to refuse). It runs after an option's own transforms (a size such as 8M is
-// checked as the bytes it stands for). Floating options are checked where they are used (nan and
-// inf among them), with the option's own range.
+// checked as the bytes it stands for). A floating option is refused hexadecimal here; its range
+// (nan and inf among them) is checked where it is used.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
@@ -61,6 +61,15 @@ inline void strict_numbers(CLI::App& app) {
       const bool is_signed = kind == "INT";
       option->check(CLI::Validator([is_signed](std::string& text) { return whole_number_error(text, is_signed); }, "",
                                    "whole-number"));
+    } else if (kind == "FLOAT") {
+      // strtod reads "0x10" as 16 too.
+      option->check(CLI::Validator(
+          [](std::string& text) {
+            return text.find_first_of("xX") == std::string::npos
+                       ? std::string()
+                       : text + " is hexadecimal — write the number in decimal (e.g. 0.5, 1e-3)";
+          },
+          "", "decimal"));
     }
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) strict_numbers(*sub);

@@ -285,6 +285,7 @@ EOF
   bad "bench compute --warmup -1" 2 cli "-1 is below 0" -- bench compute --warmup -1
   bad "bench comm --iters 1.5" 2 cli "--iters" -- bench comm --iters 1.5
   bad "calibrate --devices 2^64" 2 cli "--devices" -- calibrate --devices 18446744073709551616
+  bad "--lr 0x1p-4" 2 cli "is hexadecimal" -- $T --lr 0x1p-4
   # Numbers a float or a byte count cannot hold, read as something else (0, inf, a 1-byte bucket).
   bad "--lr 1e-50" 2 optim "--lr 1e-50 is below the smallest float" -- $T --lr 1e-50
   bad "--weight-decay 1e-50" 2 optim "--weight-decay 1e-50 is below" -- $T --weight-decay 1e-50
@@ -365,6 +366,7 @@ PY
     bad "dash --steps 0x10" 2 cli "--steps" -- --steps 0x10 --describe
     bad "dash --seed 2^64" 2 cli "out of range" -- --seed 18446744073709551616 --describe
     bad "dash --devices 99999999999" 2 cli "--devices" -- --devices 99999999999 --describe
+    bad "dash --font-size 0x10" 2 cli "is hexadecimal" -- --font-size 0x10 --describe
     for o in --start "--steps 50" "--strategy ddp" "--speed 1" "--seed 7"; do
       bad "dash --replay with the live run's $o" 2 dash "${o%% *} sets the live run" -- --replay "$WORK/empty" $o --describe
     done
