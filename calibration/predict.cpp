@@ -14,6 +14,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "calibration/calibration.h"
 #include "calibration/host_turns.h"
@@ -598,6 +599,17 @@ int bench_predict(const BenchPredictOptions& options) {
         o.repeats = static_cast<int>(row["measured_runs_step_s"].size());
         break;
       }
+    // A value given that the table's replaces would be ignored: refused.
+    const BenchPredictOptions defaults;
+    const std::tuple<const char*, int64_t, int64_t, int64_t> taken[] = {
+        {"--batch", options.batch, defaults.batch, o.batch},
+        {"--steps", options.steps, defaults.steps, o.steps},
+        {"--repeat", options.repeats, defaults.repeats, o.repeats}};
+    for (const auto& [flag, given, fallback, table] : taken)
+      if (given != fallback && given != table)
+        throw UsageError("bench", std::string(flag) + " " + std::to_string(given) + " with --measured " + o.measured_path +
+                                      ": its runs were measured with " + flag + " " + std::to_string(table) +
+                                      " and are priced as they were (it would be ignored) — drop " + flag);
   }
   if (from_table && options.device == BenchPredictOptions{}.device) o.device = saved.device;  // not named: the table's
   if (o.models.empty()) o.models = BenchPredictOptions{}.models;

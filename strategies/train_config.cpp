@@ -1,6 +1,8 @@
 #include "strategies/train_config.h"
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 
@@ -95,14 +97,20 @@ void TrainConfig::validate() const {
                                   ": more than a run can count — pass fewer");
   if (comm_algo != "ring" && comm_algo != "direct")
     throw UsageError("train", "--comm-algo '" + comm_algo + "' is unknown — use ring or direct");
-  if (!(bucket_mb > 0) || !(first_bucket_mb > 0) || !std::isfinite(bucket_mb) || !std::isfinite(first_bucket_mb))
-    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be finite numbers > 0 — e.g. --bucket-mb 25");
+  // At most 1 TiB (2^20 MiB): a cap past int64's bytes would round to a 1-byte bucket per tensor.
+  if (!(bucket_mb > 0) || !(first_bucket_mb > 0) || !(bucket_mb <= 1 << 20) || !(first_bucket_mb <= 1 << 20))
+    throw UsageError("ddp", "--bucket-mb and --first-bucket-mb must be numbers > 0 and at most 1048576 (1 TiB) — e.g. "
+                            "--bucket-mb 25");
   if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");
   if (micro_batches < 1) throw UsageError("pipeline", "--micro-batches must be ≥ 1");
   if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
-  if (!(amp_initial_scale > 0) || !(amp_initial_scale <= 3.0e38))
-    throw UsageError("amp", "--amp-initial-scale must be a positive float, got " + std::to_string(amp_initial_scale) +
+  // A normal float, as the scaler keeps it: 1e-300 would be 0 (its inverse inf), 1e39 inf.
+  if (!(amp_initial_scale >= std::numeric_limits<float>::min()) || !(amp_initial_scale <= 3.0e38)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", amp_initial_scale);
+    throw UsageError("amp", "--amp-initial-scale must be a positive float from 1.2e-38 to 3e38, got " + std::string(got) +
                                 " — use a power of two such as 65536");
+  }
   if (amp_initial_scale != 65536 && amp != Amp::fp16)
     throw UsageError("amp", "--amp-initial-scale sets the fp16 loss scaler's first scale; --amp " +
                                 std::string(amp_name(amp)) + " has no loss scaler — add --amp fp16, or drop --amp-initial-scale");

@@ -194,7 +194,7 @@ EOF
   rc=$?
   tried=$((tried + 1))
   if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qF "[hw]"; then clear=$((clear + 1)); pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
-  bad "grade --timeout 0" 2 cli "--timeout" -- grade 01-collectives --timeout 0
+  bad "grade --timeout 0" 2 grade "--timeout" -- grade 01-collectives --timeout 0
   bad "grade an unknown lab" 2 grade "" -- grade no-such-lab
   # A rubric that is a FIFO (reading it would block), not JSON, or of the wrong shape.
   for kind in fifo broken wrong-type; do
@@ -337,6 +337,117 @@ EOF
     for o in --replay --screenshot --hw; do bad "dash $o ''" 2 cli "$o is empty" -- "$o" '' --describe; done
     PROG=$SCALELAB
   fi
+  # --- values accepted and silently ignored or misread ---
+  # Whole numbers in decimal, within their type: CLI11 alone clamps 2^64, wraps -1, reads 010 as 8.
+  bad "--seed 2^64" 2 cli "out of range — give a whole number from 0 to 18446744073709551615" -- $T --seed 18446744073709551616
+  bad "--seed 0x10" 2 cli "not a whole number in decimal" -- $T --seed 0x10
+  bad "--seed 010" 2 cli "leading zero" -- $T --seed 010
+  bad "--seed ' 5'" 2 cli "not a whole number in decimal" -- $T --seed " 5"
+  bad "--steps 2^63" 2 cli "out of range — give a whole number from -9223372036854775808" -- $T0 --steps 9223372036854775808
+  bad "--steps 1.5" 2 cli "not a whole number in decimal" -- $T0 --steps 1.5
+  bad "--batch 1e3" 2 cli "--batch" -- $T --batch 1e3
+  bad "--devices 0x2" 2 cli "--devices" -- $T --devices 0x2
+  bad "--comm-timeout 2^66" 2 cli "out of range" -- $T --comm-timeout 73786976294838206464
+  bad "tour --seed 2^64" 2 cli "--seed" -- tour --seed 18446744073709551616
+  bad "tour --steps 0" 2 cli "0 is below 1" -- tour --steps 0
+  bad "tour --devices 010" 2 cli "leading zero" -- tour --devices 010
+  bad "scale --batch 0" 2 cli "0 is below 1" -- scale --batch 0
+  bad "scale --steps 0x3" 2 cli "--steps" -- scale --steps 0x3
+  bad "bench sim --steps -1" 2 cli "-1 is below 1" -- bench sim --steps -1
+  bad "bench compute --warmup -1" 2 cli "-1 is below 0" -- bench compute --warmup -1
+  bad "bench comm --iters 1.5" 2 cli "--iters" -- bench comm --iters 1.5
+  bad "calibrate --devices 2^64" 2 cli "--devices" -- calibrate --devices 18446744073709551616
+  bad "--lr 0x1p-4" 2 cli "is hexadecimal" -- $T --lr 0x1p-4
+  # Numbers a float or a byte count cannot hold, read as something else (0, inf, a 1-byte bucket).
+  bad "--lr 1e-50" 2 optim "--lr 1e-50 is below the smallest float" -- $T --lr 1e-50
+  bad "--weight-decay 1e-50" 2 optim "--weight-decay 1e-50 is below" -- $T --weight-decay 1e-50
+  bad "--amp-initial-scale 1e-300" 2 amp "got 1e-300" -- $T --amp fp16 --amp-initial-scale 1e-300
+  bad "--bucket-mb 1e308" 2 ddp "at most 1048576" -- $T --strategy ddp --devices 2 --bucket-mb 1e308
+  bad "--first-bucket-mb 1e13" 2 ddp "at most 1048576" -- $T --strategy ddp --devices 2 --first-bucket-mb 1e13
+  # Values that were ignored: grade's time limit, scale's options its strategy does not take.
+  for v in nan inf 0 -1 1e9; do
+    bad "grade --timeout $v" 2 grade "--timeout $v: a check's time limit" -- grade 01-collectives --timeout "$v"
+  done
+  bad "scale ddp --zero-stage 2" 2 zero "--zero-stage 2 does not apply to --strategy ddp" -- scale --strategy ddp --zero-stage 2
+  bad "scale ddp --schedule 1f1b" 2 pipeline "--schedule 1f1b does not apply" -- scale --strategy ddp --schedule 1f1b
+  bad "scale zero --micro-batches 4" 2 pipeline "--micro-batches 4 does not apply" -- scale --strategy zero --micro-batches 4
+  bad "bench comm broadcast --redop max" 2 bench "--redop max" -- bench comm --op broadcast --redop max
+  bad "bench comm mpi --comm-algo" 2 bench "--comm-algo direct" -- bench comm --comm mpi --comm-algo direct
+  bad "bench comm barrier --max-bytes" 2 bench "--op barrier moves no data" -- bench comm --op barrier --max-bytes 4K
+  bad "bench comm barrier --dtype" 2 bench "--dtype bf16: --op barrier" -- bench comm --op barrier --dtype bf16
+  M="$SRC/profiles/measured/2026-11-27T0012"
+  for o in "--batch 7" "--steps 5" "--repeat 9"; do
+    bad "bench predict --measured $o" 2 bench "${o%% *} ${o#* } with --measured" -- \
+      bench predict --hw "$M-profile.json" --measured "$M-bench-predict.json" $o
+  done
+  # A model's export into a smaller model: the extra arrays are named, not dropped.
+  if timeout 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-32-10-10 --steps 1 \
+      --checkpoint "$WORK/deep.ckpt" >/dev/null 2>&1 &&
+     timeout 60 "$SCALELAB" export "$WORK/deep.ckpt" --out "$WORK/deep.npz" >/dev/null 2>&1; then
+    bad "--init-weights of 784-32-10-10 into 784-32-10" 2 init-weights "'4.bias', '4.weight'" -- \
+      $T0 --steps 1 --model mlp:784-32-10 --init-weights "$WORK/deep.npz"
+    bad "--init-weights of 784-32-10-10 into 784-32-10-10-10" 2 init-weights "no array '6.weight'" -- \
+      $T0 --steps 1 --model mlp:784-32-10-10-10 --init-weights "$WORK/deep.npz"
+    bad "--init-weights of 784-32-10-10 into 784-16-10-10" 2 init-weights "'0.weight' has shape (32, 784)" -- \
+      $T0 --steps 1 --model mlp:784-16-10-10 --init-weights "$WORK/deep.npz"
+    # A NaN as 0.weight's first value (the first entry; read_npz checks no zip CRC).
+    if command -v python3 >/dev/null 2>&1; then
+      python3 - "$WORK/deep.npz" "$WORK/nan.npz" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+data = b.index(b"\n", b.index(b"{'descr': '<f4'")) + 1
+b[data:data + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+      bad "--init-weights holding a NaN" 2 init-weights "'0.weight' holds nan at index 0" -- \
+        $T0 --steps 1 --model mlp:784-32-10-10 --init-weights "$WORK/nan.npz"
+    fi
+  else
+    fail "could not write the 784-32-10-10 export"
+  fi
+  # A CRC-valid fp16 checkpoint whose loss scale no run writes (re-summed by python, where there is one).
+  if command -v python3 >/dev/null 2>&1 &&
+     timeout 60 "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-16-10 --steps 2 --amp fp16 \
+       --checkpoint "$WORK/fp16.ckpt" >/dev/null 2>&1; then
+    for v in nan inf 0 -1; do
+      python3 - "$WORK/fp16.ckpt" "$WORK/scale-$v.ckpt" "$v" <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+# The end: ... loss scale (f64), good steps (i64), CRC-32 of all before it (u32).
+b[-20:-12] = struct.pack("<d", float(sys.argv[3]))
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+      bad "--resume fp16 loss scale $v" 1 checkpoint "the fp16 loss scale is" -- \
+        train --dataset synthetic --quiet --model mlp:784-16-10 --steps 4 --amp fp16 --resume "$WORK/scale-$v.ckpt"
+    done
+  fi
+  # A dry run's progress has no loss to show: "loss —", never "loss nan".
+  tried=$((tried + 1))
+  out=$(timeout -s KILL 60 "$SCALELAB" train --strategy ddp --device sim --hw h100-nvswitch-8 --devices 8 --dry-run \
+    --steps 20 --dataset synthetic 2>&1 >/dev/null)
+  if printf '%s' "$out" | grep -qF "loss —" && ! printf '%s' "$out" | grep -qF "loss nan"; then
+    accepted=$((accepted + 1))  # as asked
+    pass "a dry run's progress says loss —"
+  else
+    fail "a dry run's progress: $(printf '%s' "$out" | tail -n 2)"
+  fi
+  if [ -n "$DASH" ]; then
+    PROG=$DASH
+    bad "dash --steps 0" 2 dash "--steps 0: a live run trains at least one step" -- --steps 0 --describe
+    bad "dash --steps 0x10" 2 cli "--steps" -- --steps 0x10 --describe
+    bad "dash --seed 2^64" 2 cli "out of range" -- --seed 18446744073709551616 --describe
+    bad "dash --devices 99999999999" 2 cli "--devices" -- --devices 99999999999 --describe
+    bad "dash --font-size 0x10" 2 cli "is hexadecimal" -- --font-size 0x10 --describe
+    for o in --start "--steps 50" "--strategy ddp" "--speed 1" "--seed 7"; do
+      bad "dash --replay with the live run's $o" 2 dash "${o%% *} sets the live run" -- --replay "$WORK/empty" $o --describe
+    done
+    bad "dash --bench-copies without --replay" 2 dash "there is no --replay" -- --bench-copies 2 --describe
+    for v in 4294967296 0-4294967296 1048576 0x1 +1; do
+      bad "dash --only-devices $v" 2 dash "from 0 to 1048575" -- --only-devices "$v" --describe
+    done
+    PROG=$SCALELAB
+  fi
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish
@@ -375,6 +486,12 @@ EOF
   "$SCALELAB" train --strategy ddp --devices 2 --device sim --hw a100-nvlink-8 --dataset synthetic --quiet \
     --model mlp:16-8-4 --steps 2 --trace "$WORK/ddp.trace.json" >/dev/null || fail "making a trace"
   run_kind trace 1500 "$WORK/ddp.trace.json"
+  # --- values accepted and silently ignored or misread ---
+  # An fp16 checkpoint whose loss scaler's numbers are set to extremes (its CRC made right): each is
+  # refused, or loads with numbers a run could have written.
+  "$SCALELAB" train --dataset synthetic --quiet --model mlp:784-8-10 --steps 2 --amp fp16 \
+    --checkpoint "$WORK/fp16.ckpt" >/dev/null || fail "making an fp16 checkpoint"
+  run_kind checkpoint 800 "$WORK/fp16.ckpt"
   echo "--- summary (per input kind) ---"
   printf '%s' "$summary"
   finish

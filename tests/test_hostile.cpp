@@ -11,9 +11,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 
+#include "core/checkpoint/checkpoint.h"
 #include "core/data/dataset.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
@@ -286,6 +288,52 @@ TEST(HostileTrain, AModelLargerThanTheHostIsRefusedWithTheFigure) {
   const double params = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10;
   const double data = (8192.0 + 128) * 784;
   EXPECT_DOUBLE_EQ(static_cast<double>(host_bytes_needed(c)), 4 * (data + 3 * params + 2 * 128 * (784 + 256 + 128 + 10)));
+}
+
+// A checkpoint altered and re-summed (its CRC right) with a number no run could have written: an
+// fp16 loss scale of NaN, inf, 0 or below skipped every step, exit 0. Resuming refuses it by name.
+TEST_F(Hostile, ResumingANumberNoRunWritesIsRefused) {
+  TrainConfig c = scalelab::test::small_config("single", 1, DeviceKind::cpu, "adam");
+  c.amp = Amp::fp16;
+  c.steps = 2;
+  c.checkpoint_path = path("good.ckpt");
+  EventBus bus;
+  train(c, bus);
+  const Checkpoint good = load_checkpoint(c.checkpoint_path);
+  ASSERT_GT(good.state.loss_scale, 0);
+  auto resume_from = [&](const std::function<void(Checkpoint&)>& alter) {
+    Checkpoint bad = good;
+    alter(bad);
+    const std::string file = path("bad.ckpt");
+    std::ofstream(file, std::ios::binary) << encode_checkpoint(bad);  // a valid CRC
+    TrainConfig again = c;
+    again.checkpoint_path.clear();
+    again.resume_path = file;
+    again.steps = 4;
+    EventBus b;
+    return message_of<Error>([&] { train(again, b); });
+  };
+  for (double scale : {std::nan(""), double{INFINITY}, 0.0, -65536.0, 1e39, 1e-40}) {
+    const std::string m = resume_from([&](Checkpoint& k) { k.state.loss_scale = scale; });
+    EXPECT_EQ(m.rfind("[checkpoint] " + path("bad.ckpt") + ": the fp16 loss scale is ", 0), 0u) << m;
+    EXPECT_NE(m.find("use an earlier checkpoint"), std::string::npos) << m;
+  }
+  for (int64_t good_steps : {int64_t{-1}, int64_t{2000}}) {
+    const std::string m = resume_from([&](Checkpoint& k) { k.state.scaler_good_steps = good_steps; });
+    EXPECT_NE(m.find("good steps in a row are " + std::to_string(good_steps)), std::string::npos) << m;
+  }
+  EXPECT_NE(resume_from([](Checkpoint& k) { k.header.step = -5; }).find(": step -5: a count of steps done cannot be negative"),
+            std::string::npos);
+  EXPECT_NE(resume_from([](Checkpoint& k) { k.state.optimizer_steps = -1; }).find("the optimizer's step count is -1"),
+            std::string::npos);
+  EXPECT_NE(resume_from([](Checkpoint& k) { k.state.weights.weight[1][3] = NAN; }).find("fc2.weight holds nan at index 3"),
+            std::string::npos);
+  EXPECT_NE(resume_from([](Checkpoint& k) { k.state.optimizer[0][1][0] = -1; }).find("Adam's exp_avg_sq of fc1.weight holds -1"),
+            std::string::npos);
+  EXPECT_NE(resume_from([](Checkpoint& k) { k.header.amp = "off"; }).find("with --amp off, which has no loss scaler"),
+            std::string::npos);
+  // The unaltered file resumes.
+  EXPECT_EQ(resume_from([](Checkpoint&) {}), "no error");
 }
 
 }  // namespace

@@ -421,6 +421,35 @@ TEST(Export, StepZeroCheckpointExportedAndReadBackStartsTheSameRun) {
     train(again, b);
   });
   EXPECT_NE(msg.find("'0.weight' has shape (24, 32)"), std::string::npos) << msg;
+  // A file of a deeper model is refused too, naming what the model lacks: 32-24-16 has no
+  // layers 4 and 6, nor their optimizer state.
+  const std::string extra = test::message_of([&] { load_weights_npz(dir + "/init.npz", ModelSpec::parse("mlp:32-24-16")); });
+  EXPECT_NE(extra.find("[init-weights] " + dir + "/init.npz: arrays '4.bias', '4.weight', '6.bias', '6.weight', "
+                       "'optimizer.4.bias.exp_avg', 'optimizer.4.bias.exp_avg_sq' and 6 more that --model mlp:32-24-16 "
+                       "does not have (its parameters are 0.weight … 2.bias)"),
+            std::string::npos)
+      << extra;
+  // One that lacks a layer, and one of integers.
+  std::vector<NpzArray> shallow = export_arrays(start);
+  shallow.erase(shallow.begin() + 6, shallow.begin() + 8);  // 6.weight, 6.bias
+  write_npz(dir + "/shallow.npz", shallow);
+  EXPECT_NE(test::message_of([&] { load_weights_npz(dir + "/shallow.npz", ModelSpec::parse(test::kEquivalenceModel)); })
+                .find("no array '6.weight'"),
+            std::string::npos);
+  std::vector<NpzArray> integers = export_arrays(start);
+  integers[0].i64.assign(integers[0].f32.size(), 1);
+  integers[0].f32.clear();
+  integers[0].integer = true;
+  write_npz(dir + "/int.npz", integers);
+  EXPECT_NE(test::message_of([&] { load_weights_npz(dir + "/int.npz", ModelSpec::parse(test::kEquivalenceModel)); })
+                .find("'0.weight' holds integers"),
+            std::string::npos);
+  std::vector<NpzArray> poisoned = export_arrays(start);
+  poisoned[2].f32[5] = NAN;  // 2.weight
+  write_npz(dir + "/nan.npz", poisoned);
+  EXPECT_NE(test::message_of([&] { load_weights_npz(dir + "/nan.npz", ModelSpec::parse(test::kEquivalenceModel)); })
+                .find("'2.weight' holds nan at index 5"),
+            std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

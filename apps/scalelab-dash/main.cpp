@@ -24,6 +24,7 @@
 #include <imgui.h>
 
 #include "core/device/sim/profile.h"
+#include "apps/cli_numbers.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
@@ -91,17 +92,21 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-// "0,2" or "0-3" or "0-1,3": device numbers for --only-devices.
+// "0,2" or "0-3" or "0-1,3": device numbers for --only-devices, in decimal, below 2^20 (sscanf's
+// %d would wrap 4294967296 to device 0).
 std::vector<int> parse_devices(const std::string& s) {
+  auto refuse = [&] { return UsageError("dash", "--only-devices " + s + ": expected device numbers from 0 to 1048575, e.g. 0,1 or 0-3"); };
+  auto device = [&](const std::string& t) {
+    if (t.empty() || t.size() > 7 || t.find_first_not_of("0123456789") != std::string::npos) throw refuse();
+    const int d = std::stoi(t);
+    if (d >= (1 << 20)) throw refuse();
+    return d;
+  };
   std::vector<int> out;
   for (const std::string& item : split_commas(s)) {
-    int a = -1, b = -1;
-    char rest = 0;
-    const int got = std::sscanf(item.c_str(), "%d-%d%c", &a, &b, &rest);
-    if (got == 1 && item.find_first_not_of("0123456789") == std::string::npos) b = a;
-    else if (got != 2) a = -1;
-    if (a < 0 || b < a || b - a > 4096)
-      throw UsageError("dash", "--only-devices " + s + ": expected device numbers, e.g. 0,1 or 0-3");
+    const size_t dash = item.find('-');
+    const int a = device(item.substr(0, dash)), b = dash == std::string::npos ? a : device(item.substr(dash + 1));
+    if (b < a || b - a > 4096) throw refuse();
     for (int d = a; d <= b; ++d) out.push_back(d);
   }
   return out;
@@ -408,7 +413,7 @@ int main(int argc, char** argv) {
   app.add_flag("--list-panels", o.list_panels, "render, then print the windows drawn (panel: NAME), exit");
   app.add_flag("--describe", o.describe, "print the trace's counts (events, steps, buckets, bubbles …); no window");
   app.add_option("--step,--cursor-step", o.step, "pictures: the cursor at this training step (default: the middle one)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--at", o.at, "where in the step the cursor starts: 0 = its start, 1 = its end")->capture_default_str();
   app.add_option("--view", o.view, "the timeline starts on the cursor's step, or the whole run: step | run")->capture_default_str();
   app.add_option("--mouse", o.mouse, "with --screenshot: the pointer at X,Y (shows the tooltip there)");
@@ -435,7 +440,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", c.dataset, "live: fashion-mnist | synthetic")->capture_default_str();
   app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
-  app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
   app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
@@ -443,10 +448,15 @@ int main(int argc, char** argv) {
   app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too");
   app.add_option("--amp", choice.amp, "live: off | fp16 | bf16")->capture_default_str();
   app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
+  strict_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    std::cerr << "[cli] " << e.what() << ": not a number of the option's kind, or out of its range (counts are whole "
+              << "numbers up to 2147483647) — see `scalelab-dash --help`\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "[cli] " << e.what() << " — see `scalelab-dash --help`\n";
     return 2;
@@ -455,6 +465,22 @@ int main(int argc, char** argv) {
     // Options that name a file: one given as '' names none, and is refused rather than taken as left out.
     for (const char* name : {"--replay", "--screenshot", "--hw"})
       for (const std::string& value : app.get_option(name)->results()) check_path_not_empty(name, value);
+    // A replay shows a run already made: the live run's options would be ignored, and --bench-copies
+    // without a replay.
+    if (!o.replay.empty())
+      for (const char* flag : {"--start", "--live-for", "--speed", "--strategy", "--device", "--hw", "--devices", "--dry-run",
+                               "--model", "--dataset", "--batch", "--steps", "--seed", "--micro-batches", "--schedule",
+                               "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
+        if (app.count(flag))
+          throw UsageError("dash", std::string(flag) + " sets the live run, and --replay shows a trace already made (it would "
+                                   "be ignored) — drop " + flag + ", or --replay");
+    if (o.replay.empty() && app.count("--bench-copies"))
+      throw UsageError("dash", "--bench-copies lays a replayed run end to end, and there is no --replay (it would be "
+                               "ignored) — add --replay TRACE, or drop --bench-copies");
+    // The launch panel would quietly start 200 steps for 0 (its own default), and dash has no --epochs.
+    if (c.steps < 1)
+      throw UsageError("dash", "--steps " + std::to_string(c.steps) + ": a live run trains at least one step — pass "
+                                   "--steps N ≥ 1 (default 200)");
     return run(o);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
+#include "apps/cli_numbers.h"
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/figure.h"
 #include "apps/scalelab/scale.h"
@@ -28,7 +30,8 @@ namespace {
 // A bar redrawn in place on a terminal; a plain line every 10% otherwise (logs, CI, pipes).
 class ProgressPrinter {
  public:
-  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+  // A dry run computes no loss (it is NaN): its line says so with "loss —".
+  ProgressPrinter(bool quiet, bool dry_run) : quiet_(quiet), dry_run_(dry_run), tty_(::isatty(STDERR_FILENO) != 0) {}
 
   void operator()(const Progress& p) {
     if (quiet_) return;
@@ -39,29 +42,31 @@ class ProgressPrinter {
     const double rate = elapsed > 0 ? static_cast<double>(p.step) / elapsed : 0;
     char acc[32] = "";
     if (last_accuracy_ >= 0) std::snprintf(acc, sizeof acc, "  test acc %.4f", last_accuracy_);
+    char loss[32] = "—";
+    if (!dry_run_) std::snprintf(loss, sizeof loss, "%.4f", p.loss);
     if (tty_) {
       if (p.step != p.total && now - last_draw_ < std::chrono::milliseconds(100) && p.accuracy < 0) return;
       last_draw_ = now;
       const int width = 30, filled = static_cast<int>(frac * width);
       std::string bar(static_cast<size_t>(filled), '#');
       bar.resize(width, '.');
-      std::fprintf(stderr, "\r[%s] %lld/%lld  epoch %lld/%lld  loss %.4f%s  %.0f steps/s ", bar.c_str(),
+      std::fprintf(stderr, "\r[%s] %lld/%lld  epoch %lld/%lld  loss %s%s  %.0f steps/s ", bar.c_str(),
                    static_cast<long long>(p.step), static_cast<long long>(p.total), static_cast<long long>(p.epoch),
-                   static_cast<long long>(p.epochs), p.loss, acc, rate);
+                   static_cast<long long>(p.epochs), loss, acc, rate);
       if (p.step == p.total) std::fprintf(stderr, "\n");
     } else {
       const int decile = static_cast<int>(frac * 10);
       if (decile == last_decile_ && p.step != p.total) return;
       last_decile_ = decile;
-      std::fprintf(stderr, "step %lld/%lld (%3.0f%%)  epoch %lld/%lld  loss %.4f%s\n", static_cast<long long>(p.step),
+      std::fprintf(stderr, "step %lld/%lld (%3.0f%%)  epoch %lld/%lld  loss %s%s\n", static_cast<long long>(p.step),
                    static_cast<long long>(p.total), frac * 100, static_cast<long long>(p.epoch),
-                   static_cast<long long>(p.epochs), p.loss, acc);
+                   static_cast<long long>(p.epochs), loss, acc);
     }
     std::fflush(stderr);
   }
 
  private:
-  bool quiet_, tty_;
+  bool quiet_, dry_run_, tty_;
   int last_decile_ = -1;
   double last_accuracy_ = -1;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_draw_{};
@@ -93,6 +98,16 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
     throw UsageError("train", "--shm-sharing chooses how processes share memory, and --launch " +
                                   std::string(launch_name(c.launch)) + " with --strategy " + c.strategy +
                                   " starts none (it would be ignored) — add --launch procs, or drop --shm-sharing");
+  // A float option's text that a float reads as 0 although it is not (1e-50 underflows): refused,
+  // not trained with 0 (or echoed as "got 0").
+  for (const char* flag : {"--lr", "--momentum", "--weight-decay", "--adam-eps", "--adam-betas"})
+    if (given(flag))
+      for (const std::string& text : cmd.get_option(flag)->results()) {
+        const double v = std::strtod(text.c_str(), nullptr);
+        if (v != 0 && std::fabs(v) < std::numeric_limits<float>::min())
+          throw UsageError("optim", std::string(flag) + " " + text + " is below the smallest float (1.2e-38): it would be "
+                                        "read as 0 — pass 0 if that is meant, or a larger number");
+      }
   if (given("--momentum") && c.optimizer.kind != "sgd")
     throw UsageError("optim", "--momentum is SGD's; --optimizer " + c.optimizer.kind +
                                   " has its own betas (it would be ignored) — drop --momentum, or pass --optimizer sgd");
@@ -148,7 +163,7 @@ int main(int argc, char** argv) {
   auto* eps_opt = train_cmd->add_option("--adam-eps", c.optimizer.eps, "adam: ε (default 1e-8)");
   train_cmd->add_option("--init-weights", c.init_weights_path, "start from these weights: an .npz with PyTorch's "
                                                                  "nn.Sequential names (`scalelab export`, numpy.savez)");
-  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->check(CLI::NonNegativeNumber)->capture_default_str();
+  train_cmd->add_option("--seed", c.seed, "seed for weights and data order")->check(at_least(0))->capture_default_str();
   train_cmd->add_option("--trace", c.trace_path, "write a Chrome trace (open in Perfetto); FILE.gz: gzip-compressed");
   std::string trace_steps;
   train_cmd->add_option("--trace-steps", trace_steps, "A:B — keep only steps A to B (from 0) in the trace");
@@ -198,9 +213,9 @@ int main(int argc, char** argv) {
   compute_cmd->add_option("--device", bc.device, "cpu | cuda (one GPU, as train --strategy single)")->capture_default_str();
   compute_cmd->add_option("--amp", bc.amp, "cuda: off (f32, TF32 off) | bf16 (autocast, f32 master weights)")
       ->capture_default_str();
-  compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(at_least(1));
   compute_cmd->add_option("--warmup", bc.warmup, "untimed steps first (0: 3 on cpu, 10 on cuda)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(at_least(0));
   compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same MLP (cpu: on as many threads; cuda: eager "
                                          "on the same GPU; the python: $SCALELAB_PYTHON, else /usr/bin/python3 or "
                                          "PATH's python3, whichever imports torch), same run");
@@ -236,21 +251,21 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--devices", bs.devices, "run these device counts instead (repeatable)");
   sim_cmd->add_option("--model", bs.model)->capture_default_str();
   sim_cmd->add_option("--hw", bs.hw, "hardware profile")->capture_default_str();
-  sim_cmd->add_option("--steps", bs.steps, "steps per case")->capture_default_str()->check(CLI::PositiveNumber);
+  sim_cmd->add_option("--steps", bs.steps, "steps per case")->capture_default_str()->check(at_least(1));
   sim_cmd->add_option("--batch-per-device", bs.per_device_batch, "rows per device (the global batch is this × devices)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sim_cmd->add_option("--json", bs.json_path, "write the figures as JSON");
 
   TourOptions tour;
   auto* tour_cmd = app.add_subcommand("tour", "every strategy on the same simulated machine, side by side (make demo)");
   tour_cmd->add_option("--hw", tour.hw, "hardware profile")->capture_default_str();
-  tour_cmd->add_option("--devices", tour.devices, "devices per strategy")->capture_default_str()->check(CLI::PositiveNumber);
+  tour_cmd->add_option("--devices", tour.devices, "devices per strategy")->capture_default_str()->check(at_least(1));
   tour_cmd->add_option("--model", tour.model)->capture_default_str();
   tour_cmd->add_option("--dataset", tour.dataset, "fashion-mnist | synthetic")->capture_default_str();
   tour_cmd->add_option("--batch", tour.batch)->capture_default_str();
-  tour_cmd->add_option("--steps", tour.steps)->capture_default_str()->check(CLI::PositiveNumber);
-  tour_cmd->add_option("--seed", tour.seed)->check(CLI::NonNegativeNumber)->capture_default_str();
+  tour_cmd->add_option("--steps", tour.steps)->capture_default_str()->check(at_least(1));
+  tour_cmd->add_option("--seed", tour.seed)->check(at_least(0))->capture_default_str();
   tour_cmd->add_option("--out", tour.out_dir, "folder for traces and summaries")->capture_default_str();
 
   std::string export_checkpoint, export_out;
@@ -270,7 +285,7 @@ int main(int argc, char** argv) {
   scale_cmd->add_option("--micro-batches", sc.micro_batches, "pipeline: several values (1,2,4 or 1..32) sweep m at one --devices");
   scale_cmd->add_flag("--weak", sc.weak, "keep the batch per device: the global batch grows with N (default)");
   scale_cmd->add_flag("--strong", strong, "keep the global batch");
-  scale_cmd->add_option("--batch", sc.batch, "per device (weak) or global (strong)")->capture_default_str()->check(CLI::PositiveNumber);
+  scale_cmd->add_option("--batch", sc.batch, "per device (weak) or global (strong)")->capture_default_str()->check(at_least(1));
   scale_cmd->add_option("--steps", sc.steps, "steps per point; the last is reported")->capture_default_str();
   scale_cmd->add_option("--optimizer", sc.optimizer)->capture_default_str();
   scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1 or 2")->capture_default_str();
@@ -306,8 +321,8 @@ int main(int argc, char** argv) {
   grade_cmd->add_option("--toolchain", grade_opts.toolchain, "grade-toolchain.txt of a build (default: beside this scalelab)");
   grade_cmd->add_option("--release", grade_opts.release_path, "write the student hand-out (stubs, READMEs, public checks) "
                                                               "to this .tar.gz instead of grading");
-  grade_cmd->add_option("--timeout", grade_opts.timeout_s, "seconds: every check's time limit instead of the rubric's")
-      ->check(CLI::PositiveNumber);
+  grade_cmd->add_option("--timeout", grade_opts.timeout_s, "seconds: every check's time limit instead of the rubric's "
+                                                          "(above 0, at most a day)");
   grade_cmd->add_flag("--keep", grade_opts.keep_scratch, "keep the scratch build folder (its path is printed)");
   grade_cmd->add_flag("--mutants", grade_opts.mutants, "grade the lab's shipped mutants (mutants/*.patch): each must be "
                                                        "caught by the check its header names");
@@ -333,11 +348,11 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--hw", bp.hw, "profiles of this machine (`scalelab calibrate`; repeatable: "
                                          "each run is priced on every one, side by side)")->required();
   predict_cmd->add_option("--model", bp.models, "models (repeatable; default: the tour's and two larger)");
-  predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(CLI::PositiveNumber);
+  predict_cmd->add_option("--devices", bp.devices, "devices per strategy (as its rule allows)")->capture_default_str()->check(at_least(1));
   predict_cmd->add_option("--device", bp.device, "cpu | cuda: the device the strategies are measured on (cuda: logical devices of "
                                                   "the GPU, collectives over the threads backend; price them on a `calibrate --device cuda` profile)")
       ->capture_default_str();
-  predict_cmd->add_option("--batch", bp.batch)->capture_default_str()->check(CLI::PositiveNumber);
+  predict_cmd->add_option("--batch", bp.batch)->capture_default_str()->check(at_least(1));
   predict_cmd->add_option("--steps", bp.steps, "steps per run")->capture_default_str()->check(CLI::Range(3, 100000));
   predict_cmd->add_option("--repeat", bp.repeats, "measured runs per config (the median is compared, the spread shown)")
       ->capture_default_str()->check(CLI::Range(1, 100));
@@ -357,6 +372,7 @@ int main(int argc, char** argv) {
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
 
+  strict_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -415,7 +431,7 @@ int main(int argc, char** argv) {
       // Under mpirun every rank runs this; rank 0 speaks for all.
       const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
       const bool speaker = !mpi_rank || std::string(mpi_rank) == "0" || c.launch != Launch::mpi;
-      ProgressPrinter printer(quiet || !speaker);
+      ProgressPrinter printer(quiet || !speaker, c.dry_run);
       if (!predict_profile.empty()) return train_with_prediction(c, predict_profile, [&](const Progress& p) { printer(p); });
       TrainResult r = train(c, bus, [&](const Progress& p) { printer(p); });
       if (!speaker) return 0;
@@ -456,6 +472,16 @@ int main(int argc, char** argv) {
       if (comm_cmd->count("--ranks") && bm.ranks == 0)
         throw UsageError("bench", "--ranks 0: a collective needs ≥ 1 rank — pass --ranks N, or leave it out for " +
                                       std::string(bm.comm == "mpi" ? "mpirun's -np" : "4"));
+      if (comm_cmd->count("--redop") && bm.op != "all_reduce" && bm.op != "reduce" && bm.op != "reduce_scatter")
+        throw UsageError("bench", "--redop " + bm.redop + ": --op " + bm.op + " reduces nothing (it would be ignored) — "
+                                      "pass --op all_reduce, reduce or reduce_scatter, or drop --redop");
+      for (const char* flag : {"--min-bytes", "--max-bytes", "--dtype"})
+        if (comm_cmd->count(flag) && bm.op == "barrier")
+          throw UsageError("bench", std::string(flag) + " " + comm_cmd->get_option(flag)->as<std::string>() +
+                                        ": --op barrier moves no data (it would be ignored) — drop " + flag);
+      if (comm_cmd->count("--comm-algo") && bm.comm != "threads" && bm.comm != "shm")
+        throw UsageError("bench", "--comm-algo " + bm.algorithm + " chooses how the host backends (threads, shm) all-reduce; "
+                                      "--comm " + bm.comm + " has its own (it would be ignored) — drop --comm-algo");
       if (comm_cmd->count("--shm-sharing") && bm.comm != "shm")
         throw UsageError("bench", "--shm-sharing chooses how --comm shm shares memory; --comm " + bm.comm +
                                       " does not (it would be ignored) — add --comm shm, or drop --shm-sharing");
@@ -463,7 +489,13 @@ int main(int argc, char** argv) {
     }
     if (*sim_cmd) return bench_sim(bs);
     if (*tour_cmd) return run_tour(tour);
-    if (*grade_cmd) return run_grade(grade_opts);
+    if (*grade_cmd) {
+      if (grade_cmd->count("--timeout") && !(grade_opts.timeout_s > 0 && grade_opts.timeout_s <= 86400))
+        throw UsageError("grade", "--timeout " + grade_cmd->get_option("--timeout")->as<std::string>() +
+                                      ": a check's time limit in seconds is above 0 and at most a day (86400) — pass "
+                                      "e.g. --timeout 60, or leave it out for the rubric's");
+      return run_grade(grade_opts);
+    }
     if (*export_cmd) {
       check_distinct_paths({{"checkpoint", export_checkpoint, false}, {"--out", export_out, true}}, "export");
       const Checkpoint ck = load_checkpoint(export_checkpoint);
@@ -477,6 +509,15 @@ int main(int argc, char** argv) {
     if (*figure_cmd) return run_figure(fig);
     if (*scale_cmd) {
       if (strong && scale_cmd->count("--weak")) throw UsageError("scale", "--weak and --strong: choose one");
+      // As train: an option the strategy does not take is refused, not ignored.
+      const StrategyInfo& info = find_strategy(sc.strategy);
+      const std::pair<const char*, StrategyOption> flags[] = {{"--micro-batches", StrategyOption::micro_batches},
+                                                              {"--schedule", StrategyOption::schedule},
+                                                              {"--zero-stage", StrategyOption::zero_stage},
+                                                              {"--amp", StrategyOption::amp}};
+      for (const auto& [flag, option] : flags)
+        if (scale_cmd->count(flag))
+          info.check_takes(option, std::string(flag) + " " + scale_cmd->get_option(flag)->as<std::string>());
       sc.weak = !strong;
       return run_scale(sc);
     }

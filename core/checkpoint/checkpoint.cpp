@@ -4,15 +4,18 @@
 
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/nn/loss_scaler.h"
 
 namespace scalelab {
 
@@ -108,6 +111,63 @@ std::string number(float v) {
   }
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
   return buf;
+}
+
+// The numbers a CRC cannot vouch for: a file altered and re-summed, or written by a broken run.
+// A NaN or infinite loss scale skips every step; a negative step count or Adam step bends the
+// bias correction; a non-finite weight poisons the first step. Refused here, before a run
+// continues from them.
+void check_numbers(const Checkpoint& ck, const std::string& path) {
+  auto refuse = [&](const std::string& what) {
+    throw Error("checkpoint", path + ": " + what +
+                                  " — the file was altered or written by a broken run; use an earlier checkpoint, or "
+                                  "start afresh without --resume");
+  };
+  const CheckpointHeader& h = ck.header;
+  const TrainingState& s = ck.state;
+  if (h.step < 0) refuse("step " + std::to_string(h.step) + ": a count of steps done cannot be negative");
+  if (s.optimizer_steps < 0)
+    refuse("the optimizer's step count is " + std::to_string(s.optimizer_steps) + ": it cannot be negative");
+  const OptimizerConfig& o = h.optimizer;
+  for (const auto& [name, v] : {std::pair<const char*, float>{"learning rate", o.lr}, {"momentum", o.momentum},
+                                {"weight decay", o.weight_decay}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}})
+    if (!std::isfinite(v)) refuse(std::string("the optimizer's ") + name + " is " + number(v) + ": it must be finite");
+  // The fp16 loss scaler's state; every other --amp has none and writes 0.
+  const int64_t growth_interval = LossScalerOptions{}.growth_interval;
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%g", s.loss_scale);
+  if (h.amp == "fp16") {
+    // The scaler keeps it as a float and divides by it: it must be a normal float (above FLT_MAX
+    // it would be inf, below FLT_MIN its inverse would be).
+    if (!(s.loss_scale >= std::numeric_limits<float>::min() && s.loss_scale <= std::numeric_limits<float>::max()))
+      refuse(std::string("the fp16 loss scale is ") + scale + ": it must be a positive finite float, at least 1.2e-38 "
+                                                             "(a run starts at 65536)");
+    if (s.scaler_good_steps < 0 || s.scaler_good_steps >= growth_interval)
+      refuse("the loss scaler's good steps in a row are " + std::to_string(s.scaler_good_steps) + ": they run from 0 to " +
+             std::to_string(growth_interval - 1) + " (the scale grows after " + std::to_string(growth_interval) + ")");
+  } else if (s.loss_scale != 0 || s.scaler_good_steps != 0) {
+    refuse(std::string("a loss scaler's state (scale ") + scale + ", " +
+           std::to_string(s.scaler_good_steps) + " good steps) with --amp " + h.amp + ", which has no loss scaler");
+  }
+  // Weights and optimizer state: finite; Adam's second moment (a mean of squares) not negative.
+  auto check_finite = [&](const std::vector<float>& values, const std::string& what) {
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i])) refuse(what + " holds " + number(values[i]) + " at index " + std::to_string(i));
+  };
+  auto parameter = [](size_t p) { return "fc" + std::to_string(p / 2 + 1) + (p % 2 == 0 ? ".weight" : ".bias"); };
+  for (size_t l = 0; l < s.weights.weight.size(); ++l) {
+    check_finite(s.weights.weight[l], parameter(2 * l));
+    check_finite(s.weights.bias[l], parameter(2 * l + 1));
+  }
+  for (size_t p = 0; p < s.optimizer.size(); ++p)
+    for (size_t k = 0; k < s.optimizer[p].size(); ++k) {
+      const std::vector<float>& t = s.optimizer[p][k];
+      check_finite(t, "the optimizer state of " + parameter(p));
+      if (o.kind == "adam" && k == 1)
+        for (size_t i = 0; i < t.size(); ++i)
+          if (t[i] < 0) refuse("Adam's exp_avg_sq of " + parameter(p) + " holds " + number(t[i]) + " at index " +
+                               std::to_string(i) + ": a mean of squares cannot be negative");
+    }
 }
 
 }  // namespace
@@ -240,17 +300,28 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) 
   return ck;
 }
 
-void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
-  // Read back and checked (magic, size, CRC, every field) before it replaces the previous one.
-  write_file_atomically(path, encode_checkpoint(checkpoint), "checkpoint",
-                        [&](const std::string& written) { load_checkpoint(written); });
-}
+namespace {
 
-Checkpoint load_checkpoint(const std::string& path) {
+Checkpoint read_checkpoint(const std::string& path) {
   // A directory, a FIFO, /dev/zero or a symlink loop is refused before anything is read.
   const std::string bytes = read_regular_file(path, "checkpoint", int64_t{1} << 38,
                                               "check the path given to --resume: a checkpoint file written by --checkpoint");
   return decode_checkpoint(bytes, path);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
+  // Read back and checked (magic, size, CRC, every field) before it replaces the previous one.
+  // Its numbers are not judged here: a run kept going by --allow-divergence saves what it has.
+  write_file_atomically(path, encode_checkpoint(checkpoint), "checkpoint",
+                        [&](const std::string& written) { read_checkpoint(written); });
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  Checkpoint ck = read_checkpoint(path);
+  check_numbers(ck, path);
+  return ck;
 }
 
 void check_resumable(const CheckpointHeader& saved, const CheckpointHeader& now, const std::string& path) {

@@ -55,6 +55,9 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path);
 
 // Writes atomically (write_file_atomically): the file at `path` is the old one or the new one.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+// Also refuses numbers no healthy run writes (Error("checkpoint", "<path>: …")): a negative step
+// count, a non-finite weight or optimizer state, an fp16 loss scale that is not a positive finite
+// float — a CRC proves only that the bytes are those written.
 Checkpoint load_checkpoint(const std::string& path);
 
 // Throws UsageError("checkpoint", …) naming the option that differs between the checkpoint and

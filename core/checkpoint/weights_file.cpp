@@ -1,6 +1,8 @@
 #include "core/checkpoint/weights_file.h"
 
+#include <cmath>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 
@@ -43,11 +45,40 @@ HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
       for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
       return t + ")";
     };
-    if (it->second.integer || it->second.shape != shape)
+    if (it->second.integer)
+      throw UsageError("init-weights", path + ": '" + name + "' holds integers, --model " + spec.text + " needs floats " +
+                                           "(float32 or float64) — save the weights as floats");
+    if (it->second.shape != shape)
       throw UsageError("init-weights", path + ": '" + name + "' has shape " + shape_text(it->second.shape) + ", --model " +
                                            spec.text + " needs " + shape_text(shape) + " of floats");
+    // A NaN or inf would surface steps later as a divergence blamed on --lr.
+    const std::vector<float>& v = it->second.f32;
+    for (size_t k = 0; k < v.size(); ++k)
+      if (!std::isfinite(v[k]))
+        throw UsageError("init-weights", path + ": '" + name + "' holds " + (std::isnan(v[k]) ? "nan" : "inf") +
+                                             " at index " + std::to_string(k) + " (float32 holds at most 3.4e38) — "
+                                             "save finite weights");
     return std::move(it->second.f32);
   };
+  // An array the model has no place for means the file is another model's (784-32-10-10 is not
+  // 784-32-10): refused, not dropped. What export writes besides the weights is the optimizer's
+  // state of these same parameters and its step.
+  std::set<std::string> known = {"optimizer.step"};
+  for (int i = 0; i < 2 * spec.layer_count(); ++i) {
+    known.insert(torch_parameter_name(i));
+    for (const char* state : {"momentum_buffer", "exp_avg", "exp_avg_sq"})
+      known.insert("optimizer." + torch_parameter_name(i) + "." + state);
+  }
+  std::string unknown;
+  int unknown_count = 0;
+  for (const auto& [name, array] : arrays)
+    if (!known.count(name) && ++unknown_count <= 6) unknown += (unknown.empty() ? "'" : ", '") + name + "'";
+  if (unknown_count > 6) unknown += " and " + std::to_string(unknown_count - 6) + " more";
+  if (unknown_count > 0)
+    throw UsageError("init-weights", path + ": " + (unknown_count == 1 ? "array " : "arrays ") + unknown +
+                                         " that --model " + spec.text + " does not have (its parameters are 0.weight … " +
+                                         torch_parameter_name(2 * spec.layer_count() - 1) +
+                                         ") — the file holds another model's weights; pass the --model they were saved from");
   for (int l = 0; l < spec.layer_count(); ++l) {
     const int64_t in = spec.sizes[static_cast<size_t>(l)], o = spec.sizes[static_cast<size_t>(l) + 1];
     w.weight.push_back(take(2 * l, {o, in}));

@@ -19,6 +19,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,20 @@ std::string mutate(const std::string& kind, const std::string& seed, Rng& rng) {
     return rng.below(2) ? gzip(s) : s;
   }
   if (kind == "checkpoint") {
+    if (rng.below(4) == 0 && seed.size() >= 44) {
+      // The training state's last numbers, which only a CRC-valid file reaches: the loss scale
+      // (f64 at size − 20) or the scaler's good steps (i64 at size − 12), set to an extreme.
+      std::string s = seed;
+      const double scales[] = {NAN, INFINITY, -INFINITY, 0.0, -1.0, 1e39, 1e-40, 5e-324};
+      if (rng.below(2) == 0) {
+        const double v = scales[rng.below(sizeof scales / sizeof scales[0])];
+        std::memcpy(s.data() + s.size() - 20, &v, 8);
+      } else {
+        const uint64_t v = kExtremes[rng.below(sizeof kExtremes / sizeof kExtremes[0])];
+        std::memcpy(s.data() + s.size() - 12, &v, 8);
+      }
+      return fix_checkpoint(s, rng);
+    }
     std::string s = mutate_bytes(seed, rng, 64);
     return rng.below(4) != 0 ? fix_checkpoint(s, rng) : s;
   }
@@ -208,7 +223,14 @@ std::string mutate(const std::string& kind, const std::string& seed, Rng& rng) {
 // In the child: read the file as scalelab does.
 void read_as(const std::string& kind, const std::string& path) {
   if (kind == "checkpoint") {
-    load_checkpoint(path);
+    // Loaded: then nothing in it may make a resumed run skip every step or count backwards.
+    const Checkpoint ck = load_checkpoint(path);
+    const double scale = ck.state.loss_scale;
+    const bool scale_ok = ck.header.amp == "fp16" ? scale >= 1.17549435e-38 && scale <= 3.40282347e38 : scale == 0;
+    if (!scale_ok || ck.state.scaler_good_steps < 0 || ck.state.scaler_good_steps >= 2000 || ck.header.step < 0 ||
+        ck.state.optimizer_steps < 0)
+      throw std::logic_error("accepted a number no run writes (loss scale " + std::to_string(scale) + ", good steps " +
+                             std::to_string(ck.state.scaler_good_steps) + ", step " + std::to_string(ck.header.step) + ")");
   } else if (kind == "profile") {
     load_profile(path);
   } else if (kind == "idx-images") {
