@@ -485,6 +485,18 @@ void check_measured_figures(const json& rows, const std::string& what) {
           number(member(m, share, dev + ".measured." + share), dev + ".measured." + share, 0, true, 100);
       }
     }
+    // The probes timed around the runs (a GEMM, the cores' round trip): [[probe, …], …].
+    for (const char* key : {"speed_now", "speed_after"}) {
+      if (!row.contains(key) || !row[key].is_array()) continue;
+      for (size_t k = 0; k < row[key].size(); ++k) {
+        const json& probes = row[key][k];
+        for (size_t q = 0; probes.is_array() && q < probes.size(); ++q)
+          for (const char* time : {"calibrated_s", "now_s"})
+            if (probes[q].is_object() && probes[q].contains(time))
+              number(probes[q][time], std::string(key) + "[" + std::to_string(k) + "][" + std::to_string(q) + "]." + time, 0, false,
+                     3600);
+      }
+    }
     if (!row.contains("gemm_speed_now")) continue;
     const json& speeds = row["gemm_speed_now"];
     if (!speeds.is_array()) refuse("gemm_speed_now", "must be a list");
