@@ -293,6 +293,9 @@ EOF
   bad "--trace-steps past --steps" 2 train "--steps 2 runs steps 0–1" -- $T --trace "$WORK/past.json" --trace-steps 5:8
   bad "--trace-steps past --epochs" 2 train "--epochs 1 runs steps 0–1" -- \
     $T0 --model mlp:784-16-10 --epochs 1 --batch 4096 --device sim --hw a100-nvlink-8 --dry-run --trace "$WORK/past.json" --trace-steps 2:3
+  "$SCALELAB" $T --checkpoint "$WORK/at-2.ckpt" >/dev/null || fail "making a checkpoint at step 2"
+  bad "--trace-steps before the step --resume goes on from" 2 train "ends before step 2" -- \
+    $T0 --model mlp:784-16-10 --steps 4 --resume "$WORK/at-2.ckpt" --trace "$WORK/past.json" --trace-steps 0:1
   tried=$((tried + 1))
   out=$(timeout -s KILL 30 "$SCALELAB" $T --device sim --hw a100-nvlink-8 --dry-run --trace "$WORK/part.json" --trace-steps 1:8 2>&1)
   rc=$?

@@ -310,6 +310,23 @@ TEST_F(ProfileRanges, TraceStepsPastTheRunAreRefusedAndAWindowPartlyInsideKeepsW
   EXPECT_NE(what.find("--trace-steps 100000:100001"), std::string::npos) << what;
   EXPECT_NE(what.find("--epochs 1"), std::string::npos) << what;
   EXPECT_FALSE(fs::exists(c.trace_path));
+  // A window that ends before the step a resumed run goes on from.
+  TrainConfig first = scalelab::test::small_config("single", 1);
+  first.steps = 2;
+  first.checkpoint_path = dir_ + "/at-2.ckpt";
+  EventBus saved;
+  train(first, saved);
+  TrainConfig resumed = first;
+  resumed.steps = 4;
+  resumed.checkpoint_path.clear();
+  resumed.resume_path = first.checkpoint_path;
+  resumed.trace_path = c.trace_path;
+  resumed.trace_first_step = 0;
+  resumed.trace_last_step = 1;
+  EventBus again;
+  what = message_of<UsageError>([&] { train(resumed, again); });
+  EXPECT_NE(what.find("--trace-steps 0:1 ends before step 2"), std::string::npos) << what;
+  EXPECT_FALSE(fs::exists(c.trace_path));
 
   c.steps = 3;
   c.trace_first_step = 1;
