@@ -127,15 +127,15 @@ Interval SimClock::place(Lane lane, int64_t begin_ns, int64_t duration_ns, doubl
       }
     }
     i.end_ns = std::llround(std::min(t + work, static_cast<double>(kSimHorizonNs)));
-    link_uses_[me].push_back({i.begin_ns, i.end_ns, share});
   }
   if (i.end_ns >= kSimHorizonNs) {
-    char what[200];
+    char what[256];
     std::snprintf(what, sizeof what, "an op of %.3g s, begun at %.3g s of simulated time, ends past the sim clock's horizon (2^62 ns, 146 years)",
                   static_cast<double>(duration_ns) / 1e9, static_cast<double>(i.begin_ns) / 1e9);
     throw Error("sim", std::string(what) + " — the profile prices this run absurdly slowly: check its bandwidths, peaks and "
                                            "efficiencies (profiles/README.md), or run a smaller model or fewer steps");
   }
+  if (share > 0) link_uses_[me].push_back({i.begin_ns, i.end_ns, share});
   free = i.end_ns;
   // Peer copies use the link from the copy lane, calls from the comm lane; an op starts once its
   // lane is free, so the other lane's uses that ended by then are past.
