@@ -435,6 +435,91 @@ struct SavedTable {
   std::string device = "cpu";  // what the runs were measured on: priced again as on that device
 };
 
+// Every measured figure of a table's rows, checked as a profile's are: a time of −1, 0 or NaN, or
+// one missing, would be compared as if measured (an error of 0: "within ±3 %"). A row that failed
+// when measured (its "error", no runs) is skipped by the pricing, and here. `what`: the option and
+// the file, for the message.
+void check_measured_figures(const json& rows, const std::string& what) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const json& row = rows[r];
+    std::string here = "rows[" + std::to_string(r) + "]";
+    auto refuse = [&](const std::string& name, const std::string& problem) {
+      throw UsageError("bench", what + ": " + here + (name.empty() ? "" : ", field '" + name + "'") + " " + problem +
+                                    " — pass a table written by `scalelab bench predict --json`");
+    };
+    auto member = [&](const json& parent, const char* key, const std::string& name) -> const json& {
+      if (!parent.is_object() || !parent.contains(key)) refuse(name, "is missing");
+      return parent[key];
+    };
+    // A time is seconds > 0 (at most an hour: a step, an op class's share of one, a GEMM), or ≥ 0
+    // where a step may have none of it (comm on one device); a share of a step is 0 … 100 %.
+    auto number = [&](const json& v, const std::string& name, double min, bool zero_allowed, double max) {
+      const double d = v.is_number() ? v.get<double>() : std::nan("");
+      if (!(zero_allowed ? d >= min : d > min) || !(d <= max)) {
+        char range[64];
+        std::snprintf(range, sizeof range, "%s %g and ≤ %g", zero_allowed ? "≥" : ">", min, max);
+        refuse(name, "is " + v.dump() + ": it must be a number " + range);
+      }
+    };
+    if (!row.is_object()) refuse("", "is not an object");
+    if (row.contains("error") && !row.contains("measured_runs_step_s")) continue;  // failed when measured: not priced
+    for (const char* key : {"model", "strategy"})
+      if (!member(row, key, key).is_string()) refuse(key, "is not a string");
+    here += " (" + row["model"].get<std::string>() + " / " + row["strategy"].get<std::string>() + ")";
+    if (row.contains("measured_step_s")) number(row["measured_step_s"], "measured_step_s", 0, false, 3600);
+    const json& runs = member(row, "measured_runs_step_s", "measured_runs_step_s");
+    if (!runs.is_array() || runs.empty()) refuse("measured_runs_step_s", "must be a list of step times, at least one");
+    for (size_t i = 0; i < runs.size(); ++i) number(runs[i], "measured_runs_step_s[" + std::to_string(i) + "]", 0, false, 3600);
+    const json& predictions = row.contains("predictions") ? row["predictions"] : json::array();
+    if (!predictions.is_array()) refuse("predictions", "must be a list");
+    for (size_t k = 0; k < predictions.size(); ++k) {
+      const std::string at = "predictions[" + std::to_string(k) + "]";
+      const json& classes = member(predictions[k], "per_step_by_class", at + ".per_step_by_class");
+      for (const char* name : kClassNames) {
+        const std::string c = at + ".per_step_by_class." + name;
+        number(member(member(classes, name, c), "measured_s", c + ".measured_s"), c + ".measured_s", 0, true, 3600);
+      }
+      const json& devices = member(predictions[k], "per_device", at + ".per_device");
+      if (!devices.is_array()) refuse(at + ".per_device", "must be a list");
+      for (size_t d = 0; d < devices.size(); ++d) {
+        const std::string dev = at + ".per_device[" + std::to_string(d) + "]";
+        if (!member(devices[d], "device", dev + ".device").is_string()) refuse(dev + ".device", "is not a string");
+        const json& m = member(devices[d], "measured", dev + ".measured");
+        for (const char* share : {"busy_pct", "comm_pct", "idle_pct"})
+          number(member(m, share, dev + ".measured." + share), dev + ".measured." + share, 0, true, 100);
+      }
+    }
+    // The probes timed around the runs (a GEMM, the cores' round trip): [[probe, …], …].
+    for (const char* key : {"speed_now", "speed_after"}) {
+      if (!row.contains(key) || !row[key].is_array()) continue;
+      for (size_t k = 0; k < row[key].size(); ++k) {
+        const json& probes = row[key][k];
+        for (size_t q = 0; probes.is_array() && q < probes.size(); ++q)
+          for (const char* time : {"calibrated_s", "now_s"})
+            if (probes[q].is_object() && probes[q].contains(time))
+              number(probes[q][time], std::string(key) + "[" + std::to_string(k) + "][" + std::to_string(q) + "]." + time, 0, false,
+                     3600);
+      }
+    }
+    if (!row.contains("gemm_speed_now")) continue;
+    const json& speeds = row["gemm_speed_now"];
+    if (!speeds.is_array()) refuse("gemm_speed_now", "must be a list");
+    for (size_t k = 0; k < speeds.size(); ++k) {
+      const std::string at = "gemm_speed_now[" + std::to_string(k) + "]";
+      if (speeds[k].contains("ratio")) number(speeds[k]["ratio"], at + ".ratio", 0, true, 1e6);
+      if (!speeds[k].contains("shapes")) continue;
+      if (!speeds[k]["shapes"].is_array()) refuse(at + ".shapes", "must be a list");
+      for (size_t g = 0; g < speeds[k]["shapes"].size(); ++g) {
+        const json& shape = speeds[k]["shapes"][g];
+        const std::string sh = at + ".shapes[" + std::to_string(g) + "]";
+        if (!shape.contains("trans_a")) continue;  // an earlier build's probe: not priced
+        for (const char* key : {"m", "n", "k"}) number(member(shape, key, sh + "." + key), sh + "." + key, 1, true, 1e6);
+        number(member(shape, "now_s", sh + ".now_s"), sh + ".now_s", 0, false, 3600);
+      }
+    }
+  }
+}
+
 // `option`: how the user named the table ("--measured", "bench repeat"), for the errors.
 SavedTable read_saved_table(const std::string& path, const std::string& option = "--measured") {
   const std::string what = option + " " + path;
@@ -457,6 +542,7 @@ SavedTable read_saved_table(const std::string& path, const std::string& option =
   if (!j.is_object() || !j.contains("rows") || !j["rows"].is_array() || j["rows"].empty())
     throw UsageError("bench", what + ": no \"rows\" — pass a table written by `scalelab bench predict --json`");
   t.rows = j["rows"];
+  check_measured_figures(t.rows, what);
   try {
     t.batch = j.value("batch", int64_t{0});
     t.steps = j.value("steps", int64_t{0});

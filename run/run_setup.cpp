@@ -126,6 +126,12 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
   loader = std::make_unique<Loader>(data.train, c.batch, c.seed);
   per_epoch = loader->batches_per_epoch();
   total = c.steps > 0 ? c.steps : c.epochs * per_epoch;
+  // A window past the last step would keep no event of the run (validate() catches it for --steps).
+  if (c.trace_first_step >= total)
+    throw UsageError("train", "--trace-steps " + std::to_string(c.trace_first_step) + ":" + std::to_string(c.trace_last_step) +
+                                  " starts after the run's last step: --epochs " + std::to_string(c.epochs) + " runs steps 0–" +
+                                  std::to_string(total - 1) + " (" + std::to_string(per_epoch) + " batches of --batch " +
+                                  std::to_string(c.batch) + " an epoch) — choose a window inside them, or raise --epochs");
   epochs = (total + per_epoch - 1) / per_epoch;
 
   if (per_rank > 0) {

@@ -164,6 +164,7 @@ void write_outputs(const RunSetup& run, const TrainResult& r, const Records& rec
       std::map<std::pair<int, int>, MemorySample> before;
       std::vector<MemorySample> memory;
       for (const MemorySample& m : records.memory) {
+        if (kept.empty()) break;  // no step of the window ran: no time to place its memory at
         if (m.t_ns < t0) before[{m.device, static_cast<int>(m.category)}] = m;
         else if (m.t_ns <= t1) memory.push_back(m);
       }

@@ -24,6 +24,10 @@ LoopResult run_steps(RunSetup& run, EquivalenceProbe* probe, Checkpointer& check
   EventBus& bus = run.bus;
   LoopResult loop;
   loop.first_step = checkpointer.resume(probe);
+  if (c.trace_first_step >= 0 && c.trace_last_step < loop.first_step)
+    throw UsageError("train", "--trace-steps " + std::to_string(c.trace_first_step) + ":" + std::to_string(c.trace_last_step) +
+                                  " ends before step " + std::to_string(loop.first_step) + ", where --resume " + c.resume_path +
+                                  " goes on from — choose a window from step " + std::to_string(loop.first_step) + " on");
   checkpointer.at_start(loop.first_step);
   loop.last_step = run.total;
   HostBatch batch;

@@ -77,6 +77,11 @@ void TrainConfig::validate() const {
     if (trace_first_step < 0 || trace_last_step < trace_first_step)
       throw UsageError("train", "--trace-steps " + std::to_string(trace_first_step) + ":" + std::to_string(trace_last_step) +
                                     ": give A:B with 0 ≤ A ≤ B (steps numbered from 0)");
+    if (steps > 0 && trace_first_step >= steps)
+      throw UsageError("train", "--trace-steps " + std::to_string(trace_first_step) + ":" + std::to_string(trace_last_step) +
+                                    " starts after the run's last step: --steps " + std::to_string(steps) + " runs steps 0–" +
+                                    std::to_string(steps - 1) + " — choose a window inside them (e.g. --trace-steps 0:" +
+                                    std::to_string(steps - 1) + "), or raise --steps");
   }
   if (!init_weights_path.empty() && !resume_path.empty())
     throw UsageError("train", "--init-weights and --resume both give the weights — a resumed run has its checkpoint's; drop one");

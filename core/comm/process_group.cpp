@@ -345,10 +345,13 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
     end_ns = when.end_ns;
     // Lay the backend's steps evenly over the modelled interval: the order and bytes are real,
     // the times are the model's.
+    // (d · i / steps, split so that a duration near the clock's horizon does not overflow.)
     const int64_t steps = static_cast<int64_t>(chunks.size());
+    const int64_t d = end_ns - begin_ns;
+    auto at = [&](int64_t i) { return begin_ns + d / steps * i + d % steps * i / steps; };
     for (int64_t i = 0; i < steps; ++i) {
-      chunks[i].begin_ns = begin_ns + (end_ns - begin_ns) * i / steps;
-      chunks[i].end_ns = begin_ns + (end_ns - begin_ns) * (i + 1) / steps;
+      chunks[i].begin_ns = at(i);
+      chunks[i].end_ns = at(i + 1);
     }
   } else {
     const int64_t offset = dev ? dev->clock().now_ns() - steady_ns() : 0;

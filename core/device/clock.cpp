@@ -5,13 +5,26 @@
 #include <algorithm>
 #include <new>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/device/host_cores.h"
+#include "core/error.h"
 
 namespace scalelab {
 
-int64_t seconds_to_ns(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
+int64_t seconds_to_ns(double s) {
+  if (!(s > 0)) return 0;
+  if (!(s * 1e9 < static_cast<double>(kSimHorizonNs))) return kSimHorizonNs;
+  return static_cast<int64_t>(std::llround(s * 1e9));
+}
+
+int64_t add_ns(int64_t a, int64_t b) {
+  a = std::clamp<int64_t>(a, 0, kSimHorizonNs);
+  b = std::clamp<int64_t>(b, 0, kSimHorizonNs);
+  return b >= kSimHorizonNs - a ? kSimHorizonNs : a + b;
+}
 
 void HostCores::acquire() {
   {
@@ -83,7 +96,7 @@ Interval SimClock::place(Lane lane, int64_t begin_ns, int64_t duration_ns, doubl
   int64_t& free = lane_free_ns_[me];
   Interval i;
   i.begin_ns = std::max(free, begin_ns);
-  i.end_ns = i.begin_ns + duration_ns;
+  i.end_ns = add_ns(i.begin_ns, duration_ns);
   if (share > 0) {
     // Walk the link's ops on the other lanes in time order: between them this op runs at full
     // speed, during each at what that op leaves of the link. `work`: its time still to run alone.
@@ -113,9 +126,16 @@ Interval SimClock::place(Lane lane, int64_t begin_ns, int64_t duration_ns, doubl
         t = static_cast<double>(u.end_ns);
       }
     }
-    i.end_ns = std::llround(t + work);
-    link_uses_[me].push_back({i.begin_ns, i.end_ns, share});
+    i.end_ns = std::llround(std::min(t + work, static_cast<double>(kSimHorizonNs)));
   }
+  if (i.end_ns >= kSimHorizonNs) {
+    char what[256];
+    std::snprintf(what, sizeof what, "an op of %.3g s, begun at %.3g s of simulated time, ends past the sim clock's horizon (2^62 ns, 146 years)",
+                  static_cast<double>(duration_ns) / 1e9, static_cast<double>(i.begin_ns) / 1e9);
+    throw Error("sim", std::string(what) + " — the profile prices this run absurdly slowly: check its bandwidths, peaks and "
+                                           "efficiencies (profiles/README.md), or run a smaller model or fewer steps");
+  }
+  if (share > 0) link_uses_[me].push_back({i.begin_ns, i.end_ns, share});
   free = i.end_ns;
   // Peer copies use the link from the copy lane, calls from the comm lane; an op starts once its
   // lane is free, so the other lane's uses that ended by then are past.

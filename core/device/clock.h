@@ -124,6 +124,13 @@ class SimClock : public Clock {
   std::array<std::deque<LinkUse>, kLaneCount> link_uses_;
 };
 
+// The sim clock's horizon: 2^62 ns, about 146 years. A duration is held at it, and an op that would
+// end past it is refused: int64 ns overflow past 292 years, and the sum of two times under the
+// horizon never does.
+constexpr int64_t kSimHorizonNs = int64_t{1} << 62;
+// Seconds as ns, rounded: a NaN or negative duration is 0, a longer one than the horizon the horizon.
 int64_t seconds_to_ns(double s);
+// a + b for times and durations ≥ 0, held at the horizon.
+int64_t add_ns(int64_t a, int64_t b);
 
 }  // namespace scalelab

@@ -123,7 +123,7 @@ Interval Device::run_op(const OpTag& tag, const char* kind, Lane lane, const OpC
     priced.host_devices = traffic.devices;
     priced.shared_bytes = traffic.shared;
   }
-  if (host_op_gap_ns_ >= 0) ready = std::max(ready, last_op_end_ns_.load() + host_op_gap_ns_);
+  if (host_op_gap_ns_ >= 0) ready = std::max(ready, add_ns(last_op_end_ns_.load(), host_op_gap_ns_));
   Interval when = clock_->run(lane, ready, priced, [&] {
     if (executor_->computes()) work();
   });

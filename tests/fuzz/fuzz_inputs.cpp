@@ -3,7 +3,10 @@
 // swaps in JSON), and a forked child reads it with the reader scalelab uses, under a memory limit
 // and an alarm. Every case must end in success or a clear error (a scalelab::Error with its
 // component); an error of another type, a signal or a hang is a failure, its input kept.
-//   fuzz_inputs KIND SEED_FILE... [--cases N] [--seed S] [--budget-s T] [--keep DIR]
+//   fuzz_inputs KIND SEED_FILE... [--cases N] [--seed S] [--budget-s T] [--keep DIR] [--corpus DIR]
+// --corpus DIR replays every file of DIR first, as it is (tests/fuzz/corpus/KIND: every input that
+// ever failed); each must end in success or a clear error too. An accepted profile must also price
+// every kind of op at a finite duration ≥ 0.
 //   KIND: checkpoint | profile | idx-images | idx-labels | trace
 //   fuzz_inputs load CHECKPOINT: exit 0 when it loads (the kill-during-save loop's check)
 #include <sys/resource.h>
@@ -11,7 +14,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <stdexcept>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +31,7 @@
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/data/dataset.h"
+#include "core/device/sim/cost_model.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -175,10 +182,28 @@ void mutate_json(json& j, Rng& rng) {
   }
 }
 
+// A figure made tiny or huge, yet positive and finite: what a missing exponent or a unit in the
+// wrong place gives (a bandwidth of 1e-300 B/s, a peak of 5e-324 FLOP/s).
+void mutate_figure(json& j, Rng& rng) {
+  std::vector<json*> numbers;
+  std::vector<json*> stack{&j};
+  while (!stack.empty()) {
+    json* n = stack.back();
+    stack.pop_back();
+    if (n->is_number()) numbers.push_back(n);
+    if (n->is_structured())
+      for (auto& child : *n) stack.push_back(&child);
+  }
+  if (numbers.empty()) return;
+  static const double kFigures[] = {5e-324, 1e-300, 1e-30, 1e-12, 1e-7, 1e7, 1e12, 1e30, 1e300, 1.7e308};
+  json& n = *numbers[rng.below(numbers.size())];
+  n = rng.below(2) ? kFigures[rng.below(sizeof kFigures / sizeof kFigures[0])] : n.get<double>() * (rng.below(2) ? 1e-9 : 1e9);
+}
+
 std::string mutate(const std::string& kind, const std::string& seed, Rng& rng) {
   if (kind == "profile" && rng.below(3) != 0) {
     json j = json::parse(seed);
-    for (int k = 0, n = 1 + static_cast<int>(rng.below(2)); k < n; ++k) mutate_json(j, rng);
+    for (int k = 0, n = 1 + static_cast<int>(rng.below(2)); k < n; ++k) rng.below(2) ? mutate_json(j, rng) : mutate_figure(j, rng);
     return j.dump();
   }
   if (kind == "trace") {
@@ -232,7 +257,23 @@ void read_as(const std::string& kind, const std::string& path) {
       throw std::logic_error("accepted a number no run writes (loss scale " + std::to_string(scale) + ", good steps " +
                              std::to_string(ck.state.scaler_good_steps) + ", step " + std::to_string(ck.header.step) + ")");
   } else if (kind == "profile") {
-    load_profile(path);
+    // Accepted, it must price sanely: no NaN, infinite or negative duration (silent nonsense).
+    const CostModel model(load_profile(path));
+    auto check = [](double seconds, const char* what) {
+      if (!(std::isfinite(seconds) && seconds >= 0))
+        throw std::runtime_error(std::string("accepted, but prices ") + what + " at " + std::to_string(seconds) + " s");
+    };
+    for (double bytes : {4.0, 1e9}) {
+      check(model.seconds({OpClass::gemm, 2e9, bytes, DType::f32, 1000, 1000, 1000}), "a GEMM");
+      check(model.seconds({OpClass::gemm, 2e9, bytes, DType::f16}), "an f16 GEMM");
+      check(model.seconds({OpClass::elementwise, 0, bytes}), "an element-wise op");
+      check(model.seconds({OpClass::copy_host, 0, bytes}), "a host copy");
+      check(model.seconds({OpClass::copy_peer, 0, bytes}), "a peer copy");
+      const int n = std::min(model.profile().device_count(), 2 * model.profile().devices_per_node);
+      for (Collective op : {Collective::all_reduce, Collective::all_gather, Collective::broadcast, Collective::scatter,
+                            Collective::barrier, Collective::send})
+        check(model.collective_seconds(op, bytes, std::max(n, 2)), collective_name(op));
+    }
   } else if (kind == "idx-images") {
     int64_t n = 0, r = 0, c = 0;
     read_idx_images(path, &n, &r, &c);
@@ -300,12 +341,14 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   double budget_s = 30;
   std::string keep = ".";
+  std::string corpus;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--cases" && i + 1 < argc) cases = std::atoll(argv[++i]);
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--budget-s" && i + 1 < argc) budget_s = std::atof(argv[++i]);
     else if (a == "--keep" && i + 1 < argc) keep = argv[++i];
+    else if (a == "--corpus" && i + 1 < argc) corpus = argv[++i];
     else seeds.push_back(read_all(a));
   }
   if (kind != "checkpoint" && kind != "profile" && kind != "idx-images" && kind != "idx-labels" && kind != "trace") {
@@ -316,11 +359,8 @@ int main(int argc, char** argv) {
   const std::string dir = ::mkdtemp(dir_template);
   const std::string path = dir + "/case" + (kind == "profile" ? ".json" : "");
   int64_t tried = 0, clear = 0, accepted = 0, unclear = 0, crashes = 0, hangs = 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < cases; ++i) {
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > budget_s) break;
-    Rng rng(seed * 1000003 + static_cast<uint64_t>(i));
-    const std::string input = mutate(kind, seeds[rng.below(seeds.size())], rng);
+  // One input read in a forked child: "" when it ended in success or a clear error, else what went wrong.
+  auto run_case = [&](const std::string& input) -> std::string {
     write_all(path, input);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
@@ -331,21 +371,47 @@ int main(int argc, char** argv) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     ++tried;
-    std::string bad;
     if (WIFEXITED(status) && WEXITSTATUS(status) == kAccepted) {
       ++accepted;
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == kClearError) {
-      ++clear;
-    } else if (WIFEXITED(status)) {
-      ++unclear;
-      bad = "unclear";
-    } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-      ++hangs;
-      bad = "hang";
-    } else {
-      ++crashes;
-      bad = "crash (signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0) + ")";
+      return "";
     }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kClearError) {
+      ++clear;
+      return "";
+    }
+    if (WIFEXITED(status)) {
+      ++unclear;
+      return "unclear";
+    }
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+      ++hangs;
+      return "hang";
+    }
+    ++crashes;
+    return "crash (signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0) + ")";
+  };
+  if (!corpus.empty()) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(corpus, ec))
+      if (e.is_regular_file() && e.path().filename() != "README.md") files.push_back(e.path().string());
+    if (ec) {
+      std::fprintf(stderr, "no corpus %s: %s\n", corpus.c_str(), ec.message().c_str());
+      return 2;
+    }
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) {
+      const std::string bad = run_case(read_all(f));
+      if (!bad.empty()) std::fprintf(stderr, "FAIL: %s corpus file %s: %s\n", kind.c_str(), f.c_str(), bad.c_str());
+    }
+    std::printf("%-11s corpus files replayed %lld\n", kind.c_str(), static_cast<long long>(files.size()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < cases && !seeds.empty(); ++i) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > budget_s) break;
+    Rng rng(seed * 1000003 + static_cast<uint64_t>(i));
+    const std::string input = mutate(kind, seeds[rng.below(seeds.size())], rng);
+    const std::string bad = run_case(input);
     if (!bad.empty()) {
       const std::string kept = keep + "/fuzz-" + kind + "-" + std::to_string(seed) + "-" + std::to_string(i);
       write_all(kept, input);

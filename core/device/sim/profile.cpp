@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/collective.h"
 #include "core/error.h"
@@ -146,7 +147,86 @@ double TimedCollective::at(double payload) const {
   return std::exp(std::log(seconds[lo]) + t * (std::log(seconds[hi]) - std::log(seconds[lo])));
 }
 
+// Each figure's range. Bandwidths from 1 MB/s (a slow NIC is 1000× more) up; peaks from
+// 1 GFLOP/s (one old core); no latency, overhead or hand-off of a second or more; a share of peak
+// from a millionth (a tiny GEMM on a large GPU reaches 1e-3). Measured times from 10 ns: less is
+// below what calibrate's clocks resolve.
+const std::vector<FigureRange>& profile_figure_ranges() {
+  static const std::vector<FigureRange> ranges = {
+      {"device.peak_flops.*", 1e9, 1e18, "FLOP/s", "1 GFLOP/s to 1 EFLOP/s", false},
+      {"device.gemm_efficiency", 1e-6, 1, "share", "1e-6 to 1 of peak", false},
+      {"device.gemm_curves.*.mnk[]", 1, 1e18, "m·n·k", "1 to 1e18", false},
+      {"device.gemm_curves.*.efficiency[]", 1e-6, 1, "share", "1e-6 to 1 of peak", false},
+      {"device.gemm_curves.*.efficiency_cold[]", 1e-6, 1, "share", "1e-6 to 1 of peak", false},
+      {"device.mem_bandwidth_Bps", 1e6, 1e15, "B/s", "1 MB/s to 1 PB/s", false},
+      {"device.mem_capacity_bytes", 0x1p20, 0x1p50, "B", "1 MiB to 1 PiB", false},
+      {"device.launch_overhead_s", 0, 1, "s", "0 to 1 s", false},
+      {"device.elementwise_curves.*.bytes[]", 1, 1e15, "B", "1 B to 1 PB", false},
+      {"device.elementwise_curves.*.efficiency[]", 1e-6, 1, "share", "1e-6 to 1 of the memory bandwidth", false},
+      {"device.elementwise_curves.*.efficiency_cold[]", 1e-6, 1, "share", "1e-6 to 1 of the memory bandwidth", false},
+      {"device.gemm_table.f32[].m", 1, 1e6, "count", "1 to 1e6", false},
+      {"device.gemm_table.f32[].n", 1, 1e6, "count", "1 to 1e6", false},
+      {"device.gemm_table.f32[].k", 1, 1e6, "count", "1 to 1e6", false},
+      {"device.gemm_table.f32[].seconds", 1e-8, 3600, "s", "10 ns to 1 hour", false},
+      {"device.gemm_table.f32[].seconds_cold", 1e-8, 3600, "s", "10 ns to 1 hour", false},
+      {"device.gemm_table.f32[].seconds_accumulate", 1e-8, 3600, "s", "10 ns to 1 hour", false},
+      {"device.host_cache_bytes", 1024, 0x1p40, "B", "1 KiB to 1 TiB", false},
+      {"device.host_cache_curve.bytes[]", 1, 1e15, "B", "1 B to 1 PB", false},
+      {"device.host_cache_curve.cold_share[]", 0, 1, "share", "0 to 1", false},
+      {"device.host_cache_retouch", 0, 1, "share", "0 to 1", false},
+      {"device.turn_handoff_s", 0, 1, "s", "0 to 1 s", false},
+      {"device.turn_gemm_extra_s", 0, 1, "s", "0 to 1 s", false},
+      {"device.core_round_trip_s", 0, 1, "s", "0 to 1 s", false},
+      {"device.host_op_gap_s", 0, 1, "s", "0 to 1 s", false},
+      {"links.*.bandwidth_Bps", 1e6, 1e15, "B/s", "1 MB/s to 1 PB/s", false},
+      {"links.*.latency_s", 0, 1, "s", "0 to 1 s", false},
+      {"links.*.curve.bytes[]", 1, 1e15, "B", "1 B to 1 PB", false},
+      {"links.*.curve.efficiency[]", 1e-6, 1, "share", "1e-6 to 1 of the bandwidth", false},
+      {"links.*.curve.efficiency_cold[]", 1e-6, 1, "share", "1e-6 to 1 of the bandwidth", false},
+      {"collectives.launch_s", 0, 1, "s", "0 to 1 s", false},
+      {"collectives.intra_hop_s", 0, 1, "s", "0 to 1 s", false},
+      {"collectives.inter_hop_s", 0, 1, "s", "0 to 1 s", false},
+      {"collectives.intra_efficiency", 1e-6, 1, "share", "1e-6 to 1 of the bandwidth", false},
+      {"collectives.inter_efficiency", 1e-6, 1, "share", "1e-6 to 1 of the bandwidth", false},
+      {"collectives.net_overhead_s", 0, 1, "s", "0 to 1 s", false},
+      {"collectives.nvls_efficiency", 1e-6, 1, "share", "0 (none), or 1e-6 to 1 of the bandwidth", true},
+      {"collectives.nvls_latency_s", 0, 1, "s", "0 to 1 s", false},
+      {"collectives.nvls_tree_latency_s", 0, 1, "s", "0 to 1 s", false},
+      {"collectives.shared_host_Bps", 1e6, 1e15, "B/s", "0 (none), or 1 MB/s to 1 PB/s", true},
+      {"collectives.measured[].bytes[]", 1, 1e15, "B", "1 B to 1 PB", false},
+      {"collectives.measured[].seconds[]", 1e-8, 3600, "s", "10 ns to 1 hour", false},
+  };
+  return ranges;
+}
+
 namespace {
+
+const FigureRange& range_of(const std::string& pattern) {
+  for (const FigureRange& r : profile_figure_ranges())
+    if (pattern == r.field) return r;
+  throw std::logic_error("profile figure '" + pattern + "' has no range in profile_figure_ranges()");
+}
+
+// A value read for the figure `pattern` (a row of profile_figure_ranges()), written `raw` in the
+// file at `name`: refused outside its range, with the range in words.
+double in_range(double v, const json& raw, const std::string& name, const std::string& origin, const std::string& pattern) {
+  const FigureRange& r = range_of(pattern);
+  if (std::isfinite(v) && ((v >= r.min && v <= r.max) || (r.zero_means_none && v == 0))) return v;
+  throw Error("hw", origin + ": field '" + name + "' is " + raw.dump() + " — its range is " + r.in_words + " (" +
+                        (std::string(r.unit) == "share" ? "a share" : std::string("in ") + r.unit) +
+                        "); see profiles/README.md for each figure's range");
+}
+
+const json& field(const json& j, const char* key, const std::string& origin, const std::string& where);
+
+// A numeric figure `where + key`, checked against its row `pattern` of profile_figure_ranges().
+// The pattern is the field's name where no list or key varies.
+double figure(const json& j, const char* key, const std::string& origin, const std::string& where, const std::string& pattern = "") {
+  const json& v = field(j, key, origin, where);
+  if (!v.is_number())
+    throw Error("hw", origin + ": field '" + where + key + "' must be a number, got " + v.dump());
+  return in_range(v.get<double>(), v, where + key, origin, pattern.empty() ? where + key : pattern);
+}
 
 const json& field(const json& j, const char* key, const std::string& origin, const std::string& where) {
   if (!j.is_object() || !j.contains(key))
@@ -165,27 +245,15 @@ std::string text(const json& j, const char* key, const std::string& fallback, co
   return v.get<std::string>();
 }
 
-// Every figure is a finite number in a range a real machine can have (a figure far outside it is a
-// typo — a missing exponent, a unit in the wrong place — that would price every op absurdly).
-double positive(const json& j, const char* key, const std::string& origin, const std::string& where,
-                bool allow_zero = false, double max = 1e24) {
+// A count (nodes, devices, ranks, links): a whole number from 1 to `max`, not 1.5 silently cut to 1.
+int64_t whole(const json& j, const char* key, const std::string& origin, const std::string& where, double max) {
   const json& v = field(j, key, origin, where);
-  if (!v.is_number())
-    throw Error("hw", origin + ": field '" + where + key + "' must be a number, got " + v.dump());
-  double d = v.get<double>();
-  if (!std::isfinite(d) || d < 0 || (!allow_zero && d == 0) || d > max) {
+  const double d = v.is_number() ? v.get<double>() : std::nan("");
+  if (!(d >= 1 && d <= max) || d != std::floor(d)) {
     char range[64];
-    std::snprintf(range, sizeof range, "%s and ≤ %g", allow_zero ? "≥ 0" : "> 0", max);
+    std::snprintf(range, sizeof range, "a whole number from 1 to %.0f", max);
     throw Error("hw", origin + ": field '" + where + key + "' must be " + range + ", got " + v.dump());
   }
-  return d;
-}
-
-// A count (nodes, devices): a whole number, not 1.5 silently cut to 1.
-int64_t whole(const json& j, const char* key, const std::string& origin, const std::string& where, double max) {
-  const double d = positive(j, key, origin, where, false, max);
-  if (d != std::floor(d))
-    throw Error("hw", origin + ": field '" + where + key + "' must be a whole number, got " + field(j, key, origin, where).dump());
   return static_cast<int64_t>(d);
 }
 
@@ -198,22 +266,22 @@ CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::s
   const json& s = j.at("collectives");
   const std::string where = "collectives.";
   if (!s.is_object()) throw Error("hw", origin + ": field 'collectives' must be an object — see profiles/README.md for the format");
-  auto optional = [&](const char* key, double fallback, bool allow_zero, double max) {
-    return s.contains(key) ? positive(s, key, origin, where, allow_zero, max) : fallback;
+  auto optional = [&](const char* key, double fallback) {
+    return s.contains(key) ? figure(s, key, origin, where) : fallback;
   };
   c.calibrated = true;
   c.tree = true;
   c.protocols = {Protocol::ll, Protocol::ll128, Protocol::simple};
-  c.launch_s = optional("launch_s", 0, true, 60);
-  c.intra_hop_s = optional("intra_hop_s", c.intra_hop_s, true, 60);
-  c.inter_hop_s = optional("inter_hop_s", c.inter_hop_s, true, 60);
-  c.intra_efficiency = optional("intra_efficiency", 1, false, 1);
-  c.inter_efficiency = optional("inter_efficiency", 1, false, 1);
-  c.net_overhead_s = optional("net_overhead_s", 0, true, 60);
-  c.nvls_efficiency = optional("nvls_efficiency", 0, true, 1);
-  c.nvls_latency_s = optional("nvls_latency_s", 0, true, 60);
-  c.nvls_tree_latency_s = optional("nvls_tree_latency_s", 0, true, 60);
-  c.shared_host_Bps = optional("shared_host_Bps", 0, true, 1e24);
+  c.launch_s = optional("launch_s", 0);
+  c.intra_hop_s = optional("intra_hop_s", c.intra_hop_s);
+  c.inter_hop_s = optional("inter_hop_s", c.inter_hop_s);
+  c.intra_efficiency = optional("intra_efficiency", 1);
+  c.inter_efficiency = optional("inter_efficiency", 1);
+  c.net_overhead_s = optional("net_overhead_s", 0);
+  c.nvls_efficiency = optional("nvls_efficiency", 0);
+  c.nvls_latency_s = optional("nvls_latency_s", 0);
+  c.nvls_tree_latency_s = optional("nvls_tree_latency_s", 0);
+  c.shared_host_Bps = optional("shared_host_Bps", 0);
   if (s.contains("tree")) {
     if (!s.at("tree").is_boolean())
       throw Error("hw", origin + ": field 'collectives.tree' must be true or false, got " + s.at("tree").dump());
@@ -272,10 +340,12 @@ CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::s
         throw Error("hw", origin + ": field '" + here + "' must hold as many \"seconds\" as \"bytes\", at least one" + fix);
       for (size_t i = 0; i < table.at("bytes").size(); ++i) {
         const json &b = table.at("bytes")[i], &sec = table.at("seconds")[i];
-        if (!b.is_number() || !sec.is_number() || !(b.get<double>() > 0) || !(sec.get<double>() > 0) ||
-            !std::isfinite(b.get<double>()) || !std::isfinite(sec.get<double>()))
+        if (!b.is_number() || !sec.is_number())
           throw Error("hw", origin + ": field '" + here + "', size " + std::to_string(i) + ": bytes " + b.dump() + ", seconds " +
-                                sec.dump() + " — both must be numbers > 0" + fix);
+                                sec.dump() + " — both must be numbers" + fix);
+        const std::string index = "[" + std::to_string(i) + "]";
+        in_range(b.get<double>(), b, here + ".bytes" + index, origin, "collectives.measured[].bytes[]");
+        in_range(sec.get<double>(), sec, here + ".seconds" + index, origin, "collectives.measured[].seconds[]");
         if (!t.bytes.empty() && b.get<double>() <= t.bytes.back())
           throw Error("hw", origin + ": field '" + here + ".bytes' must increase: " + b.dump() + " comes after " +
                                 table.at("bytes")[i - 1].dump() + fix);
@@ -297,6 +367,8 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
   SizeCurve c;
   if (!curves.contains(key)) return c;
   const std::string where = section + key;
+  // Its row in profile_figure_ranges(): every link's curve, every kind's, every dtype's share one.
+  const std::string pattern = section.rfind("links.", 0) == 0 ? "links.*." + key : section + "*";
   const json& j = curves.at(key);
   const char* fix = " — see profiles/README.md for the format";
   if (!j.is_object() || !j.contains(size_key) || !j.contains("efficiency") || !j.at(size_key).is_array() ||
@@ -312,15 +384,12 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
     if (!sizes[i].is_number() || !shares[i].is_number())
       throw Error("hw", origin + ": field '" + at + "' must be numbers, got " + size_key + " " + sizes[i].dump() + ", efficiency " +
                             shares[i].dump() + fix);
-    const double s = sizes[i].get<double>(), e = shares[i].get<double>();
-    if (!std::isfinite(s) || s <= 0)
-      throw Error("hw", origin + ": field '" + at + "': " + size_key + " " + sizes[i].dump() + " must be > 0" + fix);
+    const std::string index = "[" + std::to_string(i) + "]";
+    const double s = in_range(sizes[i].get<double>(), sizes[i], where + "." + size_key + index, origin, pattern + "." + size_key + "[]");
     if (!c.sizes.empty() && s <= c.sizes.back())
       throw Error("hw", origin + ": field '" + where + "." + size_key + "' must increase: " + sizes[i].dump() + " comes after " +
                             sizes[i - 1].dump() + " — list the sizes from small to large, each once");
-    if (!std::isfinite(e) || e <= 0 || e > 1)
-      throw Error("hw", origin + ": field '" + where + ".efficiency[" + std::to_string(i) + "]' is " + shares[i].dump() +
-                            ": a share of peak is in (0, 1] — above 1 the peak is wrong, ≤ 0 the measurement is");
+    const double e = in_range(shares[i].get<double>(), shares[i], where + ".efficiency" + index, origin, pattern + ".efficiency[]");
     c.sizes.push_back(s);
     c.efficiency.push_back(e);
   }
@@ -329,11 +398,9 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
     if (!cold.is_array() || cold.size() != sizes.size())
       throw Error("hw", origin + ": field '" + where + ".efficiency_cold' must be an array of one efficiency per size" + fix);
     for (size_t i = 0; i < cold.size(); ++i) {
-      const double e = cold[i].is_number() ? cold[i].get<double>() : -1;
-      if (!std::isfinite(e) || e <= 0 || e > 1)
-        throw Error("hw", origin + ": field '" + where + ".efficiency_cold[" + std::to_string(i) + "]' is " + cold[i].dump() +
-                              ": a share of peak is in (0, 1]");
-      c.efficiency_cold.push_back(e);
+      const std::string at = where + ".efficiency_cold[" + std::to_string(i) + "]";
+      if (!cold[i].is_number()) throw Error("hw", origin + ": field '" + at + "' must be a number, got " + cold[i].dump() + fix);
+      c.efficiency_cold.push_back(in_range(cold[i].get<double>(), cold[i], at, origin, pattern + ".efficiency_cold[]"));
     }
   }
   return c;
@@ -350,10 +417,10 @@ HostCalibration::ColdShareCurve parse_cold_share_curve(const json& j, const std:
   for (size_t i = 0; i < j.at("bytes").size(); ++i) {
     const json &b = j.at("bytes")[i], &s = j.at("cold_share")[i];
     const std::string at = "device.host_cache_curve[" + std::to_string(i) + "]";
-    if (!b.is_number() || !s.is_number() || !(b.get<double>() > 0) || !std::isfinite(b.get<double>()) || !(s.get<double>() >= 0) ||
-        !(s.get<double>() <= 1))
-      throw Error("hw", origin + ": field '" + at + "': bytes " + b.dump() + ", cold_share " + s.dump() +
-                            " — bytes must be > 0 and cold_share in [0, 1]" + fix);
+    if (!b.is_number() || !s.is_number())
+      throw Error("hw", origin + ": field '" + at + "': bytes " + b.dump() + ", cold_share " + s.dump() + " — both must be numbers" + fix);
+    in_range(b.get<double>(), b, "device.host_cache_curve.bytes[" + std::to_string(i) + "]", origin, "device.host_cache_curve.bytes[]");
+    in_range(s.get<double>(), s, "device.host_cache_curve.cold_share[" + std::to_string(i) + "]", origin, "device.host_cache_curve.cold_share[]");
     if (!c.bytes.empty() && (b.get<double>() <= c.bytes.back() || s.get<double>() < c.share.back()))
       throw Error("hw", origin + ": field '" + at + "' (bytes " + b.dump() + ", cold_share " + s.dump() +
                             ") comes after bytes " + std::to_string(c.bytes.back()) + ", cold_share " + std::to_string(c.share.back()) +
@@ -378,13 +445,13 @@ GemmTable parse_gemm_table(const json& t, const std::string& origin) {
     const json& r = rows[i];
     if (!r.is_object()) throw Error("hw", origin + ": field '" + where.substr(0, where.size() - 1) + "' must be an object" + fix);
     GemmPoint pt;
-    pt.m = positive(r, "m", origin, where);
-    pt.n = positive(r, "n", origin, where);
-    pt.k = positive(r, "k", origin, where);
-    pt.seconds = positive(r, "seconds", origin, where, false, 3600);
-    if (r.contains("seconds_cold")) pt.seconds_cold = positive(r, "seconds_cold", origin, where, false, 3600);
+    pt.m = figure(r, "m", origin, where, "device.gemm_table.f32[].m");
+    pt.n = figure(r, "n", origin, where, "device.gemm_table.f32[].n");
+    pt.k = figure(r, "k", origin, where, "device.gemm_table.f32[].k");
+    pt.seconds = figure(r, "seconds", origin, where, "device.gemm_table.f32[].seconds");
+    if (r.contains("seconds_cold")) pt.seconds_cold = figure(r, "seconds_cold", origin, where, "device.gemm_table.f32[].seconds_cold");
     if (r.contains("seconds_accumulate"))
-      pt.seconds_accumulate = positive(r, "seconds_accumulate", origin, where, false, 3600);
+      pt.seconds_accumulate = figure(r, "seconds_accumulate", origin, where, "device.gemm_table.f32[].seconds_accumulate");
     for (auto [key, flag] : {std::pair{"trans_a", &pt.trans_a}, std::pair{"trans_b", &pt.trans_b}}) {
       if (!r.contains(key) || !r.at(key).is_boolean())
         throw Error("hw", origin + ": field '" + where + key + "' must be true or false" + fix);
@@ -400,8 +467,8 @@ LinkSpec parse_link(const json& j, const char* key, const std::string& origin) {
   LinkSpec s;
   std::string where = std::string("links.") + key + ".";
   s.kind = text(l, "kind", "link", origin, where);
-  s.bandwidth_Bps = positive(l, "bandwidth_Bps", origin, where);
-  s.latency_s = positive(l, "latency_s", origin, where, true, 60);
+  s.bandwidth_Bps = figure(l, "bandwidth_Bps", origin, where, "links.*.bandwidth_Bps");
+  s.latency_s = figure(l, "latency_s", origin, where, "links.*.latency_s");
   s.curve = parse_curve(l, "curve", origin, where, "bytes");
   return s;
 }
@@ -457,11 +524,11 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   const json& d = field(j, "device", origin, "");
   p.device_model = text(d, "model", "device", origin, "device.");
   const json& pf = field(d, "peak_flops", origin, "device.");
-  p.peak_flops_f32 = positive(pf, "f32", origin, "device.peak_flops.");
-  p.peak_flops_f16 = pf.contains("f16") ? positive(pf, "f16", origin, "device.peak_flops.") : 0;
-  p.peak_flops_bf16 = pf.contains("bf16") ? positive(pf, "bf16", origin, "device.peak_flops.") : 0;
-  p.peak_flops_tf32 = pf.contains("tf32") ? positive(pf, "tf32", origin, "device.peak_flops.") : 0;
-  p.gemm_efficiency = positive(d, "gemm_efficiency", origin, "device.", false, 1);
+  p.peak_flops_f32 = figure(pf, "f32", origin, "device.peak_flops.", "device.peak_flops.*");
+  p.peak_flops_f16 = pf.contains("f16") ? figure(pf, "f16", origin, "device.peak_flops.", "device.peak_flops.*") : 0;
+  p.peak_flops_bf16 = pf.contains("bf16") ? figure(pf, "bf16", origin, "device.peak_flops.", "device.peak_flops.*") : 0;
+  p.peak_flops_tf32 = pf.contains("tf32") ? figure(pf, "tf32", origin, "device.peak_flops.", "device.peak_flops.*") : 0;
+  p.gemm_efficiency = figure(d, "gemm_efficiency", origin, "device.");
   if (d.contains("gemm_curves")) {
     const json& gc = d.at("gemm_curves");
     if (!gc.is_object()) throw Error("hw", origin + ": field 'device.gemm_curves' must be an object — see profiles/README.md for the format");
@@ -480,7 +547,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     if (p.tf32 && p.peak_flops_tf32 == 0)
       throw Error("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
   }
-  p.mem_bandwidth_Bps = positive(d, "mem_bandwidth_Bps", origin, "device.");
+  p.mem_bandwidth_Bps = figure(d, "mem_bandwidth_Bps", origin, "device.");
   // The host calibration's fields sit in "device" beside the cluster's (the format calibrate writes).
   for (const char* key : {"gemm_table", "host_cache_bytes", "host_cache_curve", "host_cache_retouch", "turn_handoff_s",
                           "turn_gemm_extra_s", "core_round_trip_s", "host_op_gap_s", "turns_on_one_core"})
@@ -489,12 +556,12 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     HostCalibration& h = *p.calibration;
     if (d.contains("gemm_table")) h.gemm_table = parse_gemm_table(d.at("gemm_table"), origin);
     if (d.contains("host_cache_curve")) h.host_cache_curve = parse_cold_share_curve(d.at("host_cache_curve"), origin);
-    if (d.contains("host_cache_bytes")) h.host_cache_bytes = positive(d, "host_cache_bytes", origin, "device.");
-    if (d.contains("host_cache_retouch")) h.host_cache_retouch = positive(d, "host_cache_retouch", origin, "device.", true, 1);
-    if (d.contains("turn_handoff_s")) h.turn_handoff_s = positive(d, "turn_handoff_s", origin, "device.", true, 1);
-    if (d.contains("turn_gemm_extra_s")) h.turn_gemm_extra_s = positive(d, "turn_gemm_extra_s", origin, "device.", true, 1);
-    if (d.contains("core_round_trip_s")) h.core_round_trip_s = positive(d, "core_round_trip_s", origin, "device.", true, 1);
-    if (d.contains("host_op_gap_s")) h.host_op_gap_s = positive(d, "host_op_gap_s", origin, "device.", true, 1);
+    if (d.contains("host_cache_bytes")) h.host_cache_bytes = figure(d, "host_cache_bytes", origin, "device.");
+    if (d.contains("host_cache_retouch")) h.host_cache_retouch = figure(d, "host_cache_retouch", origin, "device.");
+    if (d.contains("turn_handoff_s")) h.turn_handoff_s = figure(d, "turn_handoff_s", origin, "device.");
+    if (d.contains("turn_gemm_extra_s")) h.turn_gemm_extra_s = figure(d, "turn_gemm_extra_s", origin, "device.");
+    if (d.contains("core_round_trip_s")) h.core_round_trip_s = figure(d, "core_round_trip_s", origin, "device.");
+    if (d.contains("host_op_gap_s")) h.host_op_gap_s = figure(d, "host_op_gap_s", origin, "device.");
     if (d.contains("turns_on_one_core")) {
       if (!d.at("turns_on_one_core").is_boolean())
         throw Error("hw", origin + ": field 'device.turns_on_one_core' must be true or false, got " + d.at("turns_on_one_core").dump());
@@ -509,8 +576,11 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     for (const auto& [kind, curve] : ec.items())
       if (kind != "source") p.elementwise_curves[kind] = parse_curve(ec, kind, origin, "device.elementwise_curves.", "bytes");
   }
-  p.mem_capacity_bytes = whole(d, "mem_capacity_bytes", origin, "device.", 0x1p62);
-  p.launch_overhead_s = positive(d, "launch_overhead_s", origin, "device.", true, 60);
+  const double capacity = figure(d, "mem_capacity_bytes", origin, "device.");
+  if (capacity != std::floor(capacity))
+    throw Error("hw", origin + ": field 'device.mem_capacity_bytes' is " + d.at("mem_capacity_bytes").dump() + " — a count of bytes is a whole number");
+  p.mem_capacity_bytes = static_cast<int64_t>(capacity);
+  p.launch_overhead_s = figure(d, "launch_overhead_s", origin, "device.");
   const json& links = field(j, "links", origin, "");
   p.host_link = parse_link(links, "host", origin);
   p.intra_node = parse_link(links, "intra_node", origin);

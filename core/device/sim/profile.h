@@ -203,6 +203,19 @@ struct HardwareProfile {
   }
 };
 
+// The range every figure of a profile may take, with its unit (profiles/README.md shows the same
+// table): a real machine's figures lie inside; one outside is a typo — a missing exponent, a unit
+// in the wrong place — that would price every op absurdly (a bandwidth of 1e-300 B/s makes one op
+// outlast the clock's int64 ns). The parser refuses it, naming the field, the value and the range.
+struct FigureRange {
+  const char* field;     // as the files write it: `*` any key, `[]` each element of a list
+  double min, max;       // inclusive
+  const char* unit;      // "B/s", "s", "FLOP/s", "B", "share", "m·n·k", "count"
+  const char* in_words;  // the range for a reader: "1 MB/s to 1 PB/s"
+  bool zero_means_none;  // 0 is allowed as well (the feature is absent)
+};
+const std::vector<FigureRange>& profile_figure_ranges();
+
 // Parses a profile; throws Error("hw", ...) naming the file and the bad or missing field.
 HardwareProfile parse_profile(const std::string& json_text, const std::string& origin);
 // The profile in the profile files' format (a calibrated one with its "calibration" record; without
