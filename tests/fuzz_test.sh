@@ -105,7 +105,8 @@ if [ "$PART" = cli ]; then
   bad "--nodes 99999999 on sim" 2 hw "2^20" -- $T --device sim --hw h100-ib-16x8 --dry-run --nodes 99999999 --devices-per-node 8
   # Paths of the wrong kind, for every reader: checkpoints, data, profiles.
   for p in dir fifo loop-a empty missing; do bad "--resume $p" 1 checkpoint "" -- $T --resume "$WORK/$p"; done
-  for p in dir fifo loop-a empty; do bad "--hw $p" 1 hw "" -- $T --device sim --hw "$WORK/$p" --dry-run; done
+  for p in dir fifo loop-a; do bad "--hw $p" 1 hw "" -- $T --device sim --hw "$WORK/$p" --dry-run; done
+  bad "--hw empty" 2 hw "not valid JSON" -- $T --device sim --hw "$WORK/empty" --dry-run  # content: bad input
   bad "--hw missing" 2 hw "no hardware profile" -- $T --device sim --hw "$WORK/missing"
   bad "--resume /dev/zero" 1 checkpoint "device" -- $T --resume /dev/zero
   bad "--resume a FIFO does not block" 1 checkpoint "FIFO" -- $T --resume "$WORK/fifo"
@@ -144,13 +145,13 @@ write("latency-huge", lambda j: j["links"]["host"].__setitem__("latency_s", 1e9)
 open(f"{sys.argv[2]}/overflow.json", "w").write(json.dumps(base).replace('"nodes": 2', '"nodes": 1e999', 1))
 open(f"{sys.argv[2]}/array.json", "w").write("[1, 2]")
 EOF
-  bad "profile nodes 1.5" 1 hw "whole number" -- $T --device sim --hw "$WORK/nodes-frac.json" --dry-run
-  bad "profile devices_per_node 1e12" 1 hw "devices_per_node" -- $T --device sim --hw "$WORK/dpn-huge.json" --dry-run
-  bad "profile name a number" 1 hw "must be a string" -- $T --device sim --hw "$WORK/name-number.json" --dry-run
-  bad "profile gemm_efficiency 2" 1 hw "gemm_efficiency" -- $T --device sim --hw "$WORK/eff-2.json" --dry-run
-  bad "profile latency 1e9 s" 1 hw "latency_s" -- $T --device sim --hw "$WORK/latency-huge.json" --dry-run
-  bad "profile 1e999" 1 hw "" -- $T --device sim --hw "$WORK/overflow.json" --dry-run
-  bad "profile an array" 1 hw "JSON object" -- $T --device sim --hw "$WORK/array.json" --dry-run
+  bad "profile nodes 1.5" 2 hw "whole number" -- $T --device sim --hw "$WORK/nodes-frac.json" --dry-run
+  bad "profile devices_per_node 1e12" 2 hw "devices_per_node" -- $T --device sim --hw "$WORK/dpn-huge.json" --dry-run
+  bad "profile name a number" 2 hw "must be a string" -- $T --device sim --hw "$WORK/name-number.json" --dry-run
+  bad "profile gemm_efficiency 2" 2 hw "gemm_efficiency" -- $T --device sim --hw "$WORK/eff-2.json" --dry-run
+  bad "profile latency 1e9 s" 2 hw "latency_s" -- $T --device sim --hw "$WORK/latency-huge.json" --dry-run
+  bad "profile 1e999" 2 hw "" -- $T --device sim --hw "$WORK/overflow.json" --dry-run
+  bad "profile an array" 2 hw "JSON object" -- $T --device sim --hw "$WORK/array.json" --dry-run
   # bench comm: counts and sizes that measured nothing or ran something else.
   B="bench comm --iters 1 --warmup 0 --max-bytes 4K"
   bad "bench --ranks 0" 2 bench "--ranks" -- $B --ranks 0
@@ -193,7 +194,7 @@ EOF
   out=$(SCALELAB_PROFILES="$WORK/profiles-bad" timeout -s KILL 30 "$SCALELAB" profiles 2>&1)
   rc=$?
   tried=$((tried + 1))
-  if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qF "[hw]"; then clear=$((clear + 1)); pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
+  if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -qF "[hw]"; then clear=$((clear + 1)); pass "profiles with a bad profile file"; else fail "profiles with a bad profile file: exit $rc: $out"; fi
   bad "grade --timeout 0" 2 grade "--timeout" -- grade 01-collectives --timeout 0
   bad "grade an unknown lab" 2 grade "" -- grade no-such-lab
   # A rubric that is a FIFO (reading it would block), not JSON, or of the wrong shape.
@@ -453,11 +454,11 @@ PY
   # this kind), a measured table of impossible times, a run past the sim clock's horizon, and a
   # --trace-steps window past the run's end.
   for f in "$SRC"/tests/fuzz/corpus/profile/tiny-*.json "$SRC"/tests/fuzz/corpus/profile/huge-*.json; do
-    bad "profile $(basename "$f" .json)" 1 hw "its range is" -- $T --device sim --hw "$f" --dry-run
+    bad "profile $(basename "$f" .json)" 2 hw "its range is" -- $T --device sim --hw "$f" --dry-run
   done
-  bad "bench comm on a link of 1e-300 B/s" 1 hw "links.inter_node.bandwidth_Bps' is 1e-300" -- \
+  bad "bench comm on a link of 1e-300 B/s" 2 hw "links.inter_node.bandwidth_Bps' is 1e-300" -- \
     bench comm --device sim --hw "$SRC/tests/fuzz/corpus/profile/tiny-link-bandwidth.json" --max-bytes 4K
-  bad "scale on a peak of 5e-324 FLOP/s" 1 hw "1 GFLOP/s to 1 EFLOP/s" -- \
+  bad "scale on a peak of 5e-324 FLOP/s" 2 hw "1 GFLOP/s to 1 EFLOP/s" -- \
     scale --hw "$SRC/tests/fuzz/corpus/profile/tiny-peak-flops.json"
   python3 - "$SRC/tests/data/tiny.json" "$WORK/slowest.json" <<'EOF'
 import json, sys

@@ -212,7 +212,7 @@ const FigureRange& range_of(const std::string& pattern) {
 double in_range(double v, const json& raw, const std::string& name, const std::string& origin, const std::string& pattern) {
   const FigureRange& r = range_of(pattern);
   if (std::isfinite(v) && ((v >= r.min && v <= r.max) || (r.zero_means_none && v == 0))) return v;
-  throw Error("hw", origin + ": field '" + name + "' is " + raw.dump() + " — its range is " + r.in_words + " (" +
+  throw UsageError("hw", origin + ": field '" + name + "' is " + raw.dump() + " — its range is " + r.in_words + " (" +
                         (std::string(r.unit) == "share" ? "a share" : std::string("in ") + r.unit) +
                         "); see profiles/README.md for each figure's range");
 }
@@ -224,13 +224,13 @@ const json& field(const json& j, const char* key, const std::string& origin, con
 double figure(const json& j, const char* key, const std::string& origin, const std::string& where, const std::string& pattern = "") {
   const json& v = field(j, key, origin, where);
   if (!v.is_number())
-    throw Error("hw", origin + ": field '" + where + key + "' must be a number, got " + v.dump());
+    throw UsageError("hw", origin + ": field '" + where + key + "' must be a number, got " + v.dump());
   return in_range(v.get<double>(), v, where + key, origin, pattern.empty() ? where + key : pattern);
 }
 
 const json& field(const json& j, const char* key, const std::string& origin, const std::string& where) {
   if (!j.is_object() || !j.contains(key))
-    throw Error("hw", origin + ": missing field '" + where + key + "' — see profiles/README.md for the format");
+    throw UsageError("hw", origin + ": missing field '" + where + key + "' — see profiles/README.md for the format");
   return j.at(key);
 }
 
@@ -240,7 +240,7 @@ std::string text(const json& j, const char* key, const std::string& fallback, co
   if (!j.is_object() || !j.contains(key)) return fallback;
   const json& v = j.at(key);
   if (!v.is_string())
-    throw Error("hw", origin + ": field '" + where + key + "' must be a string, got " + v.dump() +
+    throw UsageError("hw", origin + ": field '" + where + key + "' must be a string, got " + v.dump() +
                           " — see profiles/README.md for the format");
   return v.get<std::string>();
 }
@@ -252,7 +252,7 @@ int64_t whole(const json& j, const char* key, const std::string& origin, const s
   if (!(d >= 1 && d <= max) || d != std::floor(d)) {
     char range[64];
     std::snprintf(range, sizeof range, "a whole number from 1 to %.0f", max);
-    throw Error("hw", origin + ": field '" + where + key + "' must be " + range + ", got " + v.dump());
+    throw UsageError("hw", origin + ": field '" + where + key + "' must be " + range + ", got " + v.dump());
   }
   return static_cast<int64_t>(d);
 }
@@ -265,7 +265,7 @@ CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::s
   if (!j.contains("collectives")) return c;
   const json& s = j.at("collectives");
   const std::string where = "collectives.";
-  if (!s.is_object()) throw Error("hw", origin + ": field 'collectives' must be an object — see profiles/README.md for the format");
+  if (!s.is_object()) throw UsageError("hw", origin + ": field 'collectives' must be an object — see profiles/README.md for the format");
   auto optional = [&](const char* key, double fallback) {
     return s.contains(key) ? figure(s, key, origin, where) : fallback;
   };
@@ -284,7 +284,7 @@ CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::s
   c.shared_host_Bps = optional("shared_host_Bps", 0);
   if (s.contains("tree")) {
     if (!s.at("tree").is_boolean())
-      throw Error("hw", origin + ": field 'collectives.tree' must be true or false, got " + s.at("tree").dump());
+      throw UsageError("hw", origin + ": field 'collectives.tree' must be true or false, got " + s.at("tree").dump());
     c.tree = s.at("tree").get<bool>();
   }
   if (s.contains("protocols")) {
@@ -295,21 +295,21 @@ CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::s
       for (Protocol q : {Protocol::ll, Protocol::ll128, Protocol::simple})
         if (name.is_string() && name.get<std::string>() == protocol_name(q)) c.protocols.push_back(q), known = true;
       if (!known)
-        throw Error("hw", origin + ": field 'collectives.protocols' holds " + name.dump() +
+        throw UsageError("hw", origin + ": field 'collectives.protocols' holds " + name.dump() +
                               " — list some of \"LL\", \"LL128\", \"Simple\"");
     }
-    if (c.protocols.empty()) throw Error("hw", origin + ": field 'collectives.protocols' is empty — list at least \"Simple\"");
+    if (c.protocols.empty()) throw UsageError("hw", origin + ": field 'collectives.protocols' is empty — list at least \"Simple\"");
   }
   if (s.contains("ring_links")) {
     c.links_per_device = static_cast<int>(whole(s, "links_per_device", origin, where, 1 << 10));
     const json& table = s.at("ring_links");
     if (!table.is_object() || table.empty())
-      throw Error("hw", origin + ": field 'collectives.ring_links' must be an object {\"ranks\": links, …}");
+      throw UsageError("hw", origin + ": field 'collectives.ring_links' must be an object {\"ranks\": links, …}");
     for (const auto& [ranks, links] : table.items()) {
       char* end = nullptr;
       const long r = std::strtol(ranks.c_str(), &end, 10);
       if (end == ranks.c_str() || *end != '\0' || r < 2 || r > (1 << 20))
-        throw Error("hw", origin + ": collectives.ring_links key '" + ranks + "' must be a rank count ≥ 2");
+        throw UsageError("hw", origin + ": collectives.ring_links key '" + ranks + "' must be a rank count ≥ 2");
       const int64_t l = whole(table, ranks.c_str(), origin, where + "ring_links.", c.links_per_device);
       c.ring_links.emplace_back(static_cast<int>(r), static_cast<int>(l));
     }
@@ -321,39 +321,39 @@ CollectiveSpec parse_collectives(const json& j, HardwareProfile& p, const std::s
     const json& list = s.at("measured");
     const std::string at = where + "measured";
     const char* fix = " — `scalelab calibrate` writes it as [{\"op\": \"all_reduce\", \"ranks\": N, \"bytes\": [...], \"seconds\": [...]}, …]";
-    if (!list.is_array()) throw Error("hw", origin + ": field '" + at + "' must be a list of timed collectives" + fix);
+    if (!list.is_array()) throw UsageError("hw", origin + ": field '" + at + "' must be a list of timed collectives" + fix);
     for (size_t k = 0; k < list.size(); ++k) {
       const json& table = list[k];
       const std::string here = at + "[" + std::to_string(k) + "]";
       if (!table.is_object() || !table.contains("op") || !table.at("op").is_string())
-        throw Error("hw", origin + ": field '" + here + "' must name its collective (\"op\")" + fix);
+        throw UsageError("hw", origin + ": field '" + here + "' must name its collective (\"op\")" + fix);
       const std::string op = table.at("op").get<std::string>();
       try {
         parse_collective(op);
       } catch (const UsageError& e) {  // a misspelt name would price nothing, silently
-        throw Error("hw", origin + ": field '" + here + ".op': " + e.message());
+        throw UsageError("hw", origin + ": field '" + here + ".op': " + e.message());
       }
       TimedCollective t;
       t.ranks = static_cast<int>(whole(table, "ranks", origin, here + ".", 1 << 20));
       if (!table.contains("bytes") || !table.contains("seconds") || !table.at("bytes").is_array() ||
           !table.at("seconds").is_array() || table.at("bytes").size() != table.at("seconds").size() || table.at("bytes").empty())
-        throw Error("hw", origin + ": field '" + here + "' must hold as many \"seconds\" as \"bytes\", at least one" + fix);
+        throw UsageError("hw", origin + ": field '" + here + "' must hold as many \"seconds\" as \"bytes\", at least one" + fix);
       for (size_t i = 0; i < table.at("bytes").size(); ++i) {
         const json &b = table.at("bytes")[i], &sec = table.at("seconds")[i];
         if (!b.is_number() || !sec.is_number())
-          throw Error("hw", origin + ": field '" + here + "', size " + std::to_string(i) + ": bytes " + b.dump() + ", seconds " +
+          throw UsageError("hw", origin + ": field '" + here + "', size " + std::to_string(i) + ": bytes " + b.dump() + ", seconds " +
                                 sec.dump() + " — both must be numbers" + fix);
         const std::string index = "[" + std::to_string(i) + "]";
         in_range(b.get<double>(), b, here + ".bytes" + index, origin, "collectives.measured[].bytes[]");
         in_range(sec.get<double>(), sec, here + ".seconds" + index, origin, "collectives.measured[].seconds[]");
         if (!t.bytes.empty() && b.get<double>() <= t.bytes.back())
-          throw Error("hw", origin + ": field '" + here + ".bytes' must increase: " + b.dump() + " comes after " +
+          throw UsageError("hw", origin + ": field '" + here + ".bytes' must increase: " + b.dump() + " comes after " +
                                 table.at("bytes")[i - 1].dump() + fix);
         t.bytes.push_back(b.get<double>());
         t.seconds.push_back(sec.get<double>());
       }
       if (measured.count({op, t.ranks}))
-        throw Error("hw", origin + ": field '" + here + "' times " + op + " on " + std::to_string(t.ranks) +
+        throw UsageError("hw", origin + ": field '" + here + "' times " + op + " on " + std::to_string(t.ranks) +
                               " ranks again — keep one table per collective and rank count");
       measured[{op, t.ranks}] = std::move(t);
     }
@@ -373,21 +373,21 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
   const char* fix = " — see profiles/README.md for the format";
   if (!j.is_object() || !j.contains(size_key) || !j.contains("efficiency") || !j.at(size_key).is_array() ||
       !j.at("efficiency").is_array())
-    throw Error("hw", origin + ": field '" + where + "' must be {\"" + size_key + "\": [...], \"efficiency\": [...]}" + fix);
+    throw UsageError("hw", origin + ": field '" + where + "' must be {\"" + size_key + "\": [...], \"efficiency\": [...]}" + fix);
   const json& sizes = j.at(size_key);
   const json& shares = j.at("efficiency");
   if (sizes.empty() || sizes.size() != shares.size())
-    throw Error("hw", origin + ": field '" + where + "' has " + std::to_string(sizes.size()) + " sizes and " +
+    throw UsageError("hw", origin + ": field '" + where + "' has " + std::to_string(sizes.size()) + " sizes and " +
                           std::to_string(shares.size()) + " efficiencies — give one efficiency per size, at least one");
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!sizes[i].is_number() || !shares[i].is_number())
-      throw Error("hw", origin + ": field '" + at + "' must be numbers, got " + size_key + " " + sizes[i].dump() + ", efficiency " +
+      throw UsageError("hw", origin + ": field '" + at + "' must be numbers, got " + size_key + " " + sizes[i].dump() + ", efficiency " +
                             shares[i].dump() + fix);
     const std::string index = "[" + std::to_string(i) + "]";
     const double s = in_range(sizes[i].get<double>(), sizes[i], where + "." + size_key + index, origin, pattern + "." + size_key + "[]");
     if (!c.sizes.empty() && s <= c.sizes.back())
-      throw Error("hw", origin + ": field '" + where + "." + size_key + "' must increase: " + sizes[i].dump() + " comes after " +
+      throw UsageError("hw", origin + ": field '" + where + "." + size_key + "' must increase: " + sizes[i].dump() + " comes after " +
                             sizes[i - 1].dump() + " — list the sizes from small to large, each once");
     const double e = in_range(shares[i].get<double>(), shares[i], where + ".efficiency" + index, origin, pattern + ".efficiency[]");
     c.sizes.push_back(s);
@@ -396,10 +396,10 @@ SizeCurve parse_curve(const json& curves, const std::string& key, const std::str
   if (j.contains("efficiency_cold")) {
     const json& cold = j.at("efficiency_cold");
     if (!cold.is_array() || cold.size() != sizes.size())
-      throw Error("hw", origin + ": field '" + where + ".efficiency_cold' must be an array of one efficiency per size" + fix);
+      throw UsageError("hw", origin + ": field '" + where + ".efficiency_cold' must be an array of one efficiency per size" + fix);
     for (size_t i = 0; i < cold.size(); ++i) {
       const std::string at = where + ".efficiency_cold[" + std::to_string(i) + "]";
-      if (!cold[i].is_number()) throw Error("hw", origin + ": field '" + at + "' must be a number, got " + cold[i].dump() + fix);
+      if (!cold[i].is_number()) throw UsageError("hw", origin + ": field '" + at + "' must be a number, got " + cold[i].dump() + fix);
       c.efficiency_cold.push_back(in_range(cold[i].get<double>(), cold[i], at, origin, pattern + ".efficiency_cold[]"));
     }
   }
@@ -412,17 +412,17 @@ HostCalibration::ColdShareCurve parse_cold_share_curve(const json& j, const std:
                           "device.host_cache_bytes alone)";
   if (!j.is_object() || !j.contains("bytes") || !j.contains("cold_share") || !j.at("bytes").is_array() ||
       !j.at("cold_share").is_array() || j.at("bytes").size() != j.at("cold_share").size() || j.at("bytes").empty())
-    throw Error("hw", origin + ": field 'device.host_cache_curve' must be {\"bytes\": [...], \"cold_share\": [...]}, as many of each, at least one" + fix);
+    throw UsageError("hw", origin + ": field 'device.host_cache_curve' must be {\"bytes\": [...], \"cold_share\": [...]}, as many of each, at least one" + fix);
   HostCalibration::ColdShareCurve c;
   for (size_t i = 0; i < j.at("bytes").size(); ++i) {
     const json &b = j.at("bytes")[i], &s = j.at("cold_share")[i];
     const std::string at = "device.host_cache_curve[" + std::to_string(i) + "]";
     if (!b.is_number() || !s.is_number())
-      throw Error("hw", origin + ": field '" + at + "': bytes " + b.dump() + ", cold_share " + s.dump() + " — both must be numbers" + fix);
+      throw UsageError("hw", origin + ": field '" + at + "': bytes " + b.dump() + ", cold_share " + s.dump() + " — both must be numbers" + fix);
     in_range(b.get<double>(), b, "device.host_cache_curve.bytes[" + std::to_string(i) + "]", origin, "device.host_cache_curve.bytes[]");
     in_range(s.get<double>(), s, "device.host_cache_curve.cold_share[" + std::to_string(i) + "]", origin, "device.host_cache_curve.cold_share[]");
     if (!c.bytes.empty() && (b.get<double>() <= c.bytes.back() || s.get<double>() < c.share.back()))
-      throw Error("hw", origin + ": field '" + at + "' (bytes " + b.dump() + ", cold_share " + s.dump() +
+      throw UsageError("hw", origin + ": field '" + at + "' (bytes " + b.dump() + ", cold_share " + s.dump() +
                             ") comes after bytes " + std::to_string(c.bytes.back()) + ", cold_share " + std::to_string(c.share.back()) +
                             ": bytes must increase and cold_share must not fall" + fix);
     c.bytes.push_back(b.get<double>());
@@ -435,7 +435,7 @@ HostCalibration::ColdShareCurve parse_cold_share_curve(const json& j, const std:
 GemmTable parse_gemm_table(const json& t, const std::string& origin) {
   const char* fix = " — see profiles/README.md for the format";
   if (!t.is_object() || !t.contains("f32") || !t.at("f32").is_array())
-    throw Error("hw", origin + ": field 'device.gemm_table' must be {\"f32\": [{\"m\", \"n\", \"k\", \"trans_a\", \"trans_b\", "
+    throw UsageError("hw", origin + ": field 'device.gemm_table' must be {\"f32\": [{\"m\", \"n\", \"k\", \"trans_a\", \"trans_b\", "
                               "\"seconds\"}, …]}" + fix);
   GemmTable table;
   table.source = text(t, "source", "", origin, "device.gemm_table.");
@@ -443,7 +443,7 @@ GemmTable parse_gemm_table(const json& t, const std::string& origin) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where = "device.gemm_table.f32[" + std::to_string(i) + "].";
     const json& r = rows[i];
-    if (!r.is_object()) throw Error("hw", origin + ": field '" + where.substr(0, where.size() - 1) + "' must be an object" + fix);
+    if (!r.is_object()) throw UsageError("hw", origin + ": field '" + where.substr(0, where.size() - 1) + "' must be an object" + fix);
     GemmPoint pt;
     pt.m = figure(r, "m", origin, where, "device.gemm_table.f32[].m");
     pt.n = figure(r, "n", origin, where, "device.gemm_table.f32[].n");
@@ -454,7 +454,7 @@ GemmTable parse_gemm_table(const json& t, const std::string& origin) {
       pt.seconds_accumulate = figure(r, "seconds_accumulate", origin, where, "device.gemm_table.f32[].seconds_accumulate");
     for (auto [key, flag] : {std::pair{"trans_a", &pt.trans_a}, std::pair{"trans_b", &pt.trans_b}}) {
       if (!r.contains(key) || !r.at(key).is_boolean())
-        throw Error("hw", origin + ": field '" + where + key + "' must be true or false" + fix);
+        throw UsageError("hw", origin + ": field '" + where + key + "' must be true or false" + fix);
       *flag = r.at(key).get<bool>();
     }
     table.points.push_back(pt);
@@ -507,19 +507,19 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     std::string what = e.what();
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-    throw Error("hw", origin + ": not valid JSON (" + what + ") — see profiles/README.md for the format");
+    throw UsageError("hw", origin + ": not valid JSON (" + what + ") — see profiles/README.md for the format");
   }
-  if (!j.is_object()) throw Error("hw", origin + ": a profile is a JSON object — see profiles/README.md for the format");
+  if (!j.is_object()) throw UsageError("hw", origin + ": a profile is a JSON object — see profiles/README.md for the format");
   HardwareProfile p;
   p.path = origin;
   p.name = text(j, "name", "", origin, "");
-  if (p.name.empty()) throw Error("hw", origin + ": missing field 'name' — see profiles/README.md for the format");
+  if (p.name.empty()) throw UsageError("hw", origin + ": missing field 'name' — see profiles/README.md for the format");
   p.description = text(j, "description", "", origin, "");
   constexpr double kMaxDevices = 1 << 20;  // as reshaped() allows
   p.nodes = static_cast<int>(whole(j, "nodes", origin, "", kMaxDevices));
   p.devices_per_node = static_cast<int>(whole(j, "devices_per_node", origin, "", kMaxDevices));
   if (static_cast<int64_t>(p.nodes) * p.devices_per_node > static_cast<int64_t>(kMaxDevices))
-    throw Error("hw", origin + ": " + std::to_string(p.nodes) + " nodes × " + std::to_string(p.devices_per_node) +
+    throw UsageError("hw", origin + ": " + std::to_string(p.nodes) + " nodes × " + std::to_string(p.devices_per_node) +
                           " devices is more than 2^20 devices — use a smaller cluster");
   const json& d = field(j, "device", origin, "");
   p.device_model = text(d, "model", "device", origin, "device.");
@@ -531,21 +531,21 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   p.gemm_efficiency = figure(d, "gemm_efficiency", origin, "device.");
   if (d.contains("gemm_curves")) {
     const json& gc = d.at("gemm_curves");
-    if (!gc.is_object()) throw Error("hw", origin + ": field 'device.gemm_curves' must be an object — see profiles/README.md for the format");
+    if (!gc.is_object()) throw UsageError("hw", origin + ": field 'device.gemm_curves' must be an object — see profiles/README.md for the format");
     p.gemm_curves.source = text(gc, "source", "", origin, "device.gemm_curves.");
     p.gemm_curves.f32 = parse_curve(gc, "f32", origin);
     p.gemm_curves.tf32 = parse_curve(gc, "tf32", origin);
     p.gemm_curves.f16 = parse_curve(gc, "f16", origin);
     p.gemm_curves.bf16 = parse_curve(gc, "bf16", origin);
     if (!p.gemm_curves.tf32.empty() && p.peak_flops_tf32 == 0)
-      throw Error("hw", origin + ": field 'device.gemm_curves.tf32' needs 'device.peak_flops.tf32' — add the TF32 peak, or drop the curve");
+      throw UsageError("hw", origin + ": field 'device.gemm_curves.tf32' needs 'device.peak_flops.tf32' — add the TF32 peak, or drop the curve");
   }
   if (d.contains("tf32")) {
     if (!d.at("tf32").is_boolean())
-      throw Error("hw", origin + ": field 'device.tf32' must be true or false, got " + d.at("tf32").dump());
+      throw UsageError("hw", origin + ": field 'device.tf32' must be true or false, got " + d.at("tf32").dump());
     p.tf32 = d.at("tf32").get<bool>();
     if (p.tf32 && p.peak_flops_tf32 == 0)
-      throw Error("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
+      throw UsageError("hw", origin + ": field 'device.tf32' is on but 'device.peak_flops.tf32' is missing — add the TF32 peak");
   }
   p.mem_bandwidth_Bps = figure(d, "mem_bandwidth_Bps", origin, "device.");
   // The host calibration's fields sit in "device" beside the cluster's (the format calibrate writes).
@@ -564,21 +564,21 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
     if (d.contains("host_op_gap_s")) h.host_op_gap_s = figure(d, "host_op_gap_s", origin, "device.");
     if (d.contains("turns_on_one_core")) {
       if (!d.at("turns_on_one_core").is_boolean())
-        throw Error("hw", origin + ": field 'device.turns_on_one_core' must be true or false, got " + d.at("turns_on_one_core").dump());
+        throw UsageError("hw", origin + ": field 'device.turns_on_one_core' must be true or false, got " + d.at("turns_on_one_core").dump());
       h.turns_on_one_core = d.at("turns_on_one_core").get<bool>();
     }
   }
   if (d.contains("elementwise_curves")) {
     const json& ec = d.at("elementwise_curves");
     if (!ec.is_object())
-      throw Error("hw", origin + ": field 'device.elementwise_curves' must be an object of curves by op kind — see profiles/README.md for the format");
+      throw UsageError("hw", origin + ": field 'device.elementwise_curves' must be an object of curves by op kind — see profiles/README.md for the format");
     p.elementwise_curves_source = text(ec, "source", "", origin, "device.elementwise_curves.");
     for (const auto& [kind, curve] : ec.items())
       if (kind != "source") p.elementwise_curves[kind] = parse_curve(ec, kind, origin, "device.elementwise_curves.", "bytes");
   }
   const double capacity = figure(d, "mem_capacity_bytes", origin, "device.");
   if (capacity != std::floor(capacity))
-    throw Error("hw", origin + ": field 'device.mem_capacity_bytes' is " + d.at("mem_capacity_bytes").dump() + " — a count of bytes is a whole number");
+    throw UsageError("hw", origin + ": field 'device.mem_capacity_bytes' is " + d.at("mem_capacity_bytes").dump() + " — a count of bytes is a whole number");
   p.mem_capacity_bytes = static_cast<int64_t>(capacity);
   p.launch_overhead_s = figure(d, "launch_overhead_s", origin, "device.");
   const json& links = field(j, "links", origin, "");
@@ -589,7 +589,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   if (j.contains("calibration")) {
     const json& c = j.at("calibration");
     if (!c.is_object())
-      throw Error("hw", origin + ": field 'calibration' must be an object (what `scalelab calibrate` writes) — "
+      throw UsageError("hw", origin + ": field 'calibration' must be an object (what `scalelab calibrate` writes) — "
                                  "run it again, or drop the field");
     if (!p.calibration) p.calibration.emplace();
     HostCalibration& h = *p.calibration;
