@@ -24,6 +24,7 @@
 #include <imgui.h>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 #include "viz/dashboard.h"
@@ -381,7 +382,8 @@ int run(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program: main() below runs it through main_within_limits.
+static int run_main(int argc, char** argv) {
   CLI::App app{"scalelab-dash: watch a training run — timeline, memory, pipeline bubbles, gradient buckets, links"};
   Options o;
   app.add_option("--replay", o.replay, "a trace written by `scalelab train --trace FILE`");
@@ -446,8 +448,13 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << kOutOfHostMemory << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
 }
+
+int main(int argc, char** argv) { return scalelab::main_within_limits(argc, argv, run_main); }

@@ -29,6 +29,7 @@
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
 #include "core/kernels/cpu_kernels.h"
+#include "core/limits.h"
 #include "core/memory_ledger.h"
 #include "core/proc/host_memory.h"
 
@@ -268,8 +269,8 @@ double measure_memcpy_Bps(int64_t bytes, int threads) {
   double best = 1e30;
   for (int rep = 0; rep < 7; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { std::memcpy(dst[t], src[t], static_cast<size_t>(bytes)); });
+    std::vector<std::thread> pool =
+        start_threads(threads, [&](int t) { std::memcpy(dst[t], src[t], static_cast<size_t>(bytes)); }, "--ranks");
     for (auto& th : pool) th.join();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -454,6 +455,21 @@ void validate(const BenchCommOptions& o) {
   parse_comm_algorithm(o.algorithm);
 }
 
+
+// What a rank thread's exception (being handled) says; running out of memory, with what to lower.
+std::string rank_failure() {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return "[memory] out of host memory (std::bad_alloc) — lower --ranks or --max-bytes, or raise the address-space "
+           "limit (ulimit -v)";
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 }  // namespace
 
 int bench_comm(const BenchCommOptions& options) {
@@ -515,15 +531,13 @@ int bench_comm(const BenchCommOptions& options) {
     auto devices = make_devices(dopt);
     std::vector<std::vector<Row>> rows(static_cast<size_t>(o.ranks));
     std::vector<std::string> errors(static_cast<size_t>(o.ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < o.ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          rows[r] = bench_rank(*groups[r], *devices[r], o);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
+    std::vector<std::thread> threads = start_threads(o.ranks, [&](int r) {
+      try {
+        rows[r] = bench_rank(*groups[r], *devices[r], o);
+      } catch (...) {
+        errors[r] = rank_failure();
+      }
+    }, "--ranks");
     for (auto& t : threads) t.join();
     for (const auto& e : errors)
       if (!e.empty()) throw Error("bench", e);
@@ -593,16 +607,14 @@ int bench_comm(const BenchCommOptions& options) {
     boot.unique_id_file = (std::filesystem::temp_directory_path() / ("scalelab-nccl-id-" + std::to_string(::getpid()))).string();
     std::vector<std::vector<Row>> rows(static_cast<size_t>(o.ranks));
     std::vector<std::string> errors(static_cast<size_t>(o.ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < o.ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          auto pg = make_nccl_group(r, o.ranks, r, boot, copt);
-          rows[r] = bench_rank(*pg, *devices[r], o);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
+    std::vector<std::thread> threads = start_threads(o.ranks, [&](int r) {
+      try {
+        auto pg = make_nccl_group(r, o.ranks, r, boot, copt);
+        rows[r] = bench_rank(*pg, *devices[r], o);
+      } catch (...) {
+        errors[r] = rank_failure();
+      }
+    }, "--ranks");
     for (auto& t : threads) t.join();
     std::filesystem::remove(boot.unique_id_file);
     for (const auto& e : errors)

@@ -16,6 +16,7 @@
 #include "core/checkpoint/weights_file.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 
@@ -105,7 +106,8 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program: main() below runs it through main_within_limits.
+static int run_main(int argc, char** argv) {
   CLI::App app{"scalelab: run and watch how neural-network training is scaled across GPUs"};
   app.require_subcommand(1);
 
@@ -468,9 +470,14 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << kOutOfHostMemory << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return scalelab::main_within_limits(argc, argv, run_main); }

@@ -1,6 +1,7 @@
 #include "core/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/io/file_check.h"
+#include "core/memory_ledger.h"
 
 namespace scalelab {
 
@@ -148,11 +150,33 @@ void AtomicFileWriter::commit() {
   committed_ = true;
 }
 
-std::string read_maybe_gzipped(const std::string& path, const std::string& component) {
+int64_t default_inflate_cap() {
+  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    bytes = std::min(bytes, static_cast<double>(limit.rlim_cur));
+  return std::max<int64_t>(int64_t{64} << 20, static_cast<int64_t>(bytes / 4));
+}
+
+std::string read_maybe_gzipped(const std::string& path, const std::string& component, int64_t cap,
+                               const std::string& cap_reason) {
   // A directory, a FIFO, a device or a symbolic-link loop is refused before a byte is read.
   std::string bytes = read_regular_file(path, component, int64_t{16} << 30, "give the path of a file scalelab wrote");
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b)
     return bytes;
+  // The trailer's last 4 bytes are the inflated size modulo 2^32. Deflate inflates at most 1032:1,
+  // so for a file of up to 4 MiB that is the size itself: what the file promises, checked first.
+  int64_t promised = -1;
+  if (bytes.size() >= 18 && bytes.size() <= (int64_t{4} << 30) / 1032) {
+    promised = 0;
+    for (int i = 1; i <= 4; ++i)
+      promised = (promised << 8) | static_cast<unsigned char>(bytes[bytes.size() - static_cast<size_t>(i)]);
+  }
+  auto too_large = [&](const std::string& what) {
+    return Error(component, path + ": " + what + " more than the " + format_bytes(cap) + " a file may inflate to here (" +
+                                cap_reason + ") — is it the right file?");
+  };
+  if (promised > cap) throw too_large("its gzip trailer says it inflates to " + format_bytes(promised) + ",");
   z_stream s{};
   if (inflateInit2(&s, 15 + 32) != Z_OK) throw Error(component, path + ": zlib could not start (out of memory?)");
   std::string out;
@@ -169,7 +193,17 @@ std::string read_maybe_gzipped(const std::string& path, const std::string& compo
     s.next_out = reinterpret_cast<Bytef*>(buf);
     s.avail_out = sizeof buf;
     rc = inflate(&s, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - s.avail_out);
+    const size_t got = sizeof buf - s.avail_out;
+    if (promised >= 0 && static_cast<int64_t>(out.size() + got) > promised) {
+      inflateEnd(&s);
+      throw Error(component, path + ": inflates past the " + format_bytes(promised) +
+                                 " its gzip trailer promises — the file is corrupt (or made to exhaust memory); write it again");
+    }
+    if (static_cast<int64_t>(out.size() + got) > cap) {
+      inflateEnd(&s);
+      throw too_large("inflates to");
+    }
+    out.append(buf, got);
     if (rc == Z_BUF_ERROR && s.avail_in == 0 && fed == bytes.size()) break;
     if (rc == Z_BUF_ERROR) rc = Z_OK;  // no progress this round: more input comes next
   }

@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <thread>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace scalelab {
 
@@ -55,7 +57,8 @@ pid_t Children::spawn(const std::string& name, const std::function<int()>& child
   flush_stdio();
   const pid_t pid = fork();
   if (pid < 0)
-    throw Error("proc", "fork of " + name + ": " + std::strerror(errno) + " — too many processes? use fewer");
+    throw Error("proc", "fork of " + name + ": " + std::strerror(errno) +
+                            " — lower --devices, or raise the process limit (ulimit -u, or the cgroup's pids.max)");
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);   // a dead parent takes its children with it
     if (getppid() != parent) _exit(1);  // it died before prctl
@@ -67,6 +70,8 @@ pid_t Children::spawn(const std::string& name, const std::function<int()>& child
     int status = 1;
     try {
       status = child_main();
+    } catch (const std::bad_alloc&) {
+      write_stderr("[" + name + "] " + kOutOfHostMemory + "\n");
     } catch (const std::exception& e) {
       write_stderr("[" + name + "] " + e.what() + "\n");
     } catch (...) {
