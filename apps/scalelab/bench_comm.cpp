@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -456,19 +457,36 @@ void validate(const BenchCommOptions& o) {
 }
 
 
-// What a rank thread's exception (being handled) says; running out of memory, with what to lower.
-std::string rank_failure() {
-  try {
-    throw;
-  } catch (const std::bad_alloc&) {
-    return "[memory] out of host memory (std::bad_alloc) — lower --ranks or --max-bytes, or raise the address-space "
-           "limit (ulimit -v)";
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
+// The ranks' failures in the order they happened: the first is the cause, the others are usually
+// ranks timing out waiting for it. record() is called while a rank's exception is handled.
+class RankFailures {
+ public:
+  explicit RankFailures(int ranks) : text_(static_cast<size_t>(ranks)), order_(static_cast<size_t>(ranks), -1) {}
+  void record(int rank) {
+    std::string text;
+    try {
+      throw;
+    } catch (const std::bad_alloc&) {
+      text = "[memory] out of host memory (std::bad_alloc) — lower --ranks or --max-bytes, or raise the "
+             "address-space limit (ulimit -v)";
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+      text = "an exception that is not a std::exception";
+    }
+    text_[static_cast<size_t>(rank)] = text;
+    order_[static_cast<size_t>(rank)] = count_++;
   }
-}
+  void throw_first() const {
+    for (size_t r = 0; r < text_.size(); ++r)
+      if (order_[r] == 0) throw Error("bench", text_[r]);
+  }
+
+ private:
+  std::vector<std::string> text_;
+  std::vector<int> order_;
+  std::atomic<int> count_{0};
+};
 
 }  // namespace
 
@@ -530,17 +548,16 @@ int bench_comm(const BenchCommOptions& options) {
     dopt.count = o.ranks;
     auto devices = make_devices(dopt);
     std::vector<std::vector<Row>> rows(static_cast<size_t>(o.ranks));
-    std::vector<std::string> errors(static_cast<size_t>(o.ranks));
+    RankFailures failures(o.ranks);
     std::vector<std::thread> threads = start_threads(o.ranks, [&](int r) {
       try {
         rows[r] = bench_rank(*groups[r], *devices[r], o);
       } catch (...) {
-        errors[r] = rank_failure();
+        failures.record(r);
       }
     }, "--ranks");
     for (auto& t : threads) t.join();
-    for (const auto& e : errors)
-      if (!e.empty()) throw Error("bench", e);
+    failures.throw_first();
     const double bound = memcpy_bound(o.ranks);
     print_and_save(o, rows[0], bound, sim, dopt.profile.name, sim ? dopt.profile.intra_node.bandwidth_Bps : 0.0);
     return 0;
@@ -606,19 +623,18 @@ int bench_comm(const BenchCommOptions& options) {
     NcclBootstrap boot;
     boot.unique_id_file = (std::filesystem::temp_directory_path() / ("scalelab-nccl-id-" + std::to_string(::getpid()))).string();
     std::vector<std::vector<Row>> rows(static_cast<size_t>(o.ranks));
-    std::vector<std::string> errors(static_cast<size_t>(o.ranks));
+    RankFailures failures(o.ranks);
     std::vector<std::thread> threads = start_threads(o.ranks, [&](int r) {
       try {
         auto pg = make_nccl_group(r, o.ranks, r, boot, copt);
         rows[r] = bench_rank(*pg, *devices[r], o);
       } catch (...) {
-        errors[r] = rank_failure();
+        failures.record(r);
       }
     }, "--ranks");
     for (auto& t : threads) t.join();
     std::filesystem::remove(boot.unique_id_file);
-    for (const auto& e : errors)
-      if (!e.empty()) throw Error("bench", e);
+    failures.throw_first();
     print_and_save(o, rows[0], 0.0, false, "");
     return 0;
   }
