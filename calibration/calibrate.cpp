@@ -34,6 +34,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/limits.h"
 #include "core/trace/events.h"
 #include "run/train.h"
 
@@ -597,12 +598,10 @@ TurnCosts measure_turn_costs(int devices, json& raw) {
       d.bias_act({"calibrate"}, l.c, l.bias, Activation::relu);
     };
     if (thread_each) {
-      std::vector<std::thread> threads;
-      for (auto& d : ds)
-        threads.emplace_back([&d, &layer, &forward] {
-          const Layer l = layer(*d);
-          for (int i = 0; i < 100; ++i) forward(*d, l);
-        });
+      std::vector<std::thread> threads = start_threads(static_cast<int>(ds.size()), [&](int k) {
+        const Layer l = layer(*ds[static_cast<size_t>(k)]);
+        for (int i = 0; i < 100; ++i) forward(*ds[static_cast<size_t>(k)], l);
+      });
       for (auto& t : threads) t.join();
     } else {
       std::vector<Layer> layers;
@@ -660,7 +659,7 @@ class BlasHelpersSpinning {
       : a_(dev.empty({256, 256}, DType::f32, MemoryCategory::workspace, "spin.a")),
         c_(dev.empty({256, 256}, DType::f32, MemoryCategory::workspace, "spin.c")) {
     dev.fill({"calibrate"}, a_, 0.5f);
-    thread_ = std::thread([this, &dev] {
+    thread_ = start_thread([this, &dev] {
       std::unique_lock<std::mutex> lock(mutex_);
       while (!stop_) {
         lock.unlock();

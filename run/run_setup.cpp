@@ -9,6 +9,7 @@
 #include "core/comm/threads/threads_group.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "run/run_parts.h"
 
 namespace scalelab {
@@ -50,16 +51,15 @@ std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, in
         (std::filesystem::temp_directory_path() / ("scalelab-nccl-id-" + std::to_string(::getpid()))).string();
     std::vector<std::unique_ptr<ProcessGroup>> groups(static_cast<size_t>(ranks));
     std::vector<std::string> errors(static_cast<size_t>(ranks));
-    std::vector<std::thread> threads;  // ncclCommInitRank blocks until every rank has called it
-    for (int r = 0; r < ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          groups[r] = make_nccl_group(r, ranks, place_cuda_device(r * per_rank, c.devices, gpus).gpu, boot,
-                                      comm_options(c));
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
+    // ncclCommInitRank blocks until every rank has called it.
+    std::vector<std::thread> threads = start_threads(ranks, [&](int r) {
+      try {
+        groups[r] = make_nccl_group(r, ranks, place_cuda_device(r * per_rank, c.devices, gpus).gpu, boot,
+                                    comm_options(c));
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
     for (auto& t : threads) t.join();
     std::error_code ec;
     std::filesystem::remove(boot.unique_id_file, ec);

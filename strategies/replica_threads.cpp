@@ -1,16 +1,13 @@
 #include "strategies/replica_threads.h"
 
+#include "core/limits.h"
+
 #include <algorithm>
 
 namespace scalelab {
 
 ReplicaThreads::ReplicaThreads(int replicas) : errors_(static_cast<size_t>(replicas)) {
-  try {
-    for (int i = 0; i < replicas; ++i) threads_.emplace_back([this, i] { serve(i); });
-  } catch (...) {  // the system refused a thread: stop those started, then say so
-    stop();
-    throw;
-  }
+  threads_ = start_threads(replicas, [this](int i) { serve(i); });
 }
 
 ReplicaThreads::~ReplicaThreads() { stop(); }

@@ -496,6 +496,100 @@ EOF
   else
     fail "--trace-steps 1:8 of 2 steps: exit $rc: $(printf '%s' "$out" | tail -n 2)"
   fi
+  # --- the machine's limits ---
+  # Threads the system will not start (a process limit), address space it will not give (ulimit -v)
+  # and gzip bombs: each ends within the timeout, exit 1 (or 0 where the limit was enough), saying
+  # what to lower — never a signal, a hang or std::terminate. limited.sh LIMIT PROGRAM ARGS… runs
+  # PROGRAM under `ulimit LIMIT`; "-u N" allows N threads beyond those the user runs already, as
+  # user nobody when root (root is exempt from the process limit).
+  printf '%s\n' '#!/usr/bin/env bash' \
+    'limit=$1 user=$(id -un)' \
+    'shift' \
+    '[ "$(id -u)" = 0 ] && [ "${limit% *}" = -u ] && user=nobody' \
+    '[ "${limit% *}" = -u ] && limit="-u $(($(ps -L -u "$user" --no-headers | wc -l) + ${limit#* }))"' \
+    'cd / || exit 1' \
+    '[ "$user" != "$(id -un)" ] && exec setpriv --reuid="$user" --regid=nogroup --clear-groups bash -c "ulimit $limit && exec \"\$@\"" limited "$@"' \
+    'ulimit $limit && exec "$@"' >"$WORK/limited.sh"
+  chmod +x "$WORK/limited.sh"
+  # within_limits NAME LIMIT ARGS…: scalelab ARGS under LIMIT exits 0, or 1 with [memory] or [threads].
+  within_limits() {
+    local name=$1 limit=$2 out rc
+    shift 2
+    tried=$((tried + 1))
+    out=$(timeout -s KILL 60 "$WORK/limited.sh" "$limit" "$SCALELAB" "$@" 2>&1 </dev/null)
+    rc=$?
+    if [ "$rc" -eq 137 ]; then hangs=$((hangs + 1)); fail "$name: hung (killed after 60 s): ulimit $limit; scalelab $*"; return; fi
+    if [ "$rc" -gt 128 ]; then crashes=$((crashes + 1)); fail "$name: died of signal $((rc - 128)): $(printf '%s' "$out" | tail -n 2)"; return; fi
+    if [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -qE '\[(memory|threads|proc)\]'; }; then
+      clear=$((clear + 1)); pass "$name: exit $rc"
+    else fail "$name: exit $rc: $(printf '%s' "$out" | tail -n 2)"; fi
+  }
+  PROG=$WORK/limited.sh
+  # Under AddressSanitizer: no address-space limit (its shadow memory needs terabytes of it), and no
+  # leak check at exit (it needs a thread of its own).
+  asan=0
+  grep -qa __asan_init "$SCALELAB" && asan=1
+  asan_before=${ASAN_OPTIONS-}
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+  if [ "$(id -u)" != 0 ] || setpriv --reuid=nobody --regid=nogroup --clear-groups test -x "$SCALELAB"; then
+    # OPENBLAS_NUM_THREADS=1: OpenBLAS starts no thread of its own, so the count is the run's.
+    for n in 0 2; do
+      bad "ddp on 4 thread ranks, $n more threads allowed" 1 threads "of 4 (" -- \
+        "-u $n" env OPENBLAS_NUM_THREADS=1 "$SCALELAB" $T --strategy ddp --devices 4
+    done
+    bad "--launch procs, no process allowed" 1 proc "ulimit -u" -- \
+      "-u 0" env OPENBLAS_NUM_THREADS=1 "$SCALELAB" $T --strategy ddp --devices 2 --launch procs
+    bad "multiprocessing, no process allowed" 1 proc "ulimit -u" -- \
+      "-u 0" env OPENBLAS_NUM_THREADS=1 "$SCALELAB" $T --strategy multiprocessing --devices 2
+    for n in 1 3 6 10; do
+      within_limits "ddp --launch procs with $n more threads" "-u $n" $T --strategy ddp --devices 4 --launch procs --comm-timeout 5000
+      within_limits "multiprocessing with $n more threads" "-u $n" $T --strategy multiprocessing --devices 4
+      within_limits "bench comm with $n more threads" "-u $n" bench comm --ranks 4 --max-bytes 1M --iters 2 --warmup 1 --comm-timeout 5000
+    done
+  else
+    echo "SKIP: user nobody cannot run $SCALELAB: the process-limit cases need it when run as root"
+  fi
+  # The address space this build takes running (its libraries, OpenBLAS's buffers), then less and more.
+  [ "$asan" = 1 ] && echo "SKIP: the ulimit -v cases (AddressSanitizer)"
+  "$SCALELAB" $T0 --model mlp:784-16-10 --steps 100000 >/dev/null 2>&1 &
+  sleep 2
+  base=$(awk '/^VmPeak/ {print $2}' "/proc/$!/status")
+  kill -KILL $! 2>/dev/null
+  wait $! 2>/dev/null
+  for delta in -300000 -150000 -50000 0 100000 300000; do
+    [ "$asan" = 1 ] && break
+    v=$((base + delta))
+    within_limits "train under ulimit -v base$delta" "-v $v" $T
+    within_limits "ddp on 4 threads under ulimit -v base$delta" "-v $v" $T --strategy ddp --devices 4 --comm-timeout 5000
+    within_limits "ddp --launch procs under ulimit -v base$delta" "-v $v" $T --strategy ddp --devices 4 --launch procs --comm-timeout 5000
+    within_limits "multiprocessing under ulimit -v base$delta" "-v $v" $T --strategy multiprocessing --devices 4
+    within_limits "bench comm under ulimit -v base$delta" "-v $v" bench comm --ranks 4 --max-bytes 64M --iters 2 --warmup 1 --comm-timeout 5000
+  done
+  # Gzip bombs: 50 MB of zeros in 0.2 MB; the same with a trailer that promises 1000 bytes.
+  PROG=$SCALELAB
+  head -c 50000000 /dev/zero | gzip -1 >"$WORK/bomb.gz"
+  cp "$WORK/bomb.gz" "$WORK/liar.gz"
+  printf '\350\003\000\000' | dd of="$WORK/liar.gz" bs=1 seek=$(($(stat -c %s "$WORK/liar.gz") - 4)) conv=notrunc 2>/dev/null
+  bad "--init-weights a gzip bomb" 1 npz "more than the" -- $T --init-weights "$WORK/bomb.gz"
+  bad "--init-weights a gzip trailer that lies" 1 npz "trailer promises" -- $T --init-weights "$WORK/liar.gz"
+  # An IDX file whose header promises 2^28 images of 1×1 pixel, from 300 MB of zeros.
+  mkdir -p "$WORK/idx-bomb"
+  { printf '\000\000\010\003\020\000\000\000\000\000\000\001\000\000\000\001'; head -c 300000000 /dev/zero; } | gzip -1 \
+    >"$WORK/idx-bomb/train-images-idx3-ubyte.gz"
+  PROG=$WORK/limited.sh
+  [ "$asan" = 0 ] && bad "--data-dir an IDX gzip bomb under ulimit -v" 1 data "is it the right file" -- \
+    "-v $((base + 400000))" "$SCALELAB" train --quiet --steps 1 --model mlp:1-10 --data-dir "$WORK/idx-bomb"
+  if [ -n "$DASH" ]; then
+    PROG=$DASH
+    bad "dash --replay a gzip trailer that lies" 1 trace "trailer promises" -- --replay "$WORK/liar.gz" --describe
+    # A trailer that promises nearly 4 GiB: more than a quarter of the address space left to it.
+    printf '\000\000\000\370' | dd of="$WORK/bomb.gz" bs=1 seek=$(($(stat -c %s "$WORK/bomb.gz") - 4)) conv=notrunc 2>/dev/null
+    PROG=$WORK/limited.sh
+    [ "$asan" = 0 ] && bad "dash --replay a gzip bomb under ulimit -v" 1 trace "more than the" -- \
+      "-v 12000000" "$DASH" --replay "$WORK/bomb.gz" --describe
+  fi
+  PROG=$SCALELAB
+  if [ -n "$asan_before" ]; then export ASAN_OPTIONS=$asan_before; else unset ASAN_OPTIONS; fi
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish

@@ -228,6 +228,30 @@ TEST_F(Hostile, IdxHeaderClaimingMoreThanTheFileIsRefusedBeforeAllocating) {
             std::string::npos);
 }
 
+// A gzip file inflates to no more than the cap, nor past what its trailer promises (a gzip bomb
+// is refused, not inflated): the trailer's promise is checked before inflating.
+TEST_F(Hostile, GzipInflatesNoFurtherThanItsCapOrItsTrailer) {
+  {
+    AtomicFileWriter w(path("zeros.gz"), "test", true);
+    w.write(std::string(1 << 20, '\0'));
+    w.commit();
+  }
+  EXPECT_EQ(read_maybe_gzipped(path("zeros.gz"), "test").size(), size_t{1} << 20);
+  std::string what = message_of<Error>([&] { read_maybe_gzipped(path("zeros.gz"), "test", 1000, "a test's cap"); });
+  EXPECT_NE(what.find("trailer says it inflates to 1.00 MiB, more than the 1000 B"), std::string::npos) << what;
+  EXPECT_NE(what.find("a test's cap"), std::string::npos) << what;
+  // The trailer made to promise 100 bytes: inflating stops there.
+  std::string bytes;
+  {
+    std::ifstream in(path("zeros.gz"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes.replace(bytes.size() - 4, 4, std::string{100, 0, 0, 0});
+  write("liar.gz", bytes);
+  what = message_of<Error>([&] { read_maybe_gzipped(path("liar.gz"), "test"); });
+  EXPECT_NE(what.find("inflates past the 100 B its gzip trailer promises"), std::string::npos) << what;
+}
+
 TEST(HostileTrain, DivergenceStopsTheRunNamingTheStepAndTheOptimizer) {
   TrainConfig c = scalelab::test::small_config("single", 1);
   c.optimizer.lr = 1e30f;

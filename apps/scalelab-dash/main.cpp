@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/limits.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 #include "viz/dashboard.h"
@@ -395,7 +396,8 @@ int run(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program: main() below runs it through main_within_limits.
+static int run_main(int argc, char** argv) {
   remove_temporaries_on_signals();  // a live run's ranks write too: SIGTERM of the dashboard removes theirs
   CLI::App app{"scalelab-dash: watch a training run — timeline, memory, pipeline bubbles, gradient buckets, links"};
   Options o;
@@ -485,8 +487,13 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << kOutOfHostMemory << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
 }
+
+int main(int argc, char** argv) { return scalelab::main_within_limits(argc, argv, run_main); }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
 #include "core/kernels/cpu_kernels.h"
+#include "core/limits.h"
 #include "core/memory_ledger.h"
 #include "core/proc/host_memory.h"
 
@@ -269,8 +271,8 @@ double measure_memcpy_Bps(int64_t bytes, int threads) {
   double best = 1e30;
   for (int rep = 0; rep < 7; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { std::memcpy(dst[t], src[t], static_cast<size_t>(bytes)); });
+    std::vector<std::thread> pool =
+        start_threads(threads, [&](int t) { std::memcpy(dst[t], src[t], static_cast<size_t>(bytes)); }, "--ranks");
     for (auto& th : pool) th.join();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -455,6 +457,38 @@ void validate(const BenchCommOptions& o) {
   parse_comm_algorithm(o.algorithm);
 }
 
+
+// The ranks' failures in the order they happened: the first is the cause, the others are usually
+// ranks timing out waiting for it. record() is called while a rank's exception is handled.
+class RankFailures {
+ public:
+  explicit RankFailures(int ranks) : text_(static_cast<size_t>(ranks)), order_(static_cast<size_t>(ranks), -1) {}
+  void record(int rank) {
+    std::string text;
+    try {
+      throw;
+    } catch (const std::bad_alloc&) {
+      text = "[memory] out of host memory (std::bad_alloc) — lower --ranks or --max-bytes, or raise the "
+             "address-space limit (ulimit -v)";
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+      text = "an exception that is not a std::exception";
+    }
+    text_[static_cast<size_t>(rank)] = text;
+    order_[static_cast<size_t>(rank)] = count_++;
+  }
+  void throw_first() const {
+    for (size_t r = 0; r < text_.size(); ++r)
+      if (order_[r] == 0) throw Error("bench", text_[r]);
+  }
+
+ private:
+  std::vector<std::string> text_;
+  std::vector<int> order_;
+  std::atomic<int> count_{0};
+};
+
 }  // namespace
 
 int bench_comm(const BenchCommOptions& options) {
@@ -516,19 +550,16 @@ int bench_comm(const BenchCommOptions& options) {
     dopt.count = o.ranks;
     auto devices = make_devices(dopt);
     std::vector<std::vector<Row>> rows(static_cast<size_t>(o.ranks));
-    std::vector<std::string> errors(static_cast<size_t>(o.ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < o.ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          rows[r] = bench_rank(*groups[r], *devices[r], o);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
+    RankFailures failures(o.ranks);
+    std::vector<std::thread> threads = start_threads(o.ranks, [&](int r) {
+      try {
+        rows[r] = bench_rank(*groups[r], *devices[r], o);
+      } catch (...) {
+        failures.record(r);
+      }
+    }, "--ranks");
     for (auto& t : threads) t.join();
-    for (const auto& e : errors)
-      if (!e.empty()) throw Error("bench", e);
+    failures.throw_first();
     const double bound = memcpy_bound(o.ranks);
     print_and_save(o, rows[0], bound, sim, dopt.profile.name, sim ? dopt.profile.intra_node.bandwidth_Bps : 0.0);
     return 0;
@@ -594,21 +625,18 @@ int bench_comm(const BenchCommOptions& options) {
     NcclBootstrap boot;
     boot.unique_id_file = (std::filesystem::temp_directory_path() / ("scalelab-nccl-id-" + std::to_string(::getpid()))).string();
     std::vector<std::vector<Row>> rows(static_cast<size_t>(o.ranks));
-    std::vector<std::string> errors(static_cast<size_t>(o.ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < o.ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          auto pg = make_nccl_group(r, o.ranks, r, boot, copt);
-          rows[r] = bench_rank(*pg, *devices[r], o);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
+    RankFailures failures(o.ranks);
+    std::vector<std::thread> threads = start_threads(o.ranks, [&](int r) {
+      try {
+        auto pg = make_nccl_group(r, o.ranks, r, boot, copt);
+        rows[r] = bench_rank(*pg, *devices[r], o);
+      } catch (...) {
+        failures.record(r);
+      }
+    }, "--ranks");
     for (auto& t : threads) t.join();
     std::filesystem::remove(boot.unique_id_file);
-    for (const auto& e : errors)
-      if (!e.empty()) throw Error("bench", e);
+    failures.throw_first();
     print_and_save(o, rows[0], 0.0, false, "");
     return 0;
   }

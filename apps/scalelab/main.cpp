@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/limits.h"
 #include "run/train.h"
 #include "strategies/strategy.h"
 
@@ -130,7 +131,8 @@ void check_paths_not_empty(const std::vector<std::pair<const CLI::App*, std::vec
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program: main() below runs it through main_within_limits.
+static int run_main(int argc, char** argv) {
   remove_temporaries_on_signals();  // a run's ranks write checkpoints: SIGTERM of the run removes theirs too
   CLI::App app{"scalelab: run and watch how neural-network training is scaled across GPUs"};
   app.require_subcommand(1);
@@ -535,9 +537,14 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << kOutOfHostMemory << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return scalelab::main_within_limits(argc, argv, run_main); }

@@ -32,7 +32,11 @@ std::vector<NpzArray> export_arrays(const Checkpoint& ck) {
 
 HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
   std::map<std::string, NpzArray> arrays;
-  for (NpzArray& a : read_npz(path)) arrays[a.name] = std::move(a);
+  // The most such a file holds: the weights and two arrays of optimizer state each (an export of an
+  // Adam run), as float64, with room for the archive's headers.
+  const int64_t cap = 3 * 8 * spec.parameter_count() + (int64_t{1} << 20);
+  for (NpzArray& a : read_npz(path, cap, "--model " + spec.text + "'s weights and optimizer state as float64"))
+    arrays[a.name] = std::move(a);
   HostWeights w;
   w.spec = spec;
   auto take = [&](int i, const std::vector<int64_t>& shape) {

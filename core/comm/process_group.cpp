@@ -4,6 +4,7 @@
 
 #include "core/device/device.h"
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace scalelab {
 
@@ -65,7 +66,7 @@ std::shared_ptr<Work> ProcessGroup::run_async(std::function<void()> call) {
   auto work = std::make_shared<Work>();
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    if (!worker_.joinable()) worker_ = start_thread([this] { worker_loop(); });
     queue_.emplace_back(std::move(call), work);
   }
   queue_cv_.notify_all();

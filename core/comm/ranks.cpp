@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/proc/futex.h"
 
 namespace scalelab {
@@ -75,16 +76,14 @@ void run_on_new_threads(const std::vector<int>& ranks, const std::function<void(
   std::vector<std::exception_ptr> errors(ranks.size());
   std::vector<int> order(ranks.size(), -1);
   std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    threads.emplace_back([&, i] {
-      try {
-        step(ranks[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        order[i] = failures++;
-      }
-    });
+  std::vector<std::thread> threads = start_threads(static_cast<int>(ranks.size()), [&](int i) {
+    try {
+      step(ranks[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+      order[i] = failures++;
+    }
+  });
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < errors.size(); ++i)
     if (order[i] == 0) std::rethrow_exception(errors[i]);
@@ -99,7 +98,7 @@ void run_on_new_threads(const std::vector<int>& ranks, const std::function<void(
 class RankThreads {
  public:
   explicit RankThreads(std::vector<int> ranks) : ranks_(std::move(ranks)), errors_(ranks_.size()), order_(ranks_.size()) {
-    for (size_t i = 0; i < ranks_.size(); ++i) threads_.emplace_back([this, i] { loop(i); });
+    threads_ = start_threads(static_cast<int>(ranks_.size()), [this](int i) { loop(static_cast<size_t>(i)); });
   }
   ~RankThreads() {
     stop_.store(true);

@@ -8,7 +8,10 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
+#include "core/memory_ledger.h"
+#include "core/proc/host_memory.h"
 #include "core/rng.h"
 
 namespace scalelab {
@@ -65,6 +68,17 @@ class GzFile {
   const std::string& path() const { return path_; }
   // The most bytes the file can hold: its size, or deflate's largest ratio (1032:1) times it.
   int64_t max_content() const { return gzdirect(file_) ? size_ : size_ * 1032 + 64; }
+  // A header may promise, within that ratio, gigabytes from a small .gz (a gzip bomb): what it
+  // promises must fit in half the host's memory (or of its address-space limit, ulimit -v), refused
+  // by name before it is read.
+  void check_fits(int64_t bytes, const std::string& what) const {
+    double cap = static_cast<double>(default_inflate_cap()) * 2;
+    if (host_memory().bytes > 0) cap = std::min(cap, host_memory().bytes / 2);
+    if (cap > 0 && static_cast<double>(bytes) > cap)
+      throw Error("data", path_ + ": header says " + what + ", " + format_bytes(bytes) + " in memory, more than the " +
+                              format_bytes(static_cast<int64_t>(cap)) +
+                              " (half this machine's memory, or of its address-space limit) a data file may take — is it the right file?");
+  }
 
  private:
   std::string path_;
@@ -98,6 +112,8 @@ std::vector<float> read_idx_images(const std::string& path, int64_t* count, int6
   if (n * r * c > f.max_content())
     throw Error("data", path + ": header says " + std::to_string(n) + " images of " + std::to_string(r) + "×" +
                             std::to_string(c) + " pixels, more than the file can hold — the file is truncated or corrupt");
+  f.check_fits(n * r * c * 5, std::to_string(n) + " images of " + std::to_string(r) + "×" + std::to_string(c) +
+                                  " pixels (a byte and a float each)");
   std::vector<unsigned char> bytes(static_cast<size_t>(n * r * c));
   f.read(bytes.data(), bytes.size(), "pixel data");
   std::vector<float> out(bytes.size());
@@ -115,6 +131,7 @@ std::vector<int32_t> read_idx_labels(const std::string& path, int64_t* count) {
   if (n > f.max_content())
     throw Error("data", path + ": header says " + std::to_string(n) +
                             " labels, more than the file can hold — the file is truncated or corrupt");
+  f.check_fits(n * 5, std::to_string(n) + " labels (a byte and an int each)");
   std::vector<unsigned char> bytes(static_cast<size_t>(n));
   f.read(bytes.data(), bytes.size(), "label data");
   if (count) *count = n;

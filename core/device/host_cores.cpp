@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/limits.h"
+
 namespace scalelab {
 
 namespace {
@@ -138,7 +140,7 @@ double core_round_trip_s(int a, int b) {
   };
   Flag flag;
   std::atomic<int> answerer_ready{0};  // 1: kept to b; -1: could not be
-  std::thread answerer([&] {
+  std::thread answerer = start_thread([&] {
     answerer_ready = keep_this_thread_to(b) ? 1 : -1;
     if (answerer_ready < 0) return;
     for (;;) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -16,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/io/file_check.h"
+#include "core/memory_ledger.h"
 
 namespace scalelab {
 
@@ -43,7 +45,10 @@ TemporarySlot* make_temporary_table() {
 }
 TemporarySlot* const g_temporaries = make_temporary_table();  // null: temporaries are not tracked
 
-extern "C" void remove_temporaries_then_die(int sig) {
+struct sigaction g_before[2];  // SIGTERM's and SIGINT's actions before ours, passed on to
+int before_index(int sig) { return sig == SIGTERM ? 0 : 1; }
+
+extern "C" void remove_temporaries_then_pass_on(int sig, siginfo_t* info, void* context) {
   const pid_t self = ::getpid();
   for (int i = 0; g_temporaries && i < kTemporarySlots; ++i) {
     TemporarySlot& slot = g_temporaries[i];
@@ -53,8 +58,12 @@ extern "C" void remove_temporaries_then_die(int sig) {
     if ((slot.owner == self || slot.owner_parent == self) && slot.state.compare_exchange_strong(ready, kRemoving))
       ::unlink(slot.path);
   }
-  // Then what the signal did before this handler: the default action (exit status 128 + sig).
-  // The signal is blocked while its handler runs: it is delivered as the handler returns.
+  // Then what the signal did before this handler: another handler's (core/limits.cpp reports
+  // OpenBLAS's self-raised SIGINT), or the default action (exit status 128 + sig). The signal is
+  // blocked while its handler runs: it is delivered as the handler returns.
+  const struct sigaction& before = g_before[before_index(sig)];
+  if (before.sa_flags & SA_SIGINFO) return before.sa_sigaction(sig, info, context);
+  if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN) return before.sa_handler(sig);
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -65,13 +74,13 @@ void remove_temporaries_on_signals() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (int sig : {SIGTERM, SIGINT}) {
-      struct sigaction old{};
-      // An ignored signal (SIGINT of a background job) or someone else's handler is left alone.
-      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+      struct sigaction& old = g_before[before_index(sig)];
+      // An ignored signal (SIGINT of a background job) stays ignored; a handler is passed on to.
+      if (::sigaction(sig, nullptr, &old) != 0 || (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN)) continue;
       struct sigaction sa{};
-      sa.sa_handler = remove_temporaries_then_die;
+      sa.sa_sigaction = remove_temporaries_then_pass_on;
       sigemptyset(&sa.sa_mask);
-      sa.sa_flags = SA_RESTART;
+      sa.sa_flags = SA_RESTART | SA_SIGINFO;
       ::sigaction(sig, &sa, nullptr);
     }
   });
@@ -253,11 +262,33 @@ void AtomicFileWriter::commit() {
   slot_ = -1;
 }
 
-std::string read_maybe_gzipped(const std::string& path, const std::string& component) {
+int64_t default_inflate_cap() {
+  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    bytes = std::min(bytes, static_cast<double>(limit.rlim_cur));
+  return std::max<int64_t>(int64_t{64} << 20, static_cast<int64_t>(bytes / 4));
+}
+
+std::string read_maybe_gzipped(const std::string& path, const std::string& component, int64_t cap,
+                               const std::string& cap_reason) {
   // A directory, a FIFO, a device or a symbolic-link loop is refused before a byte is read.
   std::string bytes = read_regular_file(path, component, int64_t{16} << 30, "give the path of a file scalelab wrote");
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b)
     return bytes;
+  // The trailer's last 4 bytes are the inflated size modulo 2^32. Deflate inflates at most 1032:1,
+  // so for a file of up to 4 MiB that is the size itself: what the file promises, checked first.
+  int64_t promised = -1;
+  if (bytes.size() >= 18 && bytes.size() <= (int64_t{4} << 30) / 1032) {
+    promised = 0;
+    for (int i = 1; i <= 4; ++i)
+      promised = (promised << 8) | static_cast<unsigned char>(bytes[bytes.size() - static_cast<size_t>(i)]);
+  }
+  auto too_large = [&](const std::string& what) {
+    return Error(component, path + ": " + what + " more than the " + format_bytes(cap) + " a file may inflate to here (" +
+                                cap_reason + ") — is it the right file?");
+  };
+  if (promised > cap) throw too_large("its gzip trailer says it inflates to " + format_bytes(promised) + ",");
   z_stream s{};
   if (inflateInit2(&s, 15 + 32) != Z_OK) throw Error(component, path + ": zlib could not start (out of memory?)");
   std::string out;
@@ -274,7 +305,17 @@ std::string read_maybe_gzipped(const std::string& path, const std::string& compo
     s.next_out = reinterpret_cast<Bytef*>(buf);
     s.avail_out = sizeof buf;
     rc = inflate(&s, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - s.avail_out);
+    const size_t got = sizeof buf - s.avail_out;
+    if (promised >= 0 && static_cast<int64_t>(out.size() + got) > promised) {
+      inflateEnd(&s);
+      throw Error(component, path + ": inflates past the " + format_bytes(promised) +
+                                 " its gzip trailer promises — the file is corrupt (or made to exhaust memory); write it again");
+    }
+    if (static_cast<int64_t>(out.size() + got) > cap) {
+      inflateEnd(&s);
+      throw too_large("inflates to");
+    }
+    out.append(buf, got);
     if (rc == Z_BUF_ERROR && s.avail_in == 0 && fed == bytes.size()) break;
     if (rc == Z_BUF_ERROR) rc = Z_OK;  // no progress this round: more input comes next
   }

@@ -42,13 +42,23 @@ class AtomicFileWriter {
   Deflate* z_ = nullptr;  // null: no compression
 };
 
-// Installs what removes the temporaries being written on SIGTERM and SIGINT (where the signal has
-// its default action). The first atomic write does it too; a program whose child processes write
-// (a run's ranks) calls it before it forks, so that the run's signal removes theirs.
+// Installs what removes the temporaries being written on SIGTERM and SIGINT (unless the signal is
+// ignored), then passes the signal on to what handled it before. The first atomic write does it
+// too; a program whose child processes write (a run's ranks) calls it before it forks, so that
+// the run's signal removes theirs.
 void remove_temporaries_on_signals();
 
+// The most a gzip file may inflate to unless its reader knows better: a quarter of the machine's
+// memory, or of the address-space limit (ulimit -v) where that is lower — the reader holds the
+// inflated bytes and what it parses from them. At least 64 MiB.
+int64_t default_inflate_cap();
+
 // A file's bytes, gunzipped when they start with gzip's magic (what AtomicFileWriter wrote with
-// gzip). Throws Error(component, ...) naming the path when it cannot be read or inflated.
-std::string read_maybe_gzipped(const std::string& path, const std::string& component);
+// gzip). Throws Error(component, ...) naming the path when it cannot be read or inflated, or would
+// inflate to more than `cap` bytes (`cap_reason` says where the cap comes from) or to more than its
+// gzip trailer promises: a small file cannot make the reader hold gigabytes (a gzip bomb).
+std::string read_maybe_gzipped(const std::string& path, const std::string& component,
+                               int64_t cap = default_inflate_cap(),
+                               const std::string& cap_reason = "a quarter of this machine's memory");
 
 }  // namespace scalelab

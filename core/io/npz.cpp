@@ -185,8 +185,8 @@ void write_npz(const std::string& path, const std::vector<NpzArray>& arrays) {
   write_file_atomically(path, zip, "npz");
 }
 
-std::vector<NpzArray> read_npz(const std::string& path) {
-  const std::string b = read_maybe_gzipped(path, "npz");
+std::vector<NpzArray> read_npz(const std::string& path, int64_t cap, const std::string& cap_reason) {
+  const std::string b = read_maybe_gzipped(path, "npz", cap, cap_reason);
   // The end of central directory record: the last one, within the 64 KiB a comment may take.
   size_t eocd = std::string::npos;
   if (b.size() >= 22) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/io/atomic_file.h"
+
 namespace scalelab {
 
 struct NpzArray {
@@ -21,7 +23,9 @@ struct NpzArray {
 void write_npz(const std::string& path, const std::vector<NpzArray>& arrays);
 
 // Throws Error("npz", "<path>: …") naming what is wrong (not a zip, a compressed entry, a dtype
-// other than f4/f8/i8, a Fortran-order array, sizes that do not add up).
-std::vector<NpzArray> read_npz(const std::string& path);
+// other than f4/f8/i8, a Fortran-order array, sizes that do not add up). A gzipped .npz inflates to
+// at most `cap` bytes (read_maybe_gzipped).
+std::vector<NpzArray> read_npz(const std::string& path, int64_t cap = default_inflate_cap(),
+                               const std::string& cap_reason = "a quarter of this machine's memory");
 
 }  // namespace scalelab

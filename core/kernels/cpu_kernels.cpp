@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/tensor.h"
 
 namespace scalelab::kernels {
@@ -20,6 +21,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
     for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0 : beta * c[i];
     return;
   }
+  check_room_for_blas_buffers();
   const int lda = static_cast<int>(ta ? m : k);
   const int ldb = static_cast<int>(tb ? k : n);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),

@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <thread>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace scalelab {
 
@@ -68,7 +70,8 @@ pid_t Children::spawn(const std::string& name, const std::function<int()>& child
   if (pid < 0) {
     const int err = errno;
     if (usage_pipe[0] >= 0) close(usage_pipe[0]), close(usage_pipe[1]);
-    throw Error("proc", "fork of " + name + ": " + std::strerror(err) + " — too many processes? use fewer");
+    throw Error("proc", "fork of " + name + ": " + std::strerror(err) +
+                            " — lower --devices, or raise the process limit (ulimit -u, or the cgroup's pids.max)");
   }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);   // a dead parent takes its children with it
@@ -91,6 +94,8 @@ pid_t Children::spawn(const std::string& name, const std::function<int()>& child
       } else {
         write_stderr("[" + name + "] " + e.what() + "\n");
       }
+    } catch (const std::bad_alloc&) {
+      write_stderr("[" + name + "] " + kOutOfHostMemory + "\n");
     } catch (const std::exception& e) {
       write_stderr("[" + name + "] " + e.what() + "\n");
     } catch (...) {

@@ -28,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
+
 namespace lab {
 
 // A check that failed: `what` was wrong, `expected` vs `got`.
@@ -134,15 +136,13 @@ using Check = std::function<void(const Args&)>;
 template <typename Fn>
 void run_ranks(int n, Fn fn) {
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
+  std::vector<std::thread> threads = scalelab::start_threads(n, [&](int r) {
+    try {
+      fn(r);
+    } catch (...) {
+      errors[static_cast<size_t>(r)] = std::current_exception();
+    }
+  });
   for (auto& t : threads) t.join();
   // The rank that failed on its own comes before the ranks that then gave up waiting for it: a
   // failed check, then any other error, then the group's complaints (a size mismatch before a

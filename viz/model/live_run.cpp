@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "strategies/strategy.h"
 
 namespace scalelab::viz {
@@ -20,7 +21,7 @@ LiveRun::LiveRun(TrainConfig config, double speed, bool start_paused) : config_(
   speed_ = speed;
   state_ = start_paused ? State::paused : State::running;
   anchor_wall_ = WallClock::now();
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread([this] { run(); });
 }
 
 LiveRun::~LiveRun() {

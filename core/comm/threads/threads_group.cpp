@@ -11,6 +11,7 @@
 #include "core/device/buffer_ops.h"
 #include "core/device/device.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/proc/futex.h"
 
 namespace scalelab {
@@ -226,7 +227,7 @@ class ThreadsGroup : public ProcessGroup {
     m->value = value;
     std::thread poster;  // a send blocks until taken; post from a helper so this rank can receive
     std::exception_ptr error;
-    poster = std::thread([&] {
+    poster = start_thread([&] {
       try {
         world_->send(rank(), peer, m.get(), "the start-time agreement of send / recv");
       } catch (...) {

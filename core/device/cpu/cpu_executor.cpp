@@ -112,7 +112,10 @@ void* CpuExecutor::allocate(int64_t bytes) {
     release_cached();
     p = std::aligned_alloc(align, size);
   }
-  if (!p) throw Error("cpu", "host allocation of " + std::to_string(bytes) + " bytes failed — the machine is out of memory");
+  if (!p)
+    throw Error("memory", "out of host memory: " + std::to_string(bytes) +
+                              " bytes for a cpu tensor could not be had — lower --devices, --batch or --model, or raise the "
+                              "address-space limit (ulimit -v) if one is set");
   if (huge) ::madvise(p, size, MADV_HUGEPAGE);  // advice only: failure changes nothing
   try {
     sizes_.emplace(p, size);
