@@ -43,10 +43,11 @@ void report_blas_thread_failures();
 // OpenBLAS takes a work buffer (128 MiB in x86-64 builds) for each thread that computes a product,
 // the first time it does, and retries that allocation for ever when the address space cannot hold
 // it (ulimit -v): a run would hang, and so would fork() and exit(), which wait for OpenBLAS's
-// threads. So under an address-space limit, room for this thread's buffer and its OpenBLAS
-// helpers' (twice each: glibc reserves as much again for a new thread's heap) is taken and given
-// back, once per thread and process; throws Error("memory", …) if there is none. kernels::gemm calls
-// it; main_within_limits first, as OpenBLAS's helpers start when the program loads.
+// threads. So under an address-space limit, room for the buffers of the threads OpenBLAS may use
+// (twice each: glibc reserves as much again for a new thread's heap) is taken and given back, once
+// per thread and process; where it holds fewer, OpenBLAS is told to use fewer threads, and where it
+// holds not even one, Error("memory", …) is thrown. kernels::gemm calls it; main_within_limits
+// first, as OpenBLAS's helpers start when the program loads.
 void check_room_for_blas_buffers();
 
 // What main() returns, through this: under an address-space limit (ulimit -v) an OpenBLAS thread
