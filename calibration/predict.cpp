@@ -537,7 +537,7 @@ SavedTable read_saved_table(const std::string& path, const std::string& option =
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw UsageError("bench", what + ": not JSON (" + e.what() + ") — pass a table written by `scalelab bench predict --json`");
+    throw UsageError("bench", what + ": not JSON (" + json_reason(e) + ") — pass a table written by `scalelab bench predict --json`");
   }
   if (!j.is_object() || !j.contains("rows") || !j["rows"].is_array() || j["rows"].empty())
     throw UsageError("bench", what + ": no \"rows\" — pass a table written by `scalelab bench predict --json`");
@@ -548,7 +548,7 @@ SavedTable read_saved_table(const std::string& path, const std::string& option =
     t.steps = j.value("steps", int64_t{0});
     t.device = j.value("device", std::string("cpu"));
   } catch (const json::exception& e) {
-    throw UsageError("bench", what + ": \"batch\" and \"steps\" are counts (" + std::string(e.what()) +
+    throw UsageError("bench", what + ": \"batch\" and \"steps\" are counts (" + json_reason(e) +
                                   ") — pass a table written by `scalelab bench predict --json`");
   }
   for (const json& row : t.rows)
@@ -596,7 +596,7 @@ std::vector<MeasuredRun> saved_runs(const json& row, const std::string& path, in
     return runs;
   } catch (const std::exception& e) {
     throw UsageError("bench", "--measured " + path + ": the row of " + row.value("model", std::string("?")) + " / " +
-                                  row.value("strategy", std::string("?")) + " is broken (" + e.what() +
+                                  row.value("strategy", std::string("?")) + " is broken (" + json_reason(e) +
                                   ") — pass a table written by `scalelab bench predict --json`");
   }
 }
@@ -616,7 +616,7 @@ GemmSpeedNow saved_gemm_speed(const SavedTable& t, const std::string& path, cons
                                          g.at("trans_a").is_boolean() && g.at("trans_b").is_boolean() && g.at("now_s").is_number()))
             throw std::runtime_error("a shape is not {m, n, k, trans_a, trans_b, now_s}: " + g.dump());
       } catch (const std::exception& e) {
-        throw UsageError("bench", "--measured " + path + ": the GEMM re-timing of " + model + " is broken (" + e.what() +
+        throw UsageError("bench", "--measured " + path + ": the GEMM re-timing of " + model + " is broken (" + json_reason(e) +
                                       ") — pass a table written by `scalelab bench predict --json`");
       }
       return now;

@@ -28,4 +28,12 @@ class UsageError : public Error {
   UsageError(const std::string& component, const std::string& message) : Error(component, message) {}
 };
 
+// A JSON library's message as a user reads it: nlohmann's "[json.exception.parse_error.101] "
+// prefix names its own code, not the file's fault.
+inline std::string json_reason(const std::exception& e) {
+  const std::string what = e.what();
+  const size_t end = what.rfind("[json.exception.", 0) == 0 ? what.find("] ") : std::string::npos;
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
+
 }  // namespace scalelab

@@ -292,12 +292,7 @@ class Pipeline : public Strategy {
 
 std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx) { return make_pipeline_with_schedule(ctx, {}); }
 
-std::unique_ptr<Strategy> make_pipeline_with_schedule(StrategyContext& ctx, PipelineSchedule schedule) {
-  if (!ctx.ranks) throw Error("pipeline", "needs ranks (devices_per_rank = 1 in the registry)");
-  const int p = ctx.ranks->world_size();
-  const int m = ctx.config.micro_batches;
-  const int64_t batch = ctx.config.batch;
-  const ModelSpec& spec = ctx.initial_weights.spec;
+void check_pipeline_shape(int p, int m, int64_t batch, const ModelSpec& spec) {
   if (p > spec.layer_count())
     throw UsageError("pipeline", "--devices " + std::to_string(p) + " makes " + std::to_string(p) +
                                      " stages, but --model " + spec.text + " has only " +
@@ -309,6 +304,13 @@ std::unique_ptr<Strategy> make_pipeline_with_schedule(StrategyContext& ctx, Pipe
                                      std::to_string(m) + " equal micro-batches — use a --batch that is a multiple of " +
                                      std::to_string(m) + " (e.g. " + std::to_string(std::max<int64_t>(m, batch / m * m)) +
                                      "), or a number of micro-batches that divides " + std::to_string(batch));
+}
+
+std::unique_ptr<Strategy> make_pipeline_with_schedule(StrategyContext& ctx, PipelineSchedule schedule) {
+  if (!ctx.ranks) throw Error("pipeline", "needs ranks (devices_per_rank = 1 in the registry)");
+  const int p = ctx.ranks->world_size();
+  const int m = ctx.config.micro_batches;
+  check_pipeline_shape(p, m, ctx.config.batch, ctx.initial_weights.spec);
   if (!schedule) return std::make_unique<Pipeline>(ctx, schedule_of(ctx.config));
   for (int s = 0; s < p; ++s) check_pipeline_schedule(schedule(p, s, m), p, s, m);
   return std::make_unique<Pipeline>(ctx, std::move(schedule));

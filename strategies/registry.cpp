@@ -67,6 +67,9 @@ const std::vector<StrategyInfo>& strategy_registry() {
                           make_pipeline, 1);
     pipeline.options = {O::micro_batches, O::schedule, O::amp, O::comm};
     pipeline.launches = kRankLaunches;
+    pipeline.check_shape = [](const TrainConfig& c) {
+      check_pipeline_shape(c.devices, c.micro_batches, c.batch, ModelSpec::parse(c.model));
+    };
     pipeline.showcase = [](TrainConfig& c) {
       c.micro_batches = 4;
       c.schedule = Schedule::one_f_one_b;
@@ -230,6 +233,7 @@ void StrategyInfo::validate(const TrainConfig& c) const {
     throw UsageError(name, "--devices " + std::to_string(c.devices) + ": " + name + " takes " + device_count_text(r) +
                                " device" + (r.max == 1 ? "" : "s") + " — pass --devices " +
                                std::to_string(c.devices < r.min ? r.min : r.max));
+  if (check_shape) check_shape(c);
   if (c.check_equivalence && !synchronous)
     throw UsageError(name, "--check-equivalence compares weights with single's step by step, but " + name +
                                " is asynchronous (its workers race on the weights), so it is held to test accuracy "

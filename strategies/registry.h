@@ -9,6 +9,9 @@ std::unique_ptr<Strategy> make_multiprocessing(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_data_parallel(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_model_parallel(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx);
+// A pipeline of `stages` stages over `spec`, --batch cut into --micro-batches: throws UsageError
+// where a stage would have no layer or the micro-batches would be unequal.
+void check_pipeline_shape(int stages, int micro_batches, int64_t batch, const ModelSpec& spec);
 std::unique_ptr<Strategy> make_ddp(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_ddp_mp(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_zero(StrategyContext& ctx);

@@ -105,6 +105,10 @@ struct StrategyInfo {
   // What the tour (and the launch panel, when this strategy is picked) sets besides the shared
   // settings: a pipeline needs micro-batches to show one, zero a stage.
   std::function<void(TrainConfig&)> showcase;
+  // What the strategy needs of the model and batch (a pipeline: a layer per stage, micro-batches
+  // that divide the batch), checked by validate() before any device is made, so that a sweep
+  // (`scalelab scale`) refuses a bad point before its first row. Throws UsageError.
+  std::function<void(const TrainConfig&)> check_shape;
 
   bool takes(StrategyOption option) const;
   bool supports(Launch launch) const;

@@ -590,6 +590,27 @@ EOF
   fi
   PROG=$SCALELAB
   if [ -n "$asan_before" ]; then export ASAN_OPTIONS=$asan_before; else unset ASAN_OPTIONS; fi
+  # --- messages ---
+  # Said as a user reads them: no library's raw text, the kind of a path that is not a file or a
+  # folder, and a sweep's bad point refused before its first row.
+  bad "grade --submission a symlink loop" 2 grade "Too many levels of symbolic links) — pass the folder" -- \
+    grade 01-collectives --submission "$WORK/loop-a"
+  bad "grade --submission /dev/zero" 2 grade "is a character device" -- grade 01-collectives --submission /dev/zero
+  head -c 300 "$SRC/profiles/measured/2026-11-27T0016-bench-predict.json" >"$WORK/trunc-measured.json"
+  tried=$((tried + 1))
+  out=$(timeout -s KILL 30 "$SCALELAB" bench predict --hw "$SRC/profiles/measured/2026-11-27T0016-profile.json" \
+    --measured "$WORK/trunc-measured.json" 2>&1)
+  rc=$?
+  if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -qF "not JSON (parse error" && ! printf '%s' "$out" | grep -qF "json.exception"; then
+    clear=$((clear + 1)); pass "a truncated --measured table, without the JSON library's code"
+  else fail "a truncated --measured table: exit $rc: $out"; fi
+  tried=$((tried + 1))
+  out=$(timeout -s KILL 60 "$SCALELAB" scale --strategy pipeline --devices 4 --micro-batches 1..100000 \
+    --model mlp:784-64-64-64-10 --batch 128 2>&1)
+  rc=$?
+  if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -qF "[pipeline] --batch 512 cannot be cut" && ! printf '%s' "$out" | grep -q "^ *4 "; then
+    clear=$((clear + 1)); pass "scale refuses a bad micro-batch count before its first row"
+  else fail "scale --micro-batches 1..100000: exit $rc: $(printf '%s' "$out" | tail -n 3)"; fi
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish

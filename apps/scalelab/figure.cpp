@@ -30,7 +30,7 @@ json read_json(const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw UsageError("figure", path + ": not JSON (" + std::string(e.what()) + ") — give a file written by scalelab --json");
+    throw UsageError("figure", path + ": not JSON (" + json_reason(e) + ") — give a file written by scalelab --json");
   }
 }
 

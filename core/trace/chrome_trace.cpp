@@ -335,7 +335,7 @@ TraceContents read_chrome_trace(const std::string& path) {
   } catch (const BadValue& e) {
     throw Error("trace", path + ": an event has an impossible value (" + e.what() + ") — the trace is corrupt");
   } catch (const json::exception& e) {
-    throw Error("trace", path + ": an event has a field of the wrong type (" + e.what() + ") — the trace is corrupt");
+    throw Error("trace", path + ": an event has a field of the wrong type (" + json_reason(e) + ") — the trace is corrupt");
   }
   if (!have_events) throw Error("trace", path + ": no traceEvents array — not a Chrome trace");
   return t;

@@ -51,12 +51,6 @@ std::string read_text(const std::string& path) {
 }
 
 // nlohmann's message without its "[json.exception.type_error.302] " prefix.
-std::string json_reason(const std::exception& e) {
-  const std::string what = e.what();
-  const size_t end = what.rfind("[json.exception.", 0) == 0 ? what.find("] ") : std::string::npos;
-  return end == std::string::npos ? what : what.substr(end + 2);
-}
-
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
@@ -894,20 +888,41 @@ std::string calls_library_answer(const std::string& nm_output, const std::string
   return "";
 }
 
+// "a FIFO", "a character device", …: what a path that is neither a file nor a folder is.
+const char* special_file_kind(const fs::file_status& status) {
+  switch (status.type()) {
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::socket: return "a socket";
+    default: return "neither a regular file nor a folder";
+  }
+}
+
 std::map<std::string, std::string> find_student_files(const Lab& lab, const std::string& submission,
                                                       std::string& missing) {
   std::map<std::string, std::string> found;
   const fs::path sub(submission);
-  if (fs::is_regular_file(sub)) {
+  // With error codes: a symbolic-link loop or an unreadable folder is said as such, not thrown raw.
+  std::error_code status_error;
+  const fs::file_status status = fs::status(sub, status_error);
+  if (status_error && status_error != std::errc::no_such_file_or_directory)
+    throw UsageError("grade", "--submission " + submission + ": cannot be read (" + status_error.message() +
+                                  ") — pass the folder holding your files, or the one file of a one-file lab");
+  if (fs::is_regular_file(status)) {
     if (lab.student_files.size() != 1)
       throw UsageError("grade", "--submission " + submission + " is one file, but lab " + lab.name + " has " +
                                     std::to_string(lab.student_files.size()) + " student files — pass their folder");
     found[lab.student_files[0]] = sub.string();
     return found;
   }
-  if (!fs::is_directory(sub)) throw UsageError("grade", "--submission " + submission + ": no such file or folder");
+  if (!fs::exists(status)) throw UsageError("grade", "--submission " + submission + ": no such file or folder");
+  if (!fs::is_directory(status))
+    throw UsageError("grade", "--submission " + submission + " is " + special_file_kind(status) +
+                                  ", not a file or folder — pass the folder holding your files");
   for (const std::string& f : lab.student_files) {
-    if (fs::is_regular_file(sub / f)) {
+    std::error_code file_error;
+    if (fs::is_regular_file(sub / f, file_error)) {
       found[f] = (sub / f).string();
       continue;
     }

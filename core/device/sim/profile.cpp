@@ -505,9 +505,7 @@ HardwareProfile parse_profile(const std::string& json_text, const std::string& o
   try {
     j = json::parse(json_text);
   } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    std::string what = e.what();
-    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-    throw UsageError("hw", origin + ": not valid JSON (" + what + ") — see profiles/README.md for the format");
+    throw UsageError("hw", origin + ": not valid JSON (" + json_reason(e) + ") — see profiles/README.md for the format");
   }
   if (!j.is_object()) throw UsageError("hw", origin + ": a profile is a JSON object — see profiles/README.md for the format");
   HardwareProfile p;
