@@ -1,0 +1,65 @@
+#pragma once
+// A layer of a sequential model: what a strategy places on a device, splits into pipeline stages
+// or buckets by its gradients. Every kind (Linear, Conv2d, MaxPool2d, a transformer block …)
+// writes out its forward and its backward with the device's ops, so each op is an event.
+//
+// Activations are 2-D row-major tensors: a row per sample for images (a ConvNet's image as C·H·W
+// floats, PyTorch's NCHW order, so Flatten moves nothing), a row per token for text (B·T rows of
+// the hidden size). A layer keeps what its backward needs in a queue, one entry per forward:
+// pipeline schedules run several micro-batches' forwards before the first backward, and backward
+// takes the oldest.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device/device.h"
+
+namespace scalelab {
+
+// A trainable tensor and its gradient, on the same device.
+struct Parameter {
+  std::string name;  // as PyTorch's state_dict names it: "fc1.weight", "blocks.0.attn.qkv.weight"
+  int layer = 0;     // the index of the layer that holds it in its model
+  Tensor value;
+  Tensor grad;
+};
+
+class Layer {
+ public:
+  Layer(Device& device, int index, std::string name) : device_(&device), index_(index), name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  Device& device() { return *device_; }
+  int index() const { return index_; }            // its place in the model: the events' `layer`
+  const std::string& name() const { return name_; }  // "fc1", "conv1", "block0"
+
+  // The output's shape for an input of `input` ({rows, cols}); throws Error naming the layer when
+  // the input does not fit it.
+  virtual std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const = 0;
+  // Keeps what backward needs. `micro_batch` tags the events (pipeline schedules).
+  virtual Tensor forward(const Tensor& x, int micro_batch = -1) = 0;
+  // dy is the gradient of the loss w.r.t. this layer's output (it may be overwritten). Writes (or,
+  // with accumulate, adds to) the parameters' gradients; returns dx unless need_dx is false.
+  virtual Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) = 0;
+  // Frees what forward kept: a dry run or an aborted step must not hold activations.
+  virtual void clear_saved() = 0;
+  // Its trainable tensors in state_dict order (none for a pooling layer).
+  virtual std::vector<Parameter*> parameters() { return {}; }
+
+  // Mixed precision (see Linear): f32, or f16 / bf16 from half copies of the f32 weights. A layer
+  // that cannot compute in half refuses it with an error naming itself.
+  virtual void set_precision(DType compute);
+  DType precision() const { return compute_; }
+  // Casts the f32 master weights into the half copies; nothing to do in f32.
+  virtual void refresh_half_weights(int /*micro_batch*/ = -1) {}
+
+ protected:
+  Device* device_;
+  int index_;
+  std::string name_;
+  DType compute_ = DType::f32;
+};
+
+}  // namespace scalelab
