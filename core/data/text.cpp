@@ -111,10 +111,10 @@ FileSize size_of_file(const std::string& path, int64_t on_disk) {
   return out;
 }
 
-// Refuses a corpus whose dataset would not fit: a byte of text becomes a float of x and an int of y.
-void check_fits(const std::string& path, int64_t text_bytes) {
+// Refuses a corpus whose dataset would not fit in `cap` bytes: a byte of text becomes a float of x
+// and an int of y.
+void check_fits(const std::string& path, int64_t text_bytes, double cap) {
   const double need = static_cast<double>(text_bytes) * 9;
-  const double cap = host_memory().bytes / 2;
   if (cap > 0 && need > cap)
     throw Error("data", path + ": " + format_bytes(text_bytes) + " of text make a dataset of " +
                             format_bytes(static_cast<int64_t>(need)) + ", more than the " +
@@ -225,6 +225,7 @@ DataSplit load_text(const std::string& path, int64_t context, int64_t vocab, boo
   const std::vector<std::string> files = corpus_files(path);
   const bool alone = files.size() == 1 && files[0] == path;  // a file named by itself, not found in a directory
 
+  const double memory_cap = host_memory().bytes / 2;  // half of what this process may use (0: unknown)
   TextStats st;
   st.replaced = values ? 0 : -1;
   std::vector<unsigned char> tokens;  // every token of either tokenizer fits a byte
@@ -238,7 +239,8 @@ DataSplit load_text(const std::string& path, int64_t context, int64_t vocab, boo
       binary = looks_binary(text.data(), text.size());
       if (!binary) {
         bytes = static_cast<int64_t>(text.size());
-        check_fits(path, st.tokens + bytes);
+        check_fits(path, st.tokens + bytes, memory_cap);
+        tokens.reserve(tokens.size() + text.size());
         for (char c : text) {
           const auto byte = static_cast<unsigned char>(c);
           bool r = false;
