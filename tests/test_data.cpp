@@ -793,6 +793,16 @@ TEST_F(TextFiles, BadCorporaAreRefusedByName) {
     m = message_of([&] { load_text(p("short.txt"), 4, 100, values); });
     EXPECT_NE(m.find("--model's vocabulary V = 100"), std::string::npos) << m;
   }
+  // A gzipped corpus that ends early: refused whether its text is read or only counted.
+  {
+    const std::string text = some_text(5000, 7);
+    write_gz(dir / "cut.txt.gz", std::vector<unsigned char>(text.begin(), text.end()));
+    fs::resize_file(dir / "cut.txt.gz", fs::file_size(dir / "cut.txt.gz") / 2);
+    for (bool values : {true, false}) {
+      const std::string m = data_error([&] { load_text(p("cut.txt.gz"), 8, 96, values); }, p("cut.txt.gz"));
+      EXPECT_NE(m.find("corrupt"), std::string::npos) << m;
+    }
+  }
   // A FIFO would block a reader: refused by name before it is opened.
   ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0600), 0);
   const std::string m = data_error([&] { load_text(p("fifo"), 8, 96); }, p("fifo"));

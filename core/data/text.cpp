@@ -107,7 +107,9 @@ FileSize size_of_file(const std::string& path, int64_t on_disk) {
     if (got == 0) break;
     out.bytes += got;
   }
-  gzclose(f);
+  // A gzip stream that ends early reads as an end of file: gzclose says so (Z_BUF_ERROR).
+  if (gzclose(f) != Z_OK)
+    throw Error("data", path + ": a gzip file that ends early or is corrupt — decompress it again or remove it");
   return out;
 }
 
