@@ -17,7 +17,7 @@
 #include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
 #include "core/error.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/rng.h"
 
 namespace {
@@ -488,7 +488,7 @@ TEST_F(CudaVsCpu, HalfAxpyScaleAndNonFinite) {
 }
 
 TEST_F(CudaVsCpu, HalfTrainingStepMatchesTheCpu) {
-  // One fp16 step of a small Mlp, from the same weights and batch: the layers, the loss and the
+  // One fp16 step of a small Model, from the same weights and batch: the layers, the loss and the
   // casts into the f32 master gradients, end to end on the GPU against the cpu.
   const ModelSpec spec = ModelSpec::parse("mlp:32-24-16-8");
   const HostWeights w = init_weights(spec, 5);
@@ -499,7 +499,7 @@ TEST_F(CudaVsCpu, HalfTrainingStepMatchesTheCpu) {
   for (int32_t& l : lab) l = static_cast<int32_t>(r.below(8));
   std::vector<std::vector<float>> grads[2];
   for (int s : {0, 1}) {
-    Mlp m(dev(s), w);
+    Model m(dev(s), w);
     m.set_precision(DType::f16);
     m.refresh_half_weights();
     Tensor x = dev(s).empty({64, 32}, DType::f32, MemoryCategory::activations, "x");
