@@ -225,6 +225,18 @@ namespace {
 // one or two chunks, and a large image's chunk is still one image.
 constexpr int64_t kConvWorkspaceTarget = int64_t{1} << 22;
 
+// The outputs ow in [first, last) whose input column ow·S − P + kw lies inside the image; the
+// others read padding. Found once per row, so the loops over them need no test per pixel.
+struct ValidRange {
+  int64_t first, last;
+};
+ValidRange valid_outputs(int64_t offset, int64_t size, int64_t stride, int64_t outputs) {
+  // ow·S + offset ≥ 0 and ow·S + offset < size, with offset = kw − P (or kh − P for rows).
+  const int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t last = size - offset <= 0 ? 0 : (size - offset - 1) / stride + 1;
+  return {std::min(first, outputs), std::clamp<int64_t>(last, std::min(first, outputs), outputs)};
+}
+
 // col[(c·K + kh)·K + kw][i·OH·OW + oh·OW + ow] = x_i[c][oh·S − P + kh][ow·S − P + kw], or 0 in the
 // padding, for the chunk's `images` images starting at x.
 void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g) {
@@ -234,19 +246,23 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
     for (int64_t kh = 0; kh < K; ++kh)
       for (int64_t kw = 0; kw < K; ++kw) {
         float* out = col + ((c * K + kh) * K + kw) * cols;
+        const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
         for (int64_t i = 0; i < images; ++i) {
           const float* plane = x + (i * C + c) * H * W;
           for (int64_t oh = 0; oh < OH; ++oh, out += OW) {
-            const int64_t ih = oh * S - P + kh;
-            if (ih < 0 || ih >= H) {
+            if (oh < rows.first || oh >= rows.last) {
               std::fill(out, out + OW, 0.0f);
               continue;
             }
-            const float* in = plane + ih * W;
-            for (int64_t ow = 0; ow < OW; ++ow) {
-              const int64_t iw = ow * S - P + kw;
-              out[ow] = iw >= 0 && iw < W ? in[iw] : 0.0f;
+            const float* in = plane + (oh * S - P + kh) * W;  // the input row; ow reads in[ow·S + kw − P]
+            std::fill(out, out + cols_in.first, 0.0f);
+            if (S == 1) {
+              std::memcpy(out + cols_in.first, in + cols_in.first + kw - P,
+                          static_cast<size_t>(cols_in.last - cols_in.first) * sizeof(float));
+            } else {
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) out[ow] = in[ow * S + kw - P];
             }
+            std::fill(out + cols_in.last, out + OW, 0.0f);
           }
         }
       }
@@ -263,15 +279,17 @@ void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& 
     for (int64_t kh = 0; kh < K; ++kh)
       for (int64_t kw = 0; kw < K; ++kw) {
         const float* in = dcol + ((c * K + kh) * K + kw) * cols;
+        const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
         for (int64_t i = 0; i < images; ++i) {
           float* plane = dx + (i * C + c) * H * W;
-          for (int64_t oh = 0; oh < OH; ++oh, in += OW) {
-            const int64_t ih = oh * S - P + kh;
-            if (ih < 0 || ih >= H) continue;
-            float* out = plane + ih * W;
-            for (int64_t ow = 0; ow < OW; ++ow) {
-              const int64_t iw = ow * S - P + kw;
-              if (iw >= 0 && iw < W) out[iw] += in[ow];
+          for (int64_t oh = rows.first; oh < rows.last; ++oh) {
+            const float* src = in + (i * OH + oh) * OW;
+            float* out = plane + (oh * S - P + kh) * W;  // the input row; ow sent to out[ow·S + kw − P]
+            if (S == 1) {
+              float* shifted = out + cols_in.first + kw - P;
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) shifted[ow - cols_in.first] += src[ow];
+            } else {
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) out[ow * S + kw - P] += src[ow];
             }
           }
         }
@@ -290,7 +308,10 @@ void rows_to_columns(const float* dy, float* dyt, int64_t images, const Conv2dGe
 
 int64_t conv2d_chunk_images(const Conv2dGeometry& g) {
   const int64_t per_image = std::max<int64_t>((g.patch() + g.out_channels) * g.pixels(), 1);
-  return std::clamp<int64_t>(kConvWorkspaceTarget / per_image, 1, std::max<int64_t>(g.batch, 1));
+  const int64_t most = std::clamp<int64_t>(kConvWorkspaceTarget / per_image, 1, std::max<int64_t>(g.batch, 1));
+  // Chunks of equal size (64 images as 32 + 32, not 49 + 15): no small GEMM at the end.
+  const int64_t chunks = (std::max<int64_t>(g.batch, 1) + most - 1) / most;
+  return (std::max<int64_t>(g.batch, 1) + chunks - 1) / chunks;
 }
 
 int64_t conv2d_workspace_floats(const Conv2dGeometry& g) {
