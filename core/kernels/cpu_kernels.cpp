@@ -390,23 +390,28 @@ void max_pool2d(const float* x, float* y, int32_t* indices, const Pool2dGeometry
   const int64_t H = g.height, W = g.width, K = g.kernel, S = g.stride, OH = g.out_height(), OW = g.out_width();
   for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
     const float* in = x + plane * H * W;
-    float* out = y + plane * OH * OW;
-    int32_t* idx = indices + plane * OH * OW;
-    for (int64_t oh = 0; oh < OH; ++oh)
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      // A row of windows at once, their pixels in row-major order: the first of each window
+      // starts it, then each later one replaces it only when strictly greater (the first max
+      // stays) or NaN (as PyTorch's CPU kernel).
+      float* value = y + (plane * OH + oh) * OW;
+      int32_t* best = indices + (plane * OH + oh) * OW;
       for (int64_t ow = 0; ow < OW; ++ow) {
-        int64_t best = oh * S * W + ow * S;
-        float value = in[best];
-        for (int64_t kh = 0; kh < K; ++kh)
-          for (int64_t kw = 0; kw < K; ++kw) {
-            const int64_t at = (oh * S + kh) * W + ow * S + kw;
-            if (in[at] > value || std::isnan(in[at])) {  // strictly greater: the first max stays
-              value = in[at];
-              best = at;
-            }
-          }
-        out[oh * OW + ow] = value;
-        idx[oh * OW + ow] = static_cast<int32_t>(best);
+        value[ow] = in[oh * S * W + ow * S];
+        best[ow] = static_cast<int32_t>(oh * S * W + ow * S);
       }
+      for (int64_t kh = 0; kh < K; ++kh)
+        for (int64_t kw = 0; kw < K; ++kw) {
+          if (kh == 0 && kw == 0) continue;
+          const int64_t row = (oh * S + kh) * W + kw;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const float v = in[row + ow * S];
+            const bool wins = v > value[ow] || std::isnan(v);
+            value[ow] = wins ? v : value[ow];
+            best[ow] = wins ? static_cast<int32_t>(row + ow * S) : best[ow];
+          }
+        }
+    }
   }
 }
 
