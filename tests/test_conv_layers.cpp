@@ -261,9 +261,16 @@ TEST(ConvNet, TheLecturesShapes) {
   MaxPool2d pool1(*d, 1, "pool1", 16, 28, 28, 2, 2);
   Conv2d conv2(*d, 2, "conv2", 16, 32, 5, 1, 2, 14, 14, Activation::relu);
   MaxPool2d pool2(*d, 3, "pool2", 32, 14, 14, 2, 2);
+  Flatten flatten(*d, 4, "flatten", 32, 7, 7);
   std::vector<int64_t> shape{64, 784};
-  for (Layer* l : std::vector<Layer*>{&conv1, &pool1, &conv2, &pool2}) shape = l->output_shape(shape);
+  for (Layer* l : std::vector<Layer*>{&conv1, &pool1, &conv2, &pool2, &flatten}) shape = l->output_shape(shape);
   EXPECT_EQ(shape, (std::vector<int64_t>{64, 7 * 7 * 32}));  // the Linear head's input
+  // Flatten moves nothing: its output is its input, its dx is dy.
+  Tensor x = d->zeros({2, 1568}, DType::f32, MemoryCategory::activations, "x");
+  EXPECT_EQ(flatten.forward(x).raw(), x.raw());
+  EXPECT_EQ(flatten.backward(x, true).raw(), x.raw());
+  EXPECT_TRUE(contains(error_of([&] { flatten.forward(d->zeros({2, 1600}, DType::f32, MemoryCategory::activations, "x")); }),
+                       "flatten expects {rows, 1568} (32×7×7 images"));
 }
 
 // ---- MaxPool2d ------------------------------------------------------------------------------

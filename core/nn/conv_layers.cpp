@@ -156,6 +156,29 @@ Tensor MaxPool2d::backward(const Tensor& dy, bool need_dx, bool, int micro_batch
   return dx;
 }
 
+// ---- Flatten --------------------------------------------------------------------------------
+
+Flatten::Flatten(Device& device, int index, std::string name, int64_t channels, int64_t height, int64_t width)
+    : Layer(device, index, std::move(name)), channels_(channels), height_(height), width_(width) {
+  if (channels < 1 || height < 1 || width < 1)
+    throw Error("nn", name_ + ": images of " + image_text(channels, height, width) + " — each size must be at least 1");
+}
+
+std::vector<int64_t> Flatten::output_shape(const std::vector<int64_t>& input) const {
+  check_images(name_, input, channels_, height_, width_);
+  return input;
+}
+
+Tensor Flatten::forward(const Tensor& x, int) {
+  output_shape(x.shape());
+  return x;
+}
+
+Tensor Flatten::backward(const Tensor& dy, bool need_dx, bool, int) {
+  output_shape(dy.shape());
+  return need_dx ? dy : Tensor();
+}
+
 // ---- Dropout --------------------------------------------------------------------------------
 
 Dropout::Dropout(Device& device, int index, std::string name, float p, uint64_t seed)

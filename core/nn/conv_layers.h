@@ -65,6 +65,21 @@ class MaxPool2d : public Layer {
   std::deque<Tensor> saved_indices_;
 };
 
+// nn.Flatten between the last pool and the Linear head: the rows are C·H·W in NCHW order
+// already, so it moves nothing and runs no op. It is a layer so that the model lists what
+// PyTorch's does, and so that a wrong image size is refused where it enters the head.
+class Flatten : public Layer {
+ public:
+  Flatten(Device& device, int index, std::string name, int64_t channels, int64_t height, int64_t width);
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
+  Tensor forward(const Tensor& x, int micro_batch = -1) override;  // x itself
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
+  void clear_saved() override {}
+
+ private:
+  int64_t channels_, height_, width_;
+};
+
 // Zeroes each element with probability p and scales the rest by 1 / (1 − p), as nn.Dropout in
 // training. The mask is a hash of (seed, step, global row, column) — not a random stream — so a
 // sample gets the same mask whichever device, replica or micro-batch computes it, and every
