@@ -474,6 +474,14 @@ TEST(ConvOps, ADryRunComputesNothingAndIsPricedAsARealRun) {
   const double seconds = std::max(conv.flops / (p.peak_flops_f32 * p.gemm_efficiency), bytes / p.mem_bandwidth_Bps) +
                          p.launch_overhead_s;
   EXPECT_EQ(conv.t_end_ns - conv.t_begin_ns, std::llround(seconds * 1e9));
+  // Backward: dW = dy · colᵀ (m = OC, n = C·K·K, k = N·OH·OW) with the mask and db's sums, then
+  // dcol = Wᵀ · dy (m = C·K·K, n = N·OH·OW, k = OC) with col2im's additions.
+  auto flops_of = [&](const std::string& kind) {
+    return std::find_if(dry.events.begin(), dry.events.end(), [&](const Event& e) { return e.kind == kind; })->flops;
+  };
+  EXPECT_DOUBLE_EQ(flops_of("conv2d_bwd_weight"), 2.0 * 4 * 9 * 128 + 2.0 * 4 * 128);
+  EXPECT_DOUBLE_EQ(flops_of("conv2d_bwd_input"), 2.0 * 9 * 128 * 4 + 9.0 * 128);
+  EXPECT_DOUBLE_EQ(flops_of("max_pool2d"), 2.0 * 4 * 16 * 4);  // 4 comparisons per output
   for (const Event& e : dry.events) {
     if (e.lane != Lane::compute) continue;
     EXPECT_GT(e.flops, 0) << e.kind;
