@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/checkpoint/weights_file.h"
+#include "core/data/text.h"
 #include "core/comm/backends.h"
 #include "core/comm/threads/threads_group.h"
 #include "core/device/sim/profile.h"
@@ -18,6 +19,14 @@ namespace {
 
 // A dry run's data are sizes only: it computes nothing from them.
 DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
+  if (spec.family == ModelFamily::gpt) {
+    // A GPT reads tokens: a corpus as characters or bytes, or a synthetic stream (any vocabulary).
+    if (c.dataset == "synthetic")
+      return make_synthetic_tokens(c.synthetic_train, c.synthetic_test, spec.gpt.context, spec.gpt.vocab, c.seed,
+                                   !c.dry_run);
+    return load_text(c.data_dir.empty() ? default_text_corpus() : c.data_dir, spec.gpt.context, spec.gpt.vocab,
+                     !c.dry_run);
+  }
   if (c.dataset == "synthetic")
     return make_synthetic(c.synthetic_train, c.synthetic_test, spec.inputs(), static_cast<int>(spec.outputs()), c.seed,
                           !c.dry_run);

@@ -54,13 +54,24 @@ DType TrainConfig::amp_dtype() const {
   return DType::f32;
 }
 
+std::string default_dataset(const std::string& model) {
+  return model.rfind("gpt:", 0) == 0 ? "text" : "fashion-mnist";
+}
+
 void TrainConfig::validate() const {
   if (devices < 1) throw UsageError("train", "--devices must be ≥ 1, got " + std::to_string(devices));
   if (batch < 1) throw UsageError("train", "--batch must be ≥ 1, got " + std::to_string(batch));
   if (steps < 0) throw UsageError("train", "--steps must be ≥ 0, got " + std::to_string(steps));
   if (steps == 0 && epochs < 1) throw UsageError("train", "--epochs must be ≥ 1 (or pass --steps), got " + std::to_string(epochs));
-  if (dataset != "fashion-mnist" && dataset != "synthetic")
-    throw UsageError("data", "--dataset '" + dataset + "' is unknown — use fashion-mnist or synthetic");
+  if (dataset != "fashion-mnist" && dataset != "text" && dataset != "synthetic")
+    throw UsageError("data", "--dataset '" + dataset + "' is unknown — use fashion-mnist, text or synthetic");
+  const bool tokens = model.rfind("gpt:", 0) == 0;
+  if (tokens && dataset == "fashion-mnist")
+    throw UsageError("data", "--model " + model + " reads tokens, not images — pass --dataset text (a corpus: "
+                             "--data-dir FILE|DIR, fortunes by default) or --dataset synthetic");
+  if (!tokens && dataset == "text")
+    throw UsageError("data", "--dataset text is tokens for a GPT, but --model " + model +
+                                 " reads images — pass --dataset fashion-mnist or synthetic, or --model gpt:L-C-H-T-V");
   if (device == DeviceKind::sim && hw.empty())
     throw UsageError("train", "--device sim needs --hw PROFILE (see `scalelab profiles`)");
   if (device != DeviceKind::sim && !hw.empty())
@@ -89,9 +100,9 @@ void TrainConfig::validate() const {
     throw UsageError("train", "--init-weights gives values, and a dry run computes none — drop --dry-run");
   if (dry_run && check_equivalence)
     throw UsageError("train", "--check-equivalence compares weights, but --dry-run computes none — drop one of them");
-  if (!data_dir.empty() && dataset != "fashion-mnist")
-    throw UsageError("data", "--data-dir names where Fashion-MNIST is, but --dataset " + dataset +
-                                 " reads no files (it would be ignored) — drop --data-dir, or pass --dataset fashion-mnist");
+  if (!data_dir.empty() && dataset == "synthetic")
+    throw UsageError("data", "--data-dir names where the data are, but --dataset synthetic reads no files (it would be "
+                             "ignored) — drop --data-dir, or pass --dataset fashion-mnist (images) or text (a corpus)");
   optimizer.validate();
   // A day at most: a longer wait is no timeout, and past ~292 years in ns the deadline overflows.
   if (comm_timeout_ms < 1 || comm_timeout_ms > 86400000)

@@ -50,8 +50,8 @@ struct TrainConfig {
   bool dry_run = false;
   bool tf32 = false;  // f32 GEMMs as TF32: run so on cuda (cuBLAS), priced so on sim (the profile's TF32 peak and curve)
   std::string model = "mlp:784-256-128-10";
-  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
-  std::string data_dir;                   // empty: the Debian package's directory
+  std::string dataset = "fashion-mnist";  // fashion-mnist | text (a GPT's corpus) | synthetic
+  std::string data_dir;                   // empty: the Debian package's directory (text: a file or folder)
   int64_t epochs = 1;
   int64_t steps = 0;  // > 0 overrides epochs
   int64_t batch = 128;
@@ -100,5 +100,8 @@ struct TrainConfig {
   // entry: StrategyInfo::validate in strategies/strategy.h.)
   void validate() const;
 };
+
+// The dataset a model trains on when --dataset is not given: text for a GPT, Fashion-MNIST otherwise.
+std::string default_dataset(const std::string& model);
 
 }  // namespace scalelab

@@ -149,9 +149,9 @@ static int run_main(int argc, char** argv) {
   train_cmd->add_option("--devices-per-node", c.hw_devices_per_node, "sim: … of this many devices each");
   train_cmd->add_option("--devices", c.devices, "number of devices")->capture_default_str();
   train_cmd->add_flag("--dry-run", c.dry_run, "sim only: shapes and times, no numerics");
-  train_cmd->add_option("--model", c.model, "mlp:IN-HIDDEN...-CLASSES")->capture_default_str();
-  train_cmd->add_option("--dataset", c.dataset, "fashion-mnist | synthetic")->capture_default_str();
-  train_cmd->add_option("--data-dir", c.data_dir, "directory of the Fashion-MNIST IDX files");
+  train_cmd->add_option("--model", c.model, "mlp:IN-HIDDEN...-CLASSES | convnet | gpt:L-C-H-T-V (see `scalelab models`)")->capture_default_str();
+  auto* dataset_opt = train_cmd->add_option("--dataset", c.dataset, "fashion-mnist | text | synthetic (a GPT: text unless given)")->capture_default_str();
+  train_cmd->add_option("--data-dir", c.data_dir, "directory of the Fashion-MNIST IDX files; text: a corpus file or folder");
   auto* epochs_opt = train_cmd->add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
   train_cmd->add_option("--steps", c.steps, "number of steps (instead of --epochs)")->excludes(epochs_opt);
   train_cmd->add_option("--batch", c.batch, "global batch size")->capture_default_str();
@@ -263,8 +263,8 @@ static int run_main(int argc, char** argv) {
   auto* tour_cmd = app.add_subcommand("tour", "every strategy on the same simulated machine, side by side (make demo)");
   tour_cmd->add_option("--hw", tour.hw, "hardware profile")->capture_default_str();
   tour_cmd->add_option("--devices", tour.devices, "devices per strategy")->capture_default_str()->check(at_least(1));
-  tour_cmd->add_option("--model", tour.model)->capture_default_str();
-  tour_cmd->add_option("--dataset", tour.dataset, "fashion-mnist | synthetic")->capture_default_str();
+  tour_cmd->add_option("--model", tour.model, "mlp:…, convnet or gpt:L-C-H-T-V")->capture_default_str();
+  auto* tour_dataset_opt = tour_cmd->add_option("--dataset", tour.dataset, "fashion-mnist | text | synthetic (a GPT: text unless given)")->capture_default_str();
   tour_cmd->add_option("--batch", tour.batch)->capture_default_str();
   tour_cmd->add_option("--steps", tour.steps)->capture_default_str()->check(at_least(1));
   tour_cmd->add_option("--seed", tour.seed)->check(at_least(0))->capture_default_str();
@@ -373,6 +373,7 @@ static int run_main(int argc, char** argv) {
 
   auto* profiles_cmd = app.add_subcommand("profiles", "list the hardware profiles for --device sim");
   auto* strategies_cmd = app.add_subcommand("strategies", "list the strategies");
+  auto* models_cmd = app.add_subcommand("models", "list model presets with their parameters and training FLOPs");
 
   strict_numbers(app);
   try {
@@ -422,6 +423,7 @@ static int run_main(int argc, char** argv) {
         }
       }
       if (!*lr_opt && c.optimizer.kind == "adam") c.optimizer.lr = 1e-3f;
+      if (!*dataset_opt) c.dataset = default_dataset(c.model);
       if ((*betas_opt || *eps_opt) && c.optimizer.kind != "adam")
         throw UsageError("train", "--adam-betas / --adam-eps set Adam's moments — add --optimizer adam, or drop them");
       if (*betas_opt) {
@@ -490,7 +492,10 @@ static int run_main(int argc, char** argv) {
       return bench_comm(bm);
     }
     if (*sim_cmd) return bench_sim(bs);
-    if (*tour_cmd) return run_tour(tour);
+    if (*tour_cmd) {
+      if (!*tour_dataset_opt) tour.dataset = default_dataset(tour.model);
+      return run_tour(tour);
+    }
     if (*grade_cmd) {
       if (grade_cmd->count("--timeout") && !(grade_opts.timeout_s > 0 && grade_opts.timeout_s <= 86400))
         throw UsageError("grade", "--timeout " + grade_cmd->get_option("--timeout")->as<std::string>() +
@@ -532,6 +537,18 @@ static int run_main(int argc, char** argv) {
     }
     if (*strategies_cmd) {
       std::fputs(describe_strategies().c_str(), stdout);
+      return 0;
+    }
+    if (*models_cmd) {
+      // FLOPs per token for a GPT are 6·P + 12·L·C·T (PaLM's count, what MFU is taken with).
+      std::printf("%-28s %8s %7s %14s  %s\n", "model", "params", "layers", "train FLOPs", "");
+      for (const ModelPreset& preset : model_presets()) {
+        const ModelSpec spec = ModelSpec::parse(preset.spec);
+        const bool gpt = spec.family == ModelFamily::gpt;
+        const double flops = spec.train_flops_per_sample() / (gpt ? static_cast<double>(spec.tokens_per_sample()) : 1.0);
+        std::printf("%-28s %8.3g %7d %9.3g/%-4s  %s\n", preset.spec, static_cast<double>(spec.parameter_count()),
+                    spec.layer_count(), flops, gpt ? "tok" : "img", preset.what);
+      }
       return 0;
     }
   } catch (const UsageError& e) {

@@ -116,6 +116,20 @@ ModelSpec ModelSpec::parse(const std::string& text) {
   return spec;
 }
 
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = {
+      {"mlp:784-512-256-128-10", "the default MLP on Fashion-MNIST"},
+      {"convnet", "the lecture's ConvNet on 1×28×28 images (PyTorch's DDP tutorial, no BatchNorm)"},
+      {"gpt:2-128-4-64-96", "a tiny character GPT: trains on the CPU in seconds (printable ASCII)"},
+      {"gpt:4-256-4-128-256", "a small byte-level GPT (bench compute's)"},
+      {"gpt:12-768-12-1024-50257", "GPT-2 small (124M; an untied head adds 39M)"},
+      {"gpt:24-1024-16-1024-50257", "GPT-2 medium"},
+      {"gpt:48-1600-25-1024-50257", "GPT-2 XL (1.5B)"},
+      {"gpt:96-12288-96-2048-50257", "GPT-3 175B: for dry runs on simulated clusters"},
+  };
+  return presets;
+}
+
 std::string ModelSpec::layer_name(int l) const {
   switch (family) {
     case ModelFamily::mlp: return "fc" + std::to_string(l + 1);

@@ -80,6 +80,13 @@ struct ModelSpec {
   int layer_count_ = 0;
 };
 
+// Models worth naming: what `scalelab models` lists (spec, what it is).
+struct ModelPreset {
+  const char* spec;
+  const char* what;
+};
+const std::vector<ModelPreset>& model_presets();
+
 // Host copy of a model's weights: one float vector per parameter tensor, in spec.tensors() order.
 // A dry run's weights are shapes only (no floats): a 1e9-parameter model, on a thousand ranks,
 // costs the host nothing.
