@@ -1,0 +1,172 @@
+// The model families beside the MLP — the lecture's ConvNet and a GPT — through the toolkit: their
+// specs and parameter counts against closed forms, and every synchronous strategy's weights
+// against single's after five steps (cpu, sgd and adam), checkpoints resumed exactly, the .npz
+// export under PyTorch's state_dict names.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <unistd.h>
+
+#include "core/checkpoint/weights_file.h"
+#include "core/error.h"
+#include "run/train.h"
+#include "support/small_config.h"
+
+using namespace scalelab;
+
+namespace {
+
+// A GPT's parameters in closed form: embeddings V·C + T·C; per block two LayerNorms (4C), qkv
+// (3C² + 3C), proj (C² + C), fc (4C² + 4C), proj (4C² + C); ln_f (2C); an untied head with bias
+// (C·V + V).
+int64_t gpt_parameters(int64_t L, int64_t C, int64_t T, int64_t V) {
+  return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + C * V + V;
+}
+
+// Five steps of `strategy` on the family's small model, checked against single.
+TrainConfig family_config(const std::string& model, const std::string& strategy, int devices,
+                          const std::string& optimizer) {
+  TrainConfig c = test::small_config(strategy, devices, DeviceKind::cpu, optimizer);
+  c.model = model;
+  c.batch = 16;
+  c.synthetic_train = 512;
+  c.synthetic_test = 32;
+  c.check_equivalence = true;
+  if (strategy == "pipeline") c.micro_batches = 2;
+  return c;
+}
+
+struct FamilyCase {
+  std::string model, strategy;
+  int devices;
+  std::string optimizer;
+};
+
+std::string family_case_name(const testing::TestParamInfo<FamilyCase>& info) {
+  std::string name = info.param.model.substr(0, info.param.model.find(':')) + "_" + info.param.strategy + "_" +
+                     std::to_string(info.param.devices) + "_" + info.param.optimizer;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+}  // namespace
+
+TEST(ModelFamilies, ConvNetSpecIsTheLecturesModel) {
+  const ModelSpec s = ModelSpec::parse("convnet");
+  EXPECT_EQ(s.layer_count(), 5);
+  // conv1 16·1·5·5 + 16, conv2 32·16·5·5 + 32, fc 10·(32·7·7) + 10.
+  EXPECT_EQ(s.parameter_count(), 16 * 25 + 16 + 32 * 16 * 25 + 32 + 10 * 1568 + 10);
+  EXPECT_EQ(s.tensors().front().name, "conv1.weight");
+  EXPECT_EQ(s.tensors().front().shape, (std::vector<int64_t>{16, 1, 5, 5}));
+  EXPECT_EQ(s.activation_shape(4, 3), (std::vector<int64_t>{3, 1568}));
+  EXPECT_EQ(s.inputs(), 784);
+  EXPECT_EQ(s.outputs(), 10);
+}
+
+TEST(ModelFamilies, GptSpecCountsItsParametersAndFlops) {
+  const ModelSpec tiny = ModelSpec::parse("gpt:2-128-4-64-96");
+  EXPECT_EQ(tiny.parameter_count(), gpt_parameters(2, 128, 64, 96));
+  EXPECT_EQ(tiny.layer_count(), 4);  // embedding, 2 blocks, head
+  EXPECT_EQ(tiny.labels_per_sample(), 64);
+  EXPECT_EQ(tiny.activation_shape(0, 3), (std::vector<int64_t>{3, 64}));         // token ids, a row per sequence
+  EXPECT_EQ(tiny.activation_shape(1, 3), (std::vector<int64_t>{3 * 64, 128}));   // a row per token
+  EXPECT_EQ(tiny.activation_shape(4, 3), (std::vector<int64_t>{3 * 64, 96}));    // logits over the vocabulary
+  const ModelSpec gpt3 = ModelSpec::parse("gpt:96-12288-96-2048-50257");
+  EXPECT_EQ(gpt3.parameter_count(), gpt_parameters(96, 12288, 2048, 50257));
+  EXPECT_NEAR(static_cast<double>(gpt3.parameter_count()) / 1e9, 175.3, 0.5);
+  // 6·P + 12·L·C·T per token.
+  const double per_token = 6.0 * static_cast<double>(gpt3.parameter_count()) + 12.0 * 96 * 12288 * 2048;
+  EXPECT_DOUBLE_EQ(gpt3.train_flops_per_sample(), per_token * 2048);
+  for (const char* bad : {"gpt:2-128-5-64-96", "gpt:2-128-4-64", "gpt:2-128-4-64-1", "convnet:3", "cnn"}) {
+    try {
+      ModelSpec::parse(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--model '" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ModelFamilies, InitIsSeededAndLayerNormStartsAtOneAndZero) {
+  const ModelSpec s = ModelSpec::parse("gpt:1-8-2-4-16");
+  const HostWeights a = init_weights(s, 5), b = init_weights(s, 5);
+  EXPECT_EQ(weights_checksum(a), weights_checksum(b));
+  for (size_t p = 0; p < s.tensors().size(); ++p) {
+    const TensorSpec& t = s.tensors()[p];
+    if (t.name == "blocks.0.ln1.weight") EXPECT_EQ(a.values[p], std::vector<float>(8, 1.0f));
+    if (t.name == "blocks.0.ln1.bias") EXPECT_EQ(a.values[p], std::vector<float>(8, 0.0f));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every synchronous strategy against single.
+
+class FamilyEquivalence : public testing::TestWithParam<FamilyCase> {};
+
+TEST_P(FamilyEquivalence, SameWeightsAsSingleAfterFiveSteps) {
+  const FamilyCase& p = GetParam();
+  TrainConfig c = family_config(p.model, p.strategy, p.devices, p.optimizer);
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  ASSERT_EQ(r.losses.size(), 5u);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  ASSERT_GE(r.max_rel_diff, 0.0);
+  EXPECT_LE(r.max_rel_diff, kEquivalenceTolerance) << family_case_name({p, 0});
+  std::printf("    %-40s max_rel_diff %.3g\n", family_case_name({p, 0}).c_str(), r.max_rel_diff);
+}
+
+std::vector<FamilyCase> family_cases() {
+  std::vector<FamilyCase> cases;
+  for (const char* model : {"convnet"}) {
+    for (const char* strategy : {"data-parallel", "model-parallel", "ddp", "pipeline", "zero"})
+      cases.push_back({model, strategy, 2, "sgd"});
+    cases.push_back({model, "ddp-mp", 4, "sgd"});
+    cases.push_back({model, "ddp", 2, "adam"});
+    cases.push_back({model, "zero", 2, "adam"});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyEquivalence, testing::ValuesIn(family_cases()), family_case_name);
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints and exports.
+
+TEST(ModelFamilies, ConvNetResumesExactlyAndExportsStateDictNames) {
+  const std::string dir = ::testing::TempDir() + "convnet-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string ckpt = dir + "/convnet.ckpt";
+  TrainConfig whole = family_config("convnet", "single", 1, "adam");
+  whole.check_equivalence = false;
+  whole.steps = 4;
+  EventBus b1;
+  const TrainResult straight = train(whole, b1);
+
+  TrainConfig first = whole;
+  first.steps = 2;
+  first.checkpoint_path = ckpt;
+  EventBus b2;
+  train(first, b2);
+  TrainConfig rest = whole;
+  rest.resume_path = ckpt;
+  rest.strategy = "ddp";  // resumed under another strategy and device count
+  rest.devices = 2;
+  EventBus b3;
+  const TrainResult resumed = train(rest, b3);
+  ASSERT_EQ(resumed.losses.size(), 2u);
+  EXPECT_NEAR(resumed.final_loss, straight.final_loss, 1e-5);
+
+  const Checkpoint k = load_checkpoint(ckpt);
+  std::map<std::string, NpzArray> arrays;
+  for (NpzArray& a : export_arrays(k)) arrays[a.name] = std::move(a);
+  ASSERT_TRUE(arrays.count("conv1.weight"));
+  EXPECT_EQ(arrays.at("conv1.weight").shape, (std::vector<int64_t>{16, 1, 5, 5}));
+  EXPECT_EQ(arrays.at("fc.weight").shape, (std::vector<int64_t>{10, 1568}));
+  EXPECT_TRUE(arrays.count("optimizer.conv2.bias.exp_avg_sq"));
+  std::filesystem::remove_all(dir);
+}
