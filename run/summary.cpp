@@ -117,6 +117,14 @@ void summarize(const LoopResult& loop, const Records& records, TrainResult& r) {
     r.time_s = loop.wall_s;
   }
   r.samples_per_s = r.time_s > 0 ? static_cast<double>(r.samples) / r.time_s : 0;
+  const ModelSpec spec = ModelSpec::parse(r.config.model);
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(spec.tokens_per_sample());
+  if (r.config.device == DeviceKind::sim && r.samples_per_s > 0) {
+    // The peak of the dtype the GEMMs run in: f32 (TF32 where the profile turns it on) or AMP's half.
+    const HardwareProfile profile = load_profile(r.config.hw);
+    const double peak = profile.gemm_peak_flops(r.config.amp_dtype()) * static_cast<double>(r.config.devices);
+    if (peak > 0) r.mfu = spec.train_flops_per_sample() * r.samples_per_s / peak;
+  }
   r.per_device.clear();
   for (const DeviceRecord& d : records.devices) {
     DeviceSummary s;
@@ -210,6 +218,8 @@ nlohmann::json to_json(const TrainResult& r) {
   j["time_s"] = r.time_s;
   j["time_kind"] = r.simulated ? "simulated" : "measured";
   j["samples_per_s"] = r.samples_per_s;
+  j["tokens_per_s"] = r.tokens_per_s > 0 ? json(r.tokens_per_s) : json(nullptr);
+  j["mfu"] = r.mfu >= 0 ? json(r.mfu) : json(nullptr);
   j["weights_checksum"] = r.weights_checksum.empty() ? json(nullptr) : json(r.weights_checksum);
   j["launch"] = launch_name(r.config.launch);
   j["stopped"] = r.stopped;
@@ -258,6 +268,8 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.time_s = j.value("time_s", 0.0);
   r.simulated = j.value("time_kind", std::string()) == "simulated";
   r.samples_per_s = j.value("samples_per_s", 0.0);
+  r.tokens_per_s = j["tokens_per_s"].is_number() ? j["tokens_per_s"].get<double>() : 0;
+  r.mfu = j["mfu"].is_number() ? j["mfu"].get<double>() : -1;
   r.weights_checksum = j["weights_checksum"].is_string() ? j["weights_checksum"].get<std::string>() : "";
   r.stopped = j.value("stopped", false);
   if (j["equivalence"].is_object()) {
@@ -368,8 +380,18 @@ std::string format_summary(const TrainResult& r) {
                 r.simulated ? "simulated" : "measured", static_cast<long long>(r.steps),
                 r.steps ? 1e3 * r.time_s / static_cast<double>(r.steps) : 0.0);
   s += buf;
-  std::snprintf(buf, sizeof buf, "  throughput      %.0f samples/s\n", r.samples_per_s);
+  std::snprintf(buf, sizeof buf, "  throughput      %.0f samples/s", r.samples_per_s);
   s += buf;
+  if (r.tokens_per_s > 0) {
+    std::snprintf(buf, sizeof buf, " (%.0f tokens/s)", r.tokens_per_s);
+    s += buf;
+  }
+  if (r.mfu >= 0) {
+    std::snprintf(buf, sizeof buf, "; MFU %.1f%% (model FLOPs over the devices' %s peak)", 100 * r.mfu,
+                  r.config.amp == Amp::off ? "f32" : amp_name(r.config.amp));
+    s += buf;
+  }
+  s += "\n";
   if (!r.weights_checksum.empty()) s += "  weights         checksum " + r.weights_checksum + "\n";
   if (r.max_rel_diff >= 0) s += format_equivalence(r.max_rel_diff, r.roundoff_rel_diff);
   if (r.config.amp == Amp::fp16) {

@@ -38,6 +38,10 @@ struct TrainResult {
   double time_s = 0;                  // of the training steps, evaluation excluded
   bool simulated = false;             // time_s is modelled (sim) rather than measured
   double samples_per_s = 0;
+  double tokens_per_s = 0;            // a GPT: samples_per_s × T (0 for the image models)
+  // Model FLOPs utilisation: the model's training FLOPs per second (ModelSpec::train_flops_per_sample)
+  // over the devices' peak for the dtype the GEMMs run in; sim only (< 0: not known).
+  double mfu = -1;
   std::string weights_checksum;
   std::vector<DeviceSummary> per_device;
   RunMetrics metrics;
