@@ -595,6 +595,85 @@ TEST_F(CudaVsCpu, BadOrdinalsAndClocksAreUsageErrors) {
   EXPECT_THROW(make_cuda_clock(cpu_executor, std::chrono::steady_clock::now()), UsageError);
 }
 
+// ---- transformer ops (f32): LayerNorm, GELU, embedding, causal attention ----
+
+TEST_F(CudaVsCpu, LayerNormAndBackward) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Shape z : {Shape{7, 33}, Shape{1, 1}, Shape{300, 768}, Shape{2, 1025}})
+    for (bool accumulate : {false, true}) {
+      const std::string what = "layer_norm rows=" + std::to_string(z.rows) + " cols=" + std::to_string(z.cols);
+      Pair x = random({z.rows, z.cols}, 50, -3, 3), g = random({z.cols}, 51, 0.5f, 1.5f), b = random({z.cols}, 52);
+      Pair y = empty({z.rows, z.cols}), mean = empty({z.rows}), rstd = empty({z.rows});
+      for (int s : {0, 1}) dev(s).layer_norm(tag_, x[s], g[s], b[s], y[s], mean[s], rstd[s]);
+      expect_close(y, 1e-5, 1e-5, what + " y");
+      expect_close(mean, 1e-6, 1e-6, what + " mean");
+      expect_close(rstd, 1e-6, 1e-6, what + " rstd");
+      Pair dy = random({z.rows, z.cols}, 53), dx = empty({z.rows, z.cols});
+      Pair dg = random({z.cols}, 54), db = random({z.cols}, 55);
+      for (int s : {0, 1}) dev(s).layer_norm_backward(tag_, dy[s], x[s], g[s], mean[s], rstd[s], dx[s], dg[s], db[s], accumulate);
+      expect_close(dx, 1e-4, 1e-5, what + " dx");
+      expect_close(dg, 1e-5, 1e-5, what + " dgamma");
+      expect_close(db, 1e-5, 1e-5, what + " dbeta");
+    }
+}
+
+TEST_F(CudaVsCpu, GeluAndBackward) {
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{100003}}) {
+    Pair x = random({n}, 60, -6, 6), y = empty({n}), dy = random({n}, 61);
+    for (int s : {0, 1}) dev(s).gelu(tag_, x[s], y[s]);
+    expect_close(y, 1e-6, 1e-7, "gelu n=" + std::to_string(n));
+    for (int s : {0, 1}) dev(s).gelu_backward(tag_, dy[s], x[s], dy[s]);
+    expect_close(dy, 1e-5, 1e-6, "gelu_backward n=" + std::to_string(n));
+  }
+}
+
+TEST_F(CudaVsCpu, EmbeddingAndItsDeterministicScatter) {
+  const int64_t B = 4, T = 33, Vocab = 300, C = 70;
+  Rng r(70);
+  std::vector<float> ids(static_cast<size_t>(B * T));
+  for (float& id : ids) id = static_cast<float>(r.below(40));  // few ids: many tokens share a row
+  Pair tids = from(ids, {B, T}), wte = random({Vocab, C}, 71), wpe = random({T, C}, 72), out = empty({B * T, C});
+  for (int s : {0, 1}) dev(s).embedding(tag_, tids[s], wte[s], wpe[s], out[s]);
+  expect_same_bytes<float>(out, "embedding");
+  Pair dout = random({B * T, C}, 73), dwte = random({Vocab, C}, 74), dwpe = random({T, C}, 75);
+  for (bool accumulate : {false, true}) {
+    for (int s : {0, 1}) dev(s).embedding_backward(tag_, dout[s], tids[s], dwte[s], dwpe[s], accumulate);
+    // The tokens are added in the host's order: the same bits.
+    expect_same_bytes<float>(dwte, "embedding dwte");
+    expect_same_bytes<float>(dwpe, "embedding dwpe");
+  }
+  Pair bad = from(std::vector<float>{1, 2, 300, 4}, {2, 2});
+  Pair out2 = empty({4, C}), wpe2 = random({2, C}, 76);
+  try {
+    dev(1).embedding(tag_, bad[1], wte[1], wpe2[1], out2[1]);
+    ADD_FAILURE() << "id 300 of 300 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("at batch row 1, position 0 is not a whole number in [0, 300)"), std::string::npos)
+        << e.message();
+  }
+}
+
+TEST_F(CudaVsCpu, CausalAttentionAndBackward) {
+  struct Shape {
+    int64_t batch, seq, heads, hidden;
+  };
+  for (Shape z : {Shape{2, 5, 2, 6}, Shape{1, 1, 1, 1}, Shape{3, 64, 4, 128}, Shape{2, 130, 12, 96}}) {
+    const std::string what = "attention B=" + std::to_string(z.batch) + " T=" + std::to_string(z.seq) +
+                             " H=" + std::to_string(z.heads) + " C=" + std::to_string(z.hidden);
+    const int64_t rows = z.batch * z.seq;
+    Pair qkv = random({rows, 3 * z.hidden}, 80, -2, 2), probs = empty({z.batch * z.heads * z.seq, z.seq});
+    Pair y = empty({rows, z.hidden});
+    for (int s : {0, 1}) dev(s).attention(tag_, qkv[s], z.heads, probs[s], y[s]);
+    expect_close(probs, 1e-5, 1e-6, what + " P");
+    expect_close(y, 1e-4, 1e-5, what + " y");
+    Pair dy = random({rows, z.hidden}, 81), dscores = empty(probs[0].shape()), dqkv = empty({rows, 3 * z.hidden});
+    for (int s : {0, 1}) dev(s).attention_backward(tag_, dy[s], qkv[s], probs[s], z.heads, dscores[s], dqkv[s]);
+    expect_close(dqkv, 1e-4, 1e-4, what + " dqkv");
+  }
+}
+
 }  // namespace
 
 #else  // built without CUDA

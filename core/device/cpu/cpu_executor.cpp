@@ -262,3 +262,53 @@ double MetaExecutor::mse(const Tensor&, const Tensor&, const Tensor&, float) {
 }
 
 }  // namespace scalelab
+
+// ---- transformer ops: f32 only (Device refuses half tensors before they get here) ----
+namespace scalelab {
+
+void CpuExecutor::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                             const Tensor& mean, const Tensor& rstd, float eps) {
+  k::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), y.data<float>(), mean.data<float>(),
+                rstd.data<float>(), x.rows(), x.cols(), eps);
+}
+
+void CpuExecutor::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                      bool accumulate) {
+  k::layer_norm_backward(dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(),
+                         rstd.data<float>(), dx.data<float>(), dgamma.data<float>(), dbeta.data<float>(), x.rows(),
+                         x.cols(), accumulate);
+}
+
+void CpuExecutor::gelu(const Tensor& x, const Tensor& y) { k::gelu(x.data<float>(), y.data<float>(), x.numel()); }
+
+void CpuExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  k::gelu_backward(dy.data<float>(), x.data<float>(), dx.data<float>(), x.numel());
+}
+
+void CpuExecutor::embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {
+  k::embedding(ids.data<float>(), wte.data<float>(), wpe.data<float>(), out.data<float>(), ids.rows(), ids.cols(),
+               wte.rows(), wte.cols());
+}
+
+void CpuExecutor::embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
+                                     bool accumulate) {
+  k::embedding_backward(dout.data<float>(), ids.data<float>(), dwte.data<float>(), dwpe.data<float>(), ids.rows(),
+                        ids.cols(), dwte.rows(), dwte.cols(), accumulate);
+}
+
+void CpuExecutor::attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) {
+  if (qkv.rows() == 0) return;
+  const int64_t seq = probs.cols();
+  k::attention(qkv.data<float>(), probs.data<float>(), y.data<float>(), qkv.rows() / seq, seq, heads, y.cols());
+}
+
+void CpuExecutor::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
+                                     const Tensor& dscores, const Tensor& dqkv) {
+  if (qkv.rows() == 0) return;
+  const int64_t seq = probs.cols();
+  k::attention_backward(dy.data<float>(), qkv.data<float>(), probs.data<float>(), dscores.data<float>(),
+                        dqkv.data<float>(), qkv.rows() / seq, seq, heads, dy.cols());
+}
+
+}  // namespace scalelab

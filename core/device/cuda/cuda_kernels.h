@@ -70,3 +70,36 @@ void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n, c
 void has_non_finite(const void* x, int dtype, int64_t n, int* flag, cudaStream_t stream);
 
 }  // namespace scalelab::cuda
+
+// ---- transformer ops (f32), mirroring the host kernels in core/kernels/cpu_kernels.h ----
+namespace scalelab::cuda {
+
+// One block per row: mean and variance in double (two passes), y, mean[rows], rstd[rows].
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+// dx per row (a block per row); dgamma, dbeta (+)= column sums over the rows in order, in double, a
+// thread per column: deterministic, and the host's order.
+void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate,
+                         cudaStream_t stream);
+void gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void gelu_backward(const float* dy, const float* x, float* dx, int64_t n, cudaStream_t stream);
+// *first_bad gets the lowest flat index b·seq + t whose id is not a whole number in [0, vocab),
+// or kNoBadRow.
+void check_token_ids(const float* ids, int64_t n, int64_t vocab, unsigned long long* first_bad, cudaStream_t stream);
+// Ids already checked (check_token_ids).
+void embedding(const float* ids, const float* wte, const float* wpe, float* out, int64_t batch, int64_t seq,
+               int64_t hidden, cudaStream_t stream);
+// No atomics: a thread per (column, slice of the vocabulary) walks the tokens in order and adds
+// those whose id falls in its slice, so every dwte element sums its tokens in the host's order;
+// dwpe a thread per (position, column) over the batch in order. The same bits as the host.
+void embedding_backward(const float* dout, const float* ids, float* dwte, float* dwpe, int64_t batch, int64_t seq,
+                        int64_t vocab, int64_t hidden, bool accumulate, cudaStream_t stream);
+// scores {rows, seq}, rows = B·heads·seq, row r the query r % seq: the causal softmax in place
+// (zeros where key > query).
+void causal_softmax(float* scores, int64_t rows, int64_t seq, cudaStream_t stream);
+// dscores holds dP; becomes dS = P ⊙ (dP − Σ_j dP ⊙ P) · scale.
+void causal_softmax_backward(const float* probs, float* dscores, int64_t rows, int64_t seq, float scale,
+                             cudaStream_t stream);
+
+}  // namespace scalelab::cuda

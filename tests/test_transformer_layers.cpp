@@ -1,0 +1,347 @@
+// A GPT's layers and their ops: each forward against a plain float64 loop written here, each
+// backward against central finite differences of that loop in double (loss = Σ dy ⊙ y with a
+// random dy, perturbing every input and parameter), accumulation, the causal mask, activation
+// checkpointing (the same gradient bits, a lower activation peak), a dry run that prices the ops
+// with no storage, and bad shapes and ids against their error text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device/device.h"
+#include "core/device/sim/profile.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace {
+
+using namespace scalelab;
+using V = std::vector<double>;
+
+const std::string kTiny = std::string(SCALELAB_TEST_DATA) + "/tiny.json";
+
+std::unique_ptr<Device> cpu_device(EventBus* bus = nullptr) {
+  DeviceOptions o;
+  o.kind = DeviceKind::cpu;
+  o.bus = bus;
+  return std::move(make_devices(o).front());
+}
+
+std::unique_ptr<Device> dry_sim_device(EventBus* bus) {
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.profile = load_profile(kTiny);
+  o.dry_run = true;
+  o.bus = bus;
+  return std::move(make_devices(o).front());
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = r.uniform(lo, hi);
+  return v;
+}
+
+V to_double(const std::vector<float>& v) { return V(v.begin(), v.end()); }
+
+Tensor upload(Device& d, const std::vector<float>& v, std::vector<int64_t> shape,
+              MemoryCategory category = MemoryCategory::activations) {
+  Tensor t = d.empty(std::move(shape), DType::f32, category, "test");
+  EXPECT_EQ(static_cast<int64_t>(v.size()), t.numel());
+  d.upload({"test", Phase::data}, t, v.data());
+  return t;
+}
+
+std::vector<float> download(Device& d, const Tensor& t) { return d.download_f32({"test", Phase::data}, t); }
+
+// |got − want| ≤ tol · (1 + |want|) element by element; at most a few failures reported.
+void expect_close(const std::vector<float>& got, const V& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i]))) && failures++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << ", expected " << want[i];
+}
+
+// Central differences of loss(inputs) in double, for every element of every input, next to the
+// analytic gradients (one per input, in the same order).
+void expect_gradients(std::vector<V> inputs, const std::vector<std::vector<float>>& analytic,
+                      const std::vector<std::string>& names, const std::function<double(const std::vector<V>&)>& loss,
+                      double tol = 2e-4) {
+  ASSERT_EQ(inputs.size(), analytic.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(inputs[i].size(), analytic[i].size()) << names[i];
+    V numeric(inputs[i].size());
+    for (size_t j = 0; j < inputs[i].size(); ++j) {
+      const double keep = inputs[i][j], h = 1e-6;
+      inputs[i][j] = keep + h;
+      const double up = loss(inputs);
+      inputs[i][j] = keep - h;
+      const double down = loss(inputs);
+      inputs[i][j] = keep;
+      numeric[j] = (up - down) / (2 * h);
+    }
+    expect_close(analytic[i], numeric, tol, "d/d " + names[i]);
+  }
+}
+
+double dot(const V& a, const V& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// ---- float64 references ---------------------------------------------------------------------
+
+V layer_norm_ref(const V& x, int64_t rows, int64_t cols, const V& gamma, const V& beta) {
+  V y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j) mean += x[r * cols + j] / cols;
+    for (int64_t j = 0; j < cols; ++j) var += (x[r * cols + j] - mean) * (x[r * cols + j] - mean) / cols;
+    for (int64_t j = 0; j < cols; ++j)
+      y[r * cols + j] = (x[r * cols + j] - mean) / std::sqrt(var + 1e-5) * gamma[j] + beta[j];
+  }
+  return y;
+}
+
+V gelu_ref(const V& x) {
+  V y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)));
+  return y;
+}
+
+// y = x · Wᵀ + b, W out × in.
+V linear_ref(const V& x, int64_t rows, int64_t in, const V& w, const V& b, int64_t out) {
+  V y(static_cast<size_t>(rows * out));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = b[o];
+      for (int64_t i = 0; i < in; ++i) s += x[r * in + i] * w[o * in + i];
+      y[r * out + o] = s;
+    }
+  return y;
+}
+
+V embedding_ref(const std::vector<float>& ids, int64_t batch, int64_t seq, int64_t hidden, const V& wte, const V& wpe) {
+  V out(static_cast<size_t>(batch * seq * hidden));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t j = 0; j < hidden; ++j)
+        out[(b * seq + t) * hidden + j] = wte[static_cast<int64_t>(ids[b * seq + t]) * hidden + j] + wpe[t * hidden + j];
+  return out;
+}
+
+// Causal attention by its definition: per sequence, head, query i: softmax over keys j ≤ i.
+V attention_ref(const V& qkv, int64_t batch, int64_t seq, int64_t heads, int64_t hidden) {
+  const int64_t d = hidden / heads, ld = 3 * hidden;
+  V y(static_cast<size_t>(batch * seq * hidden), 0.0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < seq; ++i) {
+        V s(static_cast<size_t>(i + 1));
+        double mx = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < d; ++c)
+            acc += qkv[(b * seq + i) * ld + h * d + c] * qkv[(b * seq + j) * ld + hidden + h * d + c];
+          s[j] = acc / std::sqrt(static_cast<double>(d));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& v : s) sum += (v = std::exp(v - mx));
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t c = 0; c < d; ++c)
+            y[(b * seq + i) * hidden + h * d + c] += s[j] / sum * qkv[(b * seq + j) * ld + 2 * hidden + h * d + c];
+      }
+  return y;
+}
+
+// ---- ops ----------------------------------------------------------------------------------
+
+TEST(TransformerOps, LayerNormForwardAndBackward) {
+  auto dev = cpu_device();
+  const int64_t rows = 5, cols = 12;
+  auto x = random_floats(rows * cols, 1, -2, 3), g = random_floats(cols, 2, 0.5f, 1.5f), b = random_floats(cols, 3),
+       dy = random_floats(rows * cols, 4);
+  Tensor tx = upload(*dev, x, {rows, cols}), tg = upload(*dev, g, {cols}), tb = upload(*dev, b, {cols});
+  Tensor y = dev->empty({rows, cols}, DType::f32, MemoryCategory::activations);
+  Tensor mean = dev->empty({rows}, DType::f32, MemoryCategory::activations);
+  Tensor rstd = dev->empty({rows}, DType::f32, MemoryCategory::activations);
+  dev->layer_norm({"ln"}, tx, tg, tb, y, mean, rstd);
+  expect_close(download(*dev, y), layer_norm_ref(to_double(x), rows, cols, to_double(g), to_double(b)), 1e-5, "y");
+
+  Tensor tdy = upload(*dev, dy, {rows, cols});
+  Tensor dx = dev->empty({rows, cols}, DType::f32, MemoryCategory::activations);
+  Tensor dg = dev->empty({cols}, DType::f32, MemoryCategory::grads), db = dev->empty({cols}, DType::f32, MemoryCategory::grads);
+  dev->layer_norm_backward({"ln"}, tdy, tx, tg, mean, rstd, dx, dg, db);
+  auto loss = [&](const std::vector<V>& in) { return dot(to_double(dy), layer_norm_ref(in[0], rows, cols, in[1], in[2])); };
+  expect_gradients({to_double(x), to_double(g), to_double(b)}, {download(*dev, dx), download(*dev, dg), download(*dev, db)},
+                   {"x", "gamma", "beta"}, loss);
+
+  // accumulate adds to dgamma and dbeta
+  const auto dg1 = download(*dev, dg), db1 = download(*dev, db);
+  dev->layer_norm_backward({"ln"}, tdy, tx, tg, mean, rstd, dx, dg, db, /*accumulate=*/true);
+  const auto dg2 = download(*dev, dg), db2 = download(*dev, db);
+  for (int64_t j = 0; j < cols; ++j) {
+    EXPECT_FLOAT_EQ(dg2[j], 2 * dg1[j]);
+    EXPECT_FLOAT_EQ(db2[j], 2 * db1[j]);
+  }
+}
+
+TEST(TransformerOps, GeluForwardAndBackward) {
+  auto dev = cpu_device();
+  const int64_t n = 40;
+  auto x = random_floats(n, 5, -4, 4), dy = random_floats(n, 6);
+  Tensor tx = upload(*dev, x, {n}), y = dev->empty({n}, DType::f32, MemoryCategory::activations);
+  dev->gelu({"gelu"}, tx, y);
+  expect_close(download(*dev, y), gelu_ref(to_double(x)), 1e-6, "gelu");
+  Tensor tdy = upload(*dev, dy, {n});
+  dev->gelu_backward({"gelu"}, tdy, tx, tdy);  // in place, as the block runs it
+  expect_gradients({to_double(x)}, {download(*dev, tdy)}, {"x"},
+                   [&](const std::vector<V>& in) { return dot(to_double(dy), gelu_ref(in[0])); });
+}
+
+TEST(TransformerOps, EmbeddingGathersAndScattersDeterministically) {
+  auto dev = cpu_device();
+  const int64_t B = 3, T = 4, Vocab = 5, C = 6;
+  std::vector<float> ids = {0, 1, 2, 1, 4, 4, 4, 0, 3, 1, 2, 2};  // repeated ids: the scatter adds
+  auto wte = random_floats(Vocab * C, 7), wpe = random_floats(T * C, 8), dy = random_floats(B * T * C, 9);
+  Tensor tids = upload(*dev, ids, {B, T}), twte = upload(*dev, wte, {Vocab, C}), twpe = upload(*dev, wpe, {T, C});
+  Tensor out = dev->empty({B * T, C}, DType::f32, MemoryCategory::activations);
+  dev->embedding({"emb"}, tids, twte, twpe, out);
+  expect_close(download(*dev, out), embedding_ref(ids, B, T, C, to_double(wte), to_double(wpe)), 0, "out");
+
+  Tensor tdy = upload(*dev, dy, {B * T, C});
+  Tensor dwte = dev->empty({Vocab, C}, DType::f32, MemoryCategory::grads), dwpe = dev->empty({T, C}, DType::f32, MemoryCategory::grads);
+  dev->embedding_backward({"emb"}, tdy, tids, dwte, dwpe);
+  expect_gradients({to_double(wte), to_double(wpe)}, {download(*dev, dwte), download(*dev, dwpe)}, {"wte", "wpe"},
+                   [&](const std::vector<V>& in) { return dot(to_double(dy), embedding_ref(ids, B, T, C, in[0], in[1])); });
+  const auto w1 = download(*dev, dwte), p1 = download(*dev, dwpe);
+  dev->embedding_backward({"emb"}, tdy, tids, dwte, dwpe, /*accumulate=*/true);
+  const auto w2 = download(*dev, dwte), p2 = download(*dev, dwpe);
+  for (size_t i = 0; i < w1.size(); ++i) EXPECT_FLOAT_EQ(w2[i], 2 * w1[i]);
+  for (size_t i = 0; i < p1.size(); ++i) EXPECT_FLOAT_EQ(p2[i], 2 * p1[i]);
+  // Deterministic: the same bits again.
+  dev->embedding_backward({"emb"}, tdy, tids, dwte, dwpe);
+  EXPECT_EQ(download(*dev, dwte), w1);
+}
+
+TEST(TransformerOps, EmbeddingRefusesIdsOutsideTheVocabulary) {
+  auto dev = cpu_device();
+  const int64_t Vocab = 5, C = 2;
+  Tensor twte = upload(*dev, random_floats(Vocab * C, 1), {Vocab, C}), twpe = upload(*dev, random_floats(2 * C, 2), {2, C});
+  Tensor out = dev->empty({2, C}, DType::f32, MemoryCategory::activations);
+  for (float bad : {5.0f, -1.0f, 2.5f, NAN}) {
+    Tensor ids = upload(*dev, {0, bad}, {1, 2});
+    try {
+      dev->embedding({"emb"}, ids, twte, twpe, out);
+      ADD_FAILURE() << "id " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.component(), "embedding");
+      EXPECT_NE(e.message().find("at batch row 0, position 1 is not a whole number in [0, 5)"), std::string::npos)
+          << e.message();
+    }
+  }
+}
+
+TEST(TransformerOps, AttentionForwardBackwardAndTheCausalMask) {
+  auto dev = cpu_device();
+  const int64_t B = 2, T = 5, H = 2, C = 6;
+  auto qkv = random_floats(B * T * 3 * C, 11, -1.5f, 1.5f), dy = random_floats(B * T * C, 12);
+  Tensor tqkv = upload(*dev, qkv, {B * T, 3 * C});
+  Tensor probs = dev->empty({B * H * T, T}, DType::f32, MemoryCategory::activations);
+  Tensor y = dev->empty({B * T, C}, DType::f32, MemoryCategory::activations);
+  dev->attention({"attn"}, tqkv, H, probs, y);
+  const auto y0 = download(*dev, y);
+  expect_close(y0, attention_ref(to_double(qkv), B, T, H, C), 1e-5, "y");
+  // P: rows sum to 1, zeros above the diagonal.
+  const auto p = download(*dev, probs);
+  for (int64_t r = 0; r < B * H * T; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      sum += p[r * T + j];
+      if (j > r % T) {
+        EXPECT_EQ(p[r * T + j], 0.0f) << "row " << r << " key " << j;
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+
+  Tensor tdy = upload(*dev, dy, {B * T, C});
+  Tensor dscores = dev->empty({B * H * T, T}, DType::f32, MemoryCategory::workspace);
+  Tensor dqkv = dev->empty({B * T, 3 * C}, DType::f32, MemoryCategory::activations);
+  dev->attention_backward({"attn"}, tdy, tqkv, probs, H, dscores, dqkv);
+  expect_gradients({to_double(qkv)}, {download(*dev, dqkv)}, {"qkv"},
+                   [&](const std::vector<V>& in) { return dot(to_double(dy), attention_ref(in[0], B, T, H, C)); });
+
+  // A later token's q, k and v change nothing before it: change token 3 of sequence 0.
+  auto changed = qkv;
+  for (int64_t c = 0; c < 3 * C; ++c) changed[3 * 3 * C + c] += 10.0f;
+  dev->upload({"test", Phase::data}, tqkv, changed.data());
+  dev->attention({"attn"}, tqkv, H, probs, y);
+  const auto y1 = download(*dev, y);
+  for (int64_t i = 0; i < 3 * C; ++i) EXPECT_EQ(y1[i], y0[i]) << "token " << i / C << " saw a later one";
+  bool later_changed = false;
+  for (int64_t i = 3 * C; i < 4 * C; ++i) later_changed |= y1[i] != y0[i];
+  EXPECT_TRUE(later_changed);
+}
+
+TEST(TransformerOps, BadShapesAndDtypesSayWhatToDo) {
+  auto dev = cpu_device();
+  auto f32 = [&](std::vector<int64_t> s) { return dev->zeros(std::move(s), DType::f32, MemoryCategory::activations); };
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { dev->layer_norm({"ln"}, f32({4, 8}), f32({7}), f32({8}), f32({4, 8}), f32({4}), f32({4})); })
+                .find("gamma is [7] f32, expected [8] — make it that shape"),
+            std::string::npos);
+  Tensor half = dev->zeros({4, 8}, DType::f16, MemoryCategory::activations);
+  EXPECT_NE(message([&] { dev->gelu({"g"}, half, half); }).find("computes in f32"), std::string::npos);
+  EXPECT_NE(message([&] { dev->attention({"a"}, f32({8, 12}), 3, f32({24, 4}), f32({8, 4})); }).find("multiple of the 3 heads"),
+            std::string::npos);
+  EXPECT_NE(message([&] { dev->attention({"a"}, f32({8, 12}), 2, f32({8, 3}), f32({8, 4})); }).find("multiple of T"),
+            std::string::npos);
+  EXPECT_NE(message([&] { dev->attention({"a"}, f32({8, 12}), 2, f32({8, 4}), f32({8, 4})); }).find("expected [16,4] (B·heads·T rows)"),
+            std::string::npos);
+  EXPECT_NE(message([&] { dev->embedding({"e"}, f32({8}), f32({5, 4}), f32({8, 4}), f32({8, 4})); }).find("{batch, sequence}"),
+            std::string::npos);
+}
+
+TEST(TransformerOps, AttentionIsPricedAsAGemmAndDryRunsComputeNothing) {
+  EventBus bus;
+  auto dev = dry_sim_device(&bus);
+  const int64_t B = 2, T = 16, H = 4, C = 32, d = C / H;
+  Tensor qkv = dev->empty({B * T, 3 * C}, DType::f32, MemoryCategory::activations);
+  Tensor probs = dev->empty({B * H * T, T}, DType::f32, MemoryCategory::activations);
+  Tensor y = dev->empty({B * T, C}, DType::f32, MemoryCategory::activations);
+  EXPECT_TRUE(qkv.is_meta());
+  dev->attention({"attn"}, qkv, H, probs, y);
+  Tensor dscores = dev->empty({B * H * T, T}, DType::f32, MemoryCategory::workspace);
+  Tensor dqkv = dev->empty({B * T, 3 * C}, DType::f32, MemoryCategory::activations);
+  dev->attention_backward({"attn"}, y, qkv, probs, H, dscores, dqkv);
+  Tensor mean = dev->empty({B * T}, DType::f32, MemoryCategory::activations), rstd = mean;
+  Tensor g = dev->empty({C}, DType::f32, MemoryCategory::params);
+  dev->layer_norm({"ln"}, y, g, g, y, mean, rstd);
+  dev->gelu({"gelu"}, y, y);
+  const auto events = bus.events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind, "attention");
+  EXPECT_DOUBLE_EQ(events[0].flops, 4.0 * B * H * T * T * d);
+  EXPECT_EQ(events[1].kind, "attention_bwd");
+  EXPECT_DOUBLE_EQ(events[1].flops, 8.0 * B * H * T * T * d);
+  for (const Event& e : events) EXPECT_GT(e.t_end_ns, e.t_begin_ns) << e.kind << " was not priced";
+  EXPECT_EQ(dev->memory().live(MemoryCategory::activations),
+            4 * (2 * B * T * 3 * C + B * H * T * T + B * T * C + B * T));
+}
+
+}  // namespace
