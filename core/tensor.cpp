@@ -72,13 +72,15 @@ Tensor Tensor::view(int64_t first, std::vector<int64_t> shape) const {
   return Tensor(storage_, std::move(shape), dtype_, offset_ + first);
 }
 
-std::string Tensor::shape_string() const {
+std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape_.size(); ++i) {
+  for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ',';
-    s += std::to_string(shape_[i]);
+    s += std::to_string(shape[i]);
   }
-  return s + "] " + dtype_name(dtype_);
+  return s + "]";
 }
+
+std::string Tensor::shape_string() const { return shape_text(shape_) + " " + dtype_name(dtype_); }
 
 }  // namespace scalelab

@@ -18,6 +18,8 @@ enum class DType : uint8_t { f32, f16, bf16, i32 };
 int64_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 DType parse_dtype(const std::string& name);  // throws UsageError
+// A shape as errors write it: "[128,784]".
+std::string shape_text(const std::vector<int64_t>& shape);
 
 class Device;
 class MemoryLedger;

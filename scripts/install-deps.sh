@@ -13,6 +13,7 @@ packages=(
   xvfb xauth
   nlohmann-json3-dev libcli11-dev
   dataset-fashion-mnist
+  fortunes  # the GPT's default text corpus (/usr/share/games/fortunes)
   python3-torch python3-numpy  # the cross-check against PyTorch (tests/pytorch), run as /usr/bin/python3
   chromium  # the slides' PDFs and their render test (make slides: Marp prints through it)
 )

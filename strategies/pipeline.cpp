@@ -77,7 +77,7 @@ struct Stage {
     last = first_layer(rank + 1, stages, L);
     layers.reserve(static_cast<size_t>(last - first));  // the optimizer keeps pointers into it
     for (int l = first; l < last; ++l) {
-      Linear& layer = layers.emplace_back(dev, l, spec.sizes[l], spec.sizes[l + 1],
+      Linear& layer = layers.emplace_back(dev, l, "fc" + std::to_string(l + 1), spec.sizes[l], spec.sizes[l + 1],
                                           l + 1 < L ? Activation::relu : Activation::none);
       dev.upload({layer.weight.name, Phase::data, l}, layer.weight.value, init.weight_data(l));
       dev.upload({layer.bias.name, Phase::data, l}, layer.bias.value, init.bias_data(l));

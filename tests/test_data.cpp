@@ -1,7 +1,10 @@
 // Datasets: the IDX reader on files written here (plain and gzipped, good and broken), the
 // Fashion-MNIST loader's file choice and its errors, the Loader's seeded order, the synthetic set,
-// and the real Fashion-MNIST when the Debian package is installed.
+// the real Fashion-MNIST when the Debian package is installed; text for a GPT (tokenizers, windows,
+// the test split, a corpus directory, dry-run sizes, errors, a Loader's T labels per sample), the
+// synthetic token stream, and the fortunes corpus when installed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,7 +18,9 @@
 #include <vector>
 
 #include "core/data/dataset.h"
+#include "core/data/text.h"
 #include "core/error.h"
+#include "support/errors.h"
 
 using namespace scalelab;
 namespace fs = std::filesystem;
@@ -545,4 +550,398 @@ TEST(FashionMnist, RealDatasetWhenInstalled) {
   const double n = static_cast<double>(d.train.images.size()), mean = sum / n;
   EXPECT_NEAR(mean, 0.0, 0.01);
   EXPECT_NEAR(std::sqrt(sq / n - mean * mean), 1.0, 0.01);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text for a GPT: tokenizers, windows of T + 1 tokens, the test split, corpus directories
+
+namespace {
+
+using TextFiles = TempDir;
+using scalelab::test::message_of;
+
+void write_text(const fs::path& path, const std::string& text) {
+  write_plain(path, std::vector<unsigned char>(text.begin(), text.end()));
+}
+
+// Printable text with newlines, n bytes, different for each seed.
+std::string some_text(size_t n, unsigned seed) {
+  const std::string words[] = {"the ", "gradient ", "all-reduce ", "of ", "a ", "bucket ", "overlaps ", "backward.\n",
+                               "Pipeline ", "bubbles ", "(1F1B) ", "shrink; ", "ZeRO ", "shards ", "~state ", "{x} "};
+  std::string t;
+  for (unsigned i = 0; t.size() < n; ++i) t += words[(i * 7 + seed * 3 + i / 5) % 16];
+  return t.substr(0, n);
+}
+
+// The corpus's tokens as the windows hold them, in corpus order: each window's x then its last y.
+std::vector<int32_t> window_tokens(const DataSplit& s) {
+  std::vector<int32_t> out;
+  for (const Dataset* d : {&s.train, &s.test}) {
+    const int64_t T = d->features;
+    for (int64_t w = 0; w < d->count; ++w) {
+      for (int64_t t = 0; t < T; ++t) out.push_back(static_cast<int32_t>(d->images[static_cast<size_t>(w * T + t)]));
+      out.push_back(d->labels[static_cast<size_t>(w * T + T - 1)]);
+    }
+  }
+  return out;
+}
+
+// A set of text windows: T tokens of x and T labels per sample, V classes.
+void expect_windows_of(const Dataset& d, int64_t T, int64_t V) {
+  EXPECT_EQ(d.features, T);
+  EXPECT_EQ(d.labels_per_sample, T);
+  EXPECT_EQ(d.classes, V);
+  ASSERT_EQ(d.images.size(), static_cast<size_t>(d.count * T));
+  ASSERT_EQ(d.labels.size(), static_cast<size_t>(d.count * T));
+}
+
+void expect_same_sizes(const DataSplit& dry, const DataSplit& real) {
+  for (auto [a, b] : {std::pair{&dry.train, &real.train}, std::pair{&dry.test, &real.test}}) {
+    EXPECT_EQ(a->name, b->name);
+    EXPECT_EQ(a->count, b->count);
+    EXPECT_EQ(a->features, b->features);
+    EXPECT_EQ(a->classes, b->classes);
+    EXPECT_EQ(a->labels_per_sample, b->labels_per_sample);
+    EXPECT_FALSE(a->has_values());
+    EXPECT_TRUE(a->images.empty());
+  }
+}
+
+}  // namespace
+
+TEST(TextTokens, VocabularyPicksCharactersOrBytesAndRefusesTheRest) {
+  EXPECT_EQ(text_tokenizer(96), TextTokenizer::chars);
+  EXPECT_EQ(text_tokenizer(256), TextTokenizer::bytes);
+  EXPECT_EQ(text_tokenizer(50257), TextTokenizer::bytes);
+  for (int64_t v : {0, 1, 95, 97, 100, 128, 255}) {
+    const std::string m = message_of([&] { text_tokenizer(v); });
+    EXPECT_EQ(m.rfind("[data] ", 0), 0u) << m;
+    EXPECT_NE(m.find("--model's vocabulary V = " + std::to_string(v) + " "), std::string::npos) << m;
+    EXPECT_NE(m.find("V = 96"), std::string::npos) << m;
+    EXPECT_NE(m.find("V ≥ 256"), std::string::npos) << m;
+    EXPECT_NE(m.find("--dataset synthetic"), std::string::npos) << m;
+  }
+  const std::string big = message_of([] { text_tokenizer((int64_t{1} << 24) + 1); });
+  EXPECT_NE(big.find("2^24"), std::string::npos) << big;
+}
+
+TEST(TextTokens, CharactersAreNewlineThenPrintableAscii) {
+  EXPECT_EQ(char_token('\n'), 0);
+  EXPECT_EQ(char_token(' '), 1);
+  EXPECT_EQ(char_token('!'), 2);
+  EXPECT_EQ(char_token('A'), 34);
+  EXPECT_EQ(char_token('~'), 95);
+  for (int32_t t = 0; t < 96; ++t) EXPECT_EQ(char_token(static_cast<unsigned char>(token_char(t))), t) << t;
+  // A tab is a space, not counted; other whitespace is a space, counted; any other byte is '?', counted.
+  bool replaced = true;
+  EXPECT_EQ(char_token('\t', &replaced), 1);
+  EXPECT_FALSE(replaced);
+  EXPECT_EQ(char_token('\r', &replaced), 1);
+  EXPECT_TRUE(replaced);
+  for (int b : {0, 8, 27, 127, 0xc3, 0xff}) {
+    replaced = false;
+    EXPECT_EQ(char_token(static_cast<unsigned char>(b), &replaced), char_token('?')) << b;
+    EXPECT_TRUE(replaced) << b;
+  }
+  EXPECT_NE(message_of<Error>([] { token_char(96); }).find("outside [0, 96)"), std::string::npos);
+  EXPECT_NE(message_of<Error>([] { token_char(-1); }).find("outside [0, 96)"), std::string::npos);
+}
+
+TEST(TextTokens, EncodeDecodeRoundTrip) {
+  const std::string text = "Hello, world!\n\tx = {1, 2}; // ~done\n";
+  int64_t replaced = -1;
+  const std::vector<int32_t> chars = encode_text(text, 96, &replaced);
+  ASSERT_EQ(chars.size(), text.size());  // one token per byte
+  EXPECT_EQ(replaced, 0);
+  std::string expect = text;
+  expect[text.find('\t')] = ' ';
+  EXPECT_EQ(decode_text(chars, 96), expect);
+
+  const std::string utf8 = "caf\xc3\xa9\r\n";
+  EXPECT_EQ(decode_text(encode_text(utf8, 96, &replaced), 96), "caf?? \n");
+  EXPECT_EQ(replaced, 3);
+  // Bytes: every byte is its own token, so any file comes back as it was.
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  const std::vector<int32_t> bytes = encode_text(all, 256, &replaced);
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(bytes[static_cast<size_t>(b)], b);
+  EXPECT_EQ(replaced, 0);
+  EXPECT_EQ(decode_text(bytes, 50257), all);
+  EXPECT_NE(message_of<Error>([] { decode_text({300}, 50257); }).find("token 300 is not a byte"), std::string::npos);
+}
+
+TEST(TextWindows, CountAndTestSplitRule) {
+  EXPECT_EQ(text_windows(1000, 9), 100);
+  EXPECT_EQ(text_windows(1009, 9), 100);  // the last 9 tokens make no window
+  EXPECT_EQ(text_windows(9, 9), 0);
+  EXPECT_EQ(text_test_windows(0), 0);
+  EXPECT_EQ(text_test_windows(1), 0);   // a single window trains
+  EXPECT_EQ(text_test_windows(2), 1);
+  EXPECT_EQ(text_test_windows(19), 1);
+  EXPECT_EQ(text_test_windows(100), 10);
+}
+
+TEST_F(TextFiles, WindowsShiftByOneAndTheLastTenthIsTheTestSplit) {
+  const std::string text = some_text(1005, 1);
+  write_text(dir / "corpus.txt", text);
+  TextStats st;
+  const DataSplit s = load_text(p("corpus.txt"), 9, 96, true, &st);
+  EXPECT_EQ(st.files, 1);
+  EXPECT_EQ(st.tokens, 1005);
+  EXPECT_EQ(st.unused, 5);
+  EXPECT_EQ(st.replaced, 0);
+  EXPECT_EQ(s.train.name, "corpus.txt");
+  EXPECT_EQ(s.train.count, 90);
+  EXPECT_EQ(s.test.count, 10);
+  expect_windows_of(s.train, 9, 96);
+  expect_windows_of(s.test, 9, 96);
+  // Window w is the characters [10 w, 10 w + 10): x the first 9, y the last 9.
+  for (int64_t w = 0; w < 100; ++w) {
+    const Dataset& d = w < 90 ? s.train : s.test;
+    const int64_t row = w < 90 ? w : w - 90;
+    for (int64_t t = 0; t < 9; ++t) {
+      const size_t c = static_cast<size_t>(w * 10 + t);
+      ASSERT_EQ(d.images[static_cast<size_t>(row * 9 + t)], static_cast<float>(char_token(static_cast<unsigned char>(text[c])))) << w << " " << t;
+      ASSERT_EQ(d.labels[static_cast<size_t>(row * 9 + t)], char_token(static_cast<unsigned char>(text[c + 1]))) << w << " " << t;
+    }
+  }
+  // Read back, the windows are the text (the 5 bytes after the last window unused).
+  EXPECT_EQ(decode_text(window_tokens(s), 96), text.substr(0, 1000));
+}
+
+TEST_F(TextFiles, BytesKeepEveryByteAndDryRunSizesMatch) {
+  std::string text = some_text(700, 2);
+  text[10] = '\t';
+  text[20] = static_cast<char>(0xc3);
+  text[21] = static_cast<char>(0xa9);
+  write_text(dir / "t.txt", text);
+  for (int64_t vocab : {int64_t{256}, int64_t{50257}}) {
+    const DataSplit s = load_text(p("t.txt"), 16, vocab);
+    EXPECT_EQ(s.train.classes, vocab);
+    EXPECT_EQ(decode_text(window_tokens(s), vocab), text.substr(0, 697));  // 41 windows of 17
+    expect_same_sizes(load_text(p("t.txt"), 16, vocab, false), s);
+  }
+  TextStats st;
+  const DataSplit chars = load_text(p("t.txt"), 16, 96, true, &st);
+  EXPECT_EQ(st.replaced, 2);  // the two bytes of é; the tab is not counted
+  TextStats dry;
+  expect_same_sizes(load_text(p("t.txt"), 16, 96, false, &dry), chars);
+  EXPECT_EQ(dry.tokens, st.tokens);
+  EXPECT_EQ(dry.replaced, -1);  // not read
+}
+
+TEST_F(TextFiles, DirectoryIsReadRecursivelyInSortedOrderSkippingBinaryHiddenAndLinkedTwice) {
+  const std::string a = some_text(300, 3), b = some_text(200, 4), d = some_text(250, 5);
+  fs::create_directories(dir / "corpus" / "a");
+  fs::create_directories(dir / "corpus" / ".git");
+  write_text(dir / "corpus" / "a" / "z.txt", a);
+  write_text(dir / "corpus" / "b", b);
+  fs::create_symlink("b", dir / "corpus" / "b.u8");                      // fortunes' links: read once
+  write_plain(dir / "corpus" / "b.dat", {0, 0, 0, 2, 0, 0, 0, 7, 'x'});  // a strfile index: binary
+  write_text(dir / "corpus" / ".git" / "HEAD", "ref: refs/heads/main\n");
+  write_text(dir / "corpus" / "empty", "");
+  {
+    std::vector<unsigned char> bytes(d.begin(), d.end());
+    write_gz(dir / "corpus" / "d.txt.gz", bytes);
+  }
+  TextStats st;
+  const DataSplit s = load_text(p("corpus"), 15, 96, true, &st);
+  EXPECT_EQ(st.files, 4);  // a/z.txt, b, d.txt.gz, empty
+  EXPECT_EQ(st.skipped_binary, 1);
+  EXPECT_EQ(st.tokens, 750);
+  EXPECT_EQ(s.train.name, "corpus");
+  const std::string all = a + b + d;
+  EXPECT_EQ(s.train.count + s.test.count, 750 / 16);
+  EXPECT_EQ(decode_text(window_tokens(s), 96), all.substr(0, 750 / 16 * 16));
+  // A dry run counts the same without reading the text (the gzipped file inflated to count it).
+  TextStats dry;
+  expect_same_sizes(load_text(p("corpus") + "/", 15, 96, false, &dry), s);
+  EXPECT_EQ(dry.tokens, st.tokens);
+  EXPECT_EQ(dry.files, st.files);
+  EXPECT_EQ(dry.skipped_binary, st.skipped_binary);
+}
+
+TEST_F(TextFiles, BadCorporaAreRefusedByName) {
+  write_text(dir / "short.txt", "0123456789");
+  write_text(dir / "empty.txt", "");
+  write_plain(dir / "model.bin", {'P', 'K', 3, 4, 0, 0, 'x'});
+  fs::create_directories(dir / "nothing");
+  write_plain(dir / "nothing" / "a.dat", {0, 1, 2});
+  fs::create_directories(dir / "void");
+  for (bool values : {true, false}) {
+    SCOPED_TRACE(values ? "values" : "dry run");
+    std::string m = data_error([&] { load_text(p("missing"), 8, 96, values); }, p("missing"));
+    EXPECT_NE(m.find("not found"), std::string::npos) << m;
+    EXPECT_NE(m.find("apt-get install fortunes"), std::string::npos) << m;
+    m = data_error([&] { load_text(p("empty.txt"), 8, 96, values); }, p("empty.txt"));
+    EXPECT_NE(m.find("empty"), std::string::npos) << m;
+    m = data_error([&] { load_text(p("model.bin"), 8, 96, values); }, p("model.bin"));
+    EXPECT_NE(m.find("binary"), std::string::npos) << m;
+    m = data_error([&] { load_text(p("nothing"), 8, 96, values); }, p("nothing"));
+    EXPECT_NE(m.find("holds no text (1 files, 1 of them binary)"), std::string::npos) << m;
+    m = data_error([&] { load_text(p("void"), 8, 96, values); }, p("void"));
+    EXPECT_NE(m.find("holds no text"), std::string::npos) << m;
+    // 10 tokens make no window of 11 (context 10), and one of 10 (context 9).
+    m = data_error([&] { load_text(p("short.txt"), 10, 96, values); }, p("short.txt"));
+    EXPECT_NE(m.find("too short: 10 tokens, and one window of context 10 needs 11"), std::string::npos) << m;
+    EXPECT_NE(m.find("smaller context"), std::string::npos) << m;
+    const DataSplit one = load_text(p("short.txt"), 9, 96, values);
+    EXPECT_EQ(one.train.count, 1);
+    EXPECT_EQ(one.test.count, 0);
+    m = message_of([&] { load_text(p("short.txt"), 0, 96, values); });
+    EXPECT_NE(m.find("context of ≥ 1 token, got 0"), std::string::npos) << m;
+    m = message_of([&] { load_text(p("short.txt"), 4, 100, values); });
+    EXPECT_NE(m.find("--model's vocabulary V = 100"), std::string::npos) << m;
+  }
+  // A gzipped corpus that ends early: refused whether its text is read or only counted.
+  {
+    const std::string text = some_text(5000, 7);
+    write_gz(dir / "cut.txt.gz", std::vector<unsigned char>(text.begin(), text.end()));
+    fs::resize_file(dir / "cut.txt.gz", fs::file_size(dir / "cut.txt.gz") / 2);
+    for (bool values : {true, false}) {
+      const std::string m = data_error([&] { load_text(p("cut.txt.gz"), 8, 96, values); }, p("cut.txt.gz"));
+      EXPECT_NE(m.find("corrupt"), std::string::npos) << m;
+    }
+  }
+  // A FIFO would block a reader: refused by name before it is opened.
+  ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0600), 0);
+  const std::string m = data_error([&] { load_text(p("fifo"), 8, 96); }, p("fifo"));
+  EXPECT_NE(m.find("a corpus is text files"), std::string::npos) << m;
+}
+
+TEST_F(TextFiles, LoaderHandsOutTLabelsPerSample) {
+  write_text(dir / "c.txt", some_text(2000, 6));
+  const DataSplit s = load_text(p("c.txt"), 7, 96);  // 250 windows: 225 train, 25 test
+  ASSERT_EQ(s.train.count, 225);
+  Loader plain(s.train, 4, 1, /*shuffle=*/false);
+  HostBatch b;
+  plain.fill(3, b);
+  EXPECT_EQ(b.size, 4);
+  EXPECT_EQ(b.features, 7);
+  EXPECT_EQ(b.labels_per_sample, 7);
+  ASSERT_EQ(b.x.size(), 28u);
+  ASSERT_EQ(b.y.size(), 28u);
+  EXPECT_EQ(std::vector<float>(b.x.begin(), b.x.end()),
+            std::vector<float>(s.train.images.begin() + 12 * 7, s.train.images.begin() + 16 * 7));
+  EXPECT_EQ(b.y, std::vector<int32_t>(s.train.labels.begin() + 12 * 7, s.train.labels.begin() + 16 * 7));
+
+  Loader shuffled(s.train, 5, 9);
+  shuffled.set_epoch(2);
+  shuffled.fill(1, b);
+  ASSERT_EQ(b.y.size(), 35u);
+  for (int64_t r = 0; r < 5; ++r) {
+    const int64_t src = shuffled.order()[static_cast<size_t>(5 + r)];
+    for (int64_t t = 0; t < 7; ++t) {
+      ASSERT_EQ(b.x[static_cast<size_t>(r * 7 + t)], s.train.images[static_cast<size_t>(src * 7 + t)]);
+      ASSERT_EQ(b.y[static_cast<size_t>(r * 7 + t)], s.train.labels[static_cast<size_t>(src * 7 + t)]);
+      if (t + 1 < 7) {
+        ASSERT_EQ(static_cast<float>(b.y[static_cast<size_t>(r * 7 + t)]), b.x[static_cast<size_t>(r * 7 + t + 1)]);
+      }
+    }
+  }
+  // A dry run's batches: the same sizes, zeros.
+  const DataSplit dry = load_text(p("c.txt"), 7, 96, false);
+  Loader l(dry.train, 4, 1);
+  HostBatch z;
+  l.fill(0, z);
+  EXPECT_EQ(z.labels_per_sample, 7);
+  EXPECT_EQ(z.x, std::vector<float>(28, 0.0f));
+  EXPECT_EQ(z.y, std::vector<int32_t>(28, 0));
+}
+
+TEST(Loader, ImagesKeepOneLabelPerSample) {
+  Dataset d = numbered(10, 3, 4);
+  EXPECT_EQ(d.labels_per_sample, 1);
+  Loader l(d, 5, 2, false);
+  HostBatch b;
+  l.fill(1, b);
+  EXPECT_EQ(b.labels_per_sample, 1);
+  EXPECT_EQ(b.y, (std::vector<int32_t>{1, 2, 3, 0, 1}));
+  d.labels_per_sample = 0;
+  EXPECT_NE(message_of<Error>([&] { Loader bad(d, 5, 2); }).find("0 labels per sample"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The synthetic token stream (dry runs, and any V)
+
+TEST(SyntheticTokens, DeterministicShiftedAndLearnable) {
+  const DataSplit a = make_synthetic_tokens(400, 100, 16, 96, 5);
+  const DataSplit b = make_synthetic_tokens(400, 100, 16, 96, 5);
+  const DataSplit c = make_synthetic_tokens(400, 100, 16, 96, 6);
+  EXPECT_EQ(a.train.images, b.train.images);
+  EXPECT_EQ(a.test.labels, b.test.labels);
+  EXPECT_NE(a.train.images, c.train.images);
+  for (const Dataset* d : {&a.train, &a.test}) {
+    expect_windows_of(*d, 16, 96);
+    if (::testing::Test::HasFatalFailure()) return;
+    for (int64_t i = 0; i < d->count; ++i)
+      for (int64_t t = 0; t < 16; ++t) {
+        const float x = d->images[static_cast<size_t>(i * 16 + t)];
+        ASSERT_EQ(x, std::floor(x));
+        ASSERT_GE(x, 0);
+        ASSERT_LT(x, 96);
+        ASSERT_GE(d->labels[static_cast<size_t>(i * 16 + t)], 0);
+        ASSERT_LT(d->labels[static_cast<size_t>(i * 16 + t)], 96);
+        if (t + 1 < 16) {
+          ASSERT_EQ(static_cast<float>(d->labels[static_cast<size_t>(i * 16 + t)]), d->images[static_cast<size_t>(i * 16 + t + 1)]);
+        }
+      }
+  }
+  // Learnable: the most frequent successor of each token in training predicts the test targets
+  // far better than chance (1 / 96): about (7/8)² of the time.
+  std::vector<std::vector<int>> follows(96, std::vector<int>(96, 0));
+  for (size_t i = 0; i < a.train.labels.size(); ++i)
+    ++follows[static_cast<size_t>(a.train.images[i])][static_cast<size_t>(a.train.labels[i])];
+  int64_t right = 0;
+  for (size_t i = 0; i < a.test.labels.size(); ++i) {
+    const auto& f = follows[static_cast<size_t>(a.test.images[i])];
+    right += std::max_element(f.begin(), f.end()) - f.begin() == a.test.labels[i];
+  }
+  EXPECT_GT(static_cast<double>(right) / static_cast<double>(a.test.labels.size()), 0.7);
+}
+
+TEST(SyntheticTokens, AnyVocabularyAndDryRunSizes) {
+  const DataSplit big = make_synthetic_tokens(50, 10, 32, 50257, 1);
+  int32_t top = 0;
+  for (int32_t y : big.train.labels) top = std::max(top, y);
+  EXPECT_LT(top, 50257);
+  EXPECT_GT(top, 255);  // not only byte-sized ids
+  const DataSplit dry = make_synthetic_tokens(50, 10, 32, 50257, 1, false);
+  expect_same_sizes(dry, big);
+  const DataSplit huge = make_synthetic_tokens(int64_t{1} << 30, 1000, 2048, 50257, 1, false);  // sizes alone
+  EXPECT_EQ(huge.train.count, int64_t{1} << 30);
+  EXPECT_EQ(huge.train.labels_per_sample, 2048);
+  std::string m = message_of([] { make_synthetic_tokens(10, 1, 8, 1, 1); });
+  EXPECT_NE(m.find("V = 1 is outside [2, 2^24]"), std::string::npos) << m;
+  m = message_of([] { make_synthetic_tokens(10, 1, 8, (int64_t{1} << 24) + 1, 1); });
+  EXPECT_NE(m.find("outside [2, 2^24]"), std::string::npos) << m;
+  m = message_of([] { make_synthetic_tokens(0, 1, 8, 96, 1); });
+  EXPECT_NE(m.find("≥ 1 training sample"), std::string::npos) << m;
+  m = message_of([] { make_synthetic_tokens(10, 1, 0, 96, 1); });
+  EXPECT_NE(m.find("context 0"), std::string::npos) << m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The default corpus (apt-get install fortunes)
+
+TEST(Fortunes, DefaultCorpusWhenInstalled) {
+  const std::string dir = default_text_corpus();
+  EXPECT_EQ(dir, "/usr/share/games/fortunes");
+  if (!fs::is_directory(dir)) GTEST_SKIP() << "fortunes is not installed in " << dir << " (apt-get install fortunes)";
+  int64_t dat = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    dat += e.path().extension() == ".dat" && e.is_regular_file();
+  TextStats st;
+  const DataSplit s = load_text(dir, 64, 96, true, &st);
+  EXPECT_EQ(s.train.name, "fortunes");
+  EXPECT_GT(st.tokens, 1'000'000);  // about 2.5 MB of text
+  EXPECT_EQ(st.skipped_binary, dat);  // the strfile indexes
+  EXPECT_LT(st.replaced, st.tokens / 100);  // nearly all printable ASCII
+  const int64_t windows = st.tokens / 65;
+  EXPECT_EQ(s.train.count + s.test.count, windows);
+  EXPECT_EQ(s.test.count, windows / 10);
+  TextStats dry;
+  expect_same_sizes(load_text(dir, 64, 96, false, &dry), s);
+  EXPECT_EQ(dry.tokens, st.tokens);
+  EXPECT_EQ(dry.files, st.files);
 }

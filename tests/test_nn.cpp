@@ -44,7 +44,7 @@ TEST_P(LinearGrad, MatchesFiniteDifferences) {
   const Activation act = GetParam();
   ModelSpec spec = ModelSpec::parse("mlp:7-4");
   HostWeights w = init_weights(spec, 3);
-  Linear layer(*dev, 0, in, out, act);
+  Linear layer(*dev, 0, "fc1", in, out, act);
   auto x = randn(batch * in, 11), R = randn(batch * out, 12);
   auto upload_w = [&](const HostWeights& hw) {
     dev->upload({"w", Phase::data}, layer.weight.value, hw.weight[0].data());

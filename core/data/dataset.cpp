@@ -255,6 +255,9 @@ DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t featur
 Loader::Loader(const Dataset& data, int64_t batch_size, uint64_t seed, bool shuffle, bool drop_last)
     : data_(data), batch_size_(batch_size), seed_(seed), shuffle_(shuffle), drop_last_(drop_last) {
   if (batch_size < 1) throw UsageError("data", "--batch must be ≥ 1, got " + std::to_string(batch_size));
+  if (data.labels_per_sample < 1)
+    throw Error("data", data.name + " has " + std::to_string(data.labels_per_sample) +
+                            " labels per sample — a dataset holds at least one label per sample");
   if (drop_last && batch_size > data.count)
     throw UsageError("data", "--batch " + std::to_string(batch_size) + " is larger than the " + data.name +
                                  " training set (" + std::to_string(data.count) + " samples) — use a smaller batch");
@@ -281,16 +284,18 @@ void Loader::fill(int64_t index, HostBatch& out) const {
                             std::to_string(batches_per_epoch()) + " batches");
   const int64_t first = index * batch_size_;
   const int64_t size = std::min(batch_size_, data_.count - first);
+  const int64_t per = data_.labels_per_sample;
   out.size = size;
   out.features = data_.features;
+  out.labels_per_sample = per;
   out.x.resize(static_cast<size_t>(size * data_.features));
-  out.y.resize(static_cast<size_t>(size));
+  out.y.resize(static_cast<size_t>(size * per));
   if (!data_.has_values()) return;  // sizes only (a dry run): the batch stays as it was, zeros
   for (int64_t r = 0; r < size; ++r) {
     const int64_t src = order_[static_cast<size_t>(first + r)];
     std::memcpy(out.x.data() + r * data_.features, data_.images.data() + src * data_.features,
                 static_cast<size_t>(data_.features) * sizeof(float));
-    out.y[static_cast<size_t>(r)] = data_.labels[static_cast<size_t>(src)];
+    std::memcpy(out.y.data() + r * per, data_.labels.data() + src * per, static_cast<size_t>(per) * sizeof(int32_t));
   }
 }
 

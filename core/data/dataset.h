@@ -11,8 +11,10 @@ struct Dataset {
   int64_t count = 0;
   int64_t features = 0;        // 784 for 28×28 images
   int classes = 0;
-  std::vector<float> images;   // count × features (Fashion-MNIST: standardised pixels; see dataset.cpp)
-  std::vector<int32_t> labels; // count, in [0, classes)
+  // Labels per sample: 1 for an image (its class), T for a window of text (each position's next token).
+  int64_t labels_per_sample = 1;
+  std::vector<float> images;   // count × features (Fashion-MNIST: standardised pixels; text: token ids)
+  std::vector<int32_t> labels; // count × labels_per_sample, in [0, classes)
 
   // False for a dry run's dataset: its sizes alone (the batches it hands out hold zeros).
   bool has_values() const { return !labels.empty(); }
@@ -37,10 +39,11 @@ std::string default_fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
 DataSplit make_synthetic(int64_t train_count, int64_t test_count, int64_t features, int classes, uint64_t seed,
                          bool values = true);
 
-// A batch on the host: x is batch × features, y holds the labels.
+// A batch on the host: x is batch × features, y holds size × labels_per_sample labels (row by row).
 struct HostBatch {
   int64_t size = 0;
   int64_t features = 0;
+  int64_t labels_per_sample = 1;
   std::vector<float> x;
   std::vector<int32_t> y;
 };

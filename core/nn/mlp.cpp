@@ -41,112 +41,6 @@ int64_t ModelSpec::parameter_count() const {
   return n;
 }
 
-Linear::Linear(Device& device, int index, int64_t in, int64_t out, Activation act)
-    : device_(&device), index_(index), in_(in), out_(out), act_(act) {
-  const std::string fc = "fc" + std::to_string(index + 1);
-  weight.name = fc + ".weight";
-  bias.name = fc + ".bias";
-  weight.layer = bias.layer = index;
-  weight.value = device.empty({out, in}, DType::f32, MemoryCategory::params, weight.name);
-  bias.value = device.empty({out}, DType::f32, MemoryCategory::params, bias.name);
-  weight.grad = device.zeros({out, in}, DType::f32, MemoryCategory::grads, weight.name + ".grad");
-  bias.grad = device.zeros({out}, DType::f32, MemoryCategory::grads, bias.name + ".grad");
-}
-
-void Linear::set_precision(DType compute) {
-  if (compute != DType::f32 && compute != DType::f16 && compute != DType::bf16)
-    throw Error("nn", "fc" + std::to_string(index_ + 1) + " cannot compute in " + dtype_name(compute) +
-                          " — use f32, or f16 / bf16 for mixed precision");
-  compute_ = compute;
-  half_weights_cast_ = false;
-  if (compute == DType::f32) {
-    weight_half_ = bias_half_ = Tensor();
-    return;
-  }
-  // The half copies are workspace, not params: they are derived from the masters every step, no
-  // optimizer updates them and no checkpoint saves them. So "params" keeps meaning the f32 weights
-  // that are trained (4 bytes each, as in fp32 and as ZeRO shards them), and what AMP adds — 2
-  // bytes per weight — shows on its own line. They are allocated once and refreshed in place.
-  const std::string half = std::string(".") + dtype_name(compute);
-  weight_half_ = device_->empty({out_, in_}, compute, MemoryCategory::workspace, weight.name + half);
-  bias_half_ = device_->empty({out_}, compute, MemoryCategory::workspace, bias.name + half);
-}
-
-void Linear::refresh_half_weights(int micro_batch) {
-  if (compute_ == DType::f32) return;
-  const std::string to = std::string(" → ") + dtype_name(compute_);
-  device_->cast({weight.name + to, Phase::fwd, index_, micro_batch}, weight.value, weight_half_);
-  device_->cast({bias.name + to, Phase::fwd, index_, micro_batch}, bias.value, bias_half_);
-  half_weights_cast_ = true;
-}
-
-Tensor Linear::forward(const Tensor& x, int micro_batch) {
-  const std::string fc = "fc" + std::to_string(index_ + 1);
-  if (x.cols() != in_)
-    throw Error("nn", fc + " expects " + std::to_string(in_) + " inputs, got " + x.shape_string());
-  if (compute_ != DType::f32 && !half_weights_cast_)
-    throw Error("nn", fc + " computes in " + dtype_name(compute_) +
-                          " but its half weights were never cast — call refresh_half_weights() at the start of "
-                          "every step");
-  OpTag tag{fc + ".fwd", Phase::fwd, index_, micro_batch};
-  // Under AMP a GEMM's input is cast to the compute dtype first, as autocast does: the batch, for
-  // the first layer; the others receive their predecessor's half output as it is.
-  Tensor in = x;
-  if (x.dtype() != compute_) {
-    in = device_->empty(x.shape(), compute_, MemoryCategory::activations, fc + ".in." + dtype_name(compute_));
-    device_->cast(tag, x, in);
-  }
-  Tensor y = device_->empty({x.rows(), out_}, compute_, MemoryCategory::activations, fc + ".out");
-  device_->gemm(tag, false, true, in, compute_weight(), y);  // y = x · Wᵀ
-  device_->bias_act(tag, y, compute_bias(), act_);           // y = act(y + b)
-  saved_x_.push_back(in);
-  saved_y_.push_back(y);
-  return y;
-}
-
-Tensor Linear::backward(const Tensor& dy, bool need_dx, bool accumulate, int micro_batch) {
-  if (saved_y_.empty()) throw Error("nn", "fc" + std::to_string(index_ + 1) + ": backward without a forward");
-  // Forward pushed micro-batches in order; GPipe and 1F1B both run their backwards in that order
-  // too, so the oldest saved pair is the one to use.
-  Tensor x = saved_x_.front(), y = saved_y_.front();
-  saved_x_.erase(saved_x_.begin());
-  saved_y_.erase(saved_y_.begin());
-  const std::string fc = "fc" + std::to_string(index_ + 1);
-  OpTag tag{fc + ".bwd", Phase::bwd, index_, micro_batch};
-  if (compute_ == DType::f32) {
-    const float beta = accumulate ? 1.0f : 0.0f;
-    device_->bias_act_backward(tag, dy, y, bias.grad, act_, accumulate);  // dy ← dy ⊙ act'(y); db = Σ dy
-    device_->gemm(tag, true, false, dy, x, weight.grad, beta);            // dW = dyᵀ · x
-  } else {
-    // AMP: the same two ops in half. Their gradients come out in the compute dtype and live only
-    // until they are in the f32 master gradients.
-    const std::string half = std::string(".") + dtype_name(compute_);
-    Tensor db = device_->empty({out_}, compute_, MemoryCategory::workspace, bias.name + ".grad" + half);
-    Tensor dW = device_->empty({out_, in_}, compute_, MemoryCategory::workspace, weight.name + ".grad" + half);
-    device_->bias_act_backward(tag, dy, y, db, act_);  // dy ← dy ⊙ act'(y); db = Σ dy
-    device_->gemm(tag, true, false, dy, x, dW);        // dW = dyᵀ · x
-    to_master_grad(db, bias, accumulate, micro_batch);
-    to_master_grad(dW, weight, accumulate, micro_batch);
-  }
-  Tensor dx;
-  if (need_dx) {
-    dx = device_->empty({dy.rows(), in_}, compute_, MemoryCategory::activations, fc + ".dx");
-    device_->gemm(tag, false, false, dy, compute_weight(), dx);  // dx = dy · W
-  }
-  return dx;
-}
-
-void Linear::to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch) {
-  const OpTag tag{p.name + ".grad → f32", Phase::bwd, index_, micro_batch};
-  if (accumulate) device_->axpy(tag, 1.0f, half, p.grad);  // .grad += f32(half gradient)
-  else device_->cast(tag, half, p.grad);                  // .grad  = f32(half gradient)
-}
-
-void Linear::clear_saved() {
-  saved_x_.clear();
-  saved_y_.clear();
-}
-
 HostWeights init_weights(const ModelSpec& spec, uint64_t seed, bool values) {
   HostWeights w;
   w.spec = spec;
@@ -174,7 +68,7 @@ Mlp::Mlp(const std::vector<Device*>& layer_devices, const HostWeights& init) : s
                           std::to_string(layer_devices.size()));
   layers_.reserve(static_cast<size_t>(n));
   for (int l = 0; l < n; ++l)
-    layers_.emplace_back(*layer_devices[l], l, spec_.sizes[l], spec_.sizes[l + 1],
+    layers_.emplace_back(*layer_devices[l], l, "fc" + std::to_string(l + 1), spec_.sizes[l], spec_.sizes[l + 1],
                          l + 1 < n ? Activation::relu : Activation::none);
   upload(init);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/device/device.h"
+#include "core/nn/linear.h"
 
 namespace scalelab {
 
@@ -19,69 +20,6 @@ struct ModelSpec {
   int64_t layer_parameter_count(int layer) const { return sizes[layer + 1] * sizes[layer] + sizes[layer + 1]; }
   int64_t inputs() const { return sizes.front(); }
   int64_t outputs() const { return sizes.back(); }
-};
-
-// A trainable tensor and its gradient, on the same device.
-struct Parameter {
-  std::string name;  // "fc1.weight"
-  int layer = 0;
-  Tensor value;
-  Tensor grad;
-};
-
-// y = act(x · Wᵀ + b), W is out × in. Bias and ReLU are one fused kernel (bias_act), as cuDNN and
-// PyTorch's fused epilogues do: one pass over y instead of two. The last layer has no activation.
-//
-// Mixed precision (--amp fp16 | bf16, PyTorch's autocast): the weights the optimizer updates stay
-// f32 (the "master" weights), but the layer computes in half. Each step, refresh_half_weights()
-// casts W and b into half copies; forward casts its input to half (the first layer: the batch)
-// and writes its output in half; the GEMMs take half inputs and sum in f32 (a tensor core);
-// backward takes and gives half activation gradients, and its weight gradients, which come out in
-// half, are cast into the f32 master gradients (.grad) the optimizer and the all-reduces read.
-class Linear {
- public:
-  Linear(Device& device, int index, int64_t in, int64_t out, Activation act);
-
-  // f32 (the default), f16 or bf16: the dtype the layer computes in. Half allocates the copies of
-  // W and b; refresh_half_weights() must fill them before the first forward.
-  void set_precision(DType compute);
-  DType precision() const { return compute_; }
-  // Casts the f32 master weights into the half copies forward and backward read: at the start of
-  // every step, after the optimizer moved the masters (autocast recasts at every forward). Nothing
-  // to do in f32.
-  void refresh_half_weights(int micro_batch = -1);
-
-  // Keeps x and y for backward. `micro_batch` tags the events (pipeline schedules).
-  Tensor forward(const Tensor& x, int micro_batch = -1);
-  // dy is the gradient of the loss w.r.t. this layer's output; it is overwritten in place.
-  // Writes (or, with accumulate, adds) dW and db; returns dx unless need_dx is false.
-  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1);
-  // Frees what forward kept: a dry-run or an aborted step must not hold activations.
-  void clear_saved();
-
-  Device& device() { return *device_; }
-  int index() const { return index_; }
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
-  Activation activation() const { return act_; }
-  Parameter weight;  // f32 master weight and gradient
-  Parameter bias;
-
- private:
-  // The weights as the GEMM and bias_act read them: the masters in f32, the half copies under AMP.
-  const Tensor& compute_weight() const { return compute_ == DType::f32 ? weight.value : weight_half_; }
-  const Tensor& compute_bias() const { return compute_ == DType::f32 ? bias.value : bias_half_; }
-  // Puts a half gradient into its f32 master: cast (the first write) or add (accumulating).
-  void to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch);
-
-  Device* device_;
-  int index_;
-  int64_t in_, out_;
-  Activation act_;
-  DType compute_ = DType::f32;
-  Tensor weight_half_, bias_half_;  // AMP: this step's casts of the masters (workspace)
-  bool half_weights_cast_ = false;
-  std::vector<Tensor> saved_x_, saved_y_;  // a queue: pipelines run several micro-batches' forwards first; backward takes the oldest
 };
 
 // Host copy of a model's weights, layer by layer: W (out × in) then b (out). A dry run's weights
