@@ -14,6 +14,7 @@
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/nn/transformer_layers.h"
 #include "core/rng.h"
 
 namespace {
@@ -342,6 +343,254 @@ TEST(TransformerOps, AttentionIsPricedAsAGemmAndDryRunsComputeNothing) {
   for (const Event& e : events) EXPECT_GT(e.t_end_ns, e.t_begin_ns) << e.kind << " was not priced";
   EXPECT_EQ(dev->memory().live(MemoryCategory::activations),
             4 * (2 * B * T * 3 * C + B * H * T * T + B * T * C + B * T));
+}
+
+// ---- layers -------------------------------------------------------------------------------
+
+// Random values for every parameter of a layer (LayerNorm gains around 1), uploaded; returned in
+// parameters() order as doubles for the reference.
+std::vector<V> set_parameters(Layer& layer, uint64_t seed) {
+  std::vector<V> values;
+  for (Parameter* p : layer.parameters()) {
+    const bool gain = p->name.find("ln") != std::string::npos && p->name.find(".weight") != std::string::npos;
+    auto v = random_floats(static_cast<size_t>(p->value.numel()), seed++, gain ? 0.5f : -0.5f, gain ? 1.5f : 0.5f);
+    layer.device().upload({"init", Phase::data}, p->value, v.data());
+    values.push_back(to_double(v));
+  }
+  return values;
+}
+
+std::vector<std::vector<float>> gradients(Layer& layer) {
+  std::vector<std::vector<float>> g;
+  for (Parameter* p : layer.parameters()) g.push_back(download(layer.device(), p->grad));
+  return g;
+}
+
+std::vector<std::string> parameter_names(Layer& layer) {
+  std::vector<std::string> names;
+  for (Parameter* p : layer.parameters()) names.push_back(p->name);
+  return names;
+}
+
+// One block by its definition; p in TransformerBlock::parameters() order.
+V block_ref(const V& x, int64_t batch, int64_t seq, int64_t hidden, int64_t heads, const std::vector<V>& p) {
+  const int64_t rows = batch * seq, C = hidden;
+  const V a = layer_norm_ref(x, rows, C, p[0], p[1]);
+  const V qkv = linear_ref(a, rows, C, p[2], p[3], 3 * C);
+  V h = linear_ref(attention_ref(qkv, batch, seq, heads, C), rows, C, p[4], p[5], C);
+  for (size_t i = 0; i < h.size(); ++i) h[i] += x[i];
+  const V b = layer_norm_ref(h, rows, C, p[6], p[7]);
+  V out = linear_ref(gelu_ref(linear_ref(b, rows, C, p[8], p[9], 4 * C)), rows, 4 * C, p[10], p[11], C);
+  for (size_t i = 0; i < out.size(); ++i) out[i] += h[i];
+  return out;
+}
+
+TEST(TransformerLayers, BlockParametersAreNamedAsPyTorchNamesThem) {
+  auto dev = cpu_device();
+  TransformerBlock block(*dev, 3, 1, 8, 2, 4);
+  EXPECT_EQ(parameter_names(block),
+            (std::vector<std::string>{"blocks.1.ln1.weight", "blocks.1.ln1.bias", "blocks.1.attn.qkv.weight",
+                                      "blocks.1.attn.qkv.bias", "blocks.1.attn.proj.weight", "blocks.1.attn.proj.bias",
+                                      "blocks.1.ln2.weight", "blocks.1.ln2.bias", "blocks.1.mlp.fc.weight",
+                                      "blocks.1.mlp.fc.bias", "blocks.1.mlp.proj.weight", "blocks.1.mlp.proj.bias"}));
+  std::vector<std::vector<int64_t>> shapes;
+  for (Parameter* p : block.parameters()) {
+    shapes.push_back(p->value.shape());
+    EXPECT_EQ(p->layer, 3);
+  }
+  EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{{8}, {8}, {24, 8}, {24}, {8, 8}, {8}, {8}, {8}, {32, 8}, {32},
+                                                       {8, 32}, {8}}));
+  TokenEmbedding emb(*dev, 0, 11, 4, 8);
+  EXPECT_EQ(parameter_names(emb), (std::vector<std::string>{"tok_emb.weight", "pos_emb.weight"}));
+  EXPECT_EQ(emb.tok_emb.value.shape(), (std::vector<int64_t>{11, 8}));
+  EXPECT_EQ(emb.pos_emb.value.shape(), (std::vector<int64_t>{4, 8}));
+  LmHead head(*dev, 4, 8, 11);
+  EXPECT_EQ(parameter_names(head), (std::vector<std::string>{"ln_f.weight", "ln_f.bias", "head.weight", "head.bias"}));
+  EXPECT_EQ(head.head.weight.value.shape(), (std::vector<int64_t>{11, 8}));
+}
+
+TEST(TransformerLayers, BlockForwardAndBackwardOfEveryInputAndParameter) {
+  auto dev = cpu_device();
+  const int64_t B = 2, T = 4, C = 8, H = 2;
+  TransformerBlock block(*dev, 0, 0, C, H, T);
+  const std::vector<V> p = set_parameters(block, 100);
+  auto x = random_floats(B * T * C, 1), dy = random_floats(B * T * C, 2);
+  Tensor y = block.forward(upload(*dev, x, {B * T, C}));
+  expect_close(download(*dev, y), block_ref(to_double(x), B, T, C, H, p), 1e-5, "block y");
+  Tensor dx = block.backward(upload(*dev, dy, {B * T, C}), true);
+  std::vector<std::vector<float>> analytic = {download(*dev, dx)};
+  for (auto& g : gradients(block)) analytic.push_back(g);
+  std::vector<V> inputs = {to_double(x)};
+  inputs.insert(inputs.end(), p.begin(), p.end());
+  std::vector<std::string> names = {"x"};
+  for (auto& n : parameter_names(block)) names.push_back(n);
+  expect_gradients(inputs, analytic, names, [&](const std::vector<V>& in) {
+    return dot(to_double(dy), block_ref(in[0], B, T, C, H, std::vector<V>(in.begin() + 1, in.end())));
+  });
+
+  // A second micro-batch with accumulate adds the same gradients again.
+  block.forward(upload(*dev, x, {B * T, C}));
+  block.backward(upload(*dev, dy, {B * T, C}), false, /*accumulate=*/true);
+  const auto twice = gradients(block);
+  for (size_t i = 0; i < twice.size(); ++i)
+    for (size_t j = 0; j < twice[i].size(); ++j)
+      ASSERT_NEAR(twice[i][j], 2 * analytic[i + 1][j], 1e-6 * (1 + std::fabs(analytic[i + 1][j]))) << names[i + 1];
+}
+
+TEST(TransformerLayers, BlockIsCausalAndKeepsSequencesApart) {
+  auto dev = cpu_device();
+  const int64_t B = 2, T = 4, C = 8, H = 2;
+  TransformerBlock block(*dev, 0, 0, C, H, T);
+  set_parameters(block, 200);
+  auto x = random_floats(B * T * C, 3);
+  const auto y0 = download(*dev, block.forward(upload(*dev, x, {B * T, C})));
+  for (int64_t j = 0; j < C; ++j) x[2 * C + j] += 5.0f;  // token 2 of sequence 0
+  const auto y1 = download(*dev, block.forward(upload(*dev, x, {B * T, C})));
+  block.clear_saved();
+  for (int64_t row = 0; row < B * T; ++row) {
+    const bool may_change = row == 2 || row == 3;  // itself and the later token of its sequence
+    bool changed = false;
+    for (int64_t j = 0; j < C; ++j) changed |= y0[row * C + j] != y1[row * C + j];
+    EXPECT_EQ(changed, may_change) << "row " << row;
+  }
+}
+
+TEST(TransformerLayers, RecomputeGivesTheSameGradientBitsWithALowerActivationPeak) {
+  EventBus bus;
+  auto dev = cpu_device(&bus);
+  const int64_t B = 2, T = 8, C = 16, H = 4, L = 3;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks;
+  for (int b = 0; b < L; ++b) {
+    blocks.push_back(std::make_unique<TransformerBlock>(*dev, b, b, C, H, T));
+    set_parameters(*blocks.back(), 300 + 20 * b);
+  }
+  const Tensor x = upload(*dev, random_floats(B * T * C, 4), {B * T, C});
+  const auto dy = random_floats(B * T * C, 5);
+  struct Run {
+    std::vector<std::vector<float>> grads;
+    int64_t peak = 0;
+  };
+  auto run = [&](bool recompute) {
+    for (auto& b : blocks) b->set_recompute(recompute);
+    dev->memory().reset_peaks();
+    Tensor h = x;
+    for (auto& b : blocks) h = b->forward(h);
+    h = Tensor();
+    Tensor g = upload(*dev, dy, {B * T, C});
+    for (int b = L - 1; b >= 0; --b) g = blocks[static_cast<size_t>(b)]->backward(g, true);
+    Run r;
+    r.grads.push_back(download(*dev, g));
+    for (auto& b : blocks)
+      for (auto& grad : gradients(*b)) r.grads.push_back(grad);
+    r.peak = dev->memory().peak(MemoryCategory::activations);
+    return r;
+  };
+  const Run plain = run(false);
+  const size_t first_recompute_event = bus.event_count();
+  const Run recomputed = run(true);
+  EXPECT_EQ(recomputed.grads, plain.grads);  // bit for bit
+  EXPECT_LT(recomputed.peak, plain.peak);
+  int recompute_events = 0;
+  for (const Event& e : bus.events_since(first_recompute_event))
+    if (e.name.size() > 10 && e.name.compare(e.name.size() - 10, 10, ".recompute") == 0) {
+      ++recompute_events;
+      EXPECT_EQ(e.phase, Phase::bwd) << e.name;
+    }
+  EXPECT_EQ(recompute_events, L * 6);  // ln1, attention, residual, ln2, gelu, residual per block
+  for (auto& b : blocks) b->set_recompute(false);
+}
+
+TEST(TransformerLayers, EmbeddingAndHeadForwardAndBackward) {
+  auto dev = cpu_device();
+  const int64_t B = 2, T = 3, C = 4, Vocab = 7;
+  TokenEmbedding emb(*dev, 0, Vocab, T, C);
+  const std::vector<V> ep = set_parameters(emb, 400);
+  std::vector<float> ids = {6, 0, 6, 3, 3, 1};
+  Tensor h = emb.forward(upload(*dev, ids, {B, T}));
+  expect_close(download(*dev, h), embedding_ref(ids, B, T, C, ep[0], ep[1]), 0, "embedding");
+
+  LmHead head(*dev, 1, C, Vocab);
+  const std::vector<V> hp = set_parameters(head, 500);
+  auto x = random_floats(B * T * C, 6), dy = random_floats(B * T * Vocab, 7);
+  auto head_ref = [&](const V& in, const std::vector<V>& p) {
+    return linear_ref(layer_norm_ref(in, B * T, C, p[0], p[1]), B * T, C, p[2], p[3], Vocab);
+  };
+  Tensor logits = head.forward(upload(*dev, x, {B * T, C}));
+  EXPECT_EQ(logits.shape(), (std::vector<int64_t>{B * T, Vocab}));
+  expect_close(download(*dev, logits), head_ref(to_double(x), hp), 1e-5, "logits");
+  Tensor dx = head.backward(upload(*dev, dy, {B * T, Vocab}), true);
+  std::vector<std::vector<float>> analytic = {download(*dev, dx)};
+  for (auto& g : gradients(head)) analytic.push_back(g);
+  std::vector<V> inputs = {to_double(x)};
+  inputs.insert(inputs.end(), hp.begin(), hp.end());
+  expect_gradients(inputs, analytic, {"x", "ln_f.weight", "ln_f.bias", "head.weight", "head.bias"},
+                   [&](const std::vector<V>& in) {
+                     return dot(to_double(dy), head_ref(in[0], std::vector<V>(in.begin() + 1, in.end())));
+                   });
+
+  auto dh = random_floats(B * T * C, 8);
+  EXPECT_FALSE(emb.backward(upload(*dev, dh, {B * T, C}), true).defined());  // ids have no gradient
+  expect_gradients({ep[0], ep[1]}, gradients(emb), {"tok_emb.weight", "pos_emb.weight"}, [&](const std::vector<V>& in) {
+    return dot(to_double(dh), embedding_ref(ids, B, T, C, in[0], in[1]));
+  });
+}
+
+TEST(TransformerLayers, ADryRunOfASmallGptHoldsNoDataAndPricesEveryOp) {
+  EventBus bus;
+  auto dev = dry_sim_device(&bus);
+  const int64_t B = 2, T = 16, C = 32, H = 4, Vocab = 50;
+  TokenEmbedding emb(*dev, 0, Vocab, T, C);
+  TransformerBlock b0(*dev, 1, 0, C, H, T), b1(*dev, 2, 1, C, H, T);
+  b1.set_recompute(true);
+  LmHead head(*dev, 3, C, Vocab);
+  Tensor ids = dev->empty({B, T}, DType::f32, MemoryCategory::activations, "ids");
+  Tensor labels = dev->empty({B * T}, DType::i32, MemoryCategory::activations, "labels");
+  Tensor logits = head.forward(b1.forward(b0.forward(emb.forward(ids))));
+  EXPECT_TRUE(logits.is_meta());
+  EXPECT_EQ(logits.shape(), (std::vector<int64_t>{B * T, Vocab}));
+  Tensor dlogits = dev->empty(logits.shape(), DType::f32, MemoryCategory::activations, "dlogits");
+  EXPECT_TRUE(std::isnan(dev->softmax_xent({"loss"}, logits, labels, dlogits)));
+  logits = Tensor();
+  emb.backward(b0.backward(b1.backward(head.backward(dlogits, true), true), true), false);
+  dlogits = Tensor();
+  const auto events = bus.events();
+  double attention_flops = 0;
+  for (const Event& e : events) {
+    EXPECT_GT(e.t_end_ns, e.t_begin_ns) << e.name << " was not priced";
+    if (e.kind == "attention") attention_flops += e.flops;
+  }
+  // Two blocks' forwards and b1's recompute: three attentions of 4·B·H·T²·d FLOPs.
+  EXPECT_DOUBLE_EQ(attention_flops, 3 * 4.0 * B * H * T * T * (C / H));
+  EXPECT_GT(dev->memory().peak(MemoryCategory::activations), 0);
+  EXPECT_EQ(dev->memory().live(MemoryCategory::activations), ids.nbytes() + labels.nbytes());  // nothing left behind
+}
+
+TEST(TransformerLayers, BadShapesAndMisuseSayWhatToDo) {
+  auto dev = cpu_device();
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.component(), "nn");
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  TokenEmbedding emb(*dev, 0, 10, 4, 8);
+  TransformerBlock block(*dev, 1, 0, 8, 2, 4);
+  LmHead head(*dev, 2, 8, 10);
+  EXPECT_NE(message([&] { emb.output_shape({2, 5}); }).find("embedding expects token ids {B, 4}"), std::string::npos);
+  EXPECT_NE(message([&] { block.output_shape({6, 8}); }).find("6 rows is not a multiple of the context 4"),
+            std::string::npos);
+  EXPECT_NE(message([&] { block.output_shape({8, 6}); }).find("blocks.0 expects {B·T, 8} (a row per token), got [8,6]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { head.output_shape({8, 5}); }).find("lm_head expects {B·T, 8}"), std::string::npos);
+  EXPECT_NE(message([&] { TransformerBlock(*dev, 0, 0, 10, 3, 4); }).find("10 does not split into 3 heads"),
+            std::string::npos);
+  EXPECT_NE(message([&] { block.backward(dev->zeros({8, 8}, DType::f32, MemoryCategory::activations), true); })
+                .find("blocks.0: backward without a forward"),
+            std::string::npos);
+  EXPECT_NE(message([&] { block.set_precision(DType::f16); }).find("blocks.0 cannot compute in f16"), std::string::npos);
 }
 
 }  // namespace

@@ -437,12 +437,6 @@ namespace scalelab {
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 double as_double(int64_t v) { return static_cast<double>(v); }
 
 }  // namespace
