@@ -18,6 +18,7 @@
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/nn/mlp.h"
+#include "core/nn/transformer_layers.h"
 #include "core/rng.h"
 
 namespace {
@@ -672,6 +673,60 @@ TEST_F(CudaVsCpu, CausalAttentionAndBackward) {
     for (int s : {0, 1}) dev(s).attention_backward(tag_, dy[s], qkv[s], probs[s], z.heads, dscores[s], dqkv[s]);
     expect_close(dqkv, 1e-4, 1e-4, what + " dqkv");
   }
+}
+
+// A small GPT's step, layer by layer, on both devices from the same weights and tokens: the loss,
+// the input gradient of every layer and every parameter's gradient (recompute on in one block).
+TEST_F(CudaVsCpu, SmallGptStepMatchesTheCpu) {
+  const int64_t B = 3, T = 32, C = 64, H = 4, Vocab = 97;
+  std::unique_ptr<TokenEmbedding> emb[2];
+  std::unique_ptr<TransformerBlock> blocks[2][2];
+  std::unique_ptr<LmHead> head[2];
+  std::vector<Layer*> layers[2];
+  for (int s : {0, 1}) {
+    emb[s] = std::make_unique<TokenEmbedding>(dev(s), 0, Vocab, T, C);
+    for (int b = 0; b < 2; ++b) blocks[s][b] = std::make_unique<TransformerBlock>(dev(s), 1 + b, b, C, H, T);
+    blocks[s][1]->set_recompute(true);
+    head[s] = std::make_unique<LmHead>(dev(s), 3, C, Vocab);
+    layers[s] = {emb[s].get(), blocks[s][0].get(), blocks[s][1].get(), head[s].get()};
+  }
+  uint64_t seed = 90;
+  for (size_t l = 0; l < layers[0].size(); ++l)
+    for (size_t p = 0; p < layers[0][l]->parameters().size(); ++p) {
+      Parameter* cpu_p = layers[0][l]->parameters()[p];
+      Rng r(seed++);
+      std::vector<float> v(static_cast<size_t>(cpu_p->value.numel()));
+      for (float& x : v) x = cpu_p->name.find("ln") != std::string::npos ? r.uniform(0.5f, 1.5f) : r.uniform(-0.2f, 0.2f);
+      for (int s : {0, 1}) dev(s).upload(tag_, layers[s][l]->parameters()[p]->value, v.data());
+    }
+  Rng r(99);
+  std::vector<float> ids(static_cast<size_t>(B * T));
+  std::vector<int32_t> labels(static_cast<size_t>(B * T));
+  for (float& id : ids) id = static_cast<float>(r.below(Vocab));
+  for (int32_t& l : labels) l = static_cast<int32_t>(r.below(Vocab));
+  Pair tids = from(ids, {B, T}), tlabels = from(labels, {B * T}, DType::i32);
+  Pair h;
+  for (int s : {0, 1}) {
+    h.t[s] = tids[s];
+    for (Layer* layer : layers[s]) h.t[s] = layer->forward(h.t[s]);
+  }
+  expect_close(h, 1e-4, 1e-4, "logits");
+  Pair dlogits = empty({B * T, Vocab});
+  double loss[2];
+  for (int s : {0, 1}) loss[s] = dev(s).softmax_xent(tag_, h[s], tlabels[s], dlogits[s]);
+  EXPECT_NEAR(loss[1], loss[0], 1e-5);
+  Pair g = dlogits;
+  for (int l = static_cast<int>(layers[0].size()) - 1; l >= 1; --l) {
+    for (int s : {0, 1}) g.t[s] = layers[s][static_cast<size_t>(l)]->backward(g.t[s], true);
+    expect_close(g, 1e-3, 1e-5, "dx of layer " + std::to_string(l));
+  }
+  for (int s : {0, 1}) layers[s][0]->backward(g.t[s], false);
+  for (size_t l = 0; l < layers[0].size(); ++l)
+    for (size_t p = 0; p < layers[0][l]->parameters().size(); ++p) {
+      Pair grad;
+      for (int s : {0, 1}) grad.t[s] = layers[s][l]->parameters()[p]->grad;
+      expect_close(grad, 1e-3, 1e-5, layers[0][l]->parameters()[p]->name + ".grad");
+    }
 }
 
 }  // namespace

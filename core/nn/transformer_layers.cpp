@@ -155,7 +155,7 @@ Tensor TransformerBlock::backward(const Tensor& dy, bool need_dx, bool accumulat
   if (saved_.empty()) throw Error("nn", name_ + ": backward without a forward");
   Saved s = std::move(saved_.front());  // the oldest: micro-batches run their backwards in order
   saved_.pop_front();
-  if (recompute_ && !s.qkv.defined()) {
+  if (!s.qkv.defined()) {  // the forward kept x alone (recompute)
     const Tensor x = s.x;
     run_forward(x, micro_batch, true, s);  // the Linears keep their inputs again, for their backwards
   }
