@@ -625,7 +625,7 @@ TEST_F(CudaVsCpu, GeluAndBackward) {
     Pair x = random({n}, 60, -6, 6), y = empty({n}), dy = random({n}, 61);
     for (int s : {0, 1}) dev(s).gelu(tag_, x[s], y[s]);
     expect_close(y, 1e-6, 1e-7, "gelu n=" + std::to_string(n));
-    for (int s : {0, 1}) dev(s).gelu_backward(tag_, dy[s], x[s], dy[s]);
+    for (int s : {0, 1}) dev(s).gelu_backward(tag_, dy[s], x[s], y[s], dy[s]);
     expect_close(dy, 1e-5, 1e-6, "gelu_backward n=" + std::to_string(n));
   }
 }

@@ -198,11 +198,13 @@ TEST(TransformerOps, GeluForwardAndBackward) {
   auto dev = cpu_device();
   const int64_t n = 40;
   auto x = random_floats(n, 5, -4, 4), dy = random_floats(n, 6);
+  x[0] = 0.0f;   // Φ(0) = ½, not y / x
+  x[1] = -9.0f;  // y all but 0
   Tensor tx = upload(*dev, x, {n}), y = dev->empty({n}, DType::f32, MemoryCategory::activations);
   dev->gelu({"gelu"}, tx, y);
   expect_close(download(*dev, y), gelu_ref(to_double(x)), 1e-6, "gelu");
   Tensor tdy = upload(*dev, dy, {n});
-  dev->gelu_backward({"gelu"}, tdy, tx, tdy);  // in place, as the block runs it
+  dev->gelu_backward({"gelu"}, tdy, tx, y, tdy);  // in place, as the block runs it
   expect_gradients({to_double(x)}, {download(*dev, tdy)}, {"x"},
                    [&](const std::vector<V>& in) { return dot(to_double(dy), gelu_ref(in[0])); });
 }

@@ -510,17 +510,18 @@ void Device::gelu(const OpTag& tag, const Tensor& x, const Tensor& y) {
   run_op(tag, "gelu", Lane::compute, cost, {&x}, {&y}, [&] { executor_->gelu(x, y); });
 }
 
-void Device::gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+void Device::gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
   const std::string op = "gelu_backward " + tag.name;
-  for (auto [t, what] : {std::pair{&dy, "dy"}, {&x, "x"}, {&dx, "dx"}}) {
+  for (auto [t, what] : {std::pair{&dy, "dy"}, {&x, "x"}, {&y, "y"}, {&dx, "dx"}}) {
     check_here(*t, "gelu_backward", what);
     check_f32(*t, op, what);
   }
   check_shape(dy, x.shape(), op, "dy");
+  check_shape(y, x.shape(), op, "y");
   check_shape(dx, x.shape(), op, "dx");
-  OpCost cost{OpClass::elementwise, 14.0 * as_double(x.numel()), as_double(dy.nbytes() + x.nbytes() + dx.nbytes()),
-              DType::f32};
-  run_op(tag, "gelu_bwd", Lane::compute, cost, {&dy, &x}, {&dx}, [&] { executor_->gelu_backward(dy, x, dx); });
+  OpCost cost{OpClass::elementwise, 14.0 * as_double(x.numel()),
+              as_double(dy.nbytes() + x.nbytes() + y.nbytes() + dx.nbytes()), DType::f32};
+  run_op(tag, "gelu_bwd", Lane::compute, cost, {&dy, &x, &y}, {&dx}, [&] { executor_->gelu_backward(dy, x, y, dx); });
 }
 
 void Device::embedding(const OpTag& tag, const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {

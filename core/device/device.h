@@ -111,9 +111,10 @@ class Device {
   void layer_norm_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& gamma,
                            const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dgamma,
                            const Tensor& dbeta, bool accumulate = false);
-  // The exact (erf) GELU, as torch.nn.GELU(); dx may be dy.
+  // The exact (erf) GELU, as torch.nn.GELU(). Its backward takes the forward's input x and output
+  // y (Φ(x) = y / x: no erf again); dx may be dy.
   void gelu(const OpTag& tag, const Tensor& x, const Tensor& y);
-  void gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& dx);
+  void gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx);
   // out {B·T, C}: row b·T + t = wte[ids[b, t]] + wpe[t]; ids {B, T} f32 holding whole token ids in
   // [0, V) (anything else throws). wte {V, C}, wpe {T, C}.
   void embedding(const OpTag& tag, const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out);

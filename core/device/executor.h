@@ -59,7 +59,7 @@ class Executor {
                                    const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                                    bool accumulate) = 0;
   virtual void gelu(const Tensor& x, const Tensor& y) = 0;
-  virtual void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) = 0;
+  virtual void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) = 0;
   virtual void embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) = 0;
   virtual void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
                                   bool accumulate) = 0;

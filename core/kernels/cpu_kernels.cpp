@@ -278,11 +278,12 @@ void gelu(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
 }
 
-void gelu_backward(const float* dy, const float* x, float* dx, int64_t n) {
+void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float cdf = 0.5f * (1.0f + std::erf(x[i] * kInvSqrt2));
-    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
-    dx[i] = dy[i] * (cdf + x[i] * pdf);
+    const float v = x[i];
+    const float cdf = std::fabs(v) > 1e-20f ? y[i] / v : 0.5f;  // Φ(x) = y / x: no erf again
+    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
   }
 }
 
@@ -357,11 +358,9 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
       for (int64_t i = 0; i < seq; ++i) {  // softmax over the keys j ≤ i; the later ones are masked
         float* row = p + i * seq;
         const float mx = *std::max_element(row, row + i + 1);
+        for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - mx);
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
+        for (int64_t j = 0; j <= i; ++j) sum += row[j];
         const float inv = static_cast<float>(1.0 / sum);
         for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
         std::fill(row + i + 1, row + seq, 0.0f);

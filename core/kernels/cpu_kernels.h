@@ -82,10 +82,11 @@ void layer_norm(const float* x, const float* gamma, const float* beta, float* y,
 void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
                          float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate);
 
-// The exact GELU of torch.nn.GELU(): y = ½ · x · (1 + erf(x / √2)). dx may be dy (in place).
+// The exact GELU of torch.nn.GELU(): y = x · Φ(x), Φ(x) = ½ · (1 + erf(x / √2)).
 void gelu(const float* x, float* y, int64_t n);
-// dx = dy · (½ · (1 + erf(x / √2)) + x · φ(x)), φ the standard normal density.
-void gelu_backward(const float* dy, const float* x, float* dx, int64_t n);
+// dx = dy · (Φ(x) + x · φ(x)), φ the standard normal density; Φ(x) read off the forward's y as
+// y / x (½ at x = 0), so no erf is computed again. dx may be dy (in place).
+void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n);
 
 // out[b·seq + t, :] = wte[ids[b, t], :] + wpe[t, :]. ids hold whole numbers in [0, vocab) as
 // floats (a batch row is a sequence); any other value throws, naming the batch row and position.

@@ -130,9 +130,9 @@ Tensor TransformerBlock::run_forward(const Tensor& x, int micro_batch, bool reco
   device_->layer_norm(tag("ln2", Phase::fwd, micro_batch, recomputing), s.h, ln2.weight.value, ln2.bias.value, b,
                       s.mean2, s.rstd2);
   s.f = fc.forward(b, micro_batch);  // {rows, 4C}
-  Tensor g = act({rows, 4 * C}, "mlp.gelu");
-  device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch, recomputing), s.f, g);
-  Tensor out = mlp_proj.forward(g, micro_batch);
+  s.g = act({rows, 4 * C}, "mlp.gelu");
+  device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch, recomputing), s.f, s.g);
+  Tensor out = mlp_proj.forward(s.g, micro_batch);
   device_->axpy(tag("mlp.residual", Phase::fwd, micro_batch, recomputing), 1.0f, s.h, out);
   return out;
 }
@@ -145,7 +145,7 @@ Tensor TransformerBlock::forward(const Tensor& x, int micro_batch) {
     // Keep the input alone: what the Linears and `s` hold is freed here, and made again in backward.
     // The Linears hold only this forward's entries (every earlier forward cleared its own).
     for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->clear_saved();
-    s = Saved{x, {}, {}, {}, {}, {}, {}, {}, {}};
+    s = Saved{x, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
   saved_.push_back(std::move(s));
   return out;
@@ -166,7 +166,7 @@ Tensor TransformerBlock::backward(const Tensor& dy, bool need_dx, bool accumulat
   // MLP half. mlp.proj has no activation, so its backward leaves dy as it is: dy is still the
   // residual's gradient below.
   Tensor dg = mlp_proj.backward(dy, true, accumulate, micro_batch);
-  device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, dg);  // in place
+  device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, s.g, dg);  // in place
   Tensor db = fc.backward(dg, true, accumulate, micro_batch);
   Tensor dh = grad({rows, C}, "ln2.dx");
   device_->layer_norm_backward(tag("ln2", Phase::bwd, micro_batch), db, s.h, ln2.weight.value, s.mean2, s.rstd2, dh,

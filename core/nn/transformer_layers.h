@@ -53,8 +53,8 @@ class TransformerBlock : public Layer {
 
   std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
   // Keeps, per forward: x, ln1's and ln2's mean and rstd, qkv, the attention's P {B·heads·T, T},
-  // the residual stream h between the halves and the MLP's pre-GELU activation (the Linears keep
-  // their own inputs and outputs). With recompute, only x.
+  // the residual stream h between the halves and the MLP's activation before and after GELU (the
+  // same tensors the Linears keep as their inputs and outputs). With recompute, only x.
   Tensor forward(const Tensor& x, int micro_batch = -1) override;
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
   void clear_saved() override;
@@ -74,7 +74,7 @@ class TransformerBlock : public Layer {
 
  private:
   struct Saved {
-    Tensor x, mean1, rstd1, qkv, probs, h, mean2, rstd2, f;
+    Tensor x, mean1, rstd1, qkv, probs, h, mean2, rstd2, f, g;
   };
   // The forward's ops; returns the output and fills `saved`. recomputing: names and phase of a rerun.
   Tensor run_forward(const Tensor& x, int micro_batch, bool recomputing, Saved& saved);

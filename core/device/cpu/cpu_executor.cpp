@@ -282,8 +282,8 @@ void CpuExecutor::layer_norm_backward(const Tensor& dy, const Tensor& x, const T
 
 void CpuExecutor::gelu(const Tensor& x, const Tensor& y) { k::gelu(x.data<float>(), y.data<float>(), x.numel()); }
 
-void CpuExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
-  k::gelu_backward(dy.data<float>(), x.data<float>(), dx.data<float>(), x.numel());
+void CpuExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
+  k::gelu_backward(dy.data<float>(), x.data<float>(), y.data<float>(), dx.data<float>(), x.numel());
 }
 
 void CpuExecutor::embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {

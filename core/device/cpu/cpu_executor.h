@@ -49,7 +49,7 @@ class CpuExecutor : public Executor {
                            const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                            bool accumulate) override;
   void gelu(const Tensor& x, const Tensor& y) override;
-  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) override;
+  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) override;
   void embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) override;
   void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
                           bool accumulate) override;
@@ -95,7 +95,7 @@ class MetaExecutor : public Executor {
   void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                            const Tensor&, const Tensor&, bool) override {}
   void gelu(const Tensor&, const Tensor&) override {}
-  void gelu_backward(const Tensor&, const Tensor&, const Tensor&) override {}
+  void gelu_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
   void embedding(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
   void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) override {}
   void attention(const Tensor&, int64_t, const Tensor&, const Tensor&) override {}

@@ -620,9 +620,9 @@ void CudaExecutor::gelu(const Tensor& x, const Tensor& y) {
   cuda::gelu(x.data<float>(), y.data<float>(), x.numel(), stream_);
 }
 
-void CudaExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+void CudaExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
   activate();
-  cuda::gelu_backward(dy.data<float>(), x.data<float>(), dx.data<float>(), x.numel(), stream_);
+  cuda::gelu_backward(dy.data<float>(), x.data<float>(), y.data<float>(), dx.data<float>(), x.numel(), stream_);
 }
 
 // The host kernel's error for the first id that is not a whole number in [0, vocab), if any.

@@ -69,7 +69,7 @@ class CudaExecutor : public Executor {
                            const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                            bool accumulate) override;
   void gelu(const Tensor& x, const Tensor& y) override;
-  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) override;
+  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) override;
   void embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) override;
   void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
                           bool accumulate) override;

@@ -564,11 +564,11 @@ __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
     y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
-__global__ void gelu_backward_kernel(const float* dy, const float* x, float* dx, int64_t n) {
+__global__ void gelu_backward_kernel(const float* dy, const float* x, const float* y, float* dx, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float v = x[i];
-    const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    const float cdf = fabsf(v) > 1e-20f ? y[i] / v : 0.5f;
     const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
     dx[i] = dy[i] * (cdf + v * pdf);
   }
@@ -672,9 +672,9 @@ void gelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
   CHECK_LAUNCH("gelu_kernel");
 }
 
-void gelu_backward(const float* dy, const float* x, float* dx, int64_t n, cudaStream_t stream) {
+void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, x, dx, n);
+  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, x, y, dx, n);
   CHECK_LAUNCH("gelu_backward_kernel");
 }
 

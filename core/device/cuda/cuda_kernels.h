@@ -83,7 +83,8 @@ void layer_norm_backward(const float* dy, const float* x, const float* gamma, co
                          float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate,
                          cudaStream_t stream);
 void gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
-void gelu_backward(const float* dy, const float* x, float* dx, int64_t n, cudaStream_t stream);
+// Φ(x) read off the forward's output as y / x, as on the host.
+void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n, cudaStream_t stream);
 // *first_bad gets the lowest flat index b·seq + t whose id is not a whole number in [0, vocab),
 // or kNoBadRow.
 void check_token_ids(const float* ids, int64_t n, int64_t vocab, unsigned long long* first_bad, cudaStream_t stream);
