@@ -675,6 +675,27 @@ TEST_F(CudaVsCpu, CausalAttentionAndBackward) {
   }
 }
 
+TEST_F(CudaVsCpu, HalfAttentionAndGelu) {
+  const int64_t B = 2, T = 40, H = 4, C = 64;
+  for (DType half : {DType::f16, DType::bf16}) {
+    const std::string what = std::string(" in ") + dtype_name(half);
+    Pair qkv = random_half({B * T, 3 * C}, half, 110, -2, 2);
+    Pair probs = empty({B * H * T, T}, half), y = empty({B * T, C}, half);
+    for (int s : {0, 1}) dev(s).attention(tag_, qkv[s], H, probs[s], y[s]);
+    // S and P are rounded to half on both sides; an f32 sum in another order may round one unit apart.
+    expect_within_ulps(probs, 4, 1e-3, "P" + what);
+    expect_within_ulps(y, 8, 1e-3, "y" + what);
+    Pair dy = random_half({B * T, C}, half, 111), dscores = empty({B * H * T, T}, half), dqkv = empty({B * T, 3 * C}, half);
+    for (int s : {0, 1}) dev(s).attention_backward(tag_, dy[s], qkv[s], probs[s], H, dscores[s], dqkv[s]);
+    expect_within_ulps(dqkv, 16, 2e-3, "dqkv" + what);
+    Pair x = random_half({1000}, half, 112, -5, 5), g = empty({1000}, half), d = random_half({1000}, half, 113);
+    for (int s : {0, 1}) dev(s).gelu(tag_, x[s], g[s]);
+    expect_within_ulps(g, 1, 1e-6, "gelu" + what);
+    for (int s : {0, 1}) dev(s).gelu_backward(tag_, d[s], x[s], g[s], d[s]);
+    expect_within_ulps(d, 2, 1e-6, "gelu_backward" + what);
+  }
+}
+
 // A small GPT's step, layer by layer, on both devices from the same weights and tokens: the loss,
 // the input gradient of every layer and every parameter's gradient (recompute on in one block).
 TEST_F(CudaVsCpu, SmallGptStepMatchesTheCpu) {

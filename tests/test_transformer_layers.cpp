@@ -309,7 +309,11 @@ TEST(TransformerOps, BadShapesAndDtypesSayWhatToDo) {
                 .find("gamma is [7] f32, expected [8] — make it that shape"),
             std::string::npos);
   Tensor half = dev->zeros({4, 8}, DType::f16, MemoryCategory::activations);
-  EXPECT_NE(message([&] { dev->gelu({"g"}, half, half); }).find("computes in f32"), std::string::npos);
+  EXPECT_NE(message([&] { dev->layer_norm({"ln"}, half, f32({8}), f32({8}), half, f32({4}), f32({4})); })
+                .find("x is [4,8] f16 — this op computes in f32"),
+            std::string::npos);
+  EXPECT_NE(message([&] { dev->gelu({"g"}, half, f32({4, 8})); }).find("y is [4,8] f32 beside [4,8] f16 — this op takes f32, f16 or bf16, one dtype"),
+            std::string::npos);
   EXPECT_NE(message([&] { dev->attention({"a"}, f32({8, 12}), 3, f32({24, 4}), f32({8, 4})); }).find("multiple of the 3 heads"),
             std::string::npos);
   EXPECT_NE(message([&] { dev->attention({"a"}, f32({8, 12}), 2, f32({8, 3}), f32({8, 4})); }).find("multiple of T"),
@@ -572,6 +576,60 @@ TEST(TransformerLayers, ADryRunOfASmallGptHoldsNoDataAndPricesEveryOp) {
   EXPECT_EQ(dev->memory().live(MemoryCategory::activations), ids.nbytes() + labels.nbytes());  // nothing left behind
 }
 
+// Per tensor, max |a − b| / max |b|.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+TEST(TransformerLayers, MixedPrecisionKeepsTheStreamInF32AndComesCloseToF32) {
+  auto dev = cpu_device();
+  const int64_t B = 2, T = 8, C = 16, H = 2, Vocab = 11;
+  auto x = random_floats(B * T * C, 1), dy = random_floats(B * T * C, 2), dlogits = random_floats(B * T * Vocab, 3);
+  for (DType half : {DType::f16, DType::bf16}) {
+    const double tol = half == DType::f16 ? 4e-3 : 3e-2;  // a few units of the half's last place
+    const std::string name = dtype_name(half);
+    TransformerBlock ref(*dev, 0, 0, C, H, T), amp(*dev, 0, 0, C, H, T);
+    set_parameters(ref, 600);
+    set_parameters(amp, 600);
+    amp.set_precision(half);
+    amp.refresh_half_weights();
+    Tensor y_ref = ref.forward(upload(*dev, x, {B * T, C})), y_amp = amp.forward(upload(*dev, x, {B * T, C}));
+    EXPECT_EQ(y_amp.dtype(), DType::f32) << name;
+    EXPECT_LT(relative_difference(download(*dev, y_amp), download(*dev, y_ref)), tol) << name << " y";
+    Tensor dx_ref = ref.backward(upload(*dev, dy, {B * T, C}), true);
+    Tensor dx_amp = amp.backward(upload(*dev, dy, {B * T, C}), true);
+    EXPECT_EQ(dx_amp.dtype(), DType::f32) << name;
+    EXPECT_LT(relative_difference(download(*dev, dx_amp), download(*dev, dx_ref)), 2 * tol) << name << " dx";
+    const auto g_ref = gradients(ref), g_amp = gradients(amp);
+    const auto names = parameter_names(ref);
+    for (size_t i = 0; i < g_ref.size(); ++i)
+      EXPECT_LT(relative_difference(g_amp[i], g_ref[i]), 2 * tol) << name << " " << names[i];
+
+    LmHead head_ref(*dev, 1, C, Vocab), head_amp(*dev, 1, C, Vocab);
+    set_parameters(head_ref, 700);
+    set_parameters(head_amp, 700);
+    head_amp.set_precision(half);
+    head_amp.refresh_half_weights();
+    Tensor l_ref = head_ref.forward(upload(*dev, x, {B * T, C})), l_amp = head_amp.forward(upload(*dev, x, {B * T, C}));
+    EXPECT_EQ(l_amp.dtype(), half);  // logits in half, as softmax_xent takes them
+    Tensor d_half = dev->empty({B * T, Vocab}, half, MemoryCategory::activations);
+    dev->cast({"test"}, upload(*dev, dlogits, {B * T, Vocab}), d_half);
+    Tensor hx_ref = head_ref.backward(upload(*dev, dlogits, {B * T, Vocab}), true), hx_amp = head_amp.backward(d_half, true);
+    EXPECT_EQ(hx_amp.dtype(), DType::f32);
+    EXPECT_LT(relative_difference(download(*dev, hx_amp), download(*dev, hx_ref)), 2 * tol) << name << " head dx";
+
+    TokenEmbedding emb(*dev, 0, Vocab, T, C);
+    emb.set_precision(half);  // accepted, and stays f32
+    EXPECT_EQ(emb.forward(dev->zeros({B, T}, DType::f32, MemoryCategory::activations)).dtype(), DType::f32);
+    emb.clear_saved();
+  }
+}
+
 TEST(TransformerLayers, BadShapesAndMisuseSayWhatToDo) {
   auto dev = cpu_device();
   auto message = [](const std::function<void()>& f) {
@@ -597,7 +655,11 @@ TEST(TransformerLayers, BadShapesAndMisuseSayWhatToDo) {
   EXPECT_NE(message([&] { block.backward(dev->zeros({8, 8}, DType::f32, MemoryCategory::activations), true); })
                 .find("blocks.0: backward without a forward"),
             std::string::npos);
-  EXPECT_NE(message([&] { block.set_precision(DType::f16); }).find("blocks.0 cannot compute in f16"), std::string::npos);
+  EXPECT_NE(message([&] { block.set_precision(DType::i32); }).find("blocks.0 cannot compute in i32"), std::string::npos);
+  block.set_precision(DType::bf16);
+  EXPECT_NE(message([&] { block.forward(dev->zeros({8, 8}, DType::bf16, MemoryCategory::activations)); })
+                .find("blocks.0 takes its input in f32"),
+            std::string::npos);
 }
 
 }  // namespace

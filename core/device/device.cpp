@@ -446,6 +446,12 @@ void Device::check_f32(const Tensor& t, const std::string& op, const char* what)
     throw Error(name_, op + ": " + what + " is " + t.shape_string() + " — this op computes in f32: cast it to f32 first");
 }
 
+void Device::check_float_like(const Tensor& t, const Tensor& first, const std::string& op, const char* what) const {
+  if (t.dtype() == DType::i32 || t.dtype() != first.dtype())
+    throw Error(name_, op + ": " + what + " is " + t.shape_string() + " beside " + first.shape_string() +
+                           " — this op takes f32, f16 or bf16, one dtype for all its tensors: cast it first");
+}
+
 void Device::check_shape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& op,
                          const char* what) const {
   if (t.shape() != shape)
@@ -502,11 +508,11 @@ void Device::gelu(const OpTag& tag, const Tensor& x, const Tensor& y) {
   const std::string op = "gelu " + tag.name;
   check_here(x, "gelu", "x");
   check_here(y, "gelu", "y");
-  check_f32(x, op, "x");
-  check_f32(y, op, "y");
+  check_float_like(x, x, op, "x");
+  check_float_like(y, x, op, "y");
   check_shape(y, x.shape(), op, "y");
   // erf is a short polynomial: about 8 FLOPs an element with the multiplies around it.
-  OpCost cost{OpClass::elementwise, 8.0 * as_double(x.numel()), as_double(x.nbytes() + y.nbytes()), DType::f32};
+  OpCost cost{OpClass::elementwise, 8.0 * as_double(x.numel()), as_double(x.nbytes() + y.nbytes()), x.dtype()};
   run_op(tag, "gelu", Lane::compute, cost, {&x}, {&y}, [&] { executor_->gelu(x, y); });
 }
 
@@ -514,13 +520,13 @@ void Device::gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, 
   const std::string op = "gelu_backward " + tag.name;
   for (auto [t, what] : {std::pair{&dy, "dy"}, {&x, "x"}, {&y, "y"}, {&dx, "dx"}}) {
     check_here(*t, "gelu_backward", what);
-    check_f32(*t, op, what);
+    check_float_like(*t, x, op, what);
   }
   check_shape(dy, x.shape(), op, "dy");
   check_shape(y, x.shape(), op, "y");
   check_shape(dx, x.shape(), op, "dx");
   OpCost cost{OpClass::elementwise, 14.0 * as_double(x.numel()),
-              as_double(dy.nbytes() + x.nbytes() + y.nbytes() + dx.nbytes()), DType::f32};
+              as_double(dy.nbytes() + x.nbytes() + y.nbytes() + dx.nbytes()), x.dtype()};
   run_op(tag, "gelu_bwd", Lane::compute, cost, {&dy, &x, &y}, {&dx}, [&] { executor_->gelu_backward(dy, x, y, dx); });
 }
 
@@ -591,7 +597,7 @@ void Device::attention(const OpTag& tag, const Tensor& qkv, int64_t heads, const
   const std::string op = "attention " + tag.name;
   for (auto [t, what] : {std::pair{&qkv, "qkv"}, {&probs, "probs"}, {&y, "y"}}) {
     check_here(*t, "attention", what);
-    check_f32(*t, op, what);
+    check_float_like(*t, qkv, op, what);
   }
   const AttentionShape s = attention_shape(name_, op, qkv, probs, heads);
   check_shape(y, {qkv.rows(), s.hidden}, op, "y");
@@ -600,7 +606,7 @@ void Device::attention(const OpTag& tag, const Tensor& qkv, int64_t heads, const
   // written as S, read back for the softmax and written, read for P·v; y written.
   const double rows = as_double(s.batch * heads * s.seq);
   OpCost cost{OpClass::gemm, 2.0 * rows * as_double(s.seq) * as_double(2 * s.head_dim),
-              as_double(qkv.nbytes() + 4 * probs.nbytes() + y.nbytes()), DType::f32,
+              as_double(qkv.nbytes() + 4 * probs.nbytes() + y.nbytes()), qkv.dtype(),
               rows, as_double(s.seq), as_double(2 * s.head_dim)};
   run_op(tag, "attention", Lane::compute, cost, {&qkv}, {&probs, &y},
          [&] { executor_->attention(qkv, heads, probs, y); });
@@ -612,7 +618,7 @@ void Device::attention_backward(const OpTag& tag, const Tensor& dy, const Tensor
   for (auto [t, what] : {std::pair{&dy, "dy"}, {&qkv, "qkv"}, {&probs, "probs"}, {&dscores, "dscores"},
                          {&dqkv, "dqkv"}}) {
     check_here(*t, "attention_backward", what);
-    check_f32(*t, op, what);
+    check_float_like(*t, qkv, op, what);
   }
   const AttentionShape s = attention_shape(name_, op, qkv, probs, heads);
   check_shape(dy, {qkv.rows(), s.hidden}, op, "dy");
@@ -624,7 +630,7 @@ void Device::attention_backward(const OpTag& tag, const Tensor& dy, const Tensor
   const double rows = as_double(s.batch * heads * s.seq);
   OpCost cost{OpClass::gemm, 2.0 * rows * as_double(s.seq) * as_double(4 * s.head_dim),
               as_double(dy.nbytes() + qkv.nbytes() + 2 * probs.nbytes() + 5 * dscores.nbytes() + dqkv.nbytes()),
-              DType::f32, rows, as_double(s.seq), as_double(4 * s.head_dim)};
+              qkv.dtype(), rows, as_double(s.seq), as_double(4 * s.head_dim)};
   run_op(tag, "attention_bwd", Lane::compute, cost, {&dy, &qkv, &probs}, {&dscores, &dqkv},
          [&] { executor_->attention_backward(dy, qkv, probs, heads, dscores, dqkv); });
 }

@@ -102,7 +102,9 @@ class Device {
   // Copies src (on this or another device) into dst on this device, on the copy lane.
   void copy(const OpTag& tag, const Tensor& src, const Tensor& dst);
 
-  // ---- transformer ops, f32 (a GPT's layers: core/nn/transformer_layers.h) ----
+  // ---- transformer ops (a GPT's layers: core/nn/transformer_layers.h) ----
+  // LayerNorm and the embedding take f32 (autocast keeps them in f32); GELU and attention f32, f16
+  // or bf16, one dtype per op, computed in f32 and rounded once where stored.
   // Per row: y = (x − mean) · rstd · gamma + beta over x's columns; mean and rstd {rows} are kept
   // for the backward (rstd = 1 / √(var + eps)).
   void layer_norm(const OpTag& tag, const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
@@ -149,6 +151,7 @@ class Device {
   void check_here(const Tensor& t, const char* op, const char* what) const;
   void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const char* what) const;
   void check_f32(const Tensor& t, const std::string& op, const char* what) const;
+  void check_float_like(const Tensor& t, const Tensor& first, const std::string& op, const char* what) const;
   void check_shape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& op, const char* what) const;
   void host_waits_until(int64_t t_ns);
 

@@ -343,7 +343,21 @@ void gemm_ld(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
 
 }  // namespace
 
-void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t hidden) {
+namespace {
+
+// Rounds values to f16 or bf16 precision in place (dtype 1 or 2; 0 leaves them): what storing them
+// in a half tensor and reading them back gives.
+void round_to(float* x, int64_t n, int dtype) {
+  if (dtype == 1)
+    for (int64_t i = 0; i < n; ++i) x[i] = half_to_float(float_to_half(x[i]));
+  else if (dtype == 2)
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_float(float_to_bf16(x[i]));
+}
+
+}  // namespace
+
+void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t hidden,
+               int probs_dtype) {
   if (batch == 0 || seq == 0 || heads == 0) return;
   check_room_for_blas_buffers();
   const int64_t d = hidden / heads, ld = 3 * hidden;
@@ -355,6 +369,7 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
       const float* v = q + 2 * hidden;
       float* p = probs + (b * heads + h) * seq * seq;
       gemm_ld(false, true, seq, seq, d, scale, q, ld, k, ld, 0.0f, p, seq);  // S = scale · q · kᵀ
+      round_to(p, seq * seq, probs_dtype);  // S, then P, in probs' dtype
       for (int64_t i = 0; i < seq; ++i) {  // softmax over the keys j ≤ i; the later ones are masked
         float* row = p + i * seq;
         const float mx = *std::max_element(row, row + i + 1);
@@ -365,12 +380,13 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
         for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
         std::fill(row + i + 1, row + seq, 0.0f);
       }
+      round_to(p, seq * seq, probs_dtype);
       gemm_ld(false, false, seq, d, seq, 1.0f, p, seq, v, ld, 0.0f, y + b * seq * hidden + h * d, hidden);  // y = P · v
     }
 }
 
 void attention_backward(const float* dy, const float* qkv, const float* probs, float* dscores, float* dqkv,
-                        int64_t batch, int64_t seq, int64_t heads, int64_t hidden) {
+                        int64_t batch, int64_t seq, int64_t heads, int64_t hidden, int probs_dtype) {
   if (batch == 0 || seq == 0 || heads == 0) return;
   check_room_for_blas_buffers();
   const int64_t d = hidden / heads, ld = 3 * hidden;
@@ -388,6 +404,7 @@ void attention_backward(const float* dy, const float* qkv, const float* probs, f
       const float* dyh = dy + b * seq * hidden + h * d;
       gemm_ld(true, false, seq, d, seq, 1.0f, p, seq, dyh, hidden, 0.0f, dv, ld);   // dV = Pᵀ · dy
       gemm_ld(false, true, seq, seq, d, 1.0f, dyh, hidden, v, ld, 0.0f, ds, seq);   // dP = dy · vᵀ
+      round_to(ds, seq * seq, probs_dtype);
       for (int64_t i = 0; i < seq; ++i) {  // the softmax's backward, row by row; masked P are 0, so dS is
         const float* prow = p + i * seq;
         float* drow = ds + i * seq;
@@ -396,6 +413,7 @@ void attention_backward(const float* dy, const float* qkv, const float* probs, f
         const float dotf = static_cast<float>(dot);
         for (int64_t j = 0; j < seq; ++j) drow[j] = prow[j] * (drow[j] - dotf) * scale;
       }
+      round_to(ds, seq * seq, probs_dtype);
       gemm_ld(false, false, seq, d, seq, 1.0f, ds, seq, k, ld, 0.0f, dq, ld);  // dQ = dS · k
       gemm_ld(true, false, seq, d, seq, 1.0f, ds, seq, q, ld, 0.0f, dk, ld);   // dK = dSᵀ · q
     }

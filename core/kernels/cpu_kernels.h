@@ -102,10 +102,14 @@ void embedding_backward(const float* dout, const float* ids, float* dwte, float*
 //   S = scale · q · kᵀ, masked where key > query; P = softmax(S) row by row; y[:, h·d…] = P · v
 // probs {batch·heads·seq, seq} keeps P (zeros above the diagonal) for the backward. An sgemm per
 // (b, h) reads q, k and v in place through the leading dimension 3·hidden: no head-split copies.
-void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t hidden);
+// probs_dtype (0 = f32, 1 = f16, 2 = bf16): P is rounded to it before P · v reads it, as a GPU that
+// stores P in half does (mixed precision).
+void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t hidden,
+               int probs_dtype = 0);
 // dV = Pᵀ · dy,  dP = dy · vᵀ,  dS = P ⊙ (dP − Σ_j dP ⊙ P) · scale,  dQ = dS · k,  dK = dSᵀ · q,
-// written into dqkv {batch·seq, 3·hidden}; dscores (probs' shape) is the workspace for dP and dS.
+// written into dqkv {batch·seq, 3·hidden}; dscores (probs' shape) is the workspace for dP and dS,
+// each rounded to probs_dtype where a half workspace would hold it.
 void attention_backward(const float* dy, const float* qkv, const float* probs, float* dscores, float* dqkv,
-                        int64_t batch, int64_t seq, int64_t heads, int64_t hidden);
+                        int64_t batch, int64_t seq, int64_t heads, int64_t hidden, int probs_dtype = 0);
 
 }  // namespace scalelab::kernels

@@ -27,6 +27,21 @@ void check_hidden(const std::string& layer, const std::vector<int64_t>& input, i
                           shape_text(input) + " — feed it the output of the token embedding or of a block");
 }
 
+// f32, f16 or bf16, or an error naming the layer.
+void check_precision(const std::string& layer, DType compute) {
+  if (compute != DType::f32 && compute != DType::f16 && compute != DType::bf16)
+    throw Error("nn", layer + " cannot compute in " + dtype_name(compute) +
+                          " — use f32, or f16 / bf16 for mixed precision");
+}
+
+// t in dtype d: t itself, or a cast copy (where half and f32 parts of a mixed-precision layer meet).
+Tensor as_dtype(Device& device, const Tensor& t, DType d, const OpTag& tag, const std::string& what) {
+  if (t.dtype() == d) return t;
+  Tensor out = device.empty(t.shape(), d, MemoryCategory::activations, what + "." + dtype_name(d));
+  device.cast(tag, t, out);
+  return out;
+}
+
 }  // namespace
 
 // ---- TokenEmbedding -----------------------------------------------------------------------
@@ -46,6 +61,11 @@ std::vector<int64_t> TokenEmbedding::output_shape(const std::vector<int64_t>& in
                       "context's length), got " + shape_text(input) + " — cut the text into sequences of " +
                       std::to_string(context_) + " tokens");
   return {input[0] * context_, hidden_};
+}
+
+void TokenEmbedding::set_precision(DType compute) {
+  check_precision(name_, compute);
+  compute_ = compute;
 }
 
 Tensor TokenEmbedding::forward(const Tensor& ids, int micro_batch) {
@@ -89,6 +109,16 @@ std::vector<Parameter*> TransformerBlock::parameters() {
           &ln2.weight, &ln2.bias, &fc.weight,  &fc.bias,  &mlp_proj.weight, &mlp_proj.bias};
 }
 
+void TransformerBlock::set_precision(DType compute) {
+  check_precision(name_, compute);
+  compute_ = compute;
+  for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->set_precision(compute);
+}
+
+void TransformerBlock::refresh_half_weights(int micro_batch) {
+  for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->refresh_half_weights(micro_batch);
+}
+
 std::vector<int64_t> TransformerBlock::output_shape(const std::vector<int64_t>& input) const {
   check_hidden(name_, input, hidden_);
   if (input[0] % context_ != 0)
@@ -103,10 +133,25 @@ OpTag TransformerBlock::tag(const std::string& what, Phase phase, int micro_batc
   return {name_ + "." + what + (phase == Phase::fwd ? ".fwd" : ".bwd"), phase, index_, micro_batch};
 }
 
+// The residual stream stays f32. An f32 branch (no AMP) takes the stream in place: its Linear has
+// no activation, so its backward never reads that output. A half branch is added into a new f32
+// copy of the stream.
+Tensor TransformerBlock::add_residual(const Tensor& stream, const Tensor& branch, const OpTag& tag,
+                                      const std::string& what) {
+  if (branch.dtype() == DType::f32) {
+    device_->axpy(tag, 1.0f, stream, branch);
+    return branch;
+  }
+  Tensor sum = device_->empty(stream.shape(), DType::f32, MemoryCategory::activations, name_ + "." + what);
+  device_->copy(tag, stream, sum);
+  device_->axpy(tag, 1.0f, branch, sum);  // f32 += half
+  return sum;
+}
+
 Tensor TransformerBlock::run_forward(const Tensor& x, int micro_batch, bool recomputing, Saved& s) {
   const int64_t rows = x.rows(), C = hidden_, T = context_;
-  auto act = [&](std::vector<int64_t> shape, const std::string& what) {
-    return device_->empty(std::move(shape), DType::f32, MemoryCategory::activations, name_ + "." + what);
+  auto act = [&](std::vector<int64_t> shape, const std::string& what, DType dtype = DType::f32) {
+    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, name_ + "." + what);
   };
   s.x = x;
   // Attention half: h = x + proj(attention(qkv(ln1(x)))).
@@ -116,13 +161,11 @@ Tensor TransformerBlock::run_forward(const Tensor& x, int micro_batch, bool reco
   device_->layer_norm(tag("ln1", Phase::fwd, micro_batch, recomputing), x, ln1.weight.value, ln1.bias.value, a,
                       s.mean1, s.rstd1);
   s.qkv = qkv.forward(a, micro_batch);  // {rows, 3C}: q | k | v
-  s.probs = act({rows * heads_, T}, "attn.probs");  // {B·heads·T, T}
-  Tensor att = act({rows, C}, "attn.out");
+  s.probs = act({rows * heads_, T}, "attn.probs", compute_);  // {B·heads·T, T}
+  Tensor att = act({rows, C}, "attn.out", compute_);
   device_->attention(tag("attn", Phase::fwd, micro_batch, recomputing), s.qkv, heads_, s.probs, att);
-  s.h = proj.forward(att, micro_batch);
-  // The residual is added into the projection's output in place: it has no activation, so its
-  // backward never reads that output.
-  device_->axpy(tag("attn.residual", Phase::fwd, micro_batch, recomputing), 1.0f, x, s.h);
+  s.h = add_residual(x, proj.forward(att, micro_batch), tag("attn.residual", Phase::fwd, micro_batch, recomputing),
+                     "attn.residual");
   // MLP half: out = h + mlp.proj(gelu(mlp.fc(ln2(h)))).
   Tensor b = act({rows, C}, "ln2.out");
   s.mean2 = act({rows}, "ln2.mean");
@@ -130,15 +173,17 @@ Tensor TransformerBlock::run_forward(const Tensor& x, int micro_batch, bool reco
   device_->layer_norm(tag("ln2", Phase::fwd, micro_batch, recomputing), s.h, ln2.weight.value, ln2.bias.value, b,
                       s.mean2, s.rstd2);
   s.f = fc.forward(b, micro_batch);  // {rows, 4C}
-  s.g = act({rows, 4 * C}, "mlp.gelu");
+  s.g = act({rows, 4 * C}, "mlp.gelu", compute_);
   device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch, recomputing), s.f, s.g);
-  Tensor out = mlp_proj.forward(s.g, micro_batch);
-  device_->axpy(tag("mlp.residual", Phase::fwd, micro_batch, recomputing), 1.0f, s.h, out);
-  return out;
+  return add_residual(s.h, mlp_proj.forward(s.g, micro_batch),
+                      tag("mlp.residual", Phase::fwd, micro_batch, recomputing), "mlp.residual");
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, int micro_batch) {
   output_shape(x.shape());
+  if (x.dtype() != DType::f32)
+    throw Error("nn", name_ + " takes its input in f32 (the residual stream stays f32 under mixed precision), got " +
+                          x.shape_string() + " — feed it the embedding's or a block's output");
   Saved s;
   Tensor out = run_forward(x, micro_batch, false, s);
   if (recompute_) {
@@ -160,30 +205,37 @@ Tensor TransformerBlock::backward(const Tensor& dy, bool need_dx, bool accumulat
     run_forward(x, micro_batch, true, s);  // the Linears keep their inputs again, for their backwards
   }
   const int64_t rows = dy.rows(), C = hidden_;
-  auto grad = [&](std::vector<int64_t> shape, const std::string& what) {
-    return device_->empty(std::move(shape), DType::f32, MemoryCategory::activations, name_ + "." + what);
+  auto grad = [&](std::vector<int64_t> shape, const std::string& what, DType dtype = DType::f32) {
+    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, name_ + "." + what);
   };
-  // MLP half. mlp.proj has no activation, so its backward leaves dy as it is: dy is still the
+  // In f32 the Linears get the stream's gradients as they are; under AMP half casts of them, and
+  // their input gradients come back in half, cast to f32 for the LayerNorms.
+  const DType c = compute_;
+  // MLP half. mlp.proj has no activation, so its backward leaves its dy as it is: dy is still the
   // residual's gradient below.
-  Tensor dg = mlp_proj.backward(dy, true, accumulate, micro_batch);
+  Tensor dg = mlp_proj.backward(as_dtype(*device_, dy, c, tag("mlp.proj.dy", Phase::bwd, micro_batch), name_ + ".mlp.dy"),
+                                true, accumulate, micro_batch);
   device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, s.g, dg);  // in place
-  Tensor db = fc.backward(dg, true, accumulate, micro_batch);
+  const OpTag ln2_tag = tag("ln2", Phase::bwd, micro_batch);
+  Tensor db = as_dtype(*device_, fc.backward(dg, true, accumulate, micro_batch), DType::f32, ln2_tag, name_ + ".ln2.dy");
   Tensor dh = grad({rows, C}, "ln2.dx");
-  device_->layer_norm_backward(tag("ln2", Phase::bwd, micro_batch), db, s.h, ln2.weight.value, s.mean2, s.rstd2, dh,
-                               ln2.weight.grad, ln2.bias.grad, accumulate);
+  device_->layer_norm_backward(ln2_tag, db, s.h, ln2.weight.value, s.mean2, s.rstd2, dh, ln2.weight.grad,
+                               ln2.bias.grad, accumulate);
   device_->axpy(tag("mlp.residual", Phase::bwd, micro_batch), 1.0f, dy, dh);  // h fed both the MLP and the output
   // Attention half, the same way: dh is the residual's gradient.
-  Tensor datt = proj.backward(dh, true, accumulate, micro_batch);
-  Tensor dqkv = grad({rows, 3 * C}, "attn.dqkv");
+  Tensor datt = proj.backward(as_dtype(*device_, dh, c, tag("attn.proj.dy", Phase::bwd, micro_batch), name_ + ".attn.dy"),
+                              true, accumulate, micro_batch);
+  Tensor dqkv = grad({rows, 3 * C}, "attn.dqkv", c);
   {
     // dP, then dS in its place: workspace for the op's length, as large as P.
-    Tensor dscores = device_->empty(s.probs.shape(), DType::f32, MemoryCategory::workspace, name_ + ".attn.dscores");
+    Tensor dscores = device_->empty(s.probs.shape(), c, MemoryCategory::workspace, name_ + ".attn.dscores");
     device_->attention_backward(tag("attn", Phase::bwd, micro_batch), datt, s.qkv, s.probs, heads_, dscores, dqkv);
   }
-  Tensor da = qkv.backward(dqkv, true, accumulate, micro_batch);
+  const OpTag ln1_tag = tag("ln1", Phase::bwd, micro_batch);
+  Tensor da = as_dtype(*device_, qkv.backward(dqkv, true, accumulate, micro_batch), DType::f32, ln1_tag, name_ + ".ln1.dy");
   Tensor dx = grad({rows, C}, "ln1.dx");
-  device_->layer_norm_backward(tag("ln1", Phase::bwd, micro_batch), da, s.x, ln1.weight.value, s.mean1, s.rstd1, dx,
-                               ln1.weight.grad, ln1.bias.grad, accumulate);
+  device_->layer_norm_backward(ln1_tag, da, s.x, ln1.weight.value, s.mean1, s.rstd1, dx, ln1.weight.grad,
+                               ln1.bias.grad, accumulate);
   device_->axpy(tag("attn.residual", Phase::bwd, micro_batch), 1.0f, dh, dx);
   return need_dx ? dx : Tensor();
 }
@@ -203,6 +255,12 @@ LmHead::LmHead(Device& device, int index, int64_t hidden, int64_t vocab)
       vocab_(vocab) {}
 
 std::vector<Parameter*> LmHead::parameters() { return {&ln_f.weight, &ln_f.bias, &head.weight, &head.bias}; }
+
+void LmHead::set_precision(DType compute) {
+  check_precision(name_, compute);
+  compute_ = compute;
+  head.set_precision(compute);
+}
 
 std::vector<int64_t> LmHead::output_shape(const std::vector<int64_t>& input) const {
   check_hidden("lm_head", input, hidden_);
@@ -225,9 +283,10 @@ Tensor LmHead::backward(const Tensor& dy, bool need_dx, bool accumulate, int mic
   if (saved_.empty()) throw Error("nn", "lm_head: backward without a forward");
   Saved s = std::move(saved_.front());
   saved_.pop_front();
-  Tensor da = head.backward(dy, true, accumulate, micro_batch);
+  const OpTag tag{"ln_f.bwd", Phase::bwd, index_, micro_batch};
+  Tensor da = as_dtype(*device_, head.backward(dy, true, accumulate, micro_batch), DType::f32, tag, "ln_f.dy");
   Tensor dx = device_->empty(s.x.shape(), DType::f32, MemoryCategory::activations, "ln_f.dx");
-  device_->layer_norm_backward({"ln_f.bwd", Phase::bwd, index_, micro_batch}, da, s.x, ln_f.weight.value, s.mean,
+  device_->layer_norm_backward(tag, da, s.x, ln_f.weight.value, s.mean,
                                s.rstd, dx, ln_f.weight.grad, ln_f.bias.grad, accumulate);
   return need_dx ? dx : Tensor();
 }

@@ -5,6 +5,11 @@
 //   TransformerBlock  x → x + proj(attention(qkv(ln1(x)))) → that + mlp.proj(gelu(mlp.fc(ln2(that))))
 //   LmHead            x → head(ln_f(x)) {B·T, V}: the logits Device::softmax_xent takes, a row per token
 //
+// Mixed precision (set_precision f16 / bf16) as PyTorch's autocast runs a GPT: the embedding, the
+// LayerNorms and the residual stream stay f32; the projections (Linear's half copies of the
+// weights), attention and GELU compute in half; the residual adds a half branch into the f32
+// stream. Gradients flow back the same way, cast where the two meet.
+//
 // Text is a row per token: a batch of B sequences of T tokens is B·T rows of the hidden size C, so
 // every projection is one GEMM over all the tokens, and only attention looks across rows (within
 // each sequence's T, never past the token itself). Parameters are named as PyTorch's state_dict
@@ -31,6 +36,8 @@ class TokenEmbedding : public Layer {
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
   void clear_saved() override { saved_ids_.clear(); }
   std::vector<Parameter*> parameters() override { return {&tok_emb, &pos_emb}; }
+  // Accepts f16 / bf16 and stays f32, as autocast leaves an embedding: a lookup, no GEMM.
+  void set_precision(DType compute) override;
 
   Parameter tok_emb;  // "tok_emb.weight" {vocab, hidden}
   Parameter pos_emb;  // "pos_emb.weight" {context, hidden}
@@ -62,6 +69,9 @@ class TransformerBlock : public Layer {
   // attn.proj.bias, ln2.weight, ln2.bias, mlp.fc.weight {4C, C}, mlp.fc.bias, mlp.proj.weight {C, 4C},
   // mlp.proj.bias.
   std::vector<Parameter*> parameters() override;
+  // f16 / bf16: the four Linears, attention and GELU in half; see the top of this file.
+  void set_precision(DType compute) override;
+  void refresh_half_weights(int micro_batch = -1) override;
 
   // Activation checkpointing: forward keeps only the block's input; backward first runs the
   // forward again (its own ops named "….recompute", in the backward phase), then the backward.
@@ -79,6 +89,8 @@ class TransformerBlock : public Layer {
   // The forward's ops; returns the output and fills `saved`. recomputing: names and phase of a rerun.
   Tensor run_forward(const Tensor& x, int micro_batch, bool recomputing, Saved& saved);
   OpTag tag(const std::string& what, Phase phase, int micro_batch, bool recomputing = false) const;
+  // stream + branch in f32 (see the .cpp).
+  Tensor add_residual(const Tensor& stream, const Tensor& branch, const OpTag& tag, const std::string& what);
 
   int64_t hidden_, heads_, context_;
   bool recompute_ = false;
@@ -97,6 +109,9 @@ class LmHead : public Layer {
   void clear_saved() override;
   // ln_f.weight, ln_f.bias, head.weight {V, C}, head.bias {V}.
   std::vector<Parameter*> parameters() override;
+  // f16 / bf16: the head Linear in half (logits in half, as softmax_xent takes them); ln_f in f32.
+  void set_precision(DType compute) override;
+  void refresh_half_weights(int micro_batch = -1) override { head.refresh_half_weights(micro_batch); }
 
   LayerNormParameters ln_f;
   Linear head;

@@ -263,7 +263,7 @@ double MetaExecutor::mse(const Tensor&, const Tensor&, const Tensor&, float) {
 
 }  // namespace scalelab
 
-// ---- transformer ops: f32 only (Device refuses half tensors before they get here) ----
+// ---- transformer ops: LayerNorm and the embedding in f32 (autocast keeps them there), GELU and attention also in half ----
 namespace scalelab {
 
 void CpuExecutor::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
@@ -280,10 +280,24 @@ void CpuExecutor::layer_norm_backward(const Tensor& dy, const Tensor& x, const T
                          x.cols(), accumulate);
 }
 
-void CpuExecutor::gelu(const Tensor& x, const Tensor& y) { k::gelu(x.data<float>(), y.data<float>(), x.numel()); }
+// GELU and attention also take f16 / bf16 (mixed precision), computed in f32 and rounded once
+// where stored, as the other half ops.
+void CpuExecutor::gelu(const Tensor& x, const Tensor& y) {
+  AsF32 X(x, "gelu"), Y(y, "gelu", /*load=*/false);
+  k::gelu(X.get(), Y.get(), x.numel());
+  Y.store();
+}
 
 void CpuExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
-  k::gelu_backward(dy.data<float>(), x.data<float>(), y.data<float>(), dx.data<float>(), x.numel());
+  AsF32 DY(dy, "gelu_backward"), X(x, "gelu_backward"), Y(y, "gelu_backward");
+  if (dx.raw() == dy.raw()) {  // in place
+    k::gelu_backward(DY.get(), X.get(), Y.get(), DY.get(), x.numel());
+    DY.store();
+    return;
+  }
+  AsF32 DX(dx, "gelu_backward", /*load=*/false);
+  k::gelu_backward(DY.get(), X.get(), Y.get(), DX.get(), x.numel());
+  DX.store();
 }
 
 void CpuExecutor::embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {
@@ -300,15 +314,22 @@ void CpuExecutor::embedding_backward(const Tensor& dout, const Tensor& ids, cons
 void CpuExecutor::attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) {
   if (qkv.rows() == 0) return;
   const int64_t seq = probs.cols();
-  k::attention(qkv.data<float>(), probs.data<float>(), y.data<float>(), qkv.rows() / seq, seq, heads, y.cols());
+  AsF32 QKV(qkv, "attention"), P(probs, "attention", false), Y(y, "attention", false);
+  k::attention(QKV.get(), P.get(), Y.get(), qkv.rows() / seq, seq, heads, y.cols(), dtype_code(probs.dtype()));
+  P.store();
+  Y.store();
 }
 
 void CpuExecutor::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
                                      const Tensor& dscores, const Tensor& dqkv) {
   if (qkv.rows() == 0) return;
   const int64_t seq = probs.cols();
-  k::attention_backward(dy.data<float>(), qkv.data<float>(), probs.data<float>(), dscores.data<float>(),
-                        dqkv.data<float>(), qkv.rows() / seq, seq, heads, dy.cols());
+  AsF32 DY(dy, "attention_backward"), QKV(qkv, "attention_backward"), P(probs, "attention_backward");
+  AsF32 DS(dscores, "attention_backward", false), DQKV(dqkv, "attention_backward", false);
+  k::attention_backward(DY.get(), QKV.get(), P.get(), DS.get(), DQKV.get(), qkv.rows() / seq, seq, heads, dy.cols(),
+                        dtype_code(probs.dtype()));
+  DS.store();
+  DQKV.store();
 }
 
 }  // namespace scalelab

@@ -558,19 +558,23 @@ __global__ void layer_norm_params_kernel(const float* dy, const float* x, const 
   }
 }
 
-__global__ void gelu_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
-}
-
-__global__ void gelu_backward_kernel(const float* dy, const float* x, const float* y, float* dx, int64_t n) {
+template <int D>
+__global__ void gelu_kernel(const void* x, void* y, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[i];
-    const float cdf = fabsf(v) > 1e-20f ? y[i] / v : 0.5f;
+    const float v = ld<D>(x, i);
+    st<D>(y, i, 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
+  }
+}
+
+template <int D>
+__global__ void gelu_backward_kernel(const void* dy, const void* x, const void* y, void* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = ld<D>(x, i);
+    const float cdf = fabsf(v) > 1e-20f ? ld<D>(y, i) / v : 0.5f;
     const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
-    dx[i] = dy[i] * (cdf + v * pdf);
+    st<D>(dx, i, ld<D>(dy, i) * (cdf + v * pdf));
   }
 }
 
@@ -614,34 +618,36 @@ __global__ void embedding_wpe_kernel(const float* dout, float* dwpe, int64_t bat
   }
 }
 
-__global__ void causal_softmax_kernel(float* scores, int64_t rows, int64_t seq) {
+// A block per row. The exponentials are kept in f32 between the passes (in the row itself when it
+// is f32; recomputed from the scores otherwise, so a half row is rounded once, at the end).
+template <int D>
+__global__ void causal_softmax_kernel(void* scores, int64_t rows, int64_t seq) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    float* row = scores + r * seq;
+    const int64_t row = r * seq;
     const int64_t last = r % seq;  // the query's position: keys 0 … last are visible
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) mx = fmaxf(mx, row[j]);
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) mx = fmaxf(mx, ld<D>(scores, row + j));
     mx = block_all_reduce(mx, MaxOp{});
     double sum = 0;
-    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
-      const float e = expf(row[j] - mx);
-      row[j] = e;
-      sum += e;
-    }
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) sum += expf(ld<D>(scores, row + j) - mx);
     const float inv = static_cast<float>(1.0 / block_all_reduce(sum, SumOp{}));
-    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x) row[j] = j <= last ? row[j] * inv : 0.0f;
+    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+      st<D>(scores, row + j, j <= last ? expf(ld<D>(scores, row + j) - mx) * inv : 0.0f);
   }
 }
 
-__global__ void causal_softmax_backward_kernel(const float* probs, float* dscores, int64_t rows, int64_t seq,
+template <int D>
+__global__ void causal_softmax_backward_kernel(const void* probs, void* dscores, int64_t rows, int64_t seq,
                                                float scale) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* p = probs + r * seq;
-    float* d = dscores + r * seq;
+    const int64_t row = r * seq;
     const int64_t last = r % seq;
     double dot = 0;
-    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) dot += static_cast<double>(d[j]) * p[j];
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x)
+      dot += static_cast<double>(ld<D>(dscores, row + j)) * ld<D>(probs, row + j);
     const float dotf = static_cast<float>(block_all_reduce(dot, SumOp{}));
-    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x) d[j] = p[j] * (d[j] - dotf) * scale;
+    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+      st<D>(dscores, row + j, ld<D>(probs, row + j) * (ld<D>(dscores, row + j) - dotf) * scale);
   }
 }
 
@@ -666,15 +672,17 @@ void layer_norm_backward(const float* dy, const float* x, const float* gamma, co
   CHECK_LAUNCH("layer_norm_params_kernel");
 }
 
-void gelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
+void gelu(const void* x, void* y, int dtype, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  with_dtype(dtype, [&](auto d) { gelu_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n); });
   CHECK_LAUNCH("gelu_kernel");
 }
 
-void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n, cudaStream_t stream) {
+void gelu_backward(const void* dy, const void* x, const void* y, void* dx, int dtype, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, x, y, dx, n);
+  with_dtype(dtype, [&](auto d) {
+    gelu_backward_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(dy, x, y, dx, n);
+  });
   CHECK_LAUNCH("gelu_backward_kernel");
 }
 
@@ -713,16 +721,21 @@ void embedding_backward(const float* dout, const float* ids, float* dwte, float*
   CHECK_LAUNCH("embedding_wpe_kernel");
 }
 
-void causal_softmax(float* scores, int64_t rows, int64_t seq, cudaStream_t stream) {
+void causal_softmax(void* scores, int dtype, int64_t rows, int64_t seq, cudaStream_t stream) {
   if (rows == 0) return;
-  causal_softmax_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(scores, rows, seq);
+  with_dtype(dtype, [&](auto d) {
+    causal_softmax_kernel<decltype(d)::value><<<row_blocks(rows), kThreads, 0, stream>>>(scores, rows, seq);
+  });
   CHECK_LAUNCH("causal_softmax_kernel");
 }
 
-void causal_softmax_backward(const float* probs, float* dscores, int64_t rows, int64_t seq, float scale,
+void causal_softmax_backward(const void* probs, void* dscores, int dtype, int64_t rows, int64_t seq, float scale,
                              cudaStream_t stream) {
   if (rows == 0) return;
-  causal_softmax_backward_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(probs, dscores, rows, seq, scale);
+  with_dtype(dtype, [&](auto d) {
+    causal_softmax_backward_kernel<decltype(d)::value>
+        <<<row_blocks(rows), kThreads, 0, stream>>>(probs, dscores, rows, seq, scale);
+  });
   CHECK_LAUNCH("causal_softmax_backward_kernel");
 }
 
