@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/file_check.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
 #include "run/train.h"

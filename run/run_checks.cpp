@@ -7,7 +7,7 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/file_check.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/proc/host_memory.h"
 #include "run/train.h"
 
@@ -48,8 +48,17 @@ int64_t host_bytes_needed(const TrainConfig& c) {
   if (c.device != DeviceKind::cuda && !c.dry_run) {
     const double params = static_cast<double>(spec.parameter_count());
     floats += params * (2 + optimizer_state_tensors(c.optimizer));  // weights, gradients, optimizer state
+    // What forward keeps per sample: the activations between layers, and inside a GPT's blocks
+    // the attention's probabilities (heads × T²) and about a dozen T × C tensors.
     double width = 0;
-    for (int64_t n : spec.sizes) width += static_cast<double>(n);
+    for (int l = 0; l <= spec.layer_count(); ++l) {
+      const std::vector<int64_t> shape = spec.activation_shape(l, 1);
+      width += static_cast<double>(shape[0]) * static_cast<double>(shape[1]);
+    }
+    if (spec.family == ModelFamily::gpt) {
+      const double T = static_cast<double>(spec.gpt.context), C = static_cast<double>(spec.gpt.hidden);
+      width += static_cast<double>(spec.gpt.layers) * (12.0 * T * C + static_cast<double>(spec.gpt.heads) * T * T);
+    }
     floats += 2.0 * static_cast<double>(c.batch) * width;  // activations and their gradients
   }
   const double bytes = 4 * floats;

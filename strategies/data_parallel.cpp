@@ -42,10 +42,10 @@ class DataParallel : public Strategy {
     // device 0 at every step (2.), so what they start with does not matter.
     replicas_.push_back(&model_);
     for (size_t i = 1; i < devices_.size(); ++i) {
-      copies_.push_back(std::make_unique<Mlp>(*devices_[i], ctx.initial_weights));
+      copies_.push_back(std::make_unique<Model>(*devices_[i], ctx.initial_weights));
       replicas_.push_back(copies_.back().get());
     }
-    for (Mlp* replica : replicas_) replica->set_precision(ctx.config.amp_dtype());
+    for (Model* replica : replicas_) replica->set_precision(ctx.config.amp_dtype());
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
@@ -58,7 +58,7 @@ class DataParallel : public Strategy {
     //    scatter along dim 0). Device 0 keeps its own rows where they are. The labels stay on
     //    device 0, where the loss is computed.
     Tensor x = dev0.empty({batch.size, batch.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = dev0.empty({batch.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = dev0.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     dev0.upload({"batch.x", Phase::data}, x, batch.x.data());
     dev0.upload({"batch.y", Phase::data}, y, batch.y.data());
     std::vector<Tensor> xs(static_cast<size_t>(n));
@@ -88,7 +88,7 @@ class DataParallel : public Strategy {
     threads_.apply([&](int i) {
       replicas_[i]->refresh_half_weights();
       Tensor h = xs[i];
-      for (Linear& layer : replicas_[i]->layers()) h = layer.forward(h);
+      for (Layer& layer : replicas_[i]->layers()) h = layer.forward(h);
       outputs[i] = h;
     });
 
@@ -117,7 +117,7 @@ class DataParallel : public Strategy {
     // 6. Each replica runs backward, last layer to first, on its own device: each writes the
     //    gradients of its slice into its own copy of the parameters' .grad.
     threads_.apply([&](int i) {
-      std::vector<Linear>& layers = replicas_[i]->layers();
+      const LayerList& layers = replicas_[i]->layers();
       Tensor g = doutputs[i];
       for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) g = layers[l].backward(g, /*need_dx=*/l > 0);
     });
@@ -155,11 +155,11 @@ class DataParallel : public Strategy {
 
  private:
   std::vector<Device*> devices_;
-  Mlp model_;  // on device 0: the model the optimizer updates
+  Model model_;  // on device 0: the model the optimizer updates
   Optimizer optimizer_;
   LossScaler scaler_;
-  std::vector<std::unique_ptr<Mlp>> copies_;  // the replicas on devices 1..n−1
-  std::vector<Mlp*> replicas_;                // every replica by device: model_, then copies_
+  std::vector<std::unique_ptr<Model>> copies_;  // the replicas on devices 1..n−1
+  std::vector<Model*> replicas_;                // every replica by device: model_, then copies_
   // One host thread per replica, as torch.nn.parallel.parallel_apply: each issues its replica's
   // ops to that replica's device, so the devices compute at the same time (steps 3. and 6.).
   ReplicaThreads threads_;

@@ -49,7 +49,7 @@ class Ddp : public Strategy {
     take_shard(batch, r.rank, r.world_size, r.shard);
     // 2. The shard goes from host memory to this rank's device.
     Tensor x = device.empty({r.shard.size, r.shard.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = device.empty({r.shard.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = device.empty({r.shard.size * r.shard.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     device.upload({"batch.x", Phase::data}, x, r.shard.x.data());
     device.upload({"batch.y", Phase::data}, y, r.shard.y.data());
     // 3. Forward through every layer of the local replica (--amp: cast the weights to half first);
@@ -67,13 +67,14 @@ class Ddp : public Strategy {
     //    complete a bucket, the reducer all-reduces that bucket in the background while the
     //    earlier layers' backward continues (PyTorch: autograd hooks firing the Reducer).
     //    Inside a no_sync window the gradients only accumulate locally: no communication at all.
-    std::vector<Linear>& layers = r.model->layers();
+    const LayerList& layers = r.model->layers();
     Tensor grad = dlogits;
     for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
       grad = layers[l].backward(grad, /*need_dx=*/l > 0, window.accumulate);
       if (window.sync) {
-        r.reducer->mark_ready(layers[l].bias);
-        r.reducer->mark_ready(layers[l].weight);
+        // The layer's gradients are ready, last first (a Linear: bias, then weight).
+        const std::vector<Parameter*> ready = layers[l].parameters();
+        for (auto p = ready.rbegin(); p != ready.rend(); ++p) r.reducer->mark_ready(**p);
       }
     }
     // 6. On a synchronising step: wait for every bucket and copy the averaged gradients back. Then

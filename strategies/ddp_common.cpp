@@ -156,7 +156,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     const HostWeights own = rank == 0 ? ctx.initial_weights
                                       : init_weights(ctx.initial_weights.spec, seed, ctx.initial_weights.has_values());
     // slide: ddp-replica-setup
-    r->model = std::make_unique<Mlp>(place_layers(r->devices, own.spec.layer_count()), own);
+    r->model = std::make_unique<Model>(place_layers(r->devices, own.spec.layer_count()), own);
     // 2. DDP's constructor broadcasts rank 0's parameters, so every replica starts equal. This is
     //    the only broadcast of weights: afterwards every rank applies the same averaged gradients
     //    with its own optimizer, and the replicas stay equal by construction.

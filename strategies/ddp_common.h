@@ -87,7 +87,7 @@ struct DdpReplica {
   int world_size = 1;
   ProcessGroup* group = nullptr;
   std::vector<Device*> devices;
-  std::unique_ptr<Mlp> model;
+  std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientReducer> reducer;
   std::unique_ptr<LossScaler> scaler;

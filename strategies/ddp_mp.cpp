@@ -46,14 +46,14 @@ class DdpMp : public Strategy {
     Device& second = *r.devices.at(1);
     first.set_step(step);
     second.set_step(step);
-    std::vector<Linear>& layers = r.model->layers();
+    const LayerList& layers = r.model->layers();
     const int L = static_cast<int>(layers.size());
     const int split = first_half(L);
     // 1. This rank's shard of the global batch (DistributedSampler): rows r, r+N, r+2N, …
     take_shard(batch, r.rank, r.world_size, r.shard);
     // 2. The inputs go to the first device, the labels to the second, where the loss is computed.
     Tensor x = first.empty({r.shard.size, r.shard.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = second.empty({r.shard.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = second.empty({r.shard.size * r.shard.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     first.upload({"batch.x", Phase::data}, x, r.shard.x.data());
     second.upload({"batch.y", Phase::data}, y, r.shard.y.data());
     // 3. Forward: the first half on the first device, its output copied to the second device, the
@@ -75,8 +75,9 @@ class DdpMp : public Strategy {
     auto backward_layer = [&](int l, const Tensor& dy) {
       Tensor dx = layers[l].backward(dy, /*need_dx=*/l > 0, window.accumulate);
       if (window.sync) {
-        r.reducer->mark_ready(layers[l].bias);
-        r.reducer->mark_ready(layers[l].weight);
+        // The layer's gradients are ready, last first (a Linear: bias, then weight).
+        const std::vector<Parameter*> ready = layers[l].parameters();
+        for (auto p = ready.rbegin(); p != ready.rend(); ++p) r.reducer->mark_ready(**p);
       }
       return dx;
     };

@@ -44,15 +44,16 @@ inline void take_shard(const HostBatch& global, int rank, int world, HostBatch& 
     throw Error("sampler", "internal: a batch of " + std::to_string(global.size) + " rows cannot be shared evenly by " +
                                std::to_string(world) + " ranks (rank " + std::to_string(rank) +
                                ") — the strategy should have refused this --batch before training; please report it");
-  const int64_t rows = global.size / world, f = global.features;
+  const int64_t rows = global.size / world, f = global.features, per = global.labels_per_sample;
   shard.size = rows;
   shard.features = f;
+  shard.labels_per_sample = per;
   shard.x.resize(static_cast<size_t>(rows * f));
-  shard.y.resize(static_cast<size_t>(rows));
+  shard.y.resize(static_cast<size_t>(rows * per));
   for (int64_t j = 0; j < rows; ++j) {
     const int64_t src = shard_row(j, rank, world);
     std::memcpy(shard.x.data() + j * f, global.x.data() + src * f, static_cast<size_t>(f) * sizeof(float));
-    shard.y[static_cast<size_t>(j)] = global.y[static_cast<size_t>(src)];
+    std::memcpy(shard.y.data() + j * per, global.y.data() + src * per, static_cast<size_t>(per) * sizeof(int32_t));
   }
 }
 

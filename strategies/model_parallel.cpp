@@ -52,7 +52,7 @@ class ModelParallel : public Strategy {
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
-    std::vector<Linear>& layers = model_.layers();
+    const LayerList& layers = model_.layers();
     const int L = static_cast<int>(layers.size());
     Device& first = layers.front().device();
     Device& last = layers.back().device();
@@ -60,7 +60,7 @@ class ModelParallel : public Strategy {
 
     // 1. The batch goes from the host to the first device, the labels to the last.
     Tensor x = first.empty({batch.size, batch.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = last.empty({batch.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = last.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     first.upload({"batch.x", Phase::data}, x, batch.x.data());
     last.upload({"batch.y", Phase::data}, y, batch.y.data());
 
@@ -108,7 +108,7 @@ class ModelParallel : public Strategy {
 
  private:
   std::vector<Device*> devices_;
-  Mlp model_;  // each layer on its group's device
+  Model model_;  // each layer on its group's device
   Optimizer optimizer_;
   LossScaler scaler_;
 };

@@ -76,7 +76,7 @@ class Worker {
     keep_to_share_of_cores(rank_, layout_.workers);
     device_ = make_child_device(layout_.devices, rank_, bus_);
     // The model, its parameters pointing into the segment, and this worker's own optimizer.
-    model_ = std::make_unique<Mlp>(*device_, layout_.params.read(segment_.base));
+    model_ = std::make_unique<Model>(*device_, layout_.params.read(segment_.base));
     layout_.params.share(*model_, *device_, segment_.base);
     optimizer_ = std::make_unique<Optimizer>(layout_.config.optimizer, model_->parameters());
     bus_.clear();  // start-up is not part of any step
@@ -124,7 +124,7 @@ class Worker {
   const hogwild::Layout& layout_;
   EventBus bus_;
   std::unique_ptr<Device> device_;
-  std::unique_ptr<Mlp> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
 };
 

@@ -64,7 +64,7 @@ struct Stage {
   Device* device = nullptr;
   ProcessGroup* group = nullptr;
   int first = 0, last = 0;  // layers [first, last)
-  std::vector<Linear> layers;
+  std::vector<std::unique_ptr<Layer>> layers;
   std::vector<Parameter*> params;
   std::unique_ptr<Optimizer> optimizer;
   LossScaler scaler;
@@ -75,15 +75,11 @@ struct Stage {
     const int L = spec.layer_count();
     first = first_layer(rank, stages, L);
     last = first_layer(rank + 1, stages, L);
-    layers.reserve(static_cast<size_t>(last - first));  // the optimizer keeps pointers into it
     for (int l = first; l < last; ++l) {
-      Linear& layer = layers.emplace_back(dev, l, "fc" + std::to_string(l + 1), spec.sizes[l], spec.sizes[l + 1],
-                                          l + 1 < L ? Activation::relu : Activation::none);
-      dev.upload({layer.weight.name, Phase::data, l}, layer.weight.value, init.weight_data(l));
-      dev.upload({layer.bias.name, Phase::data, l}, layer.bias.value, init.bias_data(l));
+      Layer& layer = *layers.emplace_back(make_layer(spec, l, dev));
+      upload_layer(layer, init);
       layer.set_precision(config.amp_dtype());
-      params.push_back(&layer.weight);
-      params.push_back(&layer.bias);
+      for (Parameter* q : layer.parameters()) params.push_back(q);
     }
     optimizer = std::make_unique<Optimizer>(config.optimizer, params);
     scaler.agree_over(pg, dev);
@@ -126,14 +122,14 @@ class Pipeline : public Strategy {
     // 1. The last stage holds the labels, where the loss is computed.
     Tensor y;
     if (last) {
-      y = dev.empty({batch.size}, DType::i32, MemoryCategory::activations, "batch.y");
+      y = dev.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
       dev.upload({"batch.y", Phase::data}, y, batch.y.data());
     }
 
     // 2. Run the schedule. A micro-batch's input is received when its forward needs it, or
     //    earlier (see the backward below); the last stage's loss gradients wait for their backward.
     const std::vector<Task> tasks = schedule_(p, s, m);
-    for (Linear& layer : st.layers) layer.refresh_half_weights();  // --amp: this step's half weights
+    for (auto& layer : st.layers) layer->refresh_half_weights();  // --amp: this step's half weights
     std::vector<Tensor> inputs(static_cast<size_t>(m)), dlogits(static_cast<size_t>(m));
     double loss_sum = 0;
     int backwards_done = 0;
@@ -145,20 +141,21 @@ class Pipeline : public Strategy {
         //      others receive the previous stage's output.
         Tensor h;
         if (first) {
-          h = dev.empty({rows, batch.features}, DType::f32, MemoryCategory::activations, "batch.x " + mb);
+          h = dev.empty(spec_.activation_shape(0, rows), DType::f32, MemoryCategory::activations, "batch.x " + mb);
           dev.upload({"batch.x " + mb, Phase::data, -1, i}, h, batch.x.data() + i * rows * batch.features);
         } else {
           if (!inputs[i].defined()) inputs[i] = receive_activations(st, i, rows);
           h = inputs[i];
           inputs[i] = Tensor();  // the layer keeps it for backward
         }
-        for (Linear& layer : st.layers) h = layer.forward(h, i);
+        for (auto& layer : st.layers) h = layer->forward(h, i);
         if (last) {
           // slide: pipeline-micro-batch-loss
           // The loss of micro-batch i (its mean over the rows) and its gradient, scaled by 1/m
           // (and by the loss scale with fp16).
           dlogits[i] = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits " + mb);
-          loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * rows, rows),
+          const int64_t labels = rows * batch.labels_per_sample;
+          loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * labels, labels),
                                        dlogits[i], st.scaler.scale() / static_cast<float>(m));
           // end slide
         } else {
@@ -171,7 +168,7 @@ class Pipeline : public Strategy {
           g = dlogits[i];
           dlogits[i] = Tensor();
         } else {
-          g = dev.empty({rows, spec_.sizes[st.last]}, activation_dtype(), MemoryCategory::activations,
+          g = dev.empty(spec_.activation_shape(st.last, rows), activation_dtype(), MemoryCategory::activations,
                         "gradient " + mb);
           pg.recv(g, s + 1, {.name = "gradient " + mb, .micro_batch = i});
         }
@@ -180,7 +177,7 @@ class Pipeline : public Strategy {
         const bool accumulate = backwards_done++ > 0;
         for (int l = st.last - 1; l >= st.first; --l) {
           const bool need_dx = !(first && l == st.first);  // nobody needs the gradient of the batch
-          g = st.layers[l - st.first].backward(g, need_dx, accumulate, i);
+          g = st.layers[l - st.first]->backward(g, need_dx, accumulate, i);
         }
         if (!first) {
           // Sends wait until the peer receives. If the next task is a forward, its input is
@@ -244,12 +241,7 @@ class Pipeline : public Strategy {
   // The state fits the model (the checkpointer's validate_resume): each stage takes its layers'.
   void load_state(const TrainingState& s) override {
     for (auto& st : stages_) {
-      for (Linear& layer : st->layers) {
-        st->device->upload({layer.weight.name, Phase::data, layer.index()}, layer.weight.value,
-                           s.weights.weight[layer.index()].data());
-        st->device->upload({layer.bias.name, Phase::data, layer.index()}, layer.bias.value,
-                           s.weights.bias[layer.index()].data());
-      }
+      for (auto& layer : st->layers) upload_layer(*layer, s.weights);
       st->optimizer->set_steps_taken(s.optimizer_steps);
       st->optimizer->upload_state(ownership_.part_of(s.optimizer, st->rank));
       st->scaler.load_state(s.loss_scale, s.scaler_good_steps);
@@ -264,7 +256,7 @@ class Pipeline : public Strategy {
 
   Tensor receive_activations(Stage& st, int micro_batch, int64_t rows) {
     const std::string name = "activations mb " + std::to_string(micro_batch);
-    Tensor h = st.device->empty({rows, spec_.sizes[st.first]}, activation_dtype(), MemoryCategory::activations, name);
+    Tensor h = st.device->empty(spec_.activation_shape(st.first, rows), activation_dtype(), MemoryCategory::activations, name);
     st.group->recv(h, st.rank - 1, {.name = name, .micro_batch = micro_batch});
     return h;
   }

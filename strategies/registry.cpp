@@ -263,7 +263,7 @@ LossScaler make_loss_scaler(const TrainConfig& config) {
   return LossScaler(config.amp_dtype(), o);
 }
 
-TrainingState whole_model_state(Mlp& model, Optimizer& optimizer, const LossScaler& scaler) {
+TrainingState whole_model_state(Model& model, Optimizer& optimizer, const LossScaler& scaler) {
   TrainingState s;
   s.weights = model.download();
   s.optimizer_steps = optimizer.steps_taken();
@@ -273,7 +273,7 @@ TrainingState whole_model_state(Mlp& model, Optimizer& optimizer, const LossScal
   return s;
 }
 
-void load_whole_model_state(Mlp& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& s) {
+void load_whole_model_state(Model& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& s) {
   model.upload(s.weights);
   optimizer.set_steps_taken(s.optimizer_steps);
   optimizer.upload_state(s.optimizer);

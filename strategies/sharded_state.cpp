@@ -8,18 +8,12 @@
 namespace scalelab {
 namespace {
 
-// The model's parameters in order: weight then bias of each layer.
-std::string parameter_name(int p) { return "fc" + std::to_string(p / 2 + 1) + (p % 2 == 0 ? ".weight" : ".bias"); }
-
 }  // namespace
 
 ShardedState::ShardedState(const ModelSpec& spec, std::vector<int64_t> rank_offset, bool flat)
     : spec_(spec), rank_offset_(std::move(rank_offset)), flat_(flat) {
   parameter_offset_.push_back(0);
-  for (int l = 0; l < spec.layer_count(); ++l) {
-    parameter_offset_.push_back(parameter_offset_.back() + spec.sizes[l + 1] * spec.sizes[l]);  // weight
-    parameter_offset_.push_back(parameter_offset_.back() + spec.sizes[l + 1]);                  // bias
-  }
+  for (const TensorSpec& t : spec.tensors()) parameter_offset_.push_back(parameter_offset_.back() + t.numel());
 }
 
 ShardedState ShardedState::equal_shards(const ModelSpec& spec, int ranks) {
@@ -37,7 +31,14 @@ ShardedState ShardedState::by_layers(const ModelSpec& spec, const std::vector<in
     throw Error("sharded state", "by_layers needs each rank's first layer, from 0 up, then the layer count " +
                                      std::to_string(L) + "; got " + std::to_string(first_layer.size()) + " entries");
   ShardedState s(spec, {}, false);
-  for (int l : first_layer) s.rank_offset_.push_back(s.parameter_offset_[static_cast<size_t>(2 * l)]);
+  // A rank's part starts at the first parameter of its first layer (or of a later one: a pooling
+  // layer holds none).
+  const std::vector<TensorSpec>& tensors = spec.tensors();
+  for (int l : first_layer) {
+    size_t p = 0;
+    while (p < tensors.size() && tensors[p].layer < l) ++p;
+    s.rank_offset_.push_back(s.parameter_offset_[p]);
+  }
   return s;
 }
 
@@ -78,14 +79,15 @@ std::vector<std::vector<float>> ShardedState::gather(ProcessGroup& group, Device
   for (int p = 0; p < parameters; ++p) {
     const int64_t numel = parameter_offset_[static_cast<size_t>(p) + 1] - parameter_offset_[static_cast<size_t>(p)];
     while (begin(owner + 1) <= parameter_offset_[static_cast<size_t>(p)]) ++owner;
-    const std::string name = what + " " + parameter_name(p);
+    const std::string& parameter = spec_.tensors()[static_cast<size_t>(p)].name;
+    const std::string name = what + " " + parameter;
     Tensor t = owner == rank ? mine[static_cast<size_t>(p - first)]
                              : device.empty({numel}, DType::f32, MemoryCategory::comm_buffers, name);
     if (t.numel() != numel)
-      throw Error("sharded state", "rank " + std::to_string(rank) + "'s " + parameter_name(p) + " has " +
+      throw Error("sharded state", "rank " + std::to_string(rank) + "'s " + parameter + " has " +
                                        std::to_string(t.numel()) + " floats, the model's " + std::to_string(numel));
     group.broadcast(t, owner, {.name = name});
-    if (keep) whole[static_cast<size_t>(p)] = device.download_f32({name, Phase::data, p / 2}, t);
+    if (keep) whole[static_cast<size_t>(p)] = device.download_f32({name, Phase::data, spec_.tensors()[static_cast<size_t>(p)].layer}, t);
   }
   return whole;
 }
@@ -98,7 +100,8 @@ HostWeights ShardedState::gather_weights(ProcessGroup& group, Device& device, co
   HostWeights w;
   w.spec = spec_;
   if (!keep) return w;
-  for (size_t p = 0; p < whole.size(); ++p) (p % 2 == 0 ? w.weight : w.bias).push_back(std::move(whole[p]));
+  w.values = std::move(whole);
+  if (!w.values.empty() && w.values.front().empty()) w.values.clear();  // a dry run's: shapes only
   return w;
 }
 

@@ -22,7 +22,7 @@
 
 #include "core/comm/process_group.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 
 namespace scalelab {

@@ -27,7 +27,7 @@ class Single : public Strategy {
     device_.set_step(step);
     // 1. The batch goes from host memory to the device.
     Tensor x = device_.empty({batch.size, batch.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = device_.empty({batch.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = device_.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     device_.upload({"batch.x", Phase::data}, x, batch.x.data());
     device_.upload({"batch.y", Phase::data}, y, batch.y.data());
     // 2. Forward through every layer, then the loss and its gradient w.r.t. the logits.
@@ -63,7 +63,7 @@ class Single : public Strategy {
 
  private:
   Device& device_;
-  Mlp model_;
+  Model model_;
   Optimizer optimizer_;
   LossScaler scaler_;
   int accumulate_steps_;  // --no-sync K: step once every K batches (1: every batch)

@@ -11,7 +11,7 @@
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/nn/loss_scaler.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/trace/events.h"
 #include "strategies/train_config.h"
 
@@ -52,8 +52,8 @@ LossScaler make_loss_scaler(const TrainConfig& config);
 class Optimizer;
 // The state of a model kept whole with its optimizer and loss scaler (single, data-parallel,
 // model-parallel).
-TrainingState whole_model_state(Mlp& model, Optimizer& optimizer, const LossScaler& scaler);
-void load_whole_model_state(Mlp& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& state);
+TrainingState whole_model_state(Model& model, Optimizer& optimizer, const LossScaler& scaler);
+void load_whole_model_state(Model& model, Optimizer& optimizer, LossScaler& scaler, const TrainingState& state);
 
 // The options only some strategies take (the rest — model, data, optimizer, amp on synchronous
 // strategies, checkpoints — apply to every one). Given to a strategy that does not take it, an

@@ -116,7 +116,7 @@ class Zero : public Strategy {
           model(device, ctx.initial_weights),
           scaler(make_loss_scaler(ctx.config)) {
       const std::string r = std::to_string(rank);
-      // 1. Drop the Mlp's own tensors (one weight and one gradient per parameter) and seat every
+      // 1. Drop the Model's own tensors (one weight and one gradient per parameter) and seat every
       //    parameter in one flat, padded buffer instead.
       std::vector<std::vector<int64_t>> shapes;
       for (Parameter* p : model.parameters()) {
@@ -153,7 +153,7 @@ class Zero : public Strategy {
       //    buffer; the ranks agree on the fp16 scaler's every decision.
       model.set_precision(ctx.config.amp_dtype());
       scaler.agree_over(group, device);
-      // The Mlp's per-parameter gradients existed only for a moment while it was built: forget
+      // The Model's per-parameter gradients existed only for a moment while it was built: forget
       // that moment, so the ledger's peaks show what training with ZeRO holds.
       device.memory().reset_peaks();
     }
@@ -170,7 +170,7 @@ class Zero : public Strategy {
     int rank;
     Device& device;
     ProcessGroup& group;
-    Mlp model;
+    Model model;
     Tensor flat_params, flat_grads;
     Parameter shard;
     std::unique_ptr<Optimizer> optimizer;

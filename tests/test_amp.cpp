@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/kernels/cpu_kernels.h"
 #include "core/nn/loss_scaler.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/rng.h"
 #include "run/train.h"
 #include "support/errors.h"

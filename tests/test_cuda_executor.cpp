@@ -17,7 +17,7 @@
 #include "core/device/cpu/cpu_executor.h"
 #include "core/device/device.h"
 #include "core/error.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/transformer_layers.h"
 #include "core/rng.h"
 
@@ -489,7 +489,7 @@ TEST_F(CudaVsCpu, HalfAxpyScaleAndNonFinite) {
 }
 
 TEST_F(CudaVsCpu, HalfTrainingStepMatchesTheCpu) {
-  // One fp16 step of a small Mlp, from the same weights and batch: the layers, the loss and the
+  // One fp16 step of a small Model, from the same weights and batch: the layers, the loss and the
   // casts into the f32 master gradients, end to end on the GPU against the cpu.
   const ModelSpec spec = ModelSpec::parse("mlp:32-24-16-8");
   const HostWeights w = init_weights(spec, 5);
@@ -500,7 +500,7 @@ TEST_F(CudaVsCpu, HalfTrainingStepMatchesTheCpu) {
   for (int32_t& l : lab) l = static_cast<int32_t>(r.below(8));
   std::vector<std::vector<float>> grads[2];
   for (int s : {0, 1}) {
-    Mlp m(dev(s), w);
+    Model m(dev(s), w);
     m.set_precision(DType::f16);
     m.refresh_half_weights();
     Tensor x = dev(s).empty({64, 32}, DType::f32, MemoryCategory::activations, "x");
@@ -594,6 +594,77 @@ TEST_F(CudaVsCpu, BadOrdinalsAndClocksAreUsageErrors) {
   }
   CpuExecutor cpu_executor;
   EXPECT_THROW(make_cuda_clock(cpu_executor, std::chrono::steady_clock::now()), UsageError);
+}
+
+
+// ---- the ConvNet's ops ------------------------------------------------------------------------
+
+TEST_F(CudaVsCpu, Conv2dForwardAndBackward) {
+  const std::vector<Conv2dGeometry> cases = {
+      {3, 3, 9, 7, 5, 3, 1, 1},      // "same" padding
+      {2, 2, 9, 8, 4, 3, 2, 0},      // stride 2, no padding
+      {2, 1, 28, 28, 16, 5, 1, 2},   // the lecture's first conv
+      {13, 16, 28, 28, 32, 5, 1, 2}, // more images than a chunk holds
+      {2, 2, 5, 5, 3, 2, 3, 1},      // stride past the kernel: pixels no window reads
+  };
+  for (const Conv2dGeometry& g : cases)
+    for (Activation act : {Activation::none, Activation::relu})
+      for (bool accumulate : {false, true}) {
+        const std::string what = "conv2d N" + std::to_string(g.batch) + " C" + std::to_string(g.in_channels) + " " +
+                                 std::to_string(g.height) + "x" + std::to_string(g.width) + " K" +
+                                 std::to_string(g.kernel) + " S" + std::to_string(g.stride) + " P" +
+                                 std::to_string(g.padding) + (act == Activation::relu ? " relu" : "") +
+                                 (accumulate ? " accumulate" : "");
+        const int64_t in = g.in_channels * g.height * g.width, out = g.out_channels * g.pixels();
+        Pair x = random({g.batch, in}, 20), w = random({g.out_channels, g.in_channels, g.kernel, g.kernel}, 21);
+        Pair b = random({g.out_channels}, 22), y = empty({g.batch, out});
+        for (int s : {0, 1}) dev(s).conv2d(tag_, x[s], w[s], b[s], y[s], g, act);
+        expect_close(y, 1e-5, 1e-5 * static_cast<double>(g.patch()), what + " y");
+        Pair dy = random({g.batch, out}, 23), dx = empty({g.batch, in});
+        Pair dw = random({g.out_channels, g.in_channels, g.kernel, g.kernel}, 24), db = random({g.out_channels}, 25);
+        for (int s : {0, 1}) dev(s).conv2d_backward(tag_, x[s], y[s], dy[s], w[s], dw[s], db[s], dx[s], g, act, accumulate);
+        expect_close(dy, 0, 0, what + " masked dy");
+        const double terms = static_cast<double>(g.batch * g.pixels());
+        expect_close(db, 1e-5, 1e-6 * terms, what + " db");
+        expect_close(dw, 1e-5, 1e-5 * terms, what + " dW");
+        expect_close(dx, 1e-5, 1e-5 * static_cast<double>(g.out_channels * g.kernel * g.kernel), what + " dx");
+      }
+}
+
+TEST_F(CudaVsCpu, MaxPool2dIsBitEqual) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto [k, stride] : std::vector<std::pair<int64_t, int64_t>>{{2, 2}, {3, 2}, {2, 1}, {3, 3}}) {
+    const Pool2dGeometry g{3, 4, 11, 9, k, stride};
+    const int64_t in = g.channels * g.height * g.width, out = g.channels * g.out_height() * g.out_width();
+    // Values from a few levels, so windows tie; and a NaN.
+    Rng r(30 + static_cast<uint64_t>(k));
+    std::vector<float> v(static_cast<size_t>(g.batch * in));
+    for (float& f : v) f = std::floor(r.uniform(0, 4));
+    v[17] = nan;
+    Pair x = from(v, {g.batch, in}), y = empty({g.batch, out}), idx = empty({g.batch, out}, DType::i32);
+    for (int s : {0, 1}) dev(s).max_pool2d(tag_, x[s], y[s], idx[s], g);
+    const std::string what = "max_pool2d k" + std::to_string(k) + " s" + std::to_string(stride);
+    expect_close(y, 0, 0, what + " y");
+    expect_same_bytes<int32_t>(idx, what + " indices");
+    Pair dy = random({g.batch, out}, 31), dx = empty({g.batch, in});
+    for (int s : {0, 1}) dev(s).max_pool2d_backward(tag_, dy[s], idx[s], dx[s], g);
+    expect_same_bytes<float>(dx, what + " dx");  // the same additions in the same order
+  }
+}
+
+TEST_F(CudaVsCpu, DropoutHasTheSameMask) {
+  for (float p : {0.0f, 0.1f, 0.5f, 1.0f}) {
+    DropoutMask m;
+    m.p = p;
+    m.seed = 77;
+    m.step = 3;
+    m.first_row = 1000;
+    Pair x = random({37, 129}, 40), y = empty({37, 129});
+    for (int s : {0, 1}) dev(s).dropout(tag_, x[s], y[s], m);
+    expect_same_bytes<float>(y, "dropout p=" + std::to_string(p));
+    for (int s : {0, 1}) dev(s).dropout(tag_, x[s], x[s], m);  // in place, as backward runs it
+    expect_same_bytes<float>(x, "dropout in place p=" + std::to_string(p));
+  }
 }
 
 // ---- transformer ops (f32): LayerNorm, GELU, embedding, causal attention ----

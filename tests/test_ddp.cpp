@@ -77,13 +77,13 @@ TEST(DdpBuckets, TheReducerNeverMixesDevices) {
   o.bus = &bus;
   auto devices = make_devices(o);
   HostWeights w = init_weights(ModelSpec::parse("mlp:32-24-16-12-8"), 1);
-  Mlp model({devices[0].get(), devices[0].get(), devices[1].get(), devices[1].get()}, w);
+  Model model({devices[0].get(), devices[0].get(), devices[1].get(), devices[1].get()}, w);
   auto groups = make_threads_groups(1);
   GradientReducer reducer(model.parameters(), *groups[0], 2000, 600);
   EXPECT_EQ(reducer.buckets(), (Buckets{{7, 6, 5}, {4}, {3}, {2, 1}, {0}}));
   EXPECT_EQ(devices[1]->memory().peak(MemoryCategory::comm_buffers), 4 * (8 * 12 + 8 + 12 * 16 + 12));
   // finish() before every gradient was marked ready names what is missing.
-  reducer.mark_ready(model.layers()[3].bias);
+  reducer.mark_ready(*model.layers()[3].parameters()[1]);
   try {
     reducer.finish();
     FAIL() << "finish() with buckets not ready should throw";
@@ -102,7 +102,7 @@ TEST(DdpBuckets, MarkReadyFindsEachParameterThroughItsLocator) {
   o.bus = &bus;
   auto devices = make_devices(o);
   const HostWeights w = init_weights(ModelSpec::parse("mlp:32-24-16-12-8"), 1);
-  Mlp model(*devices[0], w);
+  Model model(*devices[0], w);
   auto groups = make_threads_groups(1);
   groups[0]->set_device(devices[0].get());
   GradientReducer reducer(model.parameters(), *groups[0], 2000, 600);
@@ -124,16 +124,16 @@ TEST(DdpBuckets, MarkReadyFindsEachParameterThroughItsLocator) {
   ASSERT_EQ(all_reduces.size(), reducer.buckets().size());
   for (const auto& [bucket, count] : all_reduces) EXPECT_EQ(count, 2) << "bucket " << bucket;
 
-  Mlp other(*devices[0], w);
+  Model other(*devices[0], w);
   try {
-    reducer.mark_ready(other.layers()[0].weight);
+    reducer.mark_ready(*other.layers()[0].parameters()[0]);
     FAIL() << "a parameter of another model was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("fc1.weight is not one of the reducer's parameters"), std::string::npos) << e.what();
   }
-  reducer.mark_ready(model.layers()[3].bias);
+  reducer.mark_ready(*model.layers()[3].parameters()[1]);
   try {
-    reducer.mark_ready(model.layers()[3].bias);
+    reducer.mark_ready(*model.layers()[3].parameters()[1]);
     FAIL() << "marking a gradient twice in one backward was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("fc4.bias was marked ready twice"), std::string::npos) << e.what();

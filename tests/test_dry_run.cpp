@@ -13,7 +13,7 @@
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/error.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "run/train.h"
 #include "support/errors.h"
 #include "support/small_config.h"
@@ -146,7 +146,7 @@ TEST(DryRun, WeightsAndDataAreShapesOnly) {
   const ModelSpec spec = ModelSpec::parse("mlp:784-16384-16384-10");  // 281M parameters: 1.1 GB as floats
   const HostWeights w = init_weights(spec, 1, /*values=*/false);
   EXPECT_FALSE(w.has_values());
-  EXPECT_EQ(w.weight_data(0), nullptr);
+  EXPECT_EQ(w.data(0), nullptr);
   EXPECT_TRUE(init_weights(ModelSpec::parse("mlp:4-3-2"), 1).has_values());
 
   const DataSplit d = make_synthetic(100, 10, 4, 3, 1, /*values=*/false);
@@ -167,12 +167,12 @@ TEST(DryRun, WeightsAndDataAreShapesOnly) {
   o.profile = load_profile("a100-nvlink-8");
   o.dry_run = true;
   auto dry = make_devices(o);
-  Mlp big(*dry[0], w);
+  Model big(*dry[0], w);
   EXPECT_FALSE(big.download().has_values());
   // … and a device that computes refuses them, naming what to do.
   o.dry_run = false;
   auto real = make_devices(o);
-  const std::string msg = test::message_of<Error>([&] { Mlp m(*real[0], init_weights(ModelSpec::parse("mlp:4-3-2"), 1, false)); });
+  const std::string msg = test::message_of<Error>([&] { Model m(*real[0], init_weights(ModelSpec::parse("mlp:4-3-2"), 1, false)); });
   EXPECT_NE(msg.find("no values"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--dry-run"), std::string::npos) << msg;
 }

@@ -350,7 +350,7 @@ TEST_F(Hostile, ResumingANumberNoRunWritesIsRefused) {
             std::string::npos);
   EXPECT_NE(resume_from([](Checkpoint& k) { k.state.optimizer_steps = -1; }).find("the optimizer's step count is -1"),
             std::string::npos);
-  EXPECT_NE(resume_from([](Checkpoint& k) { k.state.weights.weight[1][3] = NAN; }).find("fc2.weight holds nan at index 3"),
+  EXPECT_NE(resume_from([](Checkpoint& k) { k.state.weights.values[2][3] = NAN; }).find("fc2.weight holds nan at index 3"),
             std::string::npos);
   EXPECT_NE(resume_from([](Checkpoint& k) { k.state.optimizer[0][1][0] = -1; }).find("Adam's exp_avg_sq of fc1.weight holds -1"),
             std::string::npos);

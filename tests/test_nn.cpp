@@ -5,7 +5,7 @@
 
 #include "core/device/device.h"
 #include "core/error.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/rng.h"
 
@@ -47,8 +47,8 @@ TEST_P(LinearGrad, MatchesFiniteDifferences) {
   Linear layer(*dev, 0, "fc1", in, out, act);
   auto x = randn(batch * in, 11), R = randn(batch * out, 12);
   auto upload_w = [&](const HostWeights& hw) {
-    dev->upload({"w", Phase::data}, layer.weight.value, hw.weight[0].data());
-    dev->upload({"b", Phase::data}, layer.bias.value, hw.bias[0].data());
+    dev->upload({"w", Phase::data}, layer.weight.value, hw.values[0].data());
+    dev->upload({"b", Phase::data}, layer.bias.value, hw.values[1].data());
   };
   auto loss_of = [&](const HostWeights& hw, const std::vector<float>& xv) {
     upload_w(hw);
@@ -79,8 +79,8 @@ TEST_P(LinearGrad, MatchesFiniteDifferences) {
       ASSERT_NEAR(analytic[i], numeric, 2e-3 * (1 + std::fabs(numeric))) << what << "[" << i << "]";
     }
   };
-  check(w.weight[0], dW, "dW", [&] { return loss_of(w, x); });
-  check(w.bias[0], db, "db", [&] { return loss_of(w, x); });
+  check(w.values[0], dW, "dW", [&] { return loss_of(w, x); });
+  check(w.values[1], db, "db", [&] { return loss_of(w, x); });
   check(x, dxv, "dx", [&] { return loss_of(w, x); });
 }
 
@@ -126,7 +126,7 @@ TEST_F(CpuFixture, MseGradientMatchesFiniteDifferences) {
 TEST_F(CpuFixture, WholeMlpGradientMatchesFiniteDifferencesOfTheLoss) {
   ModelSpec spec = ModelSpec::parse("mlp:6-5-4-3");
   HostWeights w = init_weights(spec, 5);
-  Mlp model(*dev, w);
+  Model model(*dev, w);
   auto x = randn(8 * 6, 41);
   std::vector<int32_t> labels{0, 1, 2, 0, 1, 2, 2, 1};
   Tensor y = dev->empty({8}, DType::i32, MemoryCategory::activations, "y");
@@ -143,15 +143,15 @@ TEST_F(CpuFixture, WholeMlpGradientMatchesFiniteDifferencesOfTheLoss) {
   dev->softmax_xent({"loss"}, logits, y, d);
   model.backward(d);
   std::vector<std::vector<float>> dW;
-  for (auto& l : model.layers()) dW.push_back(read(l.weight.grad));
+  for (Layer& l : model.layers()) dW.push_back(read(l.parameters()[0]->grad));
   // h small enough that no ReLU changes side between w − h and w + h (a kink makes the central
   // difference meaningless), large enough that f32 round-off in the loss stays below 1e-4.
   const float h = 1e-3f;
   for (int l = 0; l < spec.layer_count(); ++l)
-    for (size_t i = 0; i < w.weight[l].size(); i += 3) {
+    for (size_t i = 0; i < w.values[2 * l].size(); i += 3) {
       HostWeights wp = w, wm = w;
-      wp.weight[l][i] += h;
-      wm.weight[l][i] -= h;
+      wp.values[2 * l][i] += h;
+      wm.values[2 * l][i] -= h;
       double numeric = (loss_of(wp) - loss_of(wm)) / (2 * h);
       ASSERT_NEAR(dW[l][i], numeric, 1e-3) << "layer " << l << " i " << i;
     }
@@ -176,14 +176,14 @@ TEST(Init, SameSeedSameWeightsInBoundsDifferentSeedDiffers) {
   HostWeights a = init_weights(s, 1), b = init_weights(s, 1), c = init_weights(s, 2);
   EXPECT_EQ(weights_checksum(a), weights_checksum(b));
   EXPECT_NE(weights_checksum(a), weights_checksum(c));
-  for (float v : a.weight[0]) ASSERT_LE(std::fabs(v), 0.1f);  // 1/√100
+  for (float v : a.values[0]) ASSERT_LE(std::fabs(v), 0.1f);  // 1/√100
   EXPECT_EQ(max_relative_difference(a, b), 0.0);
   EXPECT_GT(max_relative_difference(a, c), 0.1);
 }
 
 TEST_F(CpuFixture, OptimizerStateIsCountedAsOptimizerMemory) {
   ModelSpec s = ModelSpec::parse("mlp:10-5");
-  Mlp model(*dev, init_weights(s, 1));
+  Model model(*dev, init_weights(s, 1));
   const int64_t bytes = s.parameter_count() * 4;
   EXPECT_EQ(dev->memory().live(MemoryCategory::params), bytes);
   EXPECT_EQ(dev->memory().live(MemoryCategory::grads), bytes);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/rng.h"
 
@@ -71,7 +71,7 @@ struct OptimizerVsReference : ::testing::Test {
   // tiny gradients are exercised) and calls check(step, parameter, w_before, g, state_before).
   template <typename Check>
   void run(const OptimizerConfig& config, Check check) {
-    Mlp model(*dev, init_weights(spec, 3));
+    Model model(*dev, init_weights(spec, 3));
     Optimizer opt(config, model.parameters());
     Rng rng(11);
     for (int t = 1; t <= 10; ++t) {

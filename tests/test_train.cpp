@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/npz.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/trace/chrome_trace.h"
 #include "run/run_parts.h"
 #include "run/train.h"
@@ -205,7 +205,7 @@ TEST(TrainSim, OneStepOfSingleOnA100TakesTheHandComputedTime) {
   const double B = 128, F = 4;  // batch, bytes per float (and per int32 label)
   HandClock clk;
 
-  // Set-up (step −1): Mlp's constructor uploads each layer's weight then bias on the copy lane.
+  // Set-up (step −1): Model's constructor uploads each layer's weight then bias on the copy lane.
   std::vector<int64_t> w_ready(L), b_ready(L);
   for (int l = 0; l < L; ++l) {
     w_ready[l] = clk.run("copy_h2d", Lane::copy, 0, f.host_copy(F * S[l + 1] * S[l]));
@@ -401,7 +401,7 @@ TEST(Export, StepZeroCheckpointExportedAndReadBackStartsTheSameRun) {
   EXPECT_EQ(arrays.at("6.bias").shape, (std::vector<int64_t>{8}));
   EXPECT_EQ(arrays.at("optimizer.2.weight.exp_avg").shape, (std::vector<int64_t>{16, 24}));
   EXPECT_EQ(arrays.at("optimizer.step").i64, (std::vector<int64_t>{0}));
-  EXPECT_EQ(arrays.at("0.weight").f32, start.state.weights.weight[0]);
+  EXPECT_EQ(arrays.at("0.weight").f32, start.state.weights.values[0]);
 
   TrainConfig again = test::small_config("single", 1, DeviceKind::cpu, "adam");
   again.init_weights_path = dir + "/init.npz";

@@ -28,7 +28,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/training_state.h"
 #include "core/error.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "run/run_parts.h"
 #include "run/train.h"
 #include "strategies/registry.h"
@@ -511,10 +511,7 @@ TEST(Checkpoint, AStateThatDoesNotFitTheModelIsRefusedOnceWithTheFix) {
   OptimizerConfig momentum;  // sgd with momentum: one state tensor per parameter
   TrainingState s;
   s.weights = init_weights(model, 1);
-  for (int layer = 0; layer < model.layer_count(); ++layer) {
-    s.optimizer.push_back({std::vector<float>(s.weights.weight[layer].size())});
-    s.optimizer.push_back({std::vector<float>(s.weights.bias[layer].size())});
-  }
+  for (const std::vector<float>& v : s.weights.values) s.optimizer.push_back({std::vector<float>(v.size())});
   EXPECT_NO_THROW(validate_resume(s, model, momentum, "a.ckpt"));
   std::string m = test::message_of<UsageError>([&] { validate_resume(s, ModelSpec::parse("mlp:16-12-4"), momentum, "a.ckpt"); });
   EXPECT_NE(m.find("[checkpoint] a.ckpt: the weights are for mlp:16-13-4, this run trains mlp:16-12-4 — resume with the same --model"),
@@ -596,12 +593,9 @@ TEST(Checkpoint, AProcessKilledWhileSavingLeavesThePreviousCheckpointWhole) {
     big.header = checkpoint_header(small_config("single", 1), 256, 99);
     big.header.model = "mlp:2048-8192-2048-10";
     big.state.weights.spec = ModelSpec::parse(big.header.model);
-    const auto& sizes = big.state.weights.spec.sizes;
-    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
-      big.state.weights.weight.emplace_back(static_cast<size_t>(sizes[l] * sizes[l + 1]), 0.25f);
-      big.state.weights.bias.emplace_back(static_cast<size_t>(sizes[l + 1]), 0.5f);
-      big.state.optimizer.push_back({big.state.weights.weight.back()});
-      big.state.optimizer.push_back({big.state.weights.bias.back()});
+    for (const TensorSpec& t : big.state.weights.spec.tensors()) {
+      big.state.weights.values.emplace_back(static_cast<size_t>(t.numel()), t.shape.size() == 2 ? 0.25f : 0.5f);
+      big.state.optimizer.push_back({big.state.weights.values.back()});
     }
     save_checkpoint(path, big);
     ::_exit(0);

@@ -26,7 +26,7 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "run/train.h"

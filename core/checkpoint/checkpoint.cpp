@@ -154,11 +154,9 @@ void check_numbers(const Checkpoint& ck, const std::string& path) {
     for (size_t i = 0; i < values.size(); ++i)
       if (!std::isfinite(values[i])) refuse(what + " holds " + number(values[i]) + " at index " + std::to_string(i));
   };
-  auto parameter = [](size_t p) { return "fc" + std::to_string(p / 2 + 1) + (p % 2 == 0 ? ".weight" : ".bias"); };
-  for (size_t l = 0; l < s.weights.weight.size(); ++l) {
-    check_finite(s.weights.weight[l], parameter(2 * l));
-    check_finite(s.weights.bias[l], parameter(2 * l + 1));
-  }
+  const std::vector<TensorSpec>& tensors = s.weights.spec.tensors();
+  auto parameter = [&](size_t p) { return p < tensors.size() ? tensors[p].name : "parameter " + std::to_string(p); };
+  for (size_t p = 0; p < s.weights.values.size(); ++p) check_finite(s.weights.values[p], parameter(p));
   for (size_t p = 0; p < s.optimizer.size(); ++p)
     for (size_t k = 0; k < s.optimizer[p].size(); ++k) {
       const std::vector<float>& t = s.optimizer[p][k];
@@ -195,13 +193,10 @@ std::string encode_checkpoint(const Checkpoint& ck) {
   w.put<int64_t>(h.step);
   w.put_string(h.strategy);
   w.put<int32_t>(h.devices);
-  // 3. The training state: weights layer by layer (W, b), the optimizer's state per parameter,
-  //    the loss scaler.
-  w.put<uint32_t>(static_cast<uint32_t>(s.weights.weight.size()));
-  for (size_t l = 0; l < s.weights.weight.size(); ++l) {
-    w.put_floats(s.weights.weight[l]);
-    w.put_floats(s.weights.bias[l]);
-  }
+  // 3. The training state: weights layer by layer (an MLP's W, b; each layer's tensors in
+  //    state_dict order), the optimizer's state per parameter, the loss scaler.
+  w.put<uint32_t>(static_cast<uint32_t>(s.weights.spec.layer_count()));
+  for (const std::vector<float>& v : s.weights.values) w.put_floats(v);
   w.put<int64_t>(s.optimizer_steps);
   w.put<uint32_t>(static_cast<uint32_t>(s.optimizer.size()));
   for (const auto& tensors : s.optimizer) {
@@ -278,13 +273,10 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) 
   const uint32_t layers = r.get<uint32_t>();
   if (static_cast<int>(layers) != s.weights.spec.layer_count())
     r.malformed(std::to_string(layers) + " layers for " + h.model);
-  for (uint32_t l = 0; l < layers; ++l) {
-    s.weights.weight.push_back(r.get_floats());
-    s.weights.bias.push_back(r.get_floats());
-    const int64_t in = s.weights.spec.sizes[l], out = s.weights.spec.sizes[l + 1];
-    if (static_cast<int64_t>(s.weights.weight.back().size()) != in * out ||
-        static_cast<int64_t>(s.weights.bias.back().size()) != out)
-      r.malformed("layer " + std::to_string(l + 1) + " has the wrong number of weights for " + h.model);
+  for (const TensorSpec& t : s.weights.spec.tensors()) {
+    s.weights.values.push_back(r.get_floats());
+    if (static_cast<int64_t>(s.weights.values.back().size()) != t.numel())
+      r.malformed(t.name + " has the wrong number of weights for " + h.model);
   }
   s.optimizer_steps = r.get<int64_t>();
   // Counts are bounded by the bytes left (each entry takes at least 4, each tensor 8), so a
@@ -329,7 +321,7 @@ void check_resumable(const CheckpointHeader& saved, const CheckpointHeader& now,
     throw UsageError("checkpoint", path + ": was written for " + option + " " + then + ", this run has " + here +
                                        " — pass " + option + " " + then + " to resume it (or start afresh without --resume)");
   };
-  if (ModelSpec::parse(saved.model).sizes != ModelSpec::parse(now.model).sizes)
+  if (!ModelSpec::parse(saved.model).same_model(ModelSpec::parse(now.model)))
     differs("--model", saved.model, now.model);
   const OptimizerConfig &a = saved.optimizer, &b = now.optimizer;
   if (a.kind != b.kind) differs("--optimizer", a.kind, b.kind);

@@ -7,21 +7,20 @@ namespace scalelab {
 void validate_resume(const TrainingState& s, const ModelSpec& model, const OptimizerConfig& optimizer,
                      const std::string& source) {
   const std::string where = source.empty() ? "the saved state" : source;
-  if (s.weights.spec.sizes != model.sizes)
+  if (!s.weights.spec.same_model(model))
     throw UsageError("checkpoint", where + ": the weights are for " + s.weights.spec.text + ", this run trains " +
                                        model.text + " — resume with the same --model");
-  const size_t parameters = static_cast<size_t>(2 * model.layer_count());
-  if (s.weights.weight.size() != static_cast<size_t>(model.layer_count()) ||
-      s.weights.bias.size() != static_cast<size_t>(model.layer_count()) || s.optimizer.size() != parameters)
+  const std::vector<TensorSpec>& tensors = model.tensors();
+  const size_t parameters = tensors.size();
+  if (s.weights.values.size() != parameters || s.optimizer.size() != parameters)
     throw UsageError("checkpoint", where + ": holds " + std::to_string(s.optimizer.size()) +
                                        " parameters' optimizer state, " + model.text + " has " +
                                        std::to_string(parameters) + " — resume with the same --model");
   const size_t k = static_cast<size_t>(optimizer_state_tensors(optimizer));
   for (size_t p = 0; p < parameters; ++p) {
-    const int layer = static_cast<int>(p / 2);
-    const int64_t numel = p % 2 == 0 ? model.sizes[layer + 1] * model.sizes[layer] : model.sizes[layer + 1];
-    const std::vector<float>& value = p % 2 == 0 ? s.weights.weight[layer] : s.weights.bias[layer];
-    const std::string name = "fc" + std::to_string(layer + 1) + (p % 2 == 0 ? ".weight" : ".bias");
+    const int64_t numel = tensors[p].numel();
+    const std::vector<float>& value = s.weights.values[p];
+    const std::string& name = tensors[p].name;
     if (static_cast<int64_t>(value.size()) != numel)
       throw UsageError("checkpoint", where + ": " + name + " has " + std::to_string(value.size()) + " values, " +
                                          model.text + " needs " + std::to_string(numel) + " — resume with the same --model");

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 
 namespace scalelab {

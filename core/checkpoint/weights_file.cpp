@@ -8,16 +8,17 @@
 
 namespace scalelab {
 
-std::string torch_parameter_name(int i) { return std::to_string(2 * (i / 2)) + (i % 2 == 0 ? ".weight" : ".bias"); }
+std::string torch_parameter_name(const ModelSpec& spec, size_t p) {
+  if (spec.family == ModelFamily::mlp) return std::to_string(2 * (p / 2)) + (p % 2 == 0 ? ".weight" : ".bias");
+  return spec.tensors()[p].name;
+}
 
 std::vector<NpzArray> export_arrays(const Checkpoint& ck) {
   const HostWeights& w = ck.state.weights;
   std::vector<NpzArray> out;
-  for (int l = 0; l < w.spec.layer_count(); ++l) {
-    const int64_t in = w.spec.sizes[static_cast<size_t>(l)], o = w.spec.sizes[static_cast<size_t>(l) + 1];
-    out.push_back({torch_parameter_name(2 * l), {o, in}, w.weight[static_cast<size_t>(l)], {}, false});
-    out.push_back({torch_parameter_name(2 * l + 1), {o}, w.bias[static_cast<size_t>(l)], {}, false});
-  }
+  const std::vector<TensorSpec>& tensors = w.spec.tensors();
+  for (size_t p = 0; p < tensors.size() && p < w.values.size(); ++p)
+    out.push_back({torch_parameter_name(w.spec, p), tensors[p].shape, w.values[p], {}, false});
   const std::string kind = ck.header.optimizer.kind;
   const std::vector<std::string> names = kind == "adam" ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
                                                         : std::vector<std::string>{"momentum_buffer"};
@@ -39,11 +40,13 @@ HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
     arrays[a.name] = std::move(a);
   HostWeights w;
   w.spec = spec;
-  auto take = [&](int i, const std::vector<int64_t>& shape) {
-    const std::string name = torch_parameter_name(i);
+  const std::string keys = spec.family == ModelFamily::mlp ? "nn.Sequential's (0.weight, 0.bias, 2.weight, …)"
+                                                             : "the model's state_dict names (" + spec.tensors().front().name + ", …)";
+  auto take = [&](size_t p, const std::vector<int64_t>& shape) {
+    const std::string name = torch_parameter_name(spec, p);
     auto it = arrays.find(name);
     if (it == arrays.end())
-      throw UsageError("init-weights", path + ": no array '" + name + "' — the keys are nn.Sequential's (0.weight, 0.bias, 2.weight, …) for --model " + spec.text);
+      throw UsageError("init-weights", path + ": no array '" + name + "' — the keys are " + keys + " for --model " + spec.text);
     auto shape_text = [](const std::vector<int64_t>& s) {
       std::string t = "(";
       for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
@@ -68,10 +71,11 @@ HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
   // 784-32-10): refused, not dropped. What export writes besides the weights is the optimizer's
   // state of these same parameters and its step.
   std::set<std::string> known = {"optimizer.step"};
-  for (int i = 0; i < 2 * spec.layer_count(); ++i) {
-    known.insert(torch_parameter_name(i));
+  const size_t parameters = spec.tensors().size();
+  for (size_t p = 0; p < parameters; ++p) {
+    known.insert(torch_parameter_name(spec, p));
     for (const char* state : {"momentum_buffer", "exp_avg", "exp_avg_sq"})
-      known.insert("optimizer." + torch_parameter_name(i) + "." + state);
+      known.insert("optimizer." + torch_parameter_name(spec, p) + "." + state);
   }
   std::string unknown;
   int unknown_count = 0;
@@ -80,14 +84,10 @@ HostWeights load_weights_npz(const std::string& path, const ModelSpec& spec) {
   if (unknown_count > 6) unknown += " and " + std::to_string(unknown_count - 6) + " more";
   if (unknown_count > 0)
     throw UsageError("init-weights", path + ": " + (unknown_count == 1 ? "array " : "arrays ") + unknown +
-                                         " that --model " + spec.text + " does not have (its parameters are 0.weight … " +
-                                         torch_parameter_name(2 * spec.layer_count() - 1) +
+                                         " that --model " + spec.text + " does not have (its parameters are " +
+                                         torch_parameter_name(spec, 0) + " … " + torch_parameter_name(spec, parameters - 1) +
                                          ") — the file holds another model's weights; pass the --model they were saved from");
-  for (int l = 0; l < spec.layer_count(); ++l) {
-    const int64_t in = spec.sizes[static_cast<size_t>(l)], o = spec.sizes[static_cast<size_t>(l) + 1];
-    w.weight.push_back(take(2 * l, {o, in}));
-    w.bias.push_back(take(2 * l + 1, {o}));
-  }
+  for (size_t p = 0; p < parameters; ++p) w.values.push_back(take(p, spec.tensors()[p].shape));
   return w;
 }
 

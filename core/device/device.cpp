@@ -432,6 +432,158 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
 
 }  // namespace scalelab
 
+// ---- the ConvNet's ops ----------------------------------------------------------------------
+
+namespace scalelab {
+
+namespace {
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s = "{";
+  for (int64_t v : d) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
+  return s + "}";
+}
+
+bool has_shape(const Tensor& t, const std::vector<int64_t>& shape) { return t.shape() == shape; }
+
+}  // namespace
+
+void Device::conv2d(const OpTag& tag, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                    const Conv2dGeometry& g, Activation act) {
+  check_here(x, "conv2d", "x");
+  check_here(weight, "conv2d", "weight");
+  check_here(bias, "conv2d", "bias");
+  check_here(y, "conv2d", "y");
+  for (const Tensor* t : {&x, &weight, &bias, &y})
+    if (t->dtype() != DType::f32)
+      throw Error(name_, "conv2d " + tag.name + ": " + t->shape_string() + " is not f32 — convolutions run in f32");
+  const int64_t N = g.batch, C = g.in_channels, K = g.kernel, OC = g.out_channels, L = g.pixels();
+  if (g.kernel < 1 || g.stride < 1 || g.padding < 0 || g.out_height() < 1 || g.out_width() < 1)
+    throw Error(name_, "conv2d " + tag.name + ": kernel " + std::to_string(K) + ", stride " + std::to_string(g.stride) +
+                           ", padding " + std::to_string(g.padding) + " do not fit a " + std::to_string(g.height) + "×" +
+                           std::to_string(g.width) + " image — the kernel must fit the padded image");
+  if (!has_shape(x, {N, C * g.height * g.width}) || !has_shape(weight, {OC, C, K, K}) || !has_shape(bias, {OC}) ||
+      !has_shape(y, {N, OC * L}))
+    throw Error(name_, "conv2d " + tag.name + ": expects x " + dims({N, C * g.height * g.width}) + ", weight " +
+                           dims({OC, C, K, K}) + ", bias " + dims({OC}) + ", y " + dims({N, OC * L}) + ", got " +
+                           x.shape_string() + ", " + weight.shape_string() + ", " + bias.shape_string() + ", " +
+                           y.shape_string());
+  Tensor workspace = empty({kernels::conv2d_workspace_floats(g)}, DType::f32, MemoryCategory::workspace,
+                           tag.name + ".im2col");
+  // The GEMM W · col (m = OC, n = N·OH·OW, k = C·K·K) and the bias and activation on its output;
+  // the bytes: x, W, b, y, and the columns and the GEMM's output each written then read.
+  const double m = static_cast<double>(OC), n = static_cast<double>(N * L), k = static_cast<double>(g.patch());
+  OpCost cost{OpClass::gemm, 2.0 * m * n * k + 2.0 * m * n,
+              static_cast<double>(x.nbytes() + weight.nbytes() + bias.nbytes() + y.nbytes()) + 8.0 * (k + m) * n,
+              DType::f32, m, n, k};
+  run_op(tag, "conv2d", Lane::compute, cost, {&x, &weight, &bias}, {&y},
+         [&] { executor_->conv2d(x, weight, bias, y, g, act, workspace); });
+}
+
+void Device::conv2d_backward(const OpTag& tag, const Tensor& x, const Tensor& y, const Tensor& dy,
+                             const Tensor& weight, const Tensor& dweight, const Tensor& dbias, const Tensor& dx,
+                             const Conv2dGeometry& g, Activation act, bool accumulate) {
+  check_here(x, "conv2d_backward", "x");
+  check_here(dy, "conv2d_backward", "dy");
+  check_here(weight, "conv2d_backward", "weight");
+  check_here(dweight, "conv2d_backward", "dweight");
+  check_here(dbias, "conv2d_backward", "dbias");
+  if (act == Activation::relu) check_here(y, "conv2d_backward", "y (the ReLU's output)");
+  if (dx.defined()) check_here(dx, "conv2d_backward", "dx");
+  for (const Tensor* t : {&x, &y, &dy, &weight, &dweight, &dbias, &dx})
+    if (t->defined() && t->dtype() != DType::f32)
+      throw Error(name_, "conv2d_backward " + tag.name + ": " + t->shape_string() +
+                             " is not f32 — convolutions run in f32");
+  const int64_t N = g.batch, C = g.in_channels, K = g.kernel, OC = g.out_channels, L = g.pixels();
+  const std::vector<int64_t> in_shape{N, C * g.height * g.width}, out_shape{N, OC * L};
+  if (g.out_height() < 1 || g.out_width() < 1 || !has_shape(x, in_shape) || !has_shape(dy, out_shape) ||
+      (act == Activation::relu && !has_shape(y, out_shape)) || !has_shape(weight, {OC, C, K, K}) ||
+      !has_shape(dweight, {OC, C, K, K}) || !has_shape(dbias, {OC}) || (dx.defined() && !has_shape(dx, in_shape)))
+    throw Error(name_, "conv2d_backward " + tag.name + ": expects x and dx " + dims({N, C * g.height * g.width}) +
+                           ", y and dy " + dims({N, OC * L}) + ", weight and dweight " + dims({OC, C, K, K}) +
+                           ", dbias " + dims({OC}) + ", got x " + x.shape_string() + ", dy " + dy.shape_string() +
+                           ", weight " + weight.shape_string() + ", dweight " + dweight.shape_string() + ", dbias " +
+                           dbias.shape_string() + (dx.defined() ? ", dx " + dx.shape_string() : ""));
+  Tensor workspace = empty({kernels::conv2d_workspace_floats(g)}, DType::f32, MemoryCategory::workspace,
+                           tag.name + ".im2col");
+  const double oc = static_cast<double>(OC), pixels = static_cast<double>(N * L), patch = static_cast<double>(g.patch());
+  // dW (+)= dy · colᵀ: m = OC, n = C·K·K, k = N·OH·OW; and the mask and db's sums over dy. Bytes:
+  // dy read and written (masked), y, x, db, dW, and the columns and dy's transpose written then read.
+  OpCost weight_cost{OpClass::gemm, 2.0 * oc * patch * pixels + 2.0 * oc * pixels,
+                     static_cast<double>(2 * dy.nbytes() + (act == Activation::relu ? y.nbytes() : 0) + x.nbytes() +
+                                         dbias.nbytes() + dweight.nbytes() * (accumulate ? 2 : 1)) +
+                         8.0 * (patch + oc) * pixels,
+                     DType::f32, oc, patch, pixels};
+  weight_cost.trans_b = true;
+  weight_cost.accumulates = accumulate;
+  run_op(tag, "conv2d_bwd_weight", Lane::compute, weight_cost, {&x, &y}, {&dy, &dweight, &dbias}, [&] {
+    executor_->conv2d_backward_weight(x, y, dy, dweight, dbias, g, act, accumulate, workspace);
+  });
+  if (!dx.defined()) return;
+  // dcol = Wᵀ · dy: m = C·K·K, n = N·OH·OW, k = OC; then col2im's additions into dx.
+  OpCost input_cost{OpClass::gemm, 2.0 * patch * pixels * oc + patch * pixels,
+                    static_cast<double>(dy.nbytes() + weight.nbytes() + dx.nbytes()) + 8.0 * (patch + oc) * pixels,
+                    DType::f32, patch, pixels, oc};
+  input_cost.trans_a = true;
+  run_op(tag, "conv2d_bwd_input", Lane::compute, input_cost, {&dy, &weight}, {&dx},
+         [&] { executor_->conv2d_backward_input(dy, weight, dx, g, workspace); });
+}
+
+void Device::max_pool2d(const OpTag& tag, const Tensor& x, const Tensor& y, const Tensor& indices,
+                        const Pool2dGeometry& g) {
+  check_here(x, "max_pool2d", "x");
+  check_here(y, "max_pool2d", "y");
+  check_here(indices, "max_pool2d", "indices");
+  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || indices.dtype() != DType::i32)
+    throw Error(name_, "max_pool2d " + tag.name + ": x and y must be f32 and indices i32, got " + x.shape_string() +
+                           ", " + y.shape_string() + ", " + indices.shape_string());
+  const int64_t N = g.batch, C = g.channels, L = g.out_height() * g.out_width();
+  if (g.kernel < 1 || g.stride < 1 || g.out_height() < 1 || g.out_width() < 1 || !has_shape(x, {N, C * g.height * g.width}) ||
+      !has_shape(y, {N, C * L}) || !has_shape(indices, {N, C * L}))
+    throw Error(name_, "max_pool2d " + tag.name + ": kernel " + std::to_string(g.kernel) + ", stride " +
+                           std::to_string(g.stride) + " on " + std::to_string(C) + "×" + std::to_string(g.height) + "×" +
+                           std::to_string(g.width) + " images expects x " + dims({N, C * g.height * g.width}) +
+                           ", y and indices " + dims({N, C * L}) + ", got " + x.shape_string() + ", " +
+                           y.shape_string() + ", " + indices.shape_string());
+  OpCost cost{OpClass::elementwise, static_cast<double>(y.numel() * g.kernel * g.kernel),
+              static_cast<double>(x.nbytes() + y.nbytes() + indices.nbytes()), DType::f32};
+  run_op(tag, "max_pool2d", Lane::compute, cost, {&x}, {&y, &indices},
+         [&] { executor_->max_pool2d(x, y, indices, g); });
+}
+
+void Device::max_pool2d_backward(const OpTag& tag, const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                                 const Pool2dGeometry& g) {
+  check_here(dy, "max_pool2d_backward", "dy");
+  check_here(indices, "max_pool2d_backward", "indices");
+  check_here(dx, "max_pool2d_backward", "dx");
+  const int64_t N = g.batch, C = g.channels, L = g.out_height() * g.out_width();
+  if (dy.dtype() != DType::f32 || dx.dtype() != DType::f32 || indices.dtype() != DType::i32 ||
+      g.out_height() < 1 || g.out_width() < 1 || !has_shape(dy, {N, C * L}) || !has_shape(indices, {N, C * L}) ||
+      !has_shape(dx, {N, C * g.height * g.width}))
+    throw Error(name_, "max_pool2d_backward " + tag.name + ": expects dy (f32) and indices (i32) " + dims({N, C * L}) +
+                           ", dx (f32) " + dims({N, C * g.height * g.width}) + ", got " + dy.shape_string() + ", " +
+                           indices.shape_string() + ", " + dx.shape_string());
+  OpCost cost{OpClass::elementwise, static_cast<double>(dy.numel()),
+              static_cast<double>(dy.nbytes() + indices.nbytes() + dx.nbytes()), DType::f32};
+  run_op(tag, "max_pool2d_bwd", Lane::compute, cost, {&dy, &indices}, {&dx},
+         [&] { executor_->max_pool2d_backward(dy, indices, dx, g); });
+}
+
+void Device::dropout(const OpTag& tag, const Tensor& x, const Tensor& y, const DropoutMask& mask) {
+  check_here(x, "dropout", "x");
+  check_here(y, "dropout", "y");
+  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || x.shape() != y.shape())
+    throw Error(name_, "dropout " + tag.name + ": x and y must be f32 of one shape, got " + x.shape_string() + " and " +
+                           y.shape_string());
+  if (!(mask.p >= 0.0f && mask.p <= 1.0f))
+    throw Error(name_, "dropout " + tag.name + ": p = " + std::to_string(mask.p) + " is not a probability — use 0 ≤ p ≤ 1");
+  OpCost cost{OpClass::elementwise, static_cast<double>(x.numel()), static_cast<double>(x.nbytes() + y.nbytes()),
+              DType::f32};
+  run_op(tag, "dropout", Lane::compute, cost, {&x}, {&y}, [&] { executor_->dropout(x, y, mask); });
+}
+
+}  // namespace scalelab
+
 // ---- transformer ops ----
 namespace scalelab {
 

@@ -130,6 +130,25 @@ class Device {
   // dqkv {B·T, 3C} from dy {B·T, C}; dscores (probs' shape) is workspace for dP and dS. 8·B·heads·T²·d FLOPs.
   void attention_backward(const OpTag& tag, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
                           const Tensor& dscores, const Tensor& dqkv);
+  // ---- the ConvNet's ops (core/nn/conv_layers.h), f32, images as rows of C·H·W (NCHW) ----
+  // y = act(conv(x, W) + b): x {N, C·H·W}, weight {OC, C, K, K}, bias {OC}, y {N, OC·OH·OW}, as
+  // im2col + GEMM, priced as the GEMM (m = OC, n = N·OH·OW, k = C·K·K). Its im2col workspace is a
+  // `workspace` tensor in the ledger for the op's duration.
+  void conv2d(const OpTag& tag, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+              const Conv2dGeometry& g, Activation act);
+  // Two ops, two events: dy ← dy ⊙ act'(y) in place, dbias and dweight written (or, with accumulate,
+  // added to); then, when dx is defined, dx = the input's gradient (col2im of Wᵀ · dy).
+  void conv2d_backward(const OpTag& tag, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& weight,
+                       const Tensor& dweight, const Tensor& dbias, const Tensor& dx, const Conv2dGeometry& g,
+                       Activation act, bool accumulate = false);
+  // y {N, C·OH·OW} = the max of each window of x {N, C·H·W}; indices (i32, y's shape) = where, as
+  // h·W + w within the channel. Backward adds dy into a zeroed dx at those places.
+  void max_pool2d(const OpTag& tag, const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g);
+  void max_pool2d_backward(const OpTag& tag, const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                           const Pool2dGeometry& g);
+  // y = x ⊙ mask / (1 − p), the mask hashed from each element's place in the global batch
+  // (kernels::DropoutMask); the same op on dy is the backward. y may be x.
+  void dropout(const OpTag& tag, const Tensor& x, const Tensor& y, const DropoutMask& mask);
 
   // Devices driven by the same host thread share when that host last waited for one of them.
   void share_host_with(const Device& other) { host_ready_ns_ = other.host_ready_ns_; }

@@ -14,6 +14,9 @@ class BufferOps;
 using kernels::Activation;
 using kernels::AdamOptions;
 using kernels::SgdOptions;
+using kernels::Conv2dGeometry;
+using kernels::DropoutMask;
+using kernels::Pool2dGeometry;
 
 class Executor {
  public:
@@ -66,6 +69,19 @@ class Executor {
   virtual void attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) = 0;
   virtual void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
                                   const Tensor& dscores, const Tensor& dqkv) = 0;
+  // ---- the ConvNet's ops (kernels::conv2d …): f32. `workspace` holds
+  // kernels::conv2d_workspace_floats(g) floats (im2col's columns and the GEMM's output).
+  virtual void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                      const Conv2dGeometry& g, Activation act, const Tensor& workspace) = 0;
+  virtual void conv2d_backward_weight(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dweight,
+                                      const Tensor& dbias, const Conv2dGeometry& g, Activation act, bool accumulate,
+                                      const Tensor& workspace) = 0;
+  virtual void conv2d_backward_input(const Tensor& dy, const Tensor& weight, const Tensor& dx, const Conv2dGeometry& g,
+                                     const Tensor& workspace) = 0;
+  virtual void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) = 0;
+  virtual void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                                   const Pool2dGeometry& g) = 0;
+  virtual void dropout(const Tensor& x, const Tensor& y, const DropoutMask& mask) = 0;
 };
 
 }  // namespace scalelab

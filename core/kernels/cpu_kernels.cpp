@@ -215,6 +215,229 @@ bool has_non_finite(const float* x, int64_t n) {
 
 }  // namespace scalelab::kernels
 
+// ---- the ConvNet's ops: convolution, max pooling, dropout ----------------------------------
+
+namespace scalelab::kernels {
+
+namespace {
+
+// About 4 Mi floats (16 MiB) of workspace per chunk: the ConvNet's layers take a batch of 64 in
+// one or two chunks, and a large image's chunk is still one image.
+constexpr int64_t kConvWorkspaceTarget = int64_t{1} << 22;
+
+// The outputs ow in [first, last) whose input column ow·S − P + kw lies inside the image; the
+// others read padding. Found once per row, so the loops over them need no test per pixel.
+struct ValidRange {
+  int64_t first, last;
+};
+ValidRange valid_outputs(int64_t offset, int64_t size, int64_t stride, int64_t outputs) {
+  // ow·S + offset ≥ 0 and ow·S + offset < size, with offset = kw − P (or kh − P for rows).
+  const int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t last = size - offset <= 0 ? 0 : (size - offset - 1) / stride + 1;
+  return {std::min(first, outputs), std::clamp<int64_t>(last, std::min(first, outputs), outputs)};
+}
+
+// col[(c·K + kh)·K + kw][i·OH·OW + oh·OW + ow] = x_i[c][oh·S − P + kh][ow·S − P + kw], or 0 in the
+// padding, for the chunk's `images` images starting at x.
+void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g) {
+  const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
+  const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t kh = 0; kh < K; ++kh)
+      for (int64_t kw = 0; kw < K; ++kw) {
+        float* out = col + ((c * K + kh) * K + kw) * cols;
+        const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
+        for (int64_t i = 0; i < images; ++i) {
+          const float* plane = x + (i * C + c) * H * W;
+          for (int64_t oh = 0; oh < OH; ++oh, out += OW) {
+            if (oh < rows.first || oh >= rows.last) {
+              std::fill(out, out + OW, 0.0f);
+              continue;
+            }
+            const float* in = plane + (oh * S - P + kh) * W;  // the input row; ow reads in[ow·S + kw − P]
+            std::fill(out, out + cols_in.first, 0.0f);
+            if (S == 1) {
+              std::memcpy(out + cols_in.first, in + cols_in.first + kw - P,
+                          static_cast<size_t>(cols_in.last - cols_in.first) * sizeof(float));
+            } else {
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) out[ow] = in[ow * S + kw - P];
+            }
+            std::fill(out + cols_in.last, out + OW, 0.0f);
+          }
+        }
+      }
+}
+
+// dx_i[c][ih][iw] = Σ over the (kh, kw) whose window reads that pixel of dcol's entry: im2col's
+// adjoint. Each pixel gets its terms in (kh, kw) order, the order the CUDA kernel gathers them
+// in, so the two give the same bits.
+void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& g) {
+  const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
+  const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
+  std::fill(dx, dx + images * C * H * W, 0.0f);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t kh = 0; kh < K; ++kh)
+      for (int64_t kw = 0; kw < K; ++kw) {
+        const float* in = dcol + ((c * K + kh) * K + kw) * cols;
+        const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
+        for (int64_t i = 0; i < images; ++i) {
+          float* plane = dx + (i * C + c) * H * W;
+          for (int64_t oh = rows.first; oh < rows.last; ++oh) {
+            const float* src = in + (i * OH + oh) * OW;
+            float* out = plane + (oh * S - P + kh) * W;  // the input row; ow sent to out[ow·S + kw − P]
+            if (S == 1) {
+              float* shifted = out + cols_in.first + kw - P;
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) shifted[ow - cols_in.first] += src[ow];
+            } else {
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) out[ow * S + kw - P] += src[ow];
+            }
+          }
+        }
+      }
+}
+
+// dyt {OC, images·OH·OW} = `images` rows of dy (OC·OH·OW each): the layout of the GEMM's columns.
+void rows_to_columns(const float* dy, float* dyt, int64_t images, const Conv2dGeometry& g) {
+  const int64_t OC = g.out_channels, L = g.pixels();
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t oc = 0; oc < OC; ++oc)
+      std::memcpy(dyt + (oc * images + i) * L, dy + (i * OC + oc) * L, static_cast<size_t>(L) * sizeof(float));
+}
+
+}  // namespace
+
+int64_t conv2d_chunk_images(const Conv2dGeometry& g) {
+  const int64_t per_image = std::max<int64_t>((g.patch() + g.out_channels) * g.pixels(), 1);
+  const int64_t most = std::clamp<int64_t>(kConvWorkspaceTarget / per_image, 1, std::max<int64_t>(g.batch, 1));
+  // Chunks of equal size (64 images as 32 + 32, not 49 + 15): no small GEMM at the end.
+  const int64_t chunks = (std::max<int64_t>(g.batch, 1) + most - 1) / most;
+  return (std::max<int64_t>(g.batch, 1) + chunks - 1) / chunks;
+}
+
+int64_t conv2d_workspace_floats(const Conv2dGeometry& g) {
+  return (g.patch() + g.out_channels) * conv2d_chunk_images(g) * g.pixels();
+}
+
+void conv2d(const float* x, const float* w, const float* b, float* y, const Conv2dGeometry& g, Activation act,
+            float* workspace) {
+  const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
+  const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
+  float* col = workspace;
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, g.batch - n0);
+    float* out = workspace + g.patch() * images * L;  // after this chunk's columns
+    im2col(x + n0 * in_row, col, images, g);
+    gemm(false, false, OC, images * L, g.patch(), 1.0f, w, col, 0.0f, out);  // out = W · col
+    // out is {OC, images, OH·OW}: into NCHW rows, with the bias and the activation on the way.
+    for (int64_t i = 0; i < images; ++i)
+      for (int64_t oc = 0; oc < OC; ++oc) {
+        const float* src = out + (oc * images + i) * L;
+        float* dst = y + (n0 + i) * out_row + oc * L;
+        const float bias = b[oc];
+        if (act == Activation::relu)
+          for (int64_t j = 0; j < L; ++j) dst[j] = std::max(src[j] + bias, 0.0f);
+        else
+          for (int64_t j = 0; j < L; ++j) dst[j] = src[j] + bias;
+      }
+  }
+}
+
+void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw, float* db, const Conv2dGeometry& g,
+                            Activation act, bool accumulate, float* workspace) {
+  const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
+  const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
+  // The ReLU's mask, then db: per channel over every image and pixel, in double as bias_act_backward.
+  std::vector<double> sum(static_cast<size_t>(OC), 0.0);
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t oc = 0; oc < OC; ++oc) {
+      float* d = dy + n * out_row + oc * L;
+      if (act == Activation::relu) {
+        const float* out = y + n * out_row + oc * L;
+        for (int64_t j = 0; j < L; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
+      }
+      double s = 0;
+      for (int64_t j = 0; j < L; ++j) s += d[j];
+      sum[static_cast<size_t>(oc)] += s;
+    }
+  for (int64_t oc = 0; oc < OC; ++oc)
+    db[oc] = static_cast<float>(sum[static_cast<size_t>(oc)]) + (accumulate ? db[oc] : 0.0f);
+  if (g.batch == 0 && !accumulate) std::fill(dw, dw + OC * g.patch(), 0.0f);
+  float* col = workspace;
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, g.batch - n0);
+    float* dyt = workspace + g.patch() * images * L;
+    rows_to_columns(dy + n0 * out_row, dyt, images, g);
+    im2col(x + n0 * in_row, col, images, g);
+    const float beta = n0 == 0 && !accumulate ? 0.0f : 1.0f;
+    gemm(false, true, OC, g.patch(), images * L, 1.0f, dyt, col, beta, dw);  // dW (+)= dy · colᵀ
+  }
+}
+
+void conv2d_backward_input(const float* dy, const float* w, float* dx, const Conv2dGeometry& g, float* workspace) {
+  const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
+  const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
+  float* dcol = workspace;
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, g.batch - n0);
+    float* dyt = workspace + g.patch() * images * L;
+    rows_to_columns(dy + n0 * out_row, dyt, images, g);
+    gemm(true, false, g.patch(), images * L, OC, 1.0f, w, dyt, 0.0f, dcol);  // dcol = Wᵀ · dy
+    col2im(dcol, dx + n0 * in_row, images, g);
+  }
+}
+
+void max_pool2d(const float* x, float* y, int32_t* indices, const Pool2dGeometry& g) {
+  const int64_t H = g.height, W = g.width, K = g.kernel, S = g.stride, OH = g.out_height(), OW = g.out_width();
+  for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
+    const float* in = x + plane * H * W;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      // A row of windows at once, their pixels in row-major order: the first of each window
+      // starts it, then each later one replaces it only when strictly greater (the first max
+      // stays) or NaN (as PyTorch's CPU kernel).
+      float* value = y + (plane * OH + oh) * OW;
+      int32_t* best = indices + (plane * OH + oh) * OW;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        value[ow] = in[oh * S * W + ow * S];
+        best[ow] = static_cast<int32_t>(oh * S * W + ow * S);
+      }
+      for (int64_t kh = 0; kh < K; ++kh)
+        for (int64_t kw = 0; kw < K; ++kw) {
+          if (kh == 0 && kw == 0) continue;
+          const int64_t row = (oh * S + kh) * W + kw;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const float v = in[row + ow * S];
+            const bool wins = v > value[ow] || std::isnan(v);
+            value[ow] = wins ? v : value[ow];
+            best[ow] = wins ? static_cast<int32_t>(row + ow * S) : best[ow];
+          }
+        }
+    }
+  }
+}
+
+void max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, const Pool2dGeometry& g) {
+  const int64_t HW = g.height * g.width, L = g.out_height() * g.out_width();
+  std::fill(dx, dx + g.batch * g.channels * HW, 0.0f);
+  for (int64_t plane = 0; plane < g.batch * g.channels; ++plane)
+    for (int64_t j = 0; j < L; ++j) dx[plane * HW + indices[plane * L + j]] += dy[plane * L + j];
+}
+
+uint64_t DropoutMask::threshold() const {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(p) * 4294967296.0));  // p · 2³²
+}
+
+void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutMask& m) {
+  const uint64_t threshold = m.threshold();
+  const float scale = m.scale();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      y[i] = dropout_keeps(threshold, m.seed, m.step, m.first_row + r, c) ? x[i] * scale : 0.0f;
+    }
+}
+
+}  // namespace scalelab::kernels
+
 // ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----
 namespace scalelab::kernels {
 

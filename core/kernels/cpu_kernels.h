@@ -68,6 +68,90 @@ void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n);
 // True when any element is inf or nan: the fp16 loss scaler's overflow check.
 bool has_non_finite(const float* x, int64_t n);
 
+
+// ---- the ConvNet's ops: convolution, max pooling, dropout ----------------------------------
+// Images are rows of C·H·W floats in PyTorch's NCHW order. The CUDA kernels mirror these.
+
+// A 2-D convolution's sizes: N images of C×H×W, OC filters of C×K×K, zero padding P on every side.
+struct Conv2dGeometry {
+  int64_t batch = 0, in_channels = 0, height = 0, width = 0;
+  int64_t out_channels = 0, kernel = 1, stride = 1, padding = 0;
+  int64_t out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
+  int64_t out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+  int64_t patch() const { return in_channels * kernel * kernel; }  // one column of im2col: C·K·K
+  int64_t pixels() const { return out_height() * out_width(); }    // outputs per channel: OH·OW
+};
+
+// Convolution is computed as a GEMM over im2col's matrix, a chunk of images at a time: the
+// workspace holds the chunk's columns (C·K·K × images·OH·OW) and its GEMM output before it is
+// transposed into NCHW (OC × images·OH·OW). Chunks keep the workspace near a fixed size, so one
+// large GEMM (fast on every core) replaces a small one per image.
+int64_t conv2d_chunk_images(const Conv2dGeometry& g);
+int64_t conv2d_workspace_floats(const Conv2dGeometry& g);
+
+// y = act(conv(x, W) + b): x {N, C·H·W}, W {OC, C, K, K} (PyTorch's layout), b {OC}, y {N, OC·OH·OW}.
+void conv2d(const float* x, const float* w, const float* b, float* y, const Conv2dGeometry& g, Activation act,
+            float* workspace);
+// dy ← dy ⊙ act'(y) in place (y is the layer's output); db (+)= Σ over images and pixels of dy;
+// dW (+)= Σ_n dy_n · im2col(x_n)ᵀ. Run it before conv2d_backward_input, which reads the masked dy.
+void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw, float* db, const Conv2dGeometry& g,
+                            Activation act, bool accumulate, float* workspace);
+// dx = col2im(Wᵀ · dy_n) per image: every input pixel gets the sum of what its windows sent back.
+void conv2d_backward_input(const float* dy, const float* w, float* dx, const Conv2dGeometry& g, float* workspace);
+
+// Max pooling without padding: windows of K×K every S pixels, over each channel of each image.
+struct Pool2dGeometry {
+  int64_t batch = 0, channels = 0, height = 0, width = 0, kernel = 2, stride = 2;
+  int64_t out_height() const { return (height - kernel) / stride + 1; }
+  int64_t out_width() const { return (width - kernel) / stride + 1; }
+};
+// y = the max of each window; indices = where it was, as h·W + w within its channel (PyTorch's
+// return_indices). Ties: the first in row-major order wins; a NaN wins (the last one), as in
+// PyTorch's CPU kernel.
+void max_pool2d(const float* x, float* y, int32_t* indices, const Pool2dGeometry& g);
+// dx = 0, then each dy is added at its window's saved index (overlapping windows add up).
+void max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, const Pool2dGeometry& g);
+
+// Dropout whose mask is a function of where an element sits in the global batch, not of which
+// device computes it: the hash of (seed, step, global row, column). A sample keeps its mask
+// whichever replica, micro-batch or pipeline stage it lands on, and backward recomputes it.
+struct DropoutMask {
+  float p = 0;             // the probability of dropping an element, in [0, 1]
+  uint64_t seed = 0;
+  int64_t step = 0;        // the training step: each step draws a new mask
+  int64_t first_row = 0;   // the global batch row of the tensor's first row
+  // Kept elements are scaled by 1 / (1 − p) (0 when p = 1, where nothing is kept), as PyTorch's.
+  float scale() const { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+  // An element is kept when the top 32 bits of its hash are at least this: probability 1 − p.
+  uint64_t threshold() const;
+};
+// y = x ⊙ mask · scale, x {rows, cols}; the backward is the same op on dy (y may be x).
+void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutMask& m);
+
+// The hash of one element, written once for the host and the GPU (cuda_kernels.cu): SplitMix64's
+// finalizer over the four coordinates in turn.
+#if defined(__CUDACC__)
+#define SCALELAB_HOST_DEVICE __host__ __device__
+#else
+#define SCALELAB_HOST_DEVICE
+#endif
+SCALELAB_HOST_DEVICE inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+SCALELAB_HOST_DEVICE inline uint64_t dropout_hash(uint64_t seed, int64_t step, int64_t row, int64_t col) {
+  uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ull);
+  h = mix64(h ^ static_cast<uint64_t>(step));
+  h = mix64(h ^ static_cast<uint64_t>(row));
+  return mix64(h ^ static_cast<uint64_t>(col));
+}
+SCALELAB_HOST_DEVICE inline bool dropout_keeps(uint64_t threshold, uint64_t seed, int64_t step, int64_t row,
+                                               int64_t col) {
+  return (dropout_hash(seed, step, row, col) >> 32) >= threshold;
+}
+#undef SCALELAB_HOST_DEVICE
+
 }  // namespace scalelab::kernels
 
 // ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----

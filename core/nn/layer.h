@@ -30,7 +30,6 @@ class Layer {
   virtual ~Layer() = default;
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
-  Layer(Layer&&) = default;
 
   Device& device() { return *device_; }
   int index() const { return index_; }            // its place in the model: the events' `layer`

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/comm/process_group.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 
 namespace scalelab {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 
 namespace scalelab {
 

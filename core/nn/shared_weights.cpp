@@ -8,19 +8,17 @@
 namespace scalelab {
 
 SharedWeights::SharedWeights(const ModelSpec& spec, SegmentLayout& layout) : spec_(spec) {
-  for (int layer = 0; layer < spec.layer_count(); ++layer)
-    for (int64_t numel : {spec.sizes[layer + 1] * spec.sizes[layer], spec.sizes[layer + 1]}) {
-      at_.push_back(layout.place(numel * 4));
-      numel_.push_back(numel);
-    }
+  for (const TensorSpec& t : spec.tensors()) {
+    at_.push_back(layout.place(t.numel() * 4));
+    numel_.push_back(t.numel());
+  }
 }
 
-// Parameter i is layer i/2's weight (i even) or bias (i odd).
 HostWeights SharedWeights::read(const char* base) const {
-  HostWeights w{spec_, {}, {}};
+  HostWeights w{spec_, {}};
   for (size_t i = 0; i < at_.size(); ++i) {
     const float* p = reinterpret_cast<const float*>(base + at_[i]);
-    (i % 2 ? w.bias : w.weight).emplace_back(p, p + numel_[i]);
+    w.values.emplace_back(p, p + numel_[i]);
   }
   return w;
 }
@@ -28,7 +26,7 @@ HostWeights SharedWeights::read(const char* base) const {
 void SharedWeights::write(char* base, const HostWeights& weights) const {
   if (!weights.has_values()) return;  // a dry run's weights, shapes only: the segment stays zero
   for (size_t i = 0; i < at_.size(); ++i) {
-    const std::vector<float>& v = (i % 2 ? weights.bias : weights.weight)[i / 2];
+    const std::vector<float>& v = weights.values[i];
     if (static_cast<int64_t>(v.size()) != numel_[i])
       throw Error("proc", "internal: weights of " + weights.spec.text + " written where " + spec_.text +
                               "'s are shared; please report it");
@@ -36,7 +34,7 @@ void SharedWeights::write(char* base, const HostWeights& weights) const {
   }
 }
 
-void SharedWeights::share(Mlp& model, Device& device, char* base) const {
+void SharedWeights::share(Model& model, Device& device, char* base) const {
   const std::vector<Parameter*> params = model.parameters();
   if (params.size() != at_.size())
     throw Error("proc", "internal: a model of " + std::to_string(params.size()) + " parameters shares the " +

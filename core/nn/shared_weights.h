@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/proc/layout.h"
 
 namespace scalelab {
@@ -23,7 +23,7 @@ class SharedWeights {
   // Points the parameters of `model` (on `device`) at their floats in the segment: the model then
   // reads and writes the shared weights themselves, and the private copies it was built with are
   // freed. The segment owns the bytes; the device's ledger counts them as params, once.
-  void share(Mlp& model, Device& device, char* base) const;
+  void share(Model& model, Device& device, char* base) const;
 
   const ModelSpec& spec() const { return spec_; }
   const std::vector<int64_t>& numel() const { return numel_; }  // per parameter

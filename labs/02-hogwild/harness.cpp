@@ -35,7 +35,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
@@ -185,7 +185,7 @@ void remove_leftovers() {
 // Where `model`'s parameters live: "" if all of them are inside ONE mapping of the segment at
 // `path`, mapped shared (MAP_SHARED); else what is wrong. `who` starts the sentence. `inode`, if
 // given, gets the segment's.
-std::string where_parameters_live(Mlp& model, const std::string& path, const std::string& who,
+std::string where_parameters_live(Model& model, const std::string& path, const std::string& who,
                                   unsigned long* inode = nullptr) {
   const std::vector<Mapping> all = mappings();
   const Mapping* first = nullptr;
@@ -273,7 +273,7 @@ void record(int rank, const std::string& text) {
 
 namespace lab02::detail {
 
-void on_train_step(int rank, Mlp& model, const HostBatch& shard) {
+void on_train_step(int rank, Model& model, const HostBatch& shard) {
   if (!g_watched.log) return;
   // Per process: fork copies these, and a fresh process has trained nothing yet.
   static pid_t me = 0;
@@ -541,7 +541,7 @@ void shared(const Args& a) {
       DeviceOptions opt;
       opt.bus = &bus;
       auto devices = make_devices(opt);
-      Mlp model(*devices[0], init);
+      Model model(*devices[0], init);
       lab02::Segment s = lab02::share_memory(model, sharing, name);
       const std::string what = "share_memory(model, " + strategy + ", \"" + name + "\")";
       const std::vector<Mapping> maps = mappings_of(path);
@@ -830,7 +830,7 @@ Attempt try_share_memory(Sharing sharing, const std::string& name) {
   DeviceOptions opt;
   opt.bus = &bus;
   auto devices = make_devices(opt);
-  Mlp model(*devices[0], init_weights(ModelSpec::parse(kSmallModel), 7));
+  Model model(*devices[0], init_weights(ModelSpec::parse(kSmallModel), 7));
   Attempt at;
   try {
     lab02::Segment s = lab02::share_memory(model, sharing, name);
@@ -919,7 +919,7 @@ void share_failure(const Args& a) {
     DeviceOptions opt;
     opt.bus = &bus;
     auto devices = make_devices(opt);
-    Mlp model(*devices[0], init_weights(ModelSpec::parse(kSmallModel), 7));
+    Model model(*devices[0], init_weights(ModelSpec::parse(kSmallModel), 7));
     lab02::Segment twice = lab02::share_memory(model, Sharing::file_descriptor, unique_name());
     lab02::release(twice);
     lab02::release(twice);

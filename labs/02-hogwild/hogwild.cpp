@@ -13,7 +13,7 @@
 
 namespace lab02 {
 
-Segment share_memory(Mlp& model, Sharing sharing, const std::string& name) {
+Segment share_memory(Model& model, Sharing sharing, const std::string& name) {
   // TODO: create the segment by the strategy (memfd_create, or shm_open of "/" + name), give it
   // ParamLayout's bytes (ftruncate), map it MAP_SHARED, write the model's weights in and point the
   // model at them. If a call fails, release what was made and throw.
@@ -21,7 +21,7 @@ Segment share_memory(Mlp& model, Sharing sharing, const std::string& name) {
   throw lab::Todo("share_memory", "labs/02-hogwild/hogwild.cpp");
 }
 
-int worker(int rank, Mlp& model, const Job& job) {
+int worker(int rank, Model& model, const Job& job) {
   // TODO: this worker's own optimizer; then its shard of every batch, one train_step each.
   (void)rank, (void)model, (void)job;
   throw lab::Todo("worker", "labs/02-hogwild/hogwild.cpp");

@@ -30,7 +30,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/nn/shared_weights.h"
 #include "core/proc/layout.h"
@@ -44,7 +44,7 @@ namespace lab02 {
 using scalelab::Device;
 using scalelab::HostBatch;
 using scalelab::HostWeights;
-using scalelab::Mlp;
+using scalelab::Model;
 using scalelab::ModelSpec;
 using scalelab::Optimizer;
 using scalelab::OptimizerConfig;
@@ -86,7 +86,7 @@ class ParamLayout {
   // Points `model`'s parameters at their floats in the segment at `base`: from now on the model
   // computes on the shared weights, and its optimizer writes into them (its private copies are
   // freed). Write the model's current weights there first.
-  void point(Mlp& model, char* base) const { weights_.share(model, model.layers().front().device(), base); }
+  void point(Model& model, char* base) const { weights_.share(model, model.layers().front().device(), base); }
 
  private:
   scalelab::SegmentLayout layout_;  // first: weights_ places the parameters in it
@@ -107,7 +107,7 @@ struct Job {
 // The harness's eyes (defined in harness.cpp): which process trained which rows, where that
 // process's parameters live, when the parent began to wait for its workers, how many it started.
 namespace detail {
-void on_train_step(int rank, Mlp& model, const HostBatch& shard);
+void on_train_step(int rank, Model& model, const HostBatch& shard);
 void on_parent_waits();
 void on_worker_started();
 }  // namespace detail
@@ -115,7 +115,7 @@ void on_worker_started();
 // One Hogwild step of worker `rank` on its shard: forward, loss, backward (the gradients are the
 // worker's own, private), then optimizer.step(), which writes straight into the model's parameters
 // — the shared ones, if the model points into the segment. No lock.
-inline void train_step(int rank, Mlp& model, Optimizer& optimizer, const HostBatch& shard) {
+inline void train_step(int rank, Model& model, Optimizer& optimizer, const HostBatch& shard) {
   detail::on_train_step(rank, model, shard);
   lab::forward_backward(model.layers().front().device(), model, shard);
   optimizer.step();
@@ -172,7 +172,7 @@ class Workers {
 // MAP_SHARED, copy the model's current weights in (ParamLayout::write of model.download()) and
 // point the model at them (ParamLayout::point). Returns the segment, still open and mapped (and
 // for file_system still named: linked = true).
-Segment share_memory(Mlp& model, Sharing sharing, const std::string& name);
+Segment share_memory(Model& model, Sharing sharing, const std::string& name);
 
 // ---- Task 2: one worker (mp.Process's target) ------------------------------------------------------
 
@@ -180,7 +180,7 @@ Segment share_memory(Mlp& model, Sharing sharing, const std::string& name);
 // fork copied it — its parameters point into the shared mapping. Build this worker's OWN optimizer
 // on the model's parameters, then for every batch of job.batches, in order: take this worker's
 // shard (take_shard) and train_step on it. Returns the process's exit status: 0.
-int worker(int rank, Mlp& model, const Job& job);
+int worker(int rank, Model& model, const Job& job);
 
 // ---- Task 3: the run -------------------------------------------------------------------------------
 

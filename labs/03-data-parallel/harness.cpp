@@ -17,7 +17,7 @@
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
@@ -66,11 +66,11 @@ Run train_dp(int n, const std::string& profile, const std::string& model, const 
   }
   auto devices = make_devices(o);
   const ModelSpec spec = ModelSpec::parse(model);
-  std::vector<std::unique_ptr<Mlp>> replicas;
+  std::vector<std::unique_ptr<Model>> replicas;
   lab03::Controller c;
   for (int i = 0; i < n; ++i) {
     // Replicas 1…n−1 start from OTHER weights: only replicating device 0's makes them right.
-    replicas.push_back(std::make_unique<Mlp>(*devices[static_cast<size_t>(i)], init_weights(spec, i == 0 ? 7 : 100 + i)));
+    replicas.push_back(std::make_unique<Model>(*devices[static_cast<size_t>(i)], init_weights(spec, i == 0 ? 7 : 100 + i)));
     c.devices.push_back(devices[static_cast<size_t>(i)].get());
     c.replicas.push_back(replicas.back().get());
   }

@@ -16,7 +16,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/tensor.h"
 #include "labs/common/harness.h"
@@ -25,7 +25,7 @@ namespace lab03 {
 
 using scalelab::Device;
 using scalelab::HostBatch;
-using scalelab::Mlp;
+using scalelab::Model;
 using scalelab::Optimizer;
 using scalelab::Parameter;
 using scalelab::Tensor;
@@ -34,7 +34,7 @@ using scalelab::Tensor;
 // batch.size / N rows: device i rows [i·R, (i+1)·R)).
 struct Controller {
   std::vector<Device*> devices;  // devices[0] holds the model, the labels, the loss
-  std::vector<Mlp*> replicas;    // replicas[i] lives on devices[i]; replicas[0] is the model
+  std::vector<Model*> replicas;    // replicas[i] lives on devices[i]; replicas[0] is the model
   Optimizer* optimizer = nullptr;  // steps replicas[0]'s parameters (their .grad)
 };
 
@@ -46,7 +46,7 @@ struct Controller {
 // order below.
 inline void parallel_apply(int n, const std::function<void(int i)>& work) { lab::run_ranks(n, work); }
 
-// What you call (core/device/device.h, core/tensor.h, core/nn/mlp.h):
+// What you call (core/device/device.h, core/tensor.h, core/nn/model.h):
 //   dev.empty({rows, cols}, DType::f32 | DType::i32, MemoryCategory::activations | comm_buffers, "name")
 //       activations for the batch, its rows, the outputs and their gradient; comm_buffers for the
 //       reduce's buffers only (the `memory_held` check reads the ledger by category)

@@ -17,7 +17,7 @@
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
@@ -94,7 +94,7 @@ Run train_mp(int p, const std::string& profile, bool dry_run, const std::string&
   const ModelSpec spec = ModelSpec::parse(model);
   std::vector<Device*> placed;
   for (int d : reference_placement(spec.layer_count(), p)) placed.push_back(devices[static_cast<size_t>(d)].get());
-  Mlp mlp(placed, init_weights(spec, 7));
+  Model mlp(placed, init_weights(spec, 7));
   Optimizer optimizer(sgd(), mlp.parameters());
   lab04::Controller c;
   for (auto& d : devices) c.devices.push_back(d.get());

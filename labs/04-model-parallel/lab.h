@@ -19,7 +19,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/tensor.h"
 #include "labs/common/harness.h"
@@ -29,18 +29,18 @@ namespace lab04 {
 using scalelab::Device;
 using scalelab::HostBatch;
 using scalelab::Linear;
-using scalelab::Mlp;
+using scalelab::Model;
 using scalelab::Optimizer;
 using scalelab::Tensor;
 
 // What the controller owns.
 struct Controller {
   std::vector<Device*> devices;    // p devices: devices[0] gets the batch, devices[p − 1] the labels and the loss
-  Mlp* model = nullptr;            // model->layers()[l] lives on its device: layers()[l].device()
+  Model* model = nullptr;            // model->layers()[l] lives on its device: layers()[l].device()
   Optimizer* optimizer = nullptr;  // steps every parameter on the device that holds it
 };
 
-// What you call (core/device/device.h, core/tensor.h, core/nn/mlp.h):
+// What you call (core/device/device.h, core/tensor.h, core/nn/model.h):
 //   dev.empty({rows, cols}, DType::f32 | DType::i32, MemoryCategory::activations, "name")
 //   dev.upload({"batch.x", Phase::data}, t, host_pointer)          host → device
 //   dst_dev.copy({"activations to fc3", Phase::fwd, layer}, src, dst)

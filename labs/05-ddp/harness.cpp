@@ -19,7 +19,7 @@
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
@@ -170,7 +170,7 @@ std::vector<HostWeights> train_ddp(lab::World& w, int n, const Run& run, const s
   lab::run_ranks(n, [&](int rank) {
     Device& device = *w.devices[static_cast<size_t>(rank)];
     ProcessGroup& group = *w.groups[static_cast<size_t>(rank)];
-    Mlp model(device, init);  // (DDP's constructor broadcasts rank 0's weights: here they start equal)
+    Model model(device, init);  // (DDP's constructor broadcasts rank 0's weights: here they start equal)
     Optimizer optimizer(optimizer_config(run.optimizer), model.parameters());
     lab05::Reducer reducer(model.parameters(), group, run.cap, run.first_cap);
     HostBatch shard;
@@ -187,13 +187,13 @@ std::vector<HostWeights> train_ddp(lab::World& w, int n, const Run& run, const s
       Tensor dlogits = device.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
       device.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, window.grad_scale);
       // Backward, last layer first; each gradient is marked ready as soon as it is written.
-      std::vector<Linear>& layers = model.layers();
+      const LayerList& layers = model.layers();
       Tensor grad = dlogits;
       int64_t backward_end = 0;
       for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
         grad = layers[static_cast<size_t>(l)].backward(grad, l > 0, window.accumulate);
         if (window.sync) {
-          Linear& layer = layers[static_cast<size_t>(l)];
+          Linear& layer = static_cast<Linear&>(layers[static_cast<size_t>(l)]);  // an MLP's layer
           // The hook fires when the gradient is written: the host is there in simulated time.
           lab05::detail::host_now_ns = layer.bias.grad.ready_ns();
           reducer.mark_ready(2 * l + 1);  // fc(l+1).bias
@@ -401,7 +401,7 @@ void launch_order(const Args&) {
   std::vector<Wrong> problem(static_cast<size_t>(n));  // each rank's first wrong launch
   lab::run_ranks(n, [&](int rank) {
     Device& device = *w->devices[static_cast<size_t>(rank)];
-    Mlp model(device, init);
+    Model model(device, init);
     lab05::Reducer reducer(model.parameters(), *w->groups[static_cast<size_t>(rank)], run.cap, run.first_cap);
     for (size_t s = 0; s < orders.size(); ++s) {
       device.set_step(static_cast<int64_t>(s));
@@ -463,7 +463,7 @@ void hook_async(const Args&) {
   bool waited = false;  // rank 1 gave up waiting for them
   lab::run_ranks(n, [&](int rank) {
     Device& device = *w->devices[static_cast<size_t>(rank)];
-    Mlp model(device, init);
+    Model model(device, init);
     lab05::Reducer reducer(model.parameters(), *w->groups[static_cast<size_t>(rank)], run.cap, run.first_cap);
     if (rank == 1) {
       std::unique_lock<std::mutex> lock(m);

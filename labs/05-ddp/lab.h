@@ -16,7 +16,7 @@
 
 #include "core/comm/process_group.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/tensor.h"
 #include "labs/common/harness.h"
 

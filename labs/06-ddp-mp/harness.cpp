@@ -20,7 +20,7 @@
 #include "core/data/dataset.h"
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
@@ -164,7 +164,7 @@ Run train_ddp_mp(int n, const std::string& profile, const std::string& model_spe
     Device* second = w->devices[static_cast<size_t>(d.second)].get();
     std::vector<Device*> place;
     for (int l = 0; l < layers; ++l) place.push_back(lab06::layer_side(l, layers) == 0 ? first : second);
-    Mlp model(place, init);  // (DDP's constructor broadcasts rank 0's weights: here they start equal)
+    Model model(place, init);  // (DDP's constructor broadcasts rank 0's weights: here they start equal)
     Optimizer step(optimizer_config(optimizer), model.parameters());
     lab06::Replica r;
     r.rank = rank;
@@ -444,12 +444,12 @@ std::vector<std::vector<double>> shard_losses(const std::string& model, const st
   o.bus = &bus;
   auto devices = make_devices(o);
   Device& device = *devices[0];
-  Mlp m(device, init_weights(ModelSpec::parse(model), 7));
+  Model m(device, init_weights(ModelSpec::parse(model), 7));
   Optimizer step(optimizer_config("sgd"), m.parameters());
   std::vector<std::vector<double>> out(batches.size());
   HostBatch shard;
   for (size_t s = 0; s < batches.size(); ++s) {
-    Mlp now(device, m.download());  // this step's weights, for the shards' forwards alone
+    Model now(device, m.download());  // this step's weights, for the shards' forwards alone
     for (int r = 0; r < n; ++r) {
       take_shard(batches[s], r, n, shard);
       out[s].push_back(lab::forward_backward(device, now, shard));  // (now's gradients are thrown away)

@@ -20,7 +20,7 @@
 #include "core/comm/process_group.h"
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/tensor.h"
 #include "labs/common/harness.h"
@@ -29,7 +29,7 @@ namespace lab06 {
 
 using scalelab::Device;
 using scalelab::HostBatch;
-using scalelab::Mlp;
+using scalelab::Model;
 using scalelab::Optimizer;
 using scalelab::Parameter;
 using scalelab::ProcessGroup;
@@ -128,12 +128,12 @@ struct Replica {
   ProcessGroup* group = nullptr;  // this rank's group (a collective runs on its tensor's device)
   Device* first = nullptr;        // devices[rank_devices(rank).first]
   Device* second = nullptr;       // devices[rank_devices(rank).second]
-  Mlp* model = nullptr;           // layer l on first or second, as layer_side(l, L) says
+  Model* model = nullptr;           // layer l on first or second, as layer_side(l, L) says
   Optimizer* optimizer = nullptr;  // steps every parameter where it lives (SGD with momentum, or Adam)
   std::vector<Bucket> buckets;    // make_buckets(model->parameters())
 };
 
-// What you call (core/device/device.h, core/nn/mlp.h):
+// What you call (core/device/device.h, core/nn/model.h):
 //   dev.empty({rows, cols}, DType::f32 | DType::i32, MemoryCategory::activations, "name")
 //   dev.upload({"batch.x", Phase::data}, t, host_pointer)          host → dev
 //   dst_dev.copy({"name", Phase::fwd | Phase::bwd, layer}, src, dst)

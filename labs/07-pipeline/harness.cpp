@@ -20,7 +20,7 @@
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "lab.h"

@@ -19,7 +19,7 @@
 // Three rules for every list, checked before anything runs (check_pipeline_schedule): each
 // micro-batch 0 … m − 1 has its forward and its backward exactly once; a backward comes after its
 // forward; and the backwards come in the order of the forwards — each layer keeps the inputs of its
-// forwards in a queue, and a backward takes the oldest (Linear::backward in core/nn/mlp.cpp).
+// forwards in a queue, and a backward takes the oldest (Linear::backward in core/nn/linear.cpp).
 //
 // A send is a rendezvous: it returns once the stage at the other end has received it. So the
 // lists of two neighbouring stages must agree on the order of what crosses the link between them;

@@ -13,7 +13,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "lab.h"
@@ -99,7 +99,7 @@ void poison_next_buffer(Device& device, int64_t floats) {
 
 // The floats of the flat weight buffer past the P parameters (the last parameter is a view of it)
 // that are not exactly 0.
-int64_t padding_nonzero(Mlp& model, int64_t params) {
+int64_t padding_nonzero(Model& model, int64_t params) {
   const auto& storage = model.parameters().back()->value.storage();
   const float* flat = static_cast<const float*>(storage->data);
   int64_t bad = 0;
@@ -133,7 +133,7 @@ std::vector<RankResult> train_zero(int n, int stage, const std::string& model_sp
   lab::run_ranks(n, [&](int rank) {
     Device& device = *w->devices[static_cast<size_t>(rank)];
     ProcessGroup& group = *w->groups[static_cast<size_t>(rank)];
-    Mlp model(device, init);  // the same initial weights on every rank
+    Model model(device, init);  // the same initial weights on every rank
     AdamOptions adam;
     adam.lr = kLr;
     adam.weight_decay = kWeightDecay;

@@ -16,7 +16,7 @@
 
 #include "core/comm/process_group.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/tensor.h"
 #include "labs/common/harness.h"
 
@@ -24,7 +24,7 @@ namespace lab08 {
 
 using scalelab::AdamOptions;
 using scalelab::Device;
-using scalelab::Mlp;
+using scalelab::Model;
 using scalelab::Parameter;
 using scalelab::ProcessGroup;
 using scalelab::Tensor;
@@ -50,14 +50,14 @@ Shard shard_of(int64_t params, int world, int rank);
 // Replaces every parameter's own tensors by views of ONE flat buffer of `padded` floats (memory
 // category params, zero-filled: the padding is zero), in model order, and keeps the weights the
 // model had. Returns the flat buffer. The parameters' .grad are left empty: seat them next.
-inline Tensor flatten_parameters(Mlp& model, int64_t padded) {
+inline Tensor flatten_parameters(Model& model, int64_t padded) {
   std::vector<Parameter*> params = model.parameters();
   Device& device = *params.at(0)->value.device();
   const scalelab::HostWeights weights = model.download();
   std::vector<std::vector<int64_t>> shapes;
   for (Parameter* p : params) {
     shapes.push_back(p->value.shape());
-    p->value = p->grad = Tensor();  // the Mlp's own tensors are freed here
+    p->value = p->grad = Tensor();  // the Model's own tensors are freed here
   }
   Tensor flat = device.zeros({padded}, scalelab::DType::f32, scalelab::MemoryCategory::params, "zero.flat_params");
   int64_t offset = 0;
@@ -71,7 +71,7 @@ inline Tensor flatten_parameters(Mlp& model, int64_t padded) {
 
 // Makes every parameter's gradient a view of `flat` (P' floats), in the same layout as the
 // weights: backward then writes the whole gradient into `flat`. It does not touch the padding.
-inline void seat_gradients(Mlp& model, const Tensor& flat) {
+inline void seat_gradients(Model& model, const Tensor& flat) {
   int64_t offset = 0;
   for (Parameter* p : model.parameters()) {
     p->grad = flat.view(offset, p->value.shape());
@@ -96,7 +96,7 @@ class ZeroAdam {
   //    once; stage 2 — only this rank's S floats of averaged gradient are KEPT (grads);
   //  - Adam's state m and v: S floats each, for this rank's shard only, allocated through the
   //    device in MemoryCategory::optimizer (the ledger counts it: 2 · 4 · S bytes per rank).
-  ZeroAdam(Mlp& model, ProcessGroup& group, int stage, const AdamOptions& adam);
+  ZeroAdam(Model& model, ProcessGroup& group, int stage, const AdamOptions& adam);
 
   // Before each backward. Stage 2: the buffer backward writes the whole gradient into, which
   // lives only until the reduce-scatter has read it (MemoryCategory::comm_buffers; its padding
@@ -110,7 +110,7 @@ class ZeroAdam {
   void step();
 
  private:
-  Mlp& model_;
+  Model& model_;
   ProcessGroup& group_;
   int stage_;
   AdamOptions adam_;

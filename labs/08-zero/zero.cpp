@@ -17,7 +17,7 @@ Shard shard_of(int64_t params, int world, int rank) {
   throw lab::Todo("shard_of", "labs/08-zero/zero.cpp");
 }
 
-ZeroAdam::ZeroAdam(Mlp& model, ProcessGroup& group, int stage, const AdamOptions& adam)
+ZeroAdam::ZeroAdam(Model& model, ProcessGroup& group, int stage, const AdamOptions& adam)
     : model_(model), group_(group), stage_(stage), adam_(adam) {
   // TODO: P (the sum of the parameters' numel()); shard_ = shard_of(P, N, rank);
   // flat_params_ = flatten_parameters(model_, P'); the gradient buffers of your stage; m_ and v_:

@@ -22,7 +22,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/trace/events.h"
 #include "lab.h"
 #include "labs/common/reference.h"
@@ -55,14 +55,13 @@ std::string encode_state(const TrainState& s) {
   put(&s.scaler.scale, 4);
   put(&s.scaler.good_steps, 8);
   put(&s.scaler.skipped_steps, 8);
-  const int64_t layers = static_cast<int64_t>(s.weights.weight.size());
+  const int64_t layers = static_cast<int64_t>(s.weights.values.size() / 2);  // an MLP: W and b per layer
   put(&layers, 8);
-  for (int64_t l = 0; l < layers; ++l)
-    for (const auto* v : {&s.weights.weight[static_cast<size_t>(l)], &s.weights.bias[static_cast<size_t>(l)]}) {
-      const int64_t n = static_cast<int64_t>(v->size());
-      put(&n, 8);
-      put(v->data(), static_cast<size_t>(n) * 4);
-    }
+  for (const std::vector<float>& v : s.weights.values) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    put(&n, 8);
+    put(v.data(), static_cast<size_t>(n) * 4);
+  }
   return out;
 }
 
@@ -85,16 +84,14 @@ TrainState decode_state(const std::string& bytes) {
   get(&layers, 8);
   if (layers < 0 || layers > 64) throw std::runtime_error("decode_state: a bad layer count");
   s.weights.spec = ModelSpec::parse(kModel);
-  s.weights.weight.resize(static_cast<size_t>(layers));
-  s.weights.bias.resize(static_cast<size_t>(layers));
-  for (int64_t l = 0; l < layers; ++l)
-    for (auto* v : {&s.weights.weight[static_cast<size_t>(l)], &s.weights.bias[static_cast<size_t>(l)]}) {
-      int64_t n = 0;
-      get(&n, 8);
-      if (n < 0 || n > (1 << 24)) throw std::runtime_error("decode_state: a bad tensor size");
-      v->resize(static_cast<size_t>(n));
-      get(v->data(), static_cast<size_t>(n) * 4);
-    }
+  s.weights.values.resize(static_cast<size_t>(2 * layers));
+  for (std::vector<float>& v : s.weights.values) {
+    int64_t n = 0;
+    get(&n, 8);
+    if (n < 0 || n > (1 << 24)) throw std::runtime_error("decode_state: a bad tensor size");
+    v.resize(static_cast<size_t>(n));
+    get(v.data(), static_cast<size_t>(n) * 4);
+  }
   if (at != bytes.size()) throw std::runtime_error("decode_state: bytes left over at the end of the checkpoint");
   return s;
 }
@@ -156,14 +153,12 @@ std::vector<HostBatch> make_batches(int steps) {
   return out;
 }
 
-bool same_weights(const HostWeights& a, const HostWeights& b) { return a.weight == b.weight && a.bias == b.bias; }
+bool same_weights(const HostWeights& a, const HostWeights& b) { return a.values == b.values; }
 
 double max_diff(const HostWeights& a, const HostWeights& b) {
   double d = 0;
-  for (size_t l = 0; l < a.weight.size(); ++l) {
-    for (size_t i = 0; i < a.weight[l].size(); ++i) d = std::max(d, std::fabs(double(a.weight[l][i]) - b.weight[l][i]));
-    for (size_t i = 0; i < a.bias[l].size(); ++i) d = std::max(d, std::fabs(double(a.bias[l][i]) - b.bias[l][i]));
-  }
+  for (size_t p = 0; p < a.values.size(); ++p)
+    for (size_t i = 0; i < a.values[p].size(); ++i) d = std::max(d, std::fabs(double(a.values[p][i]) - b.values[p][i]));
   return d;
 }
 
@@ -197,7 +192,7 @@ struct Run {
 };
 
 
-void sgd_step(Device& device, Mlp& model) {
+void sgd_step(Device& device, Model& model) {
   SgdOptions o;
   o.lr = kLr;
   for (Parameter* p : model.parameters()) device.sgd({"sgd", Phase::optim}, p->value, p->grad, Tensor(), o);
@@ -213,7 +208,7 @@ std::vector<RankTrace> train(const Run& run, const std::vector<HostBatch>& batch
   lab::run_ranks(n, [&](int rank) {
     Device& device = *w->devices[static_cast<size_t>(rank)];
     ProcessGroup& group = *w->groups[static_cast<size_t>(rank)];
-    Mlp model(device, run.init.size() == 1 ? run.init[0] : run.init[static_cast<size_t>(rank)]);
+    Model model(device, run.init.size() == 1 ? run.init[0] : run.init[static_cast<size_t>(rank)]);
     Tensor flag = device.zeros({1}, DType::f32, MemoryCategory::comm_buffers, "amp.found_inf");
     lab09::ScalerState state = run.start;
     RankTrace& T = out[static_cast<size_t>(rank)];
@@ -259,7 +254,7 @@ HostWeights train_single(const HostWeights& init, const std::vector<HostBatch>& 
   o.bus = &bus;
   auto devices = make_devices(o);
   Device& device = *devices[0];
-  Mlp model(device, init);
+  Model model(device, init);
   for (int s = 0; s < steps; ++s) {
     lab::forward_backward(device, model, batches[static_cast<size_t>(s)], 1.0f);
     sgd_step(device, model);

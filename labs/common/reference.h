@@ -9,7 +9,7 @@
 
 #include "core/data/dataset.h"
 #include "core/device/device.h"
-#include "core/nn/mlp.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "labs/common/harness.h"
 
@@ -29,7 +29,7 @@ inline std::vector<scalelab::HostBatch> synthetic_batches(const std::string& mod
 
 // One batch through `model` on `device`: every parameter's .grad holds scale · d(mean loss)/dw.
 // Returns the batch's mean loss.
-inline double forward_backward(scalelab::Device& device, scalelab::Mlp& model, const scalelab::HostBatch& b,
+inline double forward_backward(scalelab::Device& device, scalelab::Model& model, const scalelab::HostBatch& b,
                              float scale = 1.0f) {
   using namespace scalelab;
   Tensor x = device.empty({b.size, b.features}, DType::f32, MemoryCategory::activations, "batch.x");
@@ -53,7 +53,7 @@ inline scalelab::HostWeights train_single(const std::string& model, const scalel
   DeviceOptions o;
   o.bus = &bus;
   auto devices = make_devices(o);
-  Mlp m(*devices[0], init_weights(ModelSpec::parse(model), 7));
+  Model m(*devices[0], init_weights(ModelSpec::parse(model), 7));
   Optimizer step(optimizer, m.parameters());
   for (const HostBatch& b : batches) {
     const double loss = forward_backward(*devices[0], m, b);

@@ -263,6 +263,58 @@ double MetaExecutor::mse(const Tensor&, const Tensor&, const Tensor&, float) {
 
 }  // namespace scalelab
 
+// ---- the ConvNet's ops ----------------------------------------------------------------------
+
+namespace scalelab {
+
+namespace {
+
+void require_conv_f32(std::initializer_list<const Tensor*> tensors, const char* op) {
+  for (const Tensor* t : tensors)
+    if (t->defined()) require_f32(*t, op);
+}
+
+}  // namespace
+
+void CpuExecutor::conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                         const Conv2dGeometry& g, Activation act, const Tensor& workspace) {
+  require_conv_f32({&x, &weight, &bias, &y, &workspace}, "conv2d");
+  k::conv2d(x.data<float>(), weight.data<float>(), bias.data<float>(), y.data<float>(), g, act,
+            workspace.data<float>());
+}
+
+void CpuExecutor::conv2d_backward_weight(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dweight,
+                                         const Tensor& dbias, const Conv2dGeometry& g, Activation act,
+                                         bool accumulate, const Tensor& workspace) {
+  require_conv_f32({&x, &y, &dy, &dweight, &dbias, &workspace}, "conv2d_backward_weight");
+  k::conv2d_backward_weight(x.data<float>(), y.defined() ? y.data<float>() : nullptr, dy.data<float>(),
+                            dweight.data<float>(), dbias.data<float>(), g, act, accumulate, workspace.data<float>());
+}
+
+void CpuExecutor::conv2d_backward_input(const Tensor& dy, const Tensor& weight, const Tensor& dx,
+                                        const Conv2dGeometry& g, const Tensor& workspace) {
+  require_conv_f32({&dy, &weight, &dx, &workspace}, "conv2d_backward_input");
+  k::conv2d_backward_input(dy.data<float>(), weight.data<float>(), dx.data<float>(), g, workspace.data<float>());
+}
+
+void CpuExecutor::max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) {
+  require_conv_f32({&x, &y}, "max_pool2d");
+  k::max_pool2d(x.data<float>(), y.data<float>(), indices.data<int32_t>(), g);
+}
+
+void CpuExecutor::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                                      const Pool2dGeometry& g) {
+  require_conv_f32({&dy, &dx}, "max_pool2d_backward");
+  k::max_pool2d_backward(dy.data<float>(), indices.data<int32_t>(), dx.data<float>(), g);
+}
+
+void CpuExecutor::dropout(const Tensor& x, const Tensor& y, const DropoutMask& mask) {
+  require_conv_f32({&x, &y}, "dropout");
+  k::dropout(x.data<float>(), y.data<float>(), x.rows(), x.cols(), mask);
+}
+
+}  // namespace scalelab
+
 // ---- transformer ops: LayerNorm and the embedding in f32 (autocast keeps them there), GELU and attention also in half ----
 namespace scalelab {
 

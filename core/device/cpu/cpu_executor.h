@@ -56,6 +56,17 @@ class CpuExecutor : public Executor {
   void attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) override;
   void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
                           const Tensor& dscores, const Tensor& dqkv) override;
+  // The ConvNet's ops (executor.h).
+  void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g,
+              Activation act, const Tensor& workspace) override;
+  void conv2d_backward_weight(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dweight,
+                              const Tensor& dbias, const Conv2dGeometry& g, Activation act, bool accumulate,
+                              const Tensor& workspace) override;
+  void conv2d_backward_input(const Tensor& dy, const Tensor& weight, const Tensor& dx, const Conv2dGeometry& g,
+                             const Tensor& workspace) override;
+  void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) override;
+  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx, const Pool2dGeometry& g) override;
+  void dropout(const Tensor& x, const Tensor& y, const DropoutMask& mask) override;
 
  private:
   void release_cached();  // every kept block back to the system; caller holds mutex_
@@ -100,6 +111,16 @@ class MetaExecutor : public Executor {
   void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) override {}
   void attention(const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
   void attention_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
+  // The ConvNet's ops: nothing to compute.
+  void conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dGeometry&, Activation,
+              const Tensor&) override {}
+  void conv2d_backward_weight(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Conv2dGeometry&, Activation, bool, const Tensor&) override {}
+  void conv2d_backward_input(const Tensor&, const Tensor&, const Tensor&, const Conv2dGeometry&,
+                             const Tensor&) override {}
+  void max_pool2d(const Tensor&, const Tensor&, const Tensor&, const Pool2dGeometry&) override {}
+  void max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const Pool2dGeometry&) override {}
+  void dropout(const Tensor&, const Tensor&, const DropoutMask&) override {}
 };
 
 }  // namespace scalelab

@@ -580,6 +580,115 @@ std::unique_ptr<Clock> make_cuda_clock(Executor& executor, WallClock::time_point
 
 }  // namespace scalelab
 
+// ---- the ConvNet's ops ----------------------------------------------------------------------
+// kernels::conv2d's algorithm, step for step: per chunk of images, im2col, one cuBLAS GEMM, and a
+// kernel that puts its output into NCHW rows (forward) or takes dy out of them (backward).
+
+namespace scalelab {
+
+namespace {
+
+void require_conv_f32(std::initializer_list<const Tensor*> tensors, const char* op) {
+  for (const Tensor* t : tensors)
+    if (t->defined()) require_f32(*t, op);
+}
+
+// C[m×n] = alpha · op(A) · op(B) + beta · C on row-major f32 arrays (as CudaExecutor::gemm).
+void sgemm_rows(cublasHandle_t handle, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                const float* b, float beta, float* c) {
+  const int lda = to_int(ta ? m : k, "lda"), ldb = to_int(tb ? k : n, "ldb");
+  SCALELAB_CUBLAS_CHECK(cublasSgemm(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &alpha, b, ldb, a, lda, &beta, c,
+                                    to_int(n, "ldc")));
+}
+
+}  // namespace
+
+void CudaExecutor::conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                          const Conv2dGeometry& g, Activation act, const Tensor& workspace) {
+  require_conv_f32({&x, &weight, &bias, &y, &workspace}, "conv2d");
+  const int64_t L = g.pixels(), chunk = kernels::conv2d_chunk_images(g);
+  const int64_t in_row = g.in_channels * g.height * g.width, out_row = g.out_channels * L;
+  if (L == 0 || g.out_channels == 0) return;
+  activate();
+  float* col = workspace.data<float>();
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, g.batch - n0);
+    float* out = col + g.patch() * images * L;
+    cuda::im2col(x.data<float>() + n0 * in_row, col, images, g, stream_);
+    if (g.patch() == 0) cuda::fill_f32(out, 0.0f, g.out_channels * images * L, stream_);
+    else sgemm_rows(cublas_, false, false, g.out_channels, images * L, g.patch(), 1.0f, weight.data<float>(), col, 0.0f, out);
+    cuda::conv_bias_act(out, bias.data<float>(), y.data<float>() + n0 * out_row, images, g, act, stream_);
+  }
+}
+
+void CudaExecutor::conv2d_backward_weight(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dweight,
+                                          const Tensor& dbias, const Conv2dGeometry& g, Activation act,
+                                          bool accumulate, const Tensor& workspace) {
+  require_conv_f32({&x, &y, &dy, &dweight, &dbias, &workspace}, "conv2d_backward_weight");
+  const int64_t L = g.pixels(), chunk = kernels::conv2d_chunk_images(g);
+  const int64_t in_row = g.in_channels * g.height * g.width, out_row = g.out_channels * L;
+  activate();
+  cuda::conv_bias_backward(dy.data<float>(), y.defined() ? y.data<float>() : nullptr, dbias.data<float>(), g, act,
+                           accumulate, stream_);
+  if (g.out_channels == 0 || g.patch() == 0) return;
+  if ((g.batch == 0 || L == 0) && !accumulate) cuda::fill_f32(dweight.data<float>(), 0.0f, dweight.numel(), stream_);
+  if (L == 0) return;
+  float* col = workspace.data<float>();
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, g.batch - n0);
+    float* dyt = col + g.patch() * images * L;
+    cuda::conv_rows_to_columns(dy.data<float>() + n0 * out_row, dyt, images, g, stream_);
+    cuda::im2col(x.data<float>() + n0 * in_row, col, images, g, stream_);
+    const float beta = n0 == 0 && !accumulate ? 0.0f : 1.0f;
+    sgemm_rows(cublas_, false, true, g.out_channels, g.patch(), images * L, 1.0f, dyt, col, beta,
+               dweight.data<float>());  // dW (+)= dy · colᵀ
+  }
+}
+
+void CudaExecutor::conv2d_backward_input(const Tensor& dy, const Tensor& weight, const Tensor& dx,
+                                         const Conv2dGeometry& g, const Tensor& workspace) {
+  require_conv_f32({&dy, &weight, &dx, &workspace}, "conv2d_backward_input");
+  const int64_t L = g.pixels(), chunk = kernels::conv2d_chunk_images(g);
+  const int64_t in_row = g.in_channels * g.height * g.width, out_row = g.out_channels * L;
+  if (dx.numel() == 0) return;
+  activate();
+  if (L == 0 || g.out_channels == 0) {  // no window reads any pixel: nothing comes back
+    cuda::fill_f32(dx.data<float>(), 0.0f, dx.numel(), stream_);
+    return;
+  }
+  float* dcol = workspace.data<float>();
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    const int64_t images = std::min(chunk, g.batch - n0);
+    float* dyt = dcol + g.patch() * images * L;
+    cuda::conv_rows_to_columns(dy.data<float>() + n0 * out_row, dyt, images, g, stream_);
+    sgemm_rows(cublas_, true, false, g.patch(), images * L, g.out_channels, 1.0f, weight.data<float>(), dyt, 0.0f,
+               dcol);  // dcol = Wᵀ · dy
+    cuda::col2im(dcol, dx.data<float>() + n0 * in_row, images, g, stream_);
+  }
+}
+
+void CudaExecutor::max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) {
+  require_conv_f32({&x, &y}, "max_pool2d");
+  activate();
+  cuda::max_pool2d(x.data<float>(), y.data<float>(), indices.data<int32_t>(), g, stream_);
+}
+
+void CudaExecutor::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                                       const Pool2dGeometry& g) {
+  require_conv_f32({&dy, &dx}, "max_pool2d_backward");
+  activate();
+  cuda::max_pool2d_backward(dy.data<float>(), indices.data<int32_t>(), dx.data<float>(), g, stream_);
+}
+
+void CudaExecutor::dropout(const Tensor& x, const Tensor& y, const DropoutMask& mask) {
+  require_conv_f32({&x, &y}, "dropout");
+  activate();
+  cuda::dropout(x.data<float>(), y.data<float>(), x.rows(), x.cols(), mask, stream_);
+}
+
+}  // namespace scalelab
+
 // ---- transformer ops: LayerNorm and the embedding in f32, GELU and attention also in f16 / bf16 ----
 namespace scalelab {
 

@@ -76,6 +76,17 @@ class CudaExecutor : public Executor {
   void attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) override;
   void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
                           const Tensor& dscores, const Tensor& dqkv) override;
+  // The ConvNet's ops (executor.h).
+  void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g,
+              Activation act, const Tensor& workspace) override;
+  void conv2d_backward_weight(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dweight,
+                              const Tensor& dbias, const Conv2dGeometry& g, Activation act, bool accumulate,
+                              const Tensor& workspace) override;
+  void conv2d_backward_input(const Tensor& dy, const Tensor& weight, const Tensor& dx, const Conv2dGeometry& g,
+                             const Tensor& workspace) override;
+  void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) override;
+  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx, const Pool2dGeometry& g) override;
+  void dropout(const Tensor& x, const Tensor& y, const DropoutMask& mask) override;
 
  private:
   // What reductions hand back to the host, in one small device block so one copy fetches it.

@@ -491,6 +491,193 @@ void has_non_finite(const void* x, int dtype, int64_t n, int* flag, cudaStream_t
   CHECK_LAUNCH("has_non_finite_kernel");
 }
 
+
+// ---- the ConvNet's ops ----------------------------------------------------------------------
+
+namespace {
+
+// As above: for (i over [0, n) in steps of the whole grid).
+#define GRID_STRIDE(i, n)                                                                   \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void im2col_kernel(const float* x, float* col, int64_t images, int64_t C, int64_t H, int64_t W,
+                              int64_t K, int64_t S, int64_t P, int64_t OH, int64_t OW) {
+  const int64_t L = OH * OW, cols = images * L;
+  GRID_STRIDE(e, C * K * K * cols) {
+    const int64_t r = e / cols, j = e % cols;
+    const int64_t c = r / (K * K), kh = (r / K) % K, kw = r % K;
+    const int64_t i = j / L, oh = (j % L) / OW, ow = j % OW;
+    const int64_t ih = oh * S - P + kh, iw = ow * S - P + kw;
+    col[e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[((i * C + c) * H + ih) * W + iw] : 0.0f;
+  }
+}
+
+__global__ void col2im_kernel(const float* dcol, float* dx, int64_t images, int64_t C, int64_t H, int64_t W,
+                              int64_t K, int64_t S, int64_t P, int64_t OH, int64_t OW) {
+  const int64_t L = OH * OW, cols = images * L;
+  GRID_STRIDE(e, images * C * H * W) {
+    const int64_t i = e / (C * H * W), c = (e / (H * W)) % C, ih = (e / W) % H, iw = e % W;
+    float sum = 0.0f;
+    for (int64_t kh = 0; kh < K; ++kh) {
+      const int64_t th = ih + P - kh;  // = oh · S for the window that reads this pixel through kh
+      if (th < 0 || th % S != 0 || th / S >= OH) continue;
+      for (int64_t kw = 0; kw < K; ++kw) {
+        const int64_t tw = iw + P - kw;
+        if (tw < 0 || tw % S != 0 || tw / S >= OW) continue;
+        sum += dcol[((c * K + kh) * K + kw) * cols + i * L + (th / S) * OW + tw / S];
+      }
+    }
+    dx[e] = sum;
+  }
+}
+
+__global__ void conv_bias_act_kernel(const float* out, const float* b, float* y, int64_t images, int64_t OC,
+                                     int64_t L, bool relu) {
+  GRID_STRIDE(e, images * OC * L) {
+    const int64_t i = e / (OC * L), oc = (e / L) % OC, j = e % L;
+    const float v = out[(oc * images + i) * L + j] + b[oc];
+    y[e] = relu ? (v < 0.0f ? 0.0f : v) : v;  // std::max(v, 0.0f), as the host
+  }
+}
+
+// One block per channel: the mask over its N·L elements, their sum in double.
+__global__ void conv_bias_backward_kernel(float* dy, const float* y, float* db, int64_t N, int64_t OC, int64_t L,
+                                          bool relu, bool accumulate) {
+  const int64_t oc = blockIdx.x;
+  double acc = 0;
+  for (int64_t t = threadIdx.x; t < N * L; t += blockDim.x) {
+    const int64_t at = (t / L) * OC * L + oc * L + t % L;
+    if (relu && !(y[at] > 0.0f)) dy[at] = 0.0f;
+    acc += dy[at];
+  }
+  acc = block_all_reduce(acc, SumOp{});
+  if (threadIdx.x == 0) db[oc] = static_cast<float>(acc) + (accumulate ? db[oc] : 0.0f);
+}
+
+__global__ void conv_rows_to_columns_kernel(const float* dy, float* dyt, int64_t images, int64_t OC, int64_t L) {
+  GRID_STRIDE(e, OC * images * L) {
+    const int64_t oc = e / (images * L), i = (e / L) % images, j = e % L;
+    dyt[e] = dy[(i * OC + oc) * L + j];
+  }
+}
+
+__global__ void max_pool2d_kernel(const float* x, float* y, int32_t* indices, int64_t planes, int64_t H, int64_t W,
+                                  int64_t K, int64_t S, int64_t OH, int64_t OW) {
+  GRID_STRIDE(e, planes * OH * OW) {
+    const int64_t plane = e / (OH * OW), oh = (e / OW) % OH, ow = e % OW;
+    const float* in = x + plane * H * W;
+    int64_t best = oh * S * W + ow * S;
+    float value = in[best];
+    for (int64_t kh = 0; kh < K; ++kh)
+      for (int64_t kw = 0; kw < K; ++kw) {
+        const int64_t at = (oh * S + kh) * W + ow * S + kw;
+        if (in[at] > value || isnan(in[at])) {
+          value = in[at];
+          best = at;
+        }
+      }
+    y[e] = value;
+    indices[e] = static_cast<int32_t>(best);
+  }
+}
+
+// Each input pixel sums the dy of the windows that chose it, in the order the host adds them.
+__global__ void max_pool2d_backward_kernel(const float* dy, const int32_t* indices, float* dx, int64_t planes,
+                                           int64_t H, int64_t W, int64_t K, int64_t S, int64_t OH, int64_t OW) {
+  GRID_STRIDE(e, planes * H * W) {
+    const int64_t plane = e / (H * W), ih = (e / W) % H, iw = e % W, here = ih * W + iw;
+    // The windows holding (ih, iw): oh · S ≤ ih < oh · S + K.
+    const int64_t oh_first = ih >= K ? (ih - K) / S + 1 : 0, ow_first = iw >= K ? (iw - K) / S + 1 : 0;
+    const int64_t oh_last = ih / S < OH ? ih / S : OH - 1, ow_last = iw / S < OW ? iw / S : OW - 1;
+    float sum = 0.0f;
+    for (int64_t oh = oh_first; oh <= oh_last; ++oh)
+      for (int64_t ow = ow_first; ow <= ow_last; ++ow) {
+        const int64_t j = plane * OH * OW + oh * OW + ow;
+        if (indices[j] == here) sum += dy[j];
+      }
+    dx[e] = sum;
+  }
+}
+
+__global__ void dropout_kernel(const float* x, float* y, int64_t rows, int64_t cols, uint64_t threshold,
+                               uint64_t seed, int64_t step, int64_t first_row, float scale) {
+  GRID_STRIDE(e, rows * cols) {
+    const bool keep = kernels::dropout_keeps(threshold, seed, step, first_row + e / cols, e % cols);
+    y[e] = keep ? x[e] * scale : 0.0f;
+  }
+}
+
+#undef GRID_STRIDE
+
+}  // namespace
+
+void im2col(const float* x, float* col, int64_t images, const kernels::Conv2dGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.patch() * images * g.pixels();
+  if (n == 0) return;
+  im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, col, images, g.in_channels, g.height, g.width, g.kernel,
+                                                        g.stride, g.padding, g.out_height(), g.out_width());
+  CHECK_LAUNCH("im2col_kernel");
+}
+
+void col2im(const float* dcol, float* dx, int64_t images, const kernels::Conv2dGeometry& g, cudaStream_t stream) {
+  const int64_t n = images * g.in_channels * g.height * g.width;
+  if (n == 0) return;
+  col2im_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dcol, dx, images, g.in_channels, g.height, g.width, g.kernel,
+                                                        g.stride, g.padding, g.out_height(), g.out_width());
+  CHECK_LAUNCH("col2im_kernel");
+}
+
+void conv_bias_act(const float* out, const float* b, float* y, int64_t images, const kernels::Conv2dGeometry& g,
+                   kernels::Activation act, cudaStream_t stream) {
+  const int64_t n = images * g.out_channels * g.pixels();
+  if (n == 0) return;
+  conv_bias_act_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, b, y, images, g.out_channels, g.pixels(),
+                                                               act == kernels::Activation::relu);
+  CHECK_LAUNCH("conv_bias_act_kernel");
+}
+
+void conv_bias_backward(float* dy, const float* y, float* db, const kernels::Conv2dGeometry& g,
+                        kernels::Activation act, bool accumulate, cudaStream_t stream) {
+  if (g.out_channels == 0) return;
+  conv_bias_backward_kernel<<<static_cast<unsigned>(g.out_channels), kThreads, 0, stream>>>(
+      dy, y, db, g.batch, g.out_channels, g.pixels(), act == kernels::Activation::relu, accumulate);
+  CHECK_LAUNCH("conv_bias_backward_kernel");
+}
+
+void conv_rows_to_columns(const float* dy, float* dyt, int64_t images, const kernels::Conv2dGeometry& g,
+                          cudaStream_t stream) {
+  const int64_t n = images * g.out_channels * g.pixels();
+  if (n == 0) return;
+  conv_rows_to_columns_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, dyt, images, g.out_channels, g.pixels());
+  CHECK_LAUNCH("conv_rows_to_columns_kernel");
+}
+
+void max_pool2d(const float* x, float* y, int32_t* indices, const kernels::Pool2dGeometry& g, cudaStream_t stream) {
+  const int64_t planes = g.batch * g.channels, n = planes * g.out_height() * g.out_width();
+  if (n == 0) return;
+  max_pool2d_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, indices, planes, g.height, g.width, g.kernel,
+                                                            g.stride, g.out_height(), g.out_width());
+  CHECK_LAUNCH("max_pool2d_kernel");
+}
+
+void max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, const kernels::Pool2dGeometry& g,
+                         cudaStream_t stream) {
+  const int64_t planes = g.batch * g.channels, n = planes * g.height * g.width;
+  if (n == 0) return;
+  max_pool2d_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, indices, dx, planes, g.height, g.width,
+                                                                     g.kernel, g.stride, g.out_height(), g.out_width());
+  CHECK_LAUNCH("max_pool2d_backward_kernel");
+}
+
+void dropout(const float* x, float* y, int64_t rows, int64_t cols, const kernels::DropoutMask& m, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, rows, cols, m.threshold(), m.seed, m.step, m.first_row,
+                                                         m.scale());
+  CHECK_LAUNCH("dropout_kernel");
+}
+
 }  // namespace scalelab::cuda
 
 // ---- transformer ops (f32): LayerNorm, GELU, embedding, the causal softmax of attention ----

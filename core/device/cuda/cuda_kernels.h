@@ -69,6 +69,29 @@ void cast(const void* src, int src_dtype, void* dst, int dst_dtype, int64_t n, c
 // *flag = 1 when any element is inf or nan, else 0.
 void has_non_finite(const void* x, int dtype, int64_t n, int* flag, cudaStream_t stream);
 
+
+// ---- the ConvNet's ops (kernels::conv2d …), f32; the executor runs the GEMMs (cuBLAS) between ----
+// col {C·K·K, images·OH·OW} = im2col of `images` images at x (kernels::conv2d's layout).
+void im2col(const float* x, float* col, int64_t images, const kernels::Conv2dGeometry& g, cudaStream_t stream);
+// dx (images rows of C·H·W) = im2col's adjoint of dcol: each pixel gathers its terms in (kh, kw)
+// order, the order the host's col2im adds them in.
+void col2im(const float* dcol, float* dx, int64_t images, const kernels::Conv2dGeometry& g, cudaStream_t stream);
+// y (images rows of OC·OH·OW) = act(out + b), out the GEMM's {OC, images·OH·OW}.
+void conv_bias_act(const float* out, const float* b, float* y, int64_t images, const kernels::Conv2dGeometry& g,
+                   kernels::Activation act, cudaStream_t stream);
+// dy ← dy ⊙ act'(y) in place over the whole batch; db (+)= its sum per channel (in double).
+void conv_bias_backward(float* dy, const float* y, float* db, const kernels::Conv2dGeometry& g,
+                        kernels::Activation act, bool accumulate, cudaStream_t stream);
+// dyt {OC, images·OH·OW} = dy's `images` rows (OC·OH·OW each), the GEMM's layout.
+void conv_rows_to_columns(const float* dy, float* dyt, int64_t images, const kernels::Conv2dGeometry& g,
+                          cudaStream_t stream);
+// kernels::max_pool2d and its backward (a gather per input pixel, in the host's order).
+void max_pool2d(const float* x, float* y, int32_t* indices, const kernels::Pool2dGeometry& g, cudaStream_t stream);
+void max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, const kernels::Pool2dGeometry& g,
+                         cudaStream_t stream);
+// kernels::dropout: the same hash, the same mask.
+void dropout(const float* x, float* y, int64_t rows, int64_t cols, const kernels::DropoutMask& m, cudaStream_t stream);
+
 }  // namespace scalelab::cuda
 
 // ---- transformer ops (f32), mirroring the host kernels in core/kernels/cpu_kernels.h ----

@@ -16,7 +16,7 @@ namespace {
 }
 }  // namespace
 
-Segment share_memory(Mlp& model, Sharing sharing, const std::string& name) {
+Segment share_memory(Model& model, Sharing sharing, const std::string& name) {
   const ParamLayout layout(model.spec());
   Segment s;
   s.sharing = sharing;
@@ -47,7 +47,7 @@ Segment share_memory(Mlp& model, Sharing sharing, const std::string& name) {
   }
 }
 
-int worker(int rank, Mlp& model, const Job& job) {
+int worker(int rank, Model& model, const Job& job) {
   // Its own optimizer (its momentum is private); the parameters it steps are the shared ones.
   Optimizer optimizer(job.optimizer, model.parameters());
   HostBatch shard;
@@ -59,7 +59,7 @@ int worker(int rank, Mlp& model, const Job& job) {
 }
 
 HostWeights hogwild(Device& device, const HostWeights& init, const Job& job) {
-  Mlp model(device, init);
+  Model model(device, init);
   Segment segment = share_memory(model, job.sharing, job.name);
   try {
     Workers workers;  // killed and reaped if we leave early

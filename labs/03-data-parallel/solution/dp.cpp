@@ -42,7 +42,7 @@ double data_parallel_step(Controller& c, const HostBatch& batch) {
   std::vector<Tensor> outputs(static_cast<size_t>(n));
   parallel_apply(n, [&](int i) {
     Tensor h = xs[i];
-    for (Linear& layer : c.replicas[i]->layers()) h = layer.forward(h);
+    for (Layer& layer : c.replicas[i]->layers()) h = layer.forward(h);
     outputs[i] = h;
   });
 
@@ -67,7 +67,7 @@ double data_parallel_step(Controller& c, const HostBatch& batch) {
 
   // 6. backward on every replica
   parallel_apply(n, [&](int i) {
-    std::vector<Linear>& layers = c.replicas[i]->layers();
+    const LayerList& layers = c.replicas[i]->layers();
     Tensor g = douts[i];
     for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) g = layers[l].backward(g, /*need_dx=*/l > 0);
   });

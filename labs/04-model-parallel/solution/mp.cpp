@@ -33,7 +33,7 @@ Tensor moved_to(Device& dst, const Tensor& t, const OpTag& tag, const std::strin
 }  // namespace
 
 double model_parallel_step(Controller& c, const HostBatch& batch) {
-  std::vector<Linear>& layers = c.model->layers();
+  const LayerList& layers = c.model->layers();
   const int L = static_cast<int>(layers.size());
   Device& first = layers.front().device();
   Device& last = layers.back().device();
@@ -70,7 +70,7 @@ double model_parallel_step(Controller& c, const HostBatch& batch) {
 }
 
 double pipelined_step(Controller& c, const HostBatch& batch, int64_t split_size) {
-  std::vector<Linear>& layers = c.model->layers();
+  const LayerList& layers = c.model->layers();
   const int L = static_cast<int>(layers.size());
   Device& first = layers.front().device();
   Device& last = layers.back().device();

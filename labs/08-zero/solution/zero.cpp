@@ -17,7 +17,7 @@ Shard shard_of(int64_t params, int world, int rank) {
   return s;
 }
 
-ZeroAdam::ZeroAdam(Mlp& model, ProcessGroup& group, int stage, const AdamOptions& adam)
+ZeroAdam::ZeroAdam(Model& model, ProcessGroup& group, int stage, const AdamOptions& adam)
     : model_(model), group_(group), stage_(stage), adam_(adam) {
   for (Parameter* p : model_.parameters()) params_ += p->value.numel();
   shard_ = shard_of(params_, group_.size(), group_.rank());

@@ -1,0 +1,118 @@
+#pragma once
+// The ConvNet's layers (the lecture's DDP example: conv → ReLU → max-pool, twice, then a linear
+// head), and dropout. Images are rows of C·H·W floats in NCHW order, so a conv layer's output row
+// is already the flattened input of the next Linear: Flatten moves nothing.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/nn/layer.h"
+
+namespace scalelab {
+
+// y = act(conv(x, W) + b), as PyTorch's nn.Conv2d followed by its ReLU: each of the out_channels
+// filters (in_channels × kernel × kernel) slides over the zero-padded image every `stride` pixels.
+// Computed as im2col + one GEMM per chunk of images (Device::conv2d). Parameters "<name>.weight"
+// {out_channels, in_channels, kernel, kernel} and "<name>.bias" {out_channels}, as in PyTorch's
+// state_dict; PyTorch's default initialisation draws both from U(−1/√fan_in, 1/√fan_in),
+// fan_in = in_channels · kernel².
+class Conv2d : public Layer {
+ public:
+  Conv2d(Device& device, int index, std::string name, int64_t in_channels, int64_t out_channels, int64_t kernel,
+         int64_t stride, int64_t padding, int64_t height, int64_t width, Activation act);
+
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
+  // Keeps x and y (y for the ReLU's mask) until backward.
+  Tensor forward(const Tensor& x, int micro_batch = -1) override;
+  // Masks dy in place by the ReLU; writes (accumulate: adds to) the gradients; dx unless !need_dx.
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
+  void clear_saved() override;
+  std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
+
+  int64_t out_height() const { return geometry(0).out_height(); }
+  int64_t out_width() const { return geometry(0).out_width(); }
+  Conv2dGeometry geometry(int64_t batch) const;  // the op's sizes for a batch of `batch` images
+
+  Parameter weight;  // {out_channels, in_channels, kernel, kernel}
+  Parameter bias;    // {out_channels}
+
+ private:
+  int64_t in_channels_, out_channels_, kernel_, stride_, padding_, height_, width_;
+  Activation act_;
+  std::deque<Tensor> saved_x_, saved_y_;  // one per forward; backward takes the oldest
+};
+
+// y = the max of each kernel × kernel window, every `stride` pixels, of each channel (no padding),
+// as nn.MaxPool2d. Keeps the argmax of each output (i32, the index within its channel, h·W + w)
+// for backward, which sends each dy to the pixel that won.
+class MaxPool2d : public Layer {
+ public:
+  MaxPool2d(Device& device, int index, std::string name, int64_t channels, int64_t height, int64_t width,
+            int64_t kernel, int64_t stride);
+
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
+  Tensor forward(const Tensor& x, int micro_batch = -1) override;
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
+  void clear_saved() override { saved_indices_.clear(); }
+
+  int64_t out_height() const { return geometry(0).out_height(); }
+  int64_t out_width() const { return geometry(0).out_width(); }
+  Pool2dGeometry geometry(int64_t batch) const;
+
+ private:
+  int64_t channels_, height_, width_, kernel_, stride_;
+  std::deque<Tensor> saved_indices_;
+};
+
+// nn.Flatten between the last pool and the Linear head: the rows are C·H·W in NCHW order
+// already, so it moves nothing and runs no op. It is a layer so that the model lists what
+// PyTorch's does, and so that a wrong image size is refused where it enters the head.
+class Flatten : public Layer {
+ public:
+  Flatten(Device& device, int index, std::string name, int64_t channels, int64_t height, int64_t width);
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
+  Tensor forward(const Tensor& x, int micro_batch = -1) override;  // x itself
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
+  void clear_saved() override {}
+
+ private:
+  int64_t channels_, height_, width_;
+};
+
+// Zeroes each element with probability p and scales the rest by 1 / (1 − p), as nn.Dropout in
+// training. The mask is a hash of (seed, step, global row, column) — not a random stream — so a
+// sample gets the same mask whichever device, replica or micro-batch computes it, and every
+// strategy matches single-device training. Backward recomputes the mask from the hash rather than
+// keeping it: nothing is saved but the position (no activation memory), and the numbers are the same.
+class Dropout : public Layer {
+ public:
+  Dropout(Device& device, int index, std::string name, float p, uint64_t seed);
+
+  // The training step, and the global batch row of the next forward's first row. Each forward
+  // moves first_row on by its rows, so a stage that runs a step's micro-batches in order needs
+  // one call per step; a data-parallel replica passes its shard's first row.
+  void set_position(int64_t step, int64_t first_row);
+  // Off (evaluation): the identity, as model.eval(). On by default.
+  void set_training(bool training) { training_ = training; }
+  float p() const { return p_; }
+
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
+  // p = 0 or not training: returns x itself, with no op.
+  Tensor forward(const Tensor& x, int micro_batch = -1) override;
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
+  void clear_saved() override { saved_.clear(); }
+
+ private:
+  float p_;
+  uint64_t seed_;
+  bool training_ = true;
+  int64_t step_ = 0, next_row_ = 0;
+  struct Saved {
+    DropoutMask mask;  // where the forward's rows sat: a position, not a tensor
+    std::vector<int64_t> shape;
+  };
+  std::deque<Saved> saved_;
+};
+
+}  // namespace scalelab
