@@ -495,12 +495,12 @@ TEST(ConvLayers, BadShapesAreRefusedWithWhatWasExpected) {
   Conv2d conv1(*d, 0, "conv1", 1, 16, 5, 1, 2, 28, 28, Activation::relu);
   Tensor wrong = d->zeros({4, 100}, DType::f32, MemoryCategory::activations, "x");
   EXPECT_TRUE(contains(error_of([&] { conv1.forward(wrong); }),
-                       "conv1 expects {rows, 784} (1×28×28 images, one per row in NCHW order), got {4, 100}"));
-  EXPECT_TRUE(contains(error_of([&] { conv1.output_shape({784}); }), "got {784}"));
+                       "conv1 expects {rows, 784} (1×28×28 images, one per row in NCHW order), got [4,100]"));
+  EXPECT_TRUE(contains(error_of([&] { conv1.output_shape({784}); }), "got [784]"));
   EXPECT_TRUE(contains(error_of([&] { conv1.backward(wrong, true); }), "conv1: backward without a forward"));
   conv1.forward(d->zeros({2, 784}, DType::f32, MemoryCategory::activations, "x"));
   EXPECT_TRUE(contains(error_of([&] { conv1.backward(wrong, true); }),
-                       "conv1: backward expects dy {2, 12544}, the shape of its forward's output, got {4, 100}"));
+                       "conv1: backward expects dy [2,12544], the shape of its forward's output, got [4,100]"));
   EXPECT_TRUE(contains(error_of([] {
                          auto dev = cpu_device();
                          Conv2d c(*dev, 0, "big", 1, 1, 9, 1, 1, 5, 5, Activation::none);

@@ -6,12 +6,6 @@ namespace scalelab {
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "{";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "}";
-}
-
 std::string image_text(int64_t c, int64_t h, int64_t w) {
   return std::to_string(c) + "×" + std::to_string(h) + "×" + std::to_string(w);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/nn/conv_layers.h"
 #include "core/rng.h"
 
 namespace scalelab {
@@ -226,6 +227,13 @@ std::unique_ptr<Layer> make_layer(const ModelSpec& spec, int l, Device& device) 
       return std::make_unique<Linear>(device, l, name, spec.sizes[l], spec.sizes[l + 1],
                                       l + 1 < spec.layer_count() ? Activation::relu : Activation::none);
     case ModelFamily::convnet:
+      switch (l) {
+        case 0: return std::make_unique<Conv2d>(device, l, name, 1, kConv1, kKernel, 1, kPad, kImage, kImage, Activation::relu);
+        case 1: return std::make_unique<MaxPool2d>(device, l, name, kConv1, kImage, kImage, 2, 2);
+        case 2: return std::make_unique<Conv2d>(device, l, name, kConv1, kConv2, kKernel, 1, kPad, 14, 14, Activation::relu);
+        case 3: return std::make_unique<MaxPool2d>(device, l, name, kConv2, 14, 14, 2, 2);
+        default: return std::make_unique<Linear>(device, l, name, kConv2 * 7 * 7, kClasses, Activation::none);
+      }
     case ModelFamily::gpt:
       break;
   }
