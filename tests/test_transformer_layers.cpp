@@ -14,6 +14,7 @@
 #include "core/device/device.h"
 #include "core/device/sim/profile.h"
 #include "core/error.h"
+#include "core/nn/model.h"
 #include "core/nn/transformer_layers.h"
 #include "core/rng.h"
 
@@ -630,6 +631,43 @@ TEST(TransformerLayers, MixedPrecisionKeepsTheStreamInF32AndComesCloseToF32) {
   }
 }
 
+TEST(TransformerLayers, AGptModelFromItsSpecTrainsAStep) {
+  auto dev = cpu_device();
+  const ModelSpec spec = ModelSpec::parse("gpt:2-16-2-8-11");
+  const HostWeights init = init_weights(spec, 7);
+  Model model(*dev, init);
+  ASSERT_EQ(model.layers().size(), 4u);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(model.layers()[static_cast<size_t>(l)].name(), spec.layer_name(l));
+  const auto params = model.parameters();
+  ASSERT_EQ(params.size(), spec.tensors().size());
+  for (size_t p = 0; p < params.size(); ++p) {
+    EXPECT_EQ(params[p]->name, spec.tensors()[p].name);
+    EXPECT_EQ(params[p]->value.shape(), spec.tensors()[p].shape);
+    EXPECT_EQ(params[p]->layer, spec.tensors()[p].layer);
+  }
+  EXPECT_EQ(model.download().values, init.values);
+
+  const int64_t B = 3, T = 8, V = 11;
+  Rng r(8);
+  std::vector<float> ids(static_cast<size_t>(B * T));
+  std::vector<int32_t> labels(static_cast<size_t>(B * T));
+  for (float& id : ids) id = static_cast<float>(r.below(V));
+  for (int32_t& l : labels) l = static_cast<int32_t>(r.below(V));
+  Tensor logits = model.forward(upload(*dev, ids, {B, T}));
+  EXPECT_EQ(logits.shape(), (std::vector<int64_t>{B * T, V}));
+  Tensor tlabels = dev->empty({B * T}, DType::i32, MemoryCategory::activations);
+  dev->upload({"labels", Phase::data}, tlabels, labels.data());
+  Tensor dlogits = dev->empty(logits.shape(), DType::f32, MemoryCategory::activations);
+  const double loss = dev->softmax_xent({"loss"}, logits, tlabels, dlogits);
+  EXPECT_NEAR(loss, std::log(11.0), 0.3);  // small initial weights: near-uniform predictions
+  model.backward(dlogits);
+  double norm = 0;
+  for (Parameter* p : params)
+    for (float g : download(*dev, p->grad)) norm += static_cast<double>(g) * g;
+  EXPECT_GT(norm, 0);
+  EXPECT_TRUE(std::isfinite(norm));
+}
+
 TEST(TransformerLayers, BadShapesAndMisuseSayWhatToDo) {
   auto dev = cpu_device();
   auto message = [](const std::function<void()>& f) {
@@ -644,21 +682,21 @@ TEST(TransformerLayers, BadShapesAndMisuseSayWhatToDo) {
   TokenEmbedding emb(*dev, 0, 10, 4, 8);
   TransformerBlock block(*dev, 1, 0, 8, 2, 4);
   LmHead head(*dev, 2, 8, 10);
-  EXPECT_NE(message([&] { emb.output_shape({2, 5}); }).find("embedding expects token ids {B, 4}"), std::string::npos);
+  EXPECT_NE(message([&] { emb.output_shape({2, 5}); }).find("embed expects token ids {B, 4}"), std::string::npos);
   EXPECT_NE(message([&] { block.output_shape({6, 8}); }).find("6 rows is not a multiple of the context 4"),
             std::string::npos);
-  EXPECT_NE(message([&] { block.output_shape({8, 6}); }).find("blocks.0 expects {B·T, 8} (a row per token), got [8,6]"),
+  EXPECT_NE(message([&] { block.output_shape({8, 6}); }).find("block0 expects {B·T, 8} (a row per token), got [8,6]"),
             std::string::npos);
-  EXPECT_NE(message([&] { head.output_shape({8, 5}); }).find("lm_head expects {B·T, 8}"), std::string::npos);
+  EXPECT_NE(message([&] { head.output_shape({8, 5}); }).find("head expects {B·T, 8}"), std::string::npos);
   EXPECT_NE(message([&] { TransformerBlock(*dev, 0, 0, 10, 3, 4); }).find("10 does not split into 3 heads"),
             std::string::npos);
   EXPECT_NE(message([&] { block.backward(dev->zeros({8, 8}, DType::f32, MemoryCategory::activations), true); })
-                .find("blocks.0: backward without a forward"),
+                .find("block0: backward without a forward"),
             std::string::npos);
-  EXPECT_NE(message([&] { block.set_precision(DType::i32); }).find("blocks.0 cannot compute in i32"), std::string::npos);
+  EXPECT_NE(message([&] { block.set_precision(DType::i32); }).find("block0 cannot compute in i32"), std::string::npos);
   block.set_precision(DType::bf16);
   EXPECT_NE(message([&] { block.forward(dev->zeros({8, 8}, DType::bf16, MemoryCategory::activations)); })
-                .find("blocks.0 takes its input in f32"),
+                .find("block0 takes its input in f32"),
             std::string::npos);
 }
 

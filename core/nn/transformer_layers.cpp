@@ -42,14 +42,17 @@ Tensor as_dtype(Device& device, const Tensor& t, DType d, const OpTag& tag, cons
   return out;
 }
 
+// "blocks.3": what block 3's parameters and ops are named by, as in PyTorch's state_dict.
+std::string block_prefix(int block) { return "blocks." + std::to_string(block); }
+
 }  // namespace
 
 // ---- TokenEmbedding -----------------------------------------------------------------------
 
 TokenEmbedding::TokenEmbedding(Device& device, int index, int64_t vocab, int64_t context, int64_t hidden)
-    : Layer(device, index, "embedding"), vocab_(vocab), context_(context), hidden_(hidden) {
+    : Layer(device, index, "embed"), vocab_(vocab), context_(context), hidden_(hidden) {
   if (vocab < 1 || context < 1 || hidden < 1)
-    throw Error("nn", "embedding needs a vocabulary, context and hidden size of at least 1, got " +
+    throw Error("nn", "embed needs a vocabulary, context and hidden size of at least 1, got " +
                           std::to_string(vocab) + ", " + std::to_string(context) + ", " + std::to_string(hidden));
   tok_emb = make_parameter(device, index, "tok_emb.weight", {vocab, hidden});
   pos_emb = make_parameter(device, index, "pos_emb.weight", {context, hidden});
@@ -57,7 +60,7 @@ TokenEmbedding::TokenEmbedding(Device& device, int index, int64_t vocab, int64_t
 
 std::vector<int64_t> TokenEmbedding::output_shape(const std::vector<int64_t>& input) const {
   if (input.size() != 2 || input[1] != context_)
-    throw Error("nn", "embedding expects token ids {B, " + std::to_string(context_) + "} (a row per sequence of the "
+    throw Error("nn", "embed expects token ids {B, " + std::to_string(context_) + "} (a row per sequence of the "
                       "context's length), got " + shape_text(input) + " — cut the text into sequences of " +
                       std::to_string(context_) + " tokens");
   return {input[0] * context_, hidden_};
@@ -70,17 +73,17 @@ void TokenEmbedding::set_precision(DType compute) {
 
 Tensor TokenEmbedding::forward(const Tensor& ids, int micro_batch) {
   const std::vector<int64_t> out_shape = output_shape(ids.shape());
-  Tensor out = device_->empty(out_shape, DType::f32, MemoryCategory::activations, "embedding.out");
-  device_->embedding({"embedding.fwd", Phase::fwd, index_, micro_batch}, ids, tok_emb.value, pos_emb.value, out);
+  Tensor out = device_->empty(out_shape, DType::f32, MemoryCategory::activations, "embed.out");
+  device_->embedding({"embed.fwd", Phase::fwd, index_, micro_batch}, ids, tok_emb.value, pos_emb.value, out);
   saved_ids_.push_back(ids);
   return out;
 }
 
 Tensor TokenEmbedding::backward(const Tensor& dy, bool, bool accumulate, int micro_batch) {
-  if (saved_ids_.empty()) throw Error("nn", "embedding: backward without a forward");
+  if (saved_ids_.empty()) throw Error("nn", "embed: backward without a forward");
   const Tensor ids = saved_ids_.front();  // the oldest: micro-batches run their backwards in order
   saved_ids_.pop_front();
-  device_->embedding_backward({"embedding.bwd", Phase::bwd, index_, micro_batch}, dy, ids, tok_emb.grad, pos_emb.grad,
+  device_->embedding_backward({"embed.bwd", Phase::bwd, index_, micro_batch}, dy, ids, tok_emb.grad, pos_emb.grad,
                               accumulate);
   return Tensor();
 }
@@ -88,13 +91,14 @@ Tensor TokenEmbedding::backward(const Tensor& dy, bool, bool accumulate, int mic
 // ---- TransformerBlock ---------------------------------------------------------------------
 
 TransformerBlock::TransformerBlock(Device& device, int index, int block, int64_t hidden, int64_t heads, int64_t context)
-    : Layer(device, index, "blocks." + std::to_string(block)),
-      ln1(make_layer_norm(device, index, name_ + ".ln1", hidden)),
-      ln2(make_layer_norm(device, index, name_ + ".ln2", hidden)),
-      qkv(device, index, name_ + ".attn.qkv", hidden, 3 * hidden, Activation::none),
-      proj(device, index, name_ + ".attn.proj", hidden, hidden, Activation::none),
-      fc(device, index, name_ + ".mlp.fc", hidden, 4 * hidden, Activation::none),
-      mlp_proj(device, index, name_ + ".mlp.proj", 4 * hidden, hidden, Activation::none),
+    : Layer(device, index, "block" + std::to_string(block)),
+      ln1(make_layer_norm(device, index, block_prefix(block) + ".ln1", hidden)),
+      ln2(make_layer_norm(device, index, block_prefix(block) + ".ln2", hidden)),
+      qkv(device, index, block_prefix(block) + ".attn.qkv", hidden, 3 * hidden, Activation::none),
+      proj(device, index, block_prefix(block) + ".attn.proj", hidden, hidden, Activation::none),
+      fc(device, index, block_prefix(block) + ".mlp.fc", hidden, 4 * hidden, Activation::none),
+      mlp_proj(device, index, block_prefix(block) + ".mlp.proj", 4 * hidden, hidden, Activation::none),
+      prefix_(block_prefix(block)),
       hidden_(hidden),
       heads_(heads),
       context_(context) {
@@ -129,8 +133,8 @@ std::vector<int64_t> TransformerBlock::output_shape(const std::vector<int64_t>& 
 
 OpTag TransformerBlock::tag(const std::string& what, Phase phase, int micro_batch, bool recomputing) const {
   // A rerun of the forward belongs to the backward pass: that is when it runs, and what it costs.
-  if (recomputing) return {name_ + "." + what + ".recompute", Phase::bwd, index_, micro_batch};
-  return {name_ + "." + what + (phase == Phase::fwd ? ".fwd" : ".bwd"), phase, index_, micro_batch};
+  if (recomputing) return {prefix_ + "." + what + ".recompute", Phase::bwd, index_, micro_batch};
+  return {prefix_ + "." + what + (phase == Phase::fwd ? ".fwd" : ".bwd"), phase, index_, micro_batch};
 }
 
 // The residual stream stays f32. An f32 branch (no AMP) takes the stream in place: its Linear has
@@ -142,7 +146,7 @@ Tensor TransformerBlock::add_residual(const Tensor& stream, const Tensor& branch
     device_->axpy(tag, 1.0f, stream, branch);
     return branch;
   }
-  Tensor sum = device_->empty(stream.shape(), DType::f32, MemoryCategory::activations, name_ + "." + what);
+  Tensor sum = device_->empty(stream.shape(), DType::f32, MemoryCategory::activations, prefix_ + "." + what);
   device_->copy(tag, stream, sum);
   device_->axpy(tag, 1.0f, branch, sum);  // f32 += half
   return sum;
@@ -151,7 +155,7 @@ Tensor TransformerBlock::add_residual(const Tensor& stream, const Tensor& branch
 Tensor TransformerBlock::run_forward(const Tensor& x, int micro_batch, bool recomputing, Saved& s) {
   const int64_t rows = x.rows(), C = hidden_, T = context_;
   auto act = [&](std::vector<int64_t> shape, const std::string& what, DType dtype = DType::f32) {
-    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, name_ + "." + what);
+    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, prefix_ + "." + what);
   };
   s.x = x;
   // Attention half: h = x + proj(attention(qkv(ln1(x)))).
@@ -206,33 +210,33 @@ Tensor TransformerBlock::backward(const Tensor& dy, bool need_dx, bool accumulat
   }
   const int64_t rows = dy.rows(), C = hidden_;
   auto grad = [&](std::vector<int64_t> shape, const std::string& what, DType dtype = DType::f32) {
-    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, name_ + "." + what);
+    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, prefix_ + "." + what);
   };
   // In f32 the Linears get the stream's gradients as they are; under AMP half casts of them, and
   // their input gradients come back in half, cast to f32 for the LayerNorms.
   const DType c = compute_;
   // MLP half. mlp.proj has no activation, so its backward leaves its dy as it is: dy is still the
   // residual's gradient below.
-  Tensor dg = mlp_proj.backward(as_dtype(*device_, dy, c, tag("mlp.proj.dy", Phase::bwd, micro_batch), name_ + ".mlp.dy"),
+  Tensor dg = mlp_proj.backward(as_dtype(*device_, dy, c, tag("mlp.proj.dy", Phase::bwd, micro_batch), prefix_ + ".mlp.dy"),
                                 true, accumulate, micro_batch);
   device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, s.g, dg);  // in place
   const OpTag ln2_tag = tag("ln2", Phase::bwd, micro_batch);
-  Tensor db = as_dtype(*device_, fc.backward(dg, true, accumulate, micro_batch), DType::f32, ln2_tag, name_ + ".ln2.dy");
+  Tensor db = as_dtype(*device_, fc.backward(dg, true, accumulate, micro_batch), DType::f32, ln2_tag, prefix_ + ".ln2.dy");
   Tensor dh = grad({rows, C}, "ln2.dx");
   device_->layer_norm_backward(ln2_tag, db, s.h, ln2.weight.value, s.mean2, s.rstd2, dh, ln2.weight.grad,
                                ln2.bias.grad, accumulate);
   device_->axpy(tag("mlp.residual", Phase::bwd, micro_batch), 1.0f, dy, dh);  // h fed both the MLP and the output
   // Attention half, the same way: dh is the residual's gradient.
-  Tensor datt = proj.backward(as_dtype(*device_, dh, c, tag("attn.proj.dy", Phase::bwd, micro_batch), name_ + ".attn.dy"),
+  Tensor datt = proj.backward(as_dtype(*device_, dh, c, tag("attn.proj.dy", Phase::bwd, micro_batch), prefix_ + ".attn.dy"),
                               true, accumulate, micro_batch);
   Tensor dqkv = grad({rows, 3 * C}, "attn.dqkv", c);
   {
     // dP, then dS in its place: workspace for the op's length, as large as P.
-    Tensor dscores = device_->empty(s.probs.shape(), c, MemoryCategory::workspace, name_ + ".attn.dscores");
+    Tensor dscores = device_->empty(s.probs.shape(), c, MemoryCategory::workspace, prefix_ + ".attn.dscores");
     device_->attention_backward(tag("attn", Phase::bwd, micro_batch), datt, s.qkv, s.probs, heads_, dscores, dqkv);
   }
   const OpTag ln1_tag = tag("ln1", Phase::bwd, micro_batch);
-  Tensor da = as_dtype(*device_, qkv.backward(dqkv, true, accumulate, micro_batch), DType::f32, ln1_tag, name_ + ".ln1.dy");
+  Tensor da = as_dtype(*device_, qkv.backward(dqkv, true, accumulate, micro_batch), DType::f32, ln1_tag, prefix_ + ".ln1.dy");
   Tensor dx = grad({rows, C}, "ln1.dx");
   device_->layer_norm_backward(ln1_tag, da, s.x, ln1.weight.value, s.mean1, s.rstd1, dx, ln1.weight.grad,
                                ln1.bias.grad, accumulate);
@@ -248,7 +252,7 @@ void TransformerBlock::clear_saved() {
 // ---- LmHead -------------------------------------------------------------------------------
 
 LmHead::LmHead(Device& device, int index, int64_t hidden, int64_t vocab)
-    : Layer(device, index, "lm_head"),
+    : Layer(device, index, "head"),
       ln_f(make_layer_norm(device, index, "ln_f", hidden)),
       head(device, index, "head", hidden, vocab, Activation::none),
       hidden_(hidden),
@@ -263,7 +267,7 @@ void LmHead::set_precision(DType compute) {
 }
 
 std::vector<int64_t> LmHead::output_shape(const std::vector<int64_t>& input) const {
-  check_hidden("lm_head", input, hidden_);
+  check_hidden(name_, input, hidden_);
   return {input[0], vocab_};
 }
 
@@ -280,7 +284,7 @@ Tensor LmHead::forward(const Tensor& x, int micro_batch) {
 }
 
 Tensor LmHead::backward(const Tensor& dy, bool need_dx, bool accumulate, int micro_batch) {
-  if (saved_.empty()) throw Error("nn", "lm_head: backward without a forward");
+  if (saved_.empty()) throw Error("nn", "head: backward without a forward");
   Saved s = std::move(saved_.front());
   saved_.pop_front();
   const OpTag tag{"ln_f.bwd", Phase::bwd, index_, micro_batch};

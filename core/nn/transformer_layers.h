@@ -24,7 +24,7 @@
 
 namespace scalelab {
 
-// ids {B, T}: f32 holding whole token ids in [0, vocab); T must be the context.
+// The layer "embed". ids {B, T}: f32 holding whole token ids in [0, vocab); T must be the context.
 class TokenEmbedding : public Layer {
  public:
   TokenEmbedding(Device& device, int index, int64_t vocab, int64_t context, int64_t hidden);
@@ -55,7 +55,8 @@ struct LayerNormParameters {
 
 class TransformerBlock : public Layer {
  public:
-  // Parameters "blocks.<block>.…"; rows of the input are B·T tokens, T = context.
+  // Named "block<block>" (the model's layer), parameters "blocks.<block>.…" (PyTorch's); rows of the
+  // input are B·T tokens, T = context.
   TransformerBlock(Device& device, int index, int block, int64_t hidden, int64_t heads, int64_t context);
 
   std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
@@ -92,12 +93,13 @@ class TransformerBlock : public Layer {
   // stream + branch in f32 (see the .cpp).
   Tensor add_residual(const Tensor& stream, const Tensor& branch, const OpTag& tag, const std::string& what);
 
+  std::string prefix_;  // "blocks.<block>": its parameters' and ops' names (the layer is "block<block>")
   int64_t hidden_, heads_, context_;
   bool recompute_ = false;
   std::deque<Saved> saved_;
 };
 
-// ln_f then the untied head Linear(C → V) with bias: the logits.
+// The layer "head": ln_f then the untied head Linear(C → V) with bias: the logits.
 class LmHead : public Layer {
  public:
   LmHead(Device& device, int index, int64_t hidden, int64_t vocab);
