@@ -668,6 +668,37 @@ TEST(TransformerLayers, AGptModelFromItsSpecTrainsAStep) {
   EXPECT_TRUE(std::isfinite(norm));
 }
 
+// What a block keeps for its backward, in the ledger, against Korthikanti et al. (2022)'s count
+// without dropout: 16·s·b·h values (32 bytes in 16-bit: LayerNorms' inputs, q k v, attention's
+// output, the MLP's input, its 4h before and after GELU) + a·s²·b (the softmax), here in f32, plus
+// a mean and an rstd per token for each LayerNorm. With recompute a block keeps only its output.
+TEST(TransformerLayers, SavedActivationsAreTheClosedForm) {
+  EventBus bus;
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.profile = load_profile(std::string(SCALELAB_SOURCE_DIR) + "/profiles/h100-nvswitch-8.json");
+  o.dry_run = true;
+  auto dev = std::move(make_devices(o).front());
+  const int64_t s = 256, b = 2, h = 512, a = 8, L = 3;
+  for (bool recompute : {false, true}) {
+    std::vector<std::unique_ptr<TransformerBlock>> blocks;
+    for (int i = 0; i < L; ++i) {
+      blocks.push_back(std::make_unique<TransformerBlock>(*dev, i, i, h, a, s));
+      blocks.back()->set_recompute(recompute);
+    }
+    Tensor x = dev->empty({b * s, h}, DType::f32, MemoryCategory::activations);
+    const int64_t before = dev->memory().live(MemoryCategory::activations);
+    Tensor y = x;
+    for (auto& block : blocks) y = block->forward(y);
+    const int64_t kept = dev->memory().live(MemoryCategory::activations) - before;
+    const int64_t per_block = recompute ? 4 * s * b * h : 4 * (16 * s * b * h + a * s * s * b + 4 * s * b);
+    EXPECT_EQ(kept, L * per_block) << (recompute ? "with recompute" : "without recompute");
+    y = Tensor();
+    for (auto& block : blocks) block->clear_saved();
+    EXPECT_EQ(dev->memory().live(MemoryCategory::activations), before);
+  }
+}
+
 TEST(TransformerLayers, BadShapesAndMisuseSayWhatToDo) {
   auto dev = cpu_device();
   auto message = [](const std::function<void()>& f) {
