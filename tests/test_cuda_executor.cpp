@@ -18,6 +18,7 @@
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/nn/model.h"
+#include "core/nn/transformer_layers.h"
 #include "core/rng.h"
 
 namespace {
@@ -664,6 +665,160 @@ TEST_F(CudaVsCpu, DropoutHasTheSameMask) {
     for (int s : {0, 1}) dev(s).dropout(tag_, x[s], x[s], m);  // in place, as backward runs it
     expect_same_bytes<float>(x, "dropout in place p=" + std::to_string(p));
   }
+}
+
+// ---- transformer ops (f32): LayerNorm, GELU, embedding, causal attention ----
+
+TEST_F(CudaVsCpu, LayerNormAndBackward) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Shape z : {Shape{7, 33}, Shape{1, 1}, Shape{300, 768}, Shape{2, 1025}})
+    for (bool accumulate : {false, true}) {
+      const std::string what = "layer_norm rows=" + std::to_string(z.rows) + " cols=" + std::to_string(z.cols);
+      Pair x = random({z.rows, z.cols}, 50, -3, 3), g = random({z.cols}, 51, 0.5f, 1.5f), b = random({z.cols}, 52);
+      Pair y = empty({z.rows, z.cols}), mean = empty({z.rows}), rstd = empty({z.rows});
+      for (int s : {0, 1}) dev(s).layer_norm(tag_, x[s], g[s], b[s], y[s], mean[s], rstd[s]);
+      expect_close(y, 1e-5, 1e-5, what + " y");
+      expect_close(mean, 1e-6, 1e-6, what + " mean");
+      expect_close(rstd, 1e-6, 1e-6, what + " rstd");
+      Pair dy = random({z.rows, z.cols}, 53), dx = empty({z.rows, z.cols});
+      Pair dg = random({z.cols}, 54), db = random({z.cols}, 55);
+      for (int s : {0, 1}) dev(s).layer_norm_backward(tag_, dy[s], x[s], g[s], mean[s], rstd[s], dx[s], dg[s], db[s], accumulate);
+      expect_close(dx, 1e-4, 1e-5, what + " dx");
+      expect_close(dg, 1e-5, 1e-5, what + " dgamma");
+      expect_close(db, 1e-5, 1e-5, what + " dbeta");
+    }
+}
+
+TEST_F(CudaVsCpu, GeluAndBackward) {
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{100003}}) {
+    Pair x = random({n}, 60, -6, 6), y = empty({n}), dy = random({n}, 61);
+    for (int s : {0, 1}) dev(s).gelu(tag_, x[s], y[s]);
+    expect_close(y, 1e-6, 1e-7, "gelu n=" + std::to_string(n));
+    for (int s : {0, 1}) dev(s).gelu_backward(tag_, dy[s], x[s], y[s], dy[s]);
+    expect_close(dy, 1e-5, 1e-6, "gelu_backward n=" + std::to_string(n));
+  }
+}
+
+TEST_F(CudaVsCpu, EmbeddingAndItsDeterministicScatter) {
+  const int64_t B = 4, T = 33, Vocab = 300, C = 70;
+  Rng r(70);
+  std::vector<float> ids(static_cast<size_t>(B * T));
+  for (float& id : ids) id = static_cast<float>(r.below(40));  // few ids: many tokens share a row
+  Pair tids = from(ids, {B, T}), wte = random({Vocab, C}, 71), wpe = random({T, C}, 72), out = empty({B * T, C});
+  for (int s : {0, 1}) dev(s).embedding(tag_, tids[s], wte[s], wpe[s], out[s]);
+  expect_same_bytes<float>(out, "embedding");
+  Pair dout = random({B * T, C}, 73), dwte = random({Vocab, C}, 74), dwpe = random({T, C}, 75);
+  for (bool accumulate : {false, true}) {
+    for (int s : {0, 1}) dev(s).embedding_backward(tag_, dout[s], tids[s], dwte[s], dwpe[s], accumulate);
+    // The tokens are added in the host's order: the same bits.
+    expect_same_bytes<float>(dwte, "embedding dwte");
+    expect_same_bytes<float>(dwpe, "embedding dwpe");
+  }
+  Pair bad = from(std::vector<float>{1, 2, 300, 4}, {2, 2});
+  Pair out2 = empty({4, C}), wpe2 = random({2, C}, 76);
+  try {
+    dev(1).embedding(tag_, bad[1], wte[1], wpe2[1], out2[1]);
+    ADD_FAILURE() << "id 300 of 300 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("at batch row 1, position 0 is not a whole number in [0, 300)"), std::string::npos)
+        << e.message();
+  }
+}
+
+TEST_F(CudaVsCpu, CausalAttentionAndBackward) {
+  struct Shape {
+    int64_t batch, seq, heads, hidden;
+  };
+  for (Shape z : {Shape{2, 5, 2, 6}, Shape{1, 1, 1, 1}, Shape{3, 64, 4, 128}, Shape{2, 130, 12, 96}}) {
+    const std::string what = "attention B=" + std::to_string(z.batch) + " T=" + std::to_string(z.seq) +
+                             " H=" + std::to_string(z.heads) + " C=" + std::to_string(z.hidden);
+    const int64_t rows = z.batch * z.seq;
+    Pair qkv = random({rows, 3 * z.hidden}, 80, -2, 2), probs = empty({z.batch * z.heads * z.seq, z.seq});
+    Pair y = empty({rows, z.hidden});
+    for (int s : {0, 1}) dev(s).attention(tag_, qkv[s], z.heads, probs[s], y[s]);
+    expect_close(probs, 1e-5, 1e-6, what + " P");
+    expect_close(y, 1e-4, 1e-5, what + " y");
+    Pair dy = random({rows, z.hidden}, 81), dscores = empty(probs[0].shape()), dqkv = empty({rows, 3 * z.hidden});
+    for (int s : {0, 1}) dev(s).attention_backward(tag_, dy[s], qkv[s], probs[s], z.heads, dscores[s], dqkv[s]);
+    expect_close(dqkv, 1e-4, 1e-4, what + " dqkv");
+  }
+}
+
+TEST_F(CudaVsCpu, HalfAttentionAndGelu) {
+  const int64_t B = 2, T = 40, H = 4, C = 64;
+  for (DType half : {DType::f16, DType::bf16}) {
+    const std::string what = std::string(" in ") + dtype_name(half);
+    Pair qkv = random_half({B * T, 3 * C}, half, 110, -2, 2);
+    Pair probs = empty({B * H * T, T}, half), y = empty({B * T, C}, half);
+    for (int s : {0, 1}) dev(s).attention(tag_, qkv[s], H, probs[s], y[s]);
+    // S and P are rounded to half on both sides; an f32 sum in another order may round one unit apart.
+    expect_within_ulps(probs, 4, 1e-3, "P" + what);
+    expect_within_ulps(y, 8, 1e-3, "y" + what);
+    Pair dy = random_half({B * T, C}, half, 111), dscores = empty({B * H * T, T}, half), dqkv = empty({B * T, 3 * C}, half);
+    for (int s : {0, 1}) dev(s).attention_backward(tag_, dy[s], qkv[s], probs[s], H, dscores[s], dqkv[s]);
+    expect_within_ulps(dqkv, 16, 2e-3, "dqkv" + what);
+    Pair x = random_half({1000}, half, 112, -5, 5), g = empty({1000}, half), d = random_half({1000}, half, 113);
+    for (int s : {0, 1}) dev(s).gelu(tag_, x[s], g[s]);
+    expect_within_ulps(g, 1, 1e-6, "gelu" + what);
+    for (int s : {0, 1}) dev(s).gelu_backward(tag_, d[s], x[s], g[s], d[s]);
+    expect_within_ulps(d, 2, 1e-6, "gelu_backward" + what);
+  }
+}
+
+// A small GPT's step, layer by layer, on both devices from the same weights and tokens: the loss,
+// the input gradient of every layer and every parameter's gradient (recompute on in one block).
+TEST_F(CudaVsCpu, SmallGptStepMatchesTheCpu) {
+  const int64_t B = 3, T = 32, C = 64, H = 4, Vocab = 97;
+  std::unique_ptr<TokenEmbedding> emb[2];
+  std::unique_ptr<TransformerBlock> blocks[2][2];
+  std::unique_ptr<LmHead> head[2];
+  std::vector<Layer*> layers[2];
+  for (int s : {0, 1}) {
+    emb[s] = std::make_unique<TokenEmbedding>(dev(s), 0, Vocab, T, C);
+    for (int b = 0; b < 2; ++b) blocks[s][b] = std::make_unique<TransformerBlock>(dev(s), 1 + b, b, C, H, T);
+    blocks[s][1]->set_recompute(true);
+    head[s] = std::make_unique<LmHead>(dev(s), 3, C, Vocab);
+    layers[s] = {emb[s].get(), blocks[s][0].get(), blocks[s][1].get(), head[s].get()};
+  }
+  uint64_t seed = 90;
+  for (size_t l = 0; l < layers[0].size(); ++l)
+    for (size_t p = 0; p < layers[0][l]->parameters().size(); ++p) {
+      Parameter* cpu_p = layers[0][l]->parameters()[p];
+      Rng r(seed++);
+      std::vector<float> v(static_cast<size_t>(cpu_p->value.numel()));
+      for (float& x : v) x = cpu_p->name.find("ln") != std::string::npos ? r.uniform(0.5f, 1.5f) : r.uniform(-0.2f, 0.2f);
+      for (int s : {0, 1}) dev(s).upload(tag_, layers[s][l]->parameters()[p]->value, v.data());
+    }
+  Rng r(99);
+  std::vector<float> ids(static_cast<size_t>(B * T));
+  std::vector<int32_t> labels(static_cast<size_t>(B * T));
+  for (float& id : ids) id = static_cast<float>(r.below(Vocab));
+  for (int32_t& l : labels) l = static_cast<int32_t>(r.below(Vocab));
+  Pair tids = from(ids, {B, T}), tlabels = from(labels, {B * T}, DType::i32);
+  Pair h;
+  for (int s : {0, 1}) {
+    h.t[s] = tids[s];
+    for (Layer* layer : layers[s]) h.t[s] = layer->forward(h.t[s]);
+  }
+  expect_close(h, 1e-4, 1e-4, "logits");
+  Pair dlogits = empty({B * T, Vocab});
+  double loss[2];
+  for (int s : {0, 1}) loss[s] = dev(s).softmax_xent(tag_, h[s], tlabels[s], dlogits[s]);
+  EXPECT_NEAR(loss[1], loss[0], 1e-5);
+  Pair g = dlogits;
+  for (int l = static_cast<int>(layers[0].size()) - 1; l >= 1; --l) {
+    for (int s : {0, 1}) g.t[s] = layers[s][static_cast<size_t>(l)]->backward(g.t[s], true);
+    expect_close(g, 1e-3, 1e-5, "dx of layer " + std::to_string(l));
+  }
+  for (int s : {0, 1}) layers[s][0]->backward(g.t[s], false);
+  for (size_t l = 0; l < layers[0].size(); ++l)
+    for (size_t p = 0; p < layers[0][l]->parameters().size(); ++p) {
+      Pair grad;
+      for (int s : {0, 1}) grad.t[s] = layers[s][l]->parameters()[p]->grad;
+      expect_close(grad, 1e-3, 1e-5, layers[0][l]->parameters()[p]->name + ".grad");
+    }
 }
 
 }  // namespace

@@ -583,3 +583,208 @@ void Device::dropout(const OpTag& tag, const Tensor& x, const Tensor& y, const D
 }
 
 }  // namespace scalelab
+
+// ---- transformer ops ----
+namespace scalelab {
+
+namespace {
+
+double as_double(int64_t v) { return static_cast<double>(v); }
+
+}  // namespace
+
+void Device::check_f32(const Tensor& t, const std::string& op, const char* what) const {
+  if (t.dtype() != DType::f32)
+    throw Error(name_, op + ": " + what + " is " + t.shape_string() + " — this op computes in f32: cast it to f32 first");
+}
+
+void Device::check_float_like(const Tensor& t, const Tensor& first, const std::string& op, const char* what) const {
+  if (t.dtype() == DType::i32 || t.dtype() != first.dtype())
+    throw Error(name_, op + ": " + what + " is " + t.shape_string() + " beside " + first.shape_string() +
+                           " — this op takes f32, f16 or bf16, one dtype for all its tensors: cast it first");
+}
+
+void Device::check_shape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& op,
+                         const char* what) const {
+  if (t.shape() != shape)
+    throw Error(name_, op + ": " + what + " is " + t.shape_string() + ", expected " + shape_text(shape) +
+                           " — make it that shape");
+}
+
+void Device::layer_norm(const OpTag& tag, const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                        const Tensor& mean, const Tensor& rstd, float eps) {
+  const std::string op = "layer_norm " + tag.name;
+  for (auto [t, what] : {std::pair{&x, "x"}, {&gamma, "gamma"}, {&beta, "beta"}, {&y, "y"}, {&mean, "mean"}, {&rstd, "rstd"}}) {
+    check_here(*t, "layer_norm", what);
+    check_f32(*t, op, what);
+  }
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_shape(gamma, {cols}, op, "gamma");
+  check_shape(beta, {cols}, op, "beta");
+  check_shape(y, x.shape(), op, "y");
+  check_shape(mean, {rows}, op, "mean");
+  check_shape(rstd, {rows}, op, "rstd");
+  // A mean, a variance, then a multiply and an add per element; x read twice-over in cache, y written.
+  OpCost cost{OpClass::elementwise, 8.0 * as_double(x.numel()),
+              as_double(x.nbytes() + y.nbytes() + gamma.nbytes() + beta.nbytes() + mean.nbytes() + rstd.nbytes()),
+              DType::f32};
+  run_op(tag, "layer_norm", Lane::compute, cost, {&x, &gamma, &beta}, {&y, &mean, &rstd},
+         [&] { executor_->layer_norm(x, gamma, beta, y, mean, rstd, eps); });
+}
+
+void Device::layer_norm_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dgamma,
+                                 const Tensor& dbeta, bool accumulate) {
+  const std::string op = "layer_norm_backward " + tag.name;
+  for (auto [t, what] : {std::pair{&dy, "dy"}, {&x, "x"}, {&gamma, "gamma"}, {&mean, "mean"}, {&rstd, "rstd"},
+                         {&dx, "dx"}, {&dgamma, "dgamma"}, {&dbeta, "dbeta"}}) {
+    check_here(*t, "layer_norm_backward", what);
+    check_f32(*t, op, what);
+  }
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_shape(dy, x.shape(), op, "dy");
+  check_shape(dx, x.shape(), op, "dx");
+  for (const Tensor* t : {&gamma, &dgamma, &dbeta}) check_shape(*t, {cols}, op, t == &gamma ? "gamma" : t == &dgamma ? "dgamma" : "dbeta");
+  check_shape(mean, {rows}, op, "mean");
+  check_shape(rstd, {rows}, op, "rstd");
+  // dy and x read, dx written; the parameter gradients read (accumulate) and written.
+  OpCost cost{OpClass::elementwise, 14.0 * as_double(x.numel()),
+              as_double(dy.nbytes() + x.nbytes() + dx.nbytes() + gamma.nbytes() + mean.nbytes() + rstd.nbytes() +
+                        (dgamma.nbytes() + dbeta.nbytes()) * (accumulate ? 2 : 1)),
+              DType::f32};
+  run_op(tag, "layer_norm_bwd", Lane::compute, cost, {&dy, &x, &gamma, &mean, &rstd}, {&dx, &dgamma, &dbeta},
+         [&] { executor_->layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, accumulate); });
+}
+
+void Device::gelu(const OpTag& tag, const Tensor& x, const Tensor& y) {
+  const std::string op = "gelu " + tag.name;
+  check_here(x, "gelu", "x");
+  check_here(y, "gelu", "y");
+  check_float_like(x, x, op, "x");
+  check_float_like(y, x, op, "y");
+  check_shape(y, x.shape(), op, "y");
+  // erf is a short polynomial: about 8 FLOPs an element with the multiplies around it.
+  OpCost cost{OpClass::elementwise, 8.0 * as_double(x.numel()), as_double(x.nbytes() + y.nbytes()), x.dtype()};
+  run_op(tag, "gelu", Lane::compute, cost, {&x}, {&y}, [&] { executor_->gelu(x, y); });
+}
+
+void Device::gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
+  const std::string op = "gelu_backward " + tag.name;
+  for (auto [t, what] : {std::pair{&dy, "dy"}, {&x, "x"}, {&y, "y"}, {&dx, "dx"}}) {
+    check_here(*t, "gelu_backward", what);
+    check_float_like(*t, x, op, what);
+  }
+  check_shape(dy, x.shape(), op, "dy");
+  check_shape(y, x.shape(), op, "y");
+  check_shape(dx, x.shape(), op, "dx");
+  OpCost cost{OpClass::elementwise, 14.0 * as_double(x.numel()),
+              as_double(dy.nbytes() + x.nbytes() + y.nbytes() + dx.nbytes()), x.dtype()};
+  run_op(tag, "gelu_bwd", Lane::compute, cost, {&dy, &x, &y}, {&dx}, [&] { executor_->gelu_backward(dy, x, y, dx); });
+}
+
+void Device::embedding(const OpTag& tag, const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {
+  const std::string op = "embedding " + tag.name;
+  for (auto [t, what] : {std::pair{&ids, "ids"}, {&wte, "wte"}, {&wpe, "wpe"}, {&out, "out"}}) {
+    check_here(*t, "embedding", what);
+    check_f32(*t, op, what);
+  }
+  if (ids.shape().size() != 2)
+    throw Error(name_, op + ": ids are " + ids.shape_string() + " — give them as {batch, sequence}");
+  const int64_t batch = ids.dim(0), seq = ids.dim(1), hidden = wte.cols();
+  check_shape(wpe, {seq, hidden}, op, "wpe (a row per position)");
+  check_shape(out, {batch * seq, hidden}, op, "out");
+  // Per token: its id read, a row of wte and of wpe read, a row of out written.
+  OpCost cost{OpClass::elementwise, as_double(out.numel()), as_double(ids.nbytes() + 3 * out.nbytes()), DType::f32};
+  run_op(tag, "embedding", Lane::compute, cost, {&ids, &wte, &wpe}, {&out},
+         [&] { executor_->embedding(ids, wte, wpe, out); });
+}
+
+void Device::embedding_backward(const OpTag& tag, const Tensor& dout, const Tensor& ids, const Tensor& dwte,
+                                const Tensor& dwpe, bool accumulate) {
+  const std::string op = "embedding_backward " + tag.name;
+  for (auto [t, what] : {std::pair{&dout, "dout"}, {&ids, "ids"}, {&dwte, "dwte"}, {&dwpe, "dwpe"}}) {
+    check_here(*t, "embedding_backward", what);
+    check_f32(*t, op, what);
+  }
+  if (ids.shape().size() != 2)
+    throw Error(name_, op + ": ids are " + ids.shape_string() + " — give them as {batch, sequence}");
+  const int64_t batch = ids.dim(0), seq = ids.dim(1), hidden = dwte.cols();
+  check_shape(dwpe, {seq, hidden}, op, "dwpe");
+  check_shape(dout, {batch * seq, hidden}, op, "dout");
+  // dout read; per token a row of dwte and of dwpe read and written; without accumulate both zeroed first.
+  OpCost cost{OpClass::elementwise, 2.0 * as_double(dout.numel()),
+              as_double(ids.nbytes() + 5 * dout.nbytes() + (accumulate ? 0 : dwte.nbytes() + dwpe.nbytes())),
+              DType::f32};
+  run_op(tag, "embedding_bwd", Lane::compute, cost, {&dout, &ids}, {&dwte, &dwpe},
+         [&] { executor_->embedding_backward(dout, ids, dwte, dwpe, accumulate); });
+}
+
+namespace {
+
+// B, T, C and d of an attention op, from qkv {B·T, 3C} and probs {B·heads·T, T}; throws when they disagree.
+struct AttentionShape {
+  int64_t batch, seq, hidden, head_dim;
+};
+
+AttentionShape attention_shape(const std::string& device, const std::string& op, const Tensor& qkv,
+                               const Tensor& probs, int64_t heads) {
+  auto bad = [&](const std::string& why) { return Error(device, op + ": " + why); };
+  if (heads < 1) throw bad("heads must be at least 1, got " + std::to_string(heads));
+  if (qkv.shape().size() != 2 || qkv.cols() % 3 != 0 || qkv.cols() / 3 % heads != 0)
+    throw bad("qkv is " + qkv.shape_string() + " — it must be {B·T, 3·C} with C a multiple of the " +
+              std::to_string(heads) + " heads");
+  if (probs.shape().size() != 2 || probs.cols() < 1 || qkv.rows() % probs.cols() != 0)
+    throw bad("probs is " + probs.shape_string() + " for qkv " + qkv.shape_string() +
+              " — it must be {B·heads·T, T} with qkv's rows a multiple of T");
+  AttentionShape s{qkv.rows() / probs.cols(), probs.cols(), qkv.cols() / 3, qkv.cols() / 3 / heads};
+  if (probs.rows() != s.batch * heads * s.seq)
+    throw bad("probs is " + probs.shape_string() + ", expected [" + std::to_string(s.batch * heads * s.seq) + "," +
+              std::to_string(s.seq) + "] (B·heads·T rows)");
+  return s;
+}
+
+}  // namespace
+
+void Device::attention(const OpTag& tag, const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) {
+  const std::string op = "attention " + tag.name;
+  for (auto [t, what] : {std::pair{&qkv, "qkv"}, {&probs, "probs"}, {&y, "y"}}) {
+    check_here(*t, "attention", what);
+    check_float_like(*t, qkv, op, what);
+  }
+  const AttentionShape s = attention_shape(name_, op, qkv, probs, heads);
+  check_shape(y, {qkv.rows(), s.hidden}, op, "y");
+  // Two GEMMs per (b, h), S = q·kᵀ (T×T×d) and y = P·v (T×d×T): 4·B·heads·T²·d FLOPs, priced as one
+  // GEMM of m = B·heads·T rows, n = T, k = 2d (so 2·m·n·k is that count). Memory: qkv read, P
+  // written as S, read back for the softmax and written, read for P·v; y written.
+  const double rows = as_double(s.batch * heads * s.seq);
+  OpCost cost{OpClass::gemm, 2.0 * rows * as_double(s.seq) * as_double(2 * s.head_dim),
+              as_double(qkv.nbytes() + 4 * probs.nbytes() + y.nbytes()), qkv.dtype(),
+              rows, as_double(s.seq), as_double(2 * s.head_dim)};
+  run_op(tag, "attention", Lane::compute, cost, {&qkv}, {&probs, &y},
+         [&] { executor_->attention(qkv, heads, probs, y); });
+}
+
+void Device::attention_backward(const OpTag& tag, const Tensor& dy, const Tensor& qkv, const Tensor& probs,
+                                int64_t heads, const Tensor& dscores, const Tensor& dqkv) {
+  const std::string op = "attention_backward " + tag.name;
+  for (auto [t, what] : {std::pair{&dy, "dy"}, {&qkv, "qkv"}, {&probs, "probs"}, {&dscores, "dscores"},
+                         {&dqkv, "dqkv"}}) {
+    check_here(*t, "attention_backward", what);
+    check_float_like(*t, qkv, op, what);
+  }
+  const AttentionShape s = attention_shape(name_, op, qkv, probs, heads);
+  check_shape(dy, {qkv.rows(), s.hidden}, op, "dy");
+  check_shape(dscores, probs.shape(), op, "dscores");
+  check_shape(dqkv, qkv.shape(), op, "dqkv");
+  // Four GEMMs per (b, h) — dV = Pᵀ·dy, dP = dy·vᵀ, dQ = dS·k, dK = dSᵀ·q — 8·B·heads·T²·d FLOPs,
+  // priced as one GEMM with k = 4d. Memory: dy, qkv and P read; dP written, read and written back
+  // as dS, read twice; dqkv written.
+  const double rows = as_double(s.batch * heads * s.seq);
+  OpCost cost{OpClass::gemm, 2.0 * rows * as_double(s.seq) * as_double(4 * s.head_dim),
+              as_double(dy.nbytes() + qkv.nbytes() + 2 * probs.nbytes() + 5 * dscores.nbytes() + dqkv.nbytes()),
+              qkv.dtype(), rows, as_double(s.seq), as_double(4 * s.head_dim)};
+  run_op(tag, "attention_bwd", Lane::compute, cost, {&dy, &qkv, &probs}, {&dscores, &dqkv},
+         [&] { executor_->attention_backward(dy, qkv, probs, heads, dscores, dqkv); });
+}
+
+}  // namespace scalelab

@@ -102,6 +102,34 @@ class Device {
   // Copies src (on this or another device) into dst on this device, on the copy lane.
   void copy(const OpTag& tag, const Tensor& src, const Tensor& dst);
 
+  // ---- transformer ops (a GPT's layers: core/nn/transformer_layers.h) ----
+  // LayerNorm and the embedding take f32 (autocast keeps them in f32); GELU and attention f32, f16
+  // or bf16, one dtype per op, computed in f32 and rounded once where stored.
+  // Per row: y = (x − mean) · rstd · gamma + beta over x's columns; mean and rstd {rows} are kept
+  // for the backward (rstd = 1 / √(var + eps)).
+  void layer_norm(const OpTag& tag, const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd, float eps = 1e-5f);
+  // dx (written), dgamma and dbeta (written, or added to with accumulate).
+  void layer_norm_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dgamma,
+                           const Tensor& dbeta, bool accumulate = false);
+  // The exact (erf) GELU, as torch.nn.GELU(). Its backward takes the forward's input x and output
+  // y (Φ(x) = y / x: no erf again); dx may be dy.
+  void gelu(const OpTag& tag, const Tensor& x, const Tensor& y);
+  void gelu_backward(const OpTag& tag, const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx);
+  // out {B·T, C}: row b·T + t = wte[ids[b, t]] + wpe[t]; ids {B, T} f32 holding whole token ids in
+  // [0, V) (anything else throws). wte {V, C}, wpe {T, C}.
+  void embedding(const OpTag& tag, const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out);
+  // dwte (+)= rows of dout scattered by id, dwpe (+)= dout summed over the batch; deterministic.
+  void embedding_backward(const OpTag& tag, const Tensor& dout, const Tensor& ids, const Tensor& dwte,
+                          const Tensor& dwpe, bool accumulate = false);
+  // Causal multi-head self-attention as one op: qkv {B·T, 3C} (q | k | v, head h at columns
+  // h·d … (h+1)·d of each, d = C / heads) → y {B·T, C}; probs {B·heads·T, T} receives the softmax P
+  // (kept for the backward). T is probs' column count. Priced as a GEMM (4·B·heads·T²·d FLOPs).
+  void attention(const OpTag& tag, const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y);
+  // dqkv {B·T, 3C} from dy {B·T, C}; dscores (probs' shape) is workspace for dP and dS. 8·B·heads·T²·d FLOPs.
+  void attention_backward(const OpTag& tag, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
+                          const Tensor& dscores, const Tensor& dqkv);
   // ---- the ConvNet's ops (core/nn/conv_layers.h), f32, images as rows of C·H·W (NCHW) ----
   // y = act(conv(x, W) + b): x {N, C·H·W}, weight {OC, C, K, K}, bias {OC}, y {N, OC·OH·OW}, as
   // im2col + GEMM, priced as the GEMM (m = OC, n = N·OH·OW, k = C·K·K). Its im2col workspace is a
@@ -141,6 +169,9 @@ class Device {
               Work&& work, int peer = -1);
   void check_here(const Tensor& t, const char* op, const char* what) const;
   void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const char* what) const;
+  void check_f32(const Tensor& t, const std::string& op, const char* what) const;
+  void check_float_like(const Tensor& t, const Tensor& first, const std::string& op, const char* what) const;
+  void check_shape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& op, const char* what) const;
   void host_waits_until(int64_t t_ns);
 
   int index_;

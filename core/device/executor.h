@@ -55,6 +55,20 @@ class Executor {
   virtual void copy_to_host(void* dst, const Tensor& src, int64_t bytes) = 0;
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
 
+  // ---- transformer ops (f32; Device checks shapes and dtypes, see device.h) ----
+  virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd, float eps) = 0;
+  virtual void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                   bool accumulate) = 0;
+  virtual void gelu(const Tensor& x, const Tensor& y) = 0;
+  virtual void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) = 0;
+  virtual void embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) = 0;
+  virtual void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
+                                  bool accumulate) = 0;
+  virtual void attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) = 0;
+  virtual void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
+                                  const Tensor& dscores, const Tensor& dqkv) = 0;
   // ---- the ConvNet's ops (kernels::conv2d …): f32. `workspace` holds
   // kernels::conv2d_workspace_floats(g) floats (im2col's columns and the GEMM's output).
   virtual void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,

@@ -437,3 +437,209 @@ void dropout(const float* x, float* y, int64_t rows, int64_t cols, const Dropout
 }
 
 }  // namespace scalelab::kernels
+
+// ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----
+namespace scalelab::kernels {
+
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                int64_t rows, int64_t cols, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    // Two passes in double: the mean, then the variance around it (no cancellation of E[x²] − E[x]²).
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += xr[j];
+    const double mu = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
+    double sq = 0;
+    for (int64_t j = 0; j < cols; ++j) sq += (xr[j] - mu) * (xr[j] - mu);
+    const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
+    const float m = static_cast<float>(mu);
+    const float s = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+    mean[r] = m;
+    rstd[r] = s;
+    float* yr = y + r * cols;
+    for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * s * gamma[j] + beta[j];
+  }
+}
+
+void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate) {
+  std::vector<double> sum_gamma(static_cast<size_t>(cols), 0.0), sum_beta(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dyr = dy + r * cols;
+    const float* xr = x + r * cols;
+    const float m = mean[r], s = rstd[r];
+    // The two row means the input gradient needs: of g = dy ⊙ gamma, and of g ⊙ x̂.
+    double g_sum = 0, gx_sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float xhat = (xr[j] - m) * s;
+      const float g = dyr[j] * gamma[j];
+      g_sum += g;
+      gx_sum += static_cast<double>(g) * xhat;
+      sum_gamma[static_cast<size_t>(j)] += static_cast<double>(dyr[j]) * xhat;
+      sum_beta[static_cast<size_t>(j)] += dyr[j];
+    }
+    const float g_mean = static_cast<float>(g_sum / static_cast<double>(cols));
+    const float gx_mean = static_cast<float>(gx_sum / static_cast<double>(cols));
+    float* dxr = dx + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float xhat = (xr[j] - m) * s;
+      dxr[j] = s * (dyr[j] * gamma[j] - g_mean - xhat * gx_mean);
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    dgamma[j] = static_cast<float>(sum_gamma[static_cast<size_t>(j)]) + (accumulate ? dgamma[j] : 0.0f);
+    dbeta[j] = static_cast<float>(sum_beta[static_cast<size_t>(j)]) + (accumulate ? dbeta[j] : 0.0f);
+  }
+}
+
+namespace {
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+}  // namespace
+
+void gelu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float cdf = std::fabs(v) > 1e-20f ? y[i] / v : 0.5f;  // Φ(x) = y / x: no erf again
+    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+namespace {
+
+// The id at (b, t) as an index, or a clear error: ids arrive as floats (the batch is one f32 tensor).
+int64_t token_id(const float* ids, int64_t b, int64_t t, int64_t seq, int64_t vocab) {
+  const float v = ids[b * seq + t];
+  if (!(v >= 0.0f) || v >= static_cast<float>(vocab) || v != std::floor(v))
+    throw Error("embedding", "token id " + std::to_string(v) + " at batch row " + std::to_string(b) + ", position " +
+                                 std::to_string(t) + " is not a whole number in [0, " + std::to_string(vocab) +
+                                 ") — the data's vocabulary must fit the model's (gpt:…-V)");
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+void embedding(const float* ids, const float* wte, const float* wpe, float* out, int64_t batch, int64_t seq,
+               int64_t vocab, int64_t hidden) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t) {
+      const float* tok = wte + token_id(ids, b, t, seq, vocab) * hidden;
+      const float* pos = wpe + t * hidden;
+      float* o = out + (b * seq + t) * hidden;
+      for (int64_t j = 0; j < hidden; ++j) o[j] = tok[j] + pos[j];
+    }
+}
+
+void embedding_backward(const float* dout, const float* ids, float* dwte, float* dwpe, int64_t batch, int64_t seq,
+                        int64_t vocab, int64_t hidden, bool accumulate) {
+  if (!accumulate) {
+    std::fill(dwte, dwte + vocab * hidden, 0.0f);
+    std::fill(dwpe, dwpe + seq * hidden, 0.0f);
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t) {
+      const float* d = dout + (b * seq + t) * hidden;
+      float* tok = dwte + token_id(ids, b, t, seq, vocab) * hidden;
+      float* pos = dwpe + t * hidden;
+      for (int64_t j = 0; j < hidden; ++j) {
+        tok[j] += d[j];
+        pos[j] += d[j];
+      }
+    }
+}
+
+namespace {
+
+// Row-major C = alpha · op(A) · op(B) + beta · C with explicit leading dimensions: q, k and v are
+// d-column windows of the qkv rows, 3·hidden apart.
+void gemm_ld(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+namespace {
+
+// Rounds values to f16 or bf16 precision in place (dtype 1 or 2; 0 leaves them): what storing them
+// in a half tensor and reading them back gives.
+void round_to(float* x, int64_t n, int dtype) {
+  if (dtype == 1)
+    for (int64_t i = 0; i < n; ++i) x[i] = half_to_float(float_to_half(x[i]));
+  else if (dtype == 2)
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_float(float_to_bf16(x[i]));
+}
+
+}  // namespace
+
+void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t hidden,
+               int probs_dtype) {
+  if (batch == 0 || seq == 0 || heads == 0) return;
+  check_room_for_blas_buffers();
+  const int64_t d = hidden / heads, ld = 3 * hidden;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* q = qkv + b * seq * ld + h * d;
+      const float* k = q + hidden;
+      const float* v = q + 2 * hidden;
+      float* p = probs + (b * heads + h) * seq * seq;
+      gemm_ld(false, true, seq, seq, d, scale, q, ld, k, ld, 0.0f, p, seq);  // S = scale · q · kᵀ
+      round_to(p, seq * seq, probs_dtype);  // S, then P, in probs' dtype
+      for (int64_t i = 0; i < seq; ++i) {  // softmax over the keys j ≤ i; the later ones are masked
+        float* row = p + i * seq;
+        const float mx = *std::max_element(row, row + i + 1);
+        for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - mx);
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) sum += row[j];
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        std::fill(row + i + 1, row + seq, 0.0f);
+      }
+      round_to(p, seq * seq, probs_dtype);
+      gemm_ld(false, false, seq, d, seq, 1.0f, p, seq, v, ld, 0.0f, y + b * seq * hidden + h * d, hidden);  // y = P · v
+    }
+}
+
+void attention_backward(const float* dy, const float* qkv, const float* probs, float* dscores, float* dqkv,
+                        int64_t batch, int64_t seq, int64_t heads, int64_t hidden, int probs_dtype) {
+  if (batch == 0 || seq == 0 || heads == 0) return;
+  check_room_for_blas_buffers();
+  const int64_t d = hidden / heads, ld = 3 * hidden;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* q = qkv + b * seq * ld + h * d;
+      const float* k = q + hidden;
+      const float* v = q + 2 * hidden;
+      float* dq = dqkv + b * seq * ld + h * d;
+      float* dk = dq + hidden;
+      float* dv = dq + 2 * hidden;
+      const float* p = probs + (b * heads + h) * seq * seq;
+      float* ds = dscores + (b * heads + h) * seq * seq;
+      const float* dyh = dy + b * seq * hidden + h * d;
+      gemm_ld(true, false, seq, d, seq, 1.0f, p, seq, dyh, hidden, 0.0f, dv, ld);   // dV = Pᵀ · dy
+      gemm_ld(false, true, seq, seq, d, 1.0f, dyh, hidden, v, ld, 0.0f, ds, seq);   // dP = dy · vᵀ
+      round_to(ds, seq * seq, probs_dtype);
+      for (int64_t i = 0; i < seq; ++i) {  // the softmax's backward, row by row; masked P are 0, so dS is
+        const float* prow = p + i * seq;
+        float* drow = ds + i * seq;
+        double dot = 0;
+        for (int64_t j = 0; j <= i; ++j) dot += static_cast<double>(drow[j]) * prow[j];
+        const float dotf = static_cast<float>(dot);
+        for (int64_t j = 0; j < seq; ++j) drow[j] = prow[j] * (drow[j] - dotf) * scale;
+      }
+      round_to(ds, seq * seq, probs_dtype);
+      gemm_ld(false, false, seq, d, seq, 1.0f, ds, seq, k, ld, 0.0f, dq, ld);  // dQ = dS · k
+      gemm_ld(true, false, seq, d, seq, 1.0f, ds, seq, q, ld, 0.0f, dk, ld);   // dK = dSᵀ · q
+    }
+}
+
+}  // namespace scalelab::kernels

@@ -153,3 +153,47 @@ SCALELAB_HOST_DEVICE inline bool dropout_keeps(uint64_t threshold, uint64_t seed
 #undef SCALELAB_HOST_DEVICE
 
 }  // namespace scalelab::kernels
+
+// ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----
+namespace scalelab::kernels {
+
+// Per row of `cols`: y = (x − mean) · rstd · gamma + beta, rstd = 1 / √(var + eps) (the biased
+// variance, as torch.nn.LayerNorm). mean[rows] and rstd[rows] are kept for the backward.
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                int64_t rows, int64_t cols, float eps);
+// dx = rstd · (g − mean(g) − x̂ · mean(g ⊙ x̂)) with g = dy ⊙ gamma, x̂ = (x − mean) · rstd;
+// dgamma (+)= Σ_r dy ⊙ x̂, dbeta (+)= Σ_r dy (column sums in double, rows in order).
+void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate);
+
+// The exact GELU of torch.nn.GELU(): y = x · Φ(x), Φ(x) = ½ · (1 + erf(x / √2)).
+void gelu(const float* x, float* y, int64_t n);
+// dx = dy · (Φ(x) + x · φ(x)), φ the standard normal density; Φ(x) read off the forward's y as
+// y / x (½ at x = 0), so no erf is computed again. dx may be dy (in place).
+void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n);
+
+// out[b·seq + t, :] = wte[ids[b, t], :] + wpe[t, :]. ids hold whole numbers in [0, vocab) as
+// floats (a batch row is a sequence); any other value throws, naming the batch row and position.
+void embedding(const float* ids, const float* wte, const float* wpe, float* out, int64_t batch, int64_t seq,
+               int64_t vocab, int64_t hidden);
+// dwte (+)= scatter-add of dout's rows by id, dwpe (+)= Σ_b dout[b·seq + t, :]; rows in order
+// (deterministic: the same sums in the same order every time).
+void embedding_backward(const float* dout, const float* ids, float* dwte, float* dwpe, int64_t batch, int64_t seq,
+                        int64_t vocab, int64_t hidden, bool accumulate);
+
+// Causal multi-head self-attention, per sequence b and head h (d = hidden / heads, scale = 1/√d):
+//   q, k, v = columns h·d … (h+1)·d of the q, k and v thirds of qkv {batch·seq, 3·hidden}
+//   S = scale · q · kᵀ, masked where key > query; P = softmax(S) row by row; y[:, h·d…] = P · v
+// probs {batch·heads·seq, seq} keeps P (zeros above the diagonal) for the backward. An sgemm per
+// (b, h) reads q, k and v in place through the leading dimension 3·hidden: no head-split copies.
+// probs_dtype (0 = f32, 1 = f16, 2 = bf16): P is rounded to it before P · v reads it, as a GPU that
+// stores P in half does (mixed precision).
+void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t hidden,
+               int probs_dtype = 0);
+// dV = Pᵀ · dy,  dP = dy · vᵀ,  dS = P ⊙ (dP − Σ_j dP ⊙ P) · scale,  dQ = dS · k,  dK = dSᵀ · q,
+// written into dqkv {batch·seq, 3·hidden}; dscores (probs' shape) is the workspace for dP and dS,
+// each rounded to probs_dtype where a half workspace would hold it.
+void attention_backward(const float* dy, const float* qkv, const float* probs, float* dscores, float* dqkv,
+                        int64_t batch, int64_t seq, int64_t heads, int64_t hidden, int probs_dtype = 0);
+
+}  // namespace scalelab::kernels

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/nn/conv_layers.h"
+#include "core/nn/transformer_layers.h"
 #include "core/rng.h"
 
 namespace scalelab {
@@ -248,8 +249,12 @@ std::unique_ptr<Layer> make_layer(const ModelSpec& spec, int l, Device& device) 
         case 3: return std::make_unique<MaxPool2d>(device, l, name, kConv2, 14, 14, 2, 2);
         default: return std::make_unique<Linear>(device, l, name, kConv2 * 7 * 7, kClasses, Activation::none);
       }
-    case ModelFamily::gpt:
-      break;
+    case ModelFamily::gpt: {
+      const GptShape& g = spec.gpt;
+      if (l == 0) return std::make_unique<TokenEmbedding>(device, l, g.vocab, g.context, g.hidden);
+      if (l == spec.layer_count() - 1) return std::make_unique<LmHead>(device, l, g.hidden, g.vocab);
+      return std::make_unique<TransformerBlock>(device, l, l - 1, g.hidden, g.heads, g.context);
+    }
   }
   throw Error("nn", "the layers of " + spec.text + " are not built yet");
 }

@@ -314,3 +314,74 @@ void CpuExecutor::dropout(const Tensor& x, const Tensor& y, const DropoutMask& m
 }
 
 }  // namespace scalelab
+
+// ---- transformer ops: LayerNorm and the embedding in f32 (autocast keeps them there), GELU and attention also in half ----
+namespace scalelab {
+
+void CpuExecutor::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                             const Tensor& mean, const Tensor& rstd, float eps) {
+  k::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), y.data<float>(), mean.data<float>(),
+                rstd.data<float>(), x.rows(), x.cols(), eps);
+}
+
+void CpuExecutor::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                      bool accumulate) {
+  k::layer_norm_backward(dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(),
+                         rstd.data<float>(), dx.data<float>(), dgamma.data<float>(), dbeta.data<float>(), x.rows(),
+                         x.cols(), accumulate);
+}
+
+// GELU and attention also take f16 / bf16 (mixed precision), computed in f32 and rounded once
+// where stored, as the other half ops.
+void CpuExecutor::gelu(const Tensor& x, const Tensor& y) {
+  AsF32 X(x, "gelu"), Y(y, "gelu", /*load=*/false);
+  k::gelu(X.get(), Y.get(), x.numel());
+  Y.store();
+}
+
+void CpuExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
+  AsF32 DY(dy, "gelu_backward"), X(x, "gelu_backward"), Y(y, "gelu_backward");
+  if (dx.raw() == dy.raw()) {  // in place
+    k::gelu_backward(DY.get(), X.get(), Y.get(), DY.get(), x.numel());
+    DY.store();
+    return;
+  }
+  AsF32 DX(dx, "gelu_backward", /*load=*/false);
+  k::gelu_backward(DY.get(), X.get(), Y.get(), DX.get(), x.numel());
+  DX.store();
+}
+
+void CpuExecutor::embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {
+  k::embedding(ids.data<float>(), wte.data<float>(), wpe.data<float>(), out.data<float>(), ids.rows(), ids.cols(),
+               wte.rows(), wte.cols());
+}
+
+void CpuExecutor::embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
+                                     bool accumulate) {
+  k::embedding_backward(dout.data<float>(), ids.data<float>(), dwte.data<float>(), dwpe.data<float>(), ids.rows(),
+                        ids.cols(), dwte.rows(), dwte.cols(), accumulate);
+}
+
+void CpuExecutor::attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) {
+  if (qkv.rows() == 0) return;
+  const int64_t seq = probs.cols();
+  AsF32 QKV(qkv, "attention"), P(probs, "attention", false), Y(y, "attention", false);
+  k::attention(QKV.get(), P.get(), Y.get(), qkv.rows() / seq, seq, heads, y.cols(), dtype_code(probs.dtype()));
+  P.store();
+  Y.store();
+}
+
+void CpuExecutor::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
+                                     const Tensor& dscores, const Tensor& dqkv) {
+  if (qkv.rows() == 0) return;
+  const int64_t seq = probs.cols();
+  AsF32 DY(dy, "attention_backward"), QKV(qkv, "attention_backward"), P(probs, "attention_backward");
+  AsF32 DS(dscores, "attention_backward", false), DQKV(dqkv, "attention_backward", false);
+  k::attention_backward(DY.get(), QKV.get(), P.get(), DS.get(), DQKV.get(), qkv.rows() / seq, seq, heads, dy.cols(),
+                        dtype_code(probs.dtype()));
+  DS.store();
+  DQKV.store();
+}
+
+}  // namespace scalelab

@@ -42,6 +42,20 @@ class CpuExecutor : public Executor {
   void copy_to_host(void* dst, const Tensor& src, int64_t bytes) override;
   void copy(const Tensor& src, const Tensor& dst) override;
 
+  // ---- transformer ops ----
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y, const Tensor& mean,
+                  const Tensor& rstd, float eps) override;
+  void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                           bool accumulate) override;
+  void gelu(const Tensor& x, const Tensor& y) override;
+  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) override;
+  void embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) override;
+  void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
+                          bool accumulate) override;
+  void attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) override;
+  void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
+                          const Tensor& dscores, const Tensor& dqkv) override;
   // The ConvNet's ops (executor.h).
   void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g,
               Activation act, const Tensor& workspace) override;
@@ -85,6 +99,18 @@ class MetaExecutor : public Executor {
   void copy_from_host(const Tensor&, const void*, int64_t) override {}
   void copy_to_host(void*, const Tensor&, int64_t) override {}
   void copy(const Tensor&, const Tensor&) override {}
+
+  // ---- transformer ops ----
+  void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                  float) override {}
+  void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, bool) override {}
+  void gelu(const Tensor&, const Tensor&) override {}
+  void gelu_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
+  void embedding(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
+  void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) override {}
+  void attention(const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
+  void attention_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
   // The ConvNet's ops: nothing to compute.
   void conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dGeometry&, Activation,
               const Tensor&) override {}

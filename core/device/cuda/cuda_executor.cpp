@@ -688,3 +688,151 @@ void CudaExecutor::dropout(const Tensor& x, const Tensor& y, const DropoutMask& 
 }
 
 }  // namespace scalelab
+
+// ---- transformer ops: LayerNorm and the embedding in f32, GELU and attention also in f16 / bf16 ----
+namespace scalelab {
+
+namespace {
+
+// Row-major C = alpha · op(A) · op(B) + beta · C for `batch` matrices `stride_*` elements apart,
+// with leading dimensions: the heads of one sequence, their q, k and v d-column windows of the qkv
+// rows. cuBLAS is column-major, so as in gemm: Cᵀ = op(B)ᵀ · op(A)ᵀ. f32 by cublasSgemm's batched
+// form; f16 / bf16 (all three matrices) summed in f32 on the tensor cores, C rounded once.
+void gemm_strided(cublasHandle_t handle, DType dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
+                  float beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (dtype == DType::f32) {
+    SCALELAB_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        handle, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &alpha, static_cast<const float*>(b),
+        to_int(ldb, "ldb"), stride_b, static_cast<const float*>(a), to_int(lda, "lda"), stride_a, &beta,
+        static_cast<float*>(c), to_int(ldc, "ldc"), stride_c, to_int(batch, "batch")));
+    return;
+  }
+  const cudaDataType_t type = cuda_data_type(dtype);
+  SCALELAB_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"),
+                                                   &alpha, b, type, to_int(ldb, "ldb"), stride_b, a, type,
+                                                   to_int(lda, "lda"), stride_a, &beta, c, type, to_int(ldc, "ldc"),
+                                                   stride_c, to_int(batch, "batch"), CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+void CudaExecutor::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                              const Tensor& mean, const Tensor& rstd, float eps) {
+  activate();
+  cuda::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), y.data<float>(), mean.data<float>(),
+                   rstd.data<float>(), x.rows(), x.cols(), eps, stream_);
+}
+
+void CudaExecutor::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                       const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                       bool accumulate) {
+  activate();
+  cuda::layer_norm_backward(dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(),
+                            rstd.data<float>(), dx.data<float>(), dgamma.data<float>(), dbeta.data<float>(), x.rows(),
+                            x.cols(), accumulate, stream_);
+}
+
+void CudaExecutor::gelu(const Tensor& x, const Tensor& y) {
+  activate();
+  cuda::gelu(x.raw(), y.raw(), dtype_code(x.dtype()), x.numel(), stream_);
+}
+
+void CudaExecutor::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& y, const Tensor& dx) {
+  activate();
+  cuda::gelu_backward(dy.raw(), x.raw(), y.raw(), dx.raw(), dtype_code(x.dtype()), x.numel(), stream_);
+}
+
+// The host kernel's error for the first id that is not a whole number in [0, vocab), if any.
+static void throw_bad_id(const Tensor& ids, int64_t vocab, unsigned long long found, cudaStream_t stream) {
+  if (found == cuda::kNoBadRow) return;
+  const int64_t i = static_cast<int64_t>(found), seq = ids.cols();
+  float v = 0;
+  SCALELAB_CUDA_CHECK(cudaMemcpyAsync(&v, ids.data<float>() + i, sizeof(v), cudaMemcpyDeviceToHost, stream));
+  SCALELAB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  throw Error("embedding", "token id " + std::to_string(v) + " at batch row " + std::to_string(i / seq) +
+                               ", position " + std::to_string(i % seq) + " is not a whole number in [0, " +
+                               std::to_string(vocab) + ") — the data's vocabulary must fit the model's (gpt:…-V)");
+}
+
+void CudaExecutor::embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& out) {
+  if (ids.numel() == 0) return;
+  activate();
+  cuda::check_token_ids(ids.data<float>(), ids.numel(), wte.rows(), &scalars_->first_bad_row, stream_);
+  throw_bad_id(ids, wte.rows(), fetch_scalars().first_bad_row, stream_);
+  cuda::embedding(ids.data<float>(), wte.data<float>(), wpe.data<float>(), out.data<float>(), ids.rows(), ids.cols(),
+                  wte.cols(), stream_);
+}
+
+void CudaExecutor::embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dwte, const Tensor& dwpe,
+                                      bool accumulate) {
+  activate();
+  if (ids.numel() > 0) {
+    cuda::check_token_ids(ids.data<float>(), ids.numel(), dwte.rows(), &scalars_->first_bad_row, stream_);
+    throw_bad_id(ids, dwte.rows(), fetch_scalars().first_bad_row, stream_);
+  }
+  cuda::embedding_backward(dout.data<float>(), ids.data<float>(), dwte.data<float>(), dwpe.data<float>(), ids.rows(),
+                           ids.cols(), dwte.rows(), dwte.cols(), accumulate, stream_);
+}
+
+void CudaExecutor::attention(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& y) {
+  if (qkv.rows() == 0) return;
+  activate();
+  const DType dt = qkv.dtype();
+  const int64_t seq = probs.cols(), batch = qkv.rows() / seq, hidden = y.cols(), d = hidden / heads, ld = 3 * hidden;
+  const int64_t sq = seq * seq, size = dtype_size(dt);  // pointers below step in bytes
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const char* qkv_b = static_cast<const char*>(qkv.raw());
+  char* p_b = static_cast<char*>(probs.raw());
+  char* y_b = static_cast<char*>(y.raw());
+  // Per sequence, the heads as one strided batch: head h's q starts d elements after head h−1's.
+  for (int64_t b = 0; b < batch; ++b) {
+    const char* q = qkv_b + b * seq * ld * size;
+    gemm_strided(cublas_, dt, false, true, seq, seq, d, scale, q, ld, d, q + hidden * size, ld, d, 0.0f,
+                 p_b + b * heads * sq * size, seq, sq, heads);  // S = scale · q · kᵀ
+  }
+  cuda::causal_softmax(probs.raw(), dtype_code(dt), probs.rows(), seq, stream_);
+  for (int64_t b = 0; b < batch; ++b) {
+    const char* v = qkv_b + (b * seq * ld + 2 * hidden) * size;
+    gemm_strided(cublas_, dt, false, false, seq, d, seq, 1.0f, p_b + b * heads * sq * size, seq, sq, v, ld, d, 0.0f,
+                 y_b + b * seq * hidden * size, hidden, d, heads);  // y = P · v
+  }
+}
+
+void CudaExecutor::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& probs, int64_t heads,
+                                      const Tensor& dscores, const Tensor& dqkv) {
+  if (qkv.rows() == 0) return;
+  activate();
+  const DType dt = qkv.dtype();
+  const int64_t seq = probs.cols(), batch = qkv.rows() / seq, hidden = dy.cols(), d = hidden / heads, ld = 3 * hidden;
+  const int64_t sq = seq * seq, size = dtype_size(dt);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const char* qkv_b = static_cast<const char*>(qkv.raw());
+  const char* p_b = static_cast<const char*>(probs.raw());
+  const char* dy_b = static_cast<const char*>(dy.raw());
+  char* ds_b = static_cast<char*>(dscores.raw());
+  char* dqkv_b = static_cast<char*>(dqkv.raw());
+  for (int64_t b = 0; b < batch; ++b) {
+    const char* v = qkv_b + (b * seq * ld + 2 * hidden) * size;
+    const char* p = p_b + b * heads * sq * size;
+    const char* dyb = dy_b + b * seq * hidden * size;
+    char* ds = ds_b + b * heads * sq * size;
+    char* dv = dqkv_b + (b * seq * ld + 2 * hidden) * size;
+    gemm_strided(cublas_, dt, true, false, seq, d, seq, 1.0f, p, seq, sq, dyb, hidden, d, 0.0f, dv, ld, d, heads);  // dV = Pᵀ·dy
+    gemm_strided(cublas_, dt, false, true, seq, seq, d, 1.0f, dyb, hidden, d, v, ld, d, 0.0f, ds, seq, sq, heads);  // dP = dy·vᵀ
+  }
+  cuda::causal_softmax_backward(probs.raw(), dscores.raw(), dtype_code(dt), probs.rows(), seq, scale, stream_);
+  for (int64_t b = 0; b < batch; ++b) {
+    const char* q = qkv_b + b * seq * ld * size;
+    const char* ds = ds_b + b * heads * sq * size;
+    char* dq = dqkv_b + b * seq * ld * size;
+    gemm_strided(cublas_, dt, false, false, seq, d, seq, 1.0f, ds, seq, sq, q + hidden * size, ld, d, 0.0f, dq, ld, d,
+                 heads);  // dQ = dS·k
+    gemm_strided(cublas_, dt, true, false, seq, d, seq, 1.0f, ds, seq, sq, q, ld, d, 0.0f, dq + hidden * size, ld, d,
+                 heads);  // dK = dSᵀ·q
+  }
+}
+
+}  // namespace scalelab

@@ -678,6 +678,254 @@ void dropout(const float* x, float* y, int64_t rows, int64_t cols, const kernels
   CHECK_LAUNCH("dropout_kernel");
 }
 
+}  // namespace scalelab::cuda
+
+// ---- transformer ops (f32): LayerNorm, GELU, embedding, the causal softmax of attention ----
+namespace scalelab::cuda {
+
+namespace {
+
+int row_blocks(int64_t rows) { return static_cast<int>(std::min<int64_t>(rows, 65535)); }
+
+__global__ void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                  float* rstd, int64_t rows, int64_t cols, float eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
+    const double mu = block_all_reduce(sum, SumOp{}) / static_cast<double>(cols);
+    double sq = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += (xr[j] - mu) * (xr[j] - mu);
+    const double var = block_all_reduce(sq, SumOp{}) / static_cast<double>(cols);
+    const float m = static_cast<float>(mu);
+    const float s = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = s;
+    }
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      y[r * cols + j] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(xr[j], m), s), gamma[j]), beta[j]);
+  }
+}
+
+__global__ void layer_norm_dx_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
+                                     const float* rstd, float* dx, int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float m = mean[r], s = rstd[r];
+    double g_sum = 0, gx_sum = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float xhat = __fmul_rn(__fsub_rn(x[r * cols + j], m), s);
+      const float g = __fmul_rn(dy[r * cols + j], gamma[j]);
+      g_sum += g;
+      gx_sum += static_cast<double>(g) * xhat;
+    }
+    const float g_mean = static_cast<float>(block_all_reduce(g_sum, SumOp{}) / static_cast<double>(cols));
+    const float gx_mean = static_cast<float>(block_all_reduce(gx_sum, SumOp{}) / static_cast<double>(cols));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float xhat = __fmul_rn(__fsub_rn(x[r * cols + j], m), s);
+      const float g = __fmul_rn(dy[r * cols + j], gamma[j]);
+      dx[r * cols + j] = __fmul_rn(s, __fsub_rn(__fsub_rn(g, g_mean), __fmul_rn(xhat, gx_mean)));
+    }
+  }
+}
+
+__global__ void layer_norm_params_kernel(const float* dy, const float* x, const float* mean, const float* rstd,
+                                         float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate) {
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double sg = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float d = dy[r * cols + j];
+      const float xhat = __fmul_rn(__fsub_rn(x[r * cols + j], mean[r]), rstd[r]);
+      sg += static_cast<double>(d) * xhat;
+      sb += d;
+    }
+    dgamma[j] = static_cast<float>(sg) + (accumulate ? dgamma[j] : 0.0f);
+    dbeta[j] = static_cast<float>(sb) + (accumulate ? dbeta[j] : 0.0f);
+  }
+}
+
+template <int D>
+__global__ void gelu_kernel(const void* x, void* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = ld<D>(x, i);
+    st<D>(y, i, 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
+  }
+}
+
+template <int D>
+__global__ void gelu_backward_kernel(const void* dy, const void* x, const void* y, void* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = ld<D>(x, i);
+    const float cdf = fabsf(v) > 1e-20f ? ld<D>(y, i) / v : 0.5f;
+    const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    st<D>(dx, i, ld<D>(dy, i) * (cdf + v * pdf));
+  }
+}
+
+__global__ void check_token_ids_kernel(const float* ids, int64_t n, int64_t vocab, unsigned long long* first_bad) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = ids[i];
+    if (!(v >= 0.0f) || v >= static_cast<float>(vocab) || v != floorf(v))
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+}
+
+__global__ void embedding_kernel(const float* ids, const float* wte, const float* wpe, float* out, int64_t tokens,
+                                 int64_t seq, int64_t hidden) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < tokens * hidden;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t token = i / hidden, j = i % hidden;
+    const int64_t id = static_cast<int64_t>(ids[token]);
+    out[i] = wte[id * hidden + j] + wpe[(token % seq) * hidden + j];
+  }
+}
+
+// blockIdx.y: a slice of the vocabulary; x: columns. Each thread walks every token in order.
+__global__ void embedding_wte_kernel(const float* dout, const float* ids, float* dwte, int64_t tokens,
+                                     int64_t hidden, int64_t ids_per_slice) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= hidden) return;
+  const int64_t first = blockIdx.y * ids_per_slice, last = first + ids_per_slice;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t id = static_cast<int64_t>(ids[t]);
+    if (id >= first && id < last) dwte[id * hidden + j] += dout[t * hidden + j];
+  }
+}
+
+__global__ void embedding_wpe_kernel(const float* dout, float* dwpe, int64_t batch, int64_t seq, int64_t hidden) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < seq * hidden;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float acc = dwpe[i];  // zeroed first unless accumulating, as on the host
+    for (int64_t b = 0; b < batch; ++b) acc += dout[b * seq * hidden + i];
+    dwpe[i] = acc;
+  }
+}
+
+// A block per row. The exponentials are kept in f32 between the passes (in the row itself when it
+// is f32; recomputed from the scores otherwise, so a half row is rounded once, at the end).
+template <int D>
+__global__ void causal_softmax_kernel(void* scores, int64_t rows, int64_t seq) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t row = r * seq;
+    const int64_t last = r % seq;  // the query's position: keys 0 … last are visible
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) mx = fmaxf(mx, ld<D>(scores, row + j));
+    mx = block_all_reduce(mx, MaxOp{});
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) sum += expf(ld<D>(scores, row + j) - mx);
+    const float inv = static_cast<float>(1.0 / block_all_reduce(sum, SumOp{}));
+    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+      st<D>(scores, row + j, j <= last ? expf(ld<D>(scores, row + j) - mx) * inv : 0.0f);
+  }
+}
+
+template <int D>
+__global__ void causal_softmax_backward_kernel(const void* probs, void* dscores, int64_t rows, int64_t seq,
+                                               float scale) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t row = r * seq;
+    const int64_t last = r % seq;
+    double dot = 0;
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x)
+      dot += static_cast<double>(ld<D>(dscores, row + j)) * ld<D>(probs, row + j);
+    const float dotf = static_cast<float>(block_all_reduce(dot, SumOp{}));
+    for (int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+      st<D>(dscores, row + j, ld<D>(probs, row + j) * (ld<D>(dscores, row + j) - dotf) * scale);
+  }
+}
+
+}  // namespace
+
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+  if (rows == 0) return;
+  layer_norm_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  CHECK_LAUNCH("layer_norm_kernel");
+}
+
+void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate,
+                         cudaStream_t stream) {
+  if (cols == 0) return;
+  if (rows > 0) {
+    layer_norm_dx_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(dy, x, gamma, mean, rstd, dx, rows, cols);
+    CHECK_LAUNCH("layer_norm_dx_kernel");
+  }
+  layer_norm_params_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(dy, x, mean, rstd, dgamma, dbeta, rows, cols, accumulate);
+  CHECK_LAUNCH("layer_norm_params_kernel");
+}
+
+void gelu(const void* x, void* y, int dtype, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_dtype(dtype, [&](auto d) { gelu_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n); });
+  CHECK_LAUNCH("gelu_kernel");
+}
+
+void gelu_backward(const void* dy, const void* x, const void* y, void* dx, int dtype, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_dtype(dtype, [&](auto d) {
+    gelu_backward_kernel<decltype(d)::value><<<blocks_for(n), kThreads, 0, stream>>>(dy, x, y, dx, n);
+  });
+  CHECK_LAUNCH("gelu_backward_kernel");
+}
+
+void check_token_ids(const float* ids, int64_t n, int64_t vocab, unsigned long long* first_bad, cudaStream_t stream) {
+  SCALELAB_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), stream));  // = kNoBadRow
+  if (n == 0) return;
+  check_token_ids_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ids, n, vocab, first_bad);
+  CHECK_LAUNCH("check_token_ids_kernel");
+}
+
+void embedding(const float* ids, const float* wte, const float* wpe, float* out, int64_t batch, int64_t seq,
+               int64_t hidden, cudaStream_t stream) {
+  const int64_t n = batch * seq * hidden;
+  if (n == 0) return;
+  embedding_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ids, wte, wpe, out, batch * seq, seq, hidden);
+  CHECK_LAUNCH("embedding_kernel");
+}
+
+void embedding_backward(const float* dout, const float* ids, float* dwte, float* dwpe, int64_t batch, int64_t seq,
+                        int64_t vocab, int64_t hidden, bool accumulate, cudaStream_t stream) {
+  if (hidden == 0) return;
+  if (!accumulate) {
+    SCALELAB_CUDA_CHECK(cudaMemsetAsync(dwte, 0, static_cast<size_t>(vocab * hidden) * sizeof(float), stream));
+    SCALELAB_CUDA_CHECK(cudaMemsetAsync(dwpe, 0, static_cast<size_t>(seq * hidden) * sizeof(float), stream));
+  }
+  const int64_t tokens = batch * seq;
+  if (tokens == 0 || vocab == 0) return;
+  // Slices of the vocabulary give the scatter more threads than one per column; each slice's
+  // threads still read every id, so not more slices than the tokens make worthwhile.
+  const int64_t slices = std::min<int64_t>({vocab, 64, std::max<int64_t>(tokens / 64, 1)});
+  const int64_t ids_per_slice = (vocab + slices - 1) / slices;
+  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(slices));
+  embedding_wte_kernel<<<grid, kThreads, 0, stream>>>(dout, ids, dwte, tokens, hidden, ids_per_slice);
+  CHECK_LAUNCH("embedding_wte_kernel");
+  embedding_wpe_kernel<<<blocks_for(seq * hidden), kThreads, 0, stream>>>(dout, dwpe, batch, seq, hidden);
+  CHECK_LAUNCH("embedding_wpe_kernel");
+}
+
+void causal_softmax(void* scores, int dtype, int64_t rows, int64_t seq, cudaStream_t stream) {
+  if (rows == 0) return;
+  with_dtype(dtype, [&](auto d) {
+    causal_softmax_kernel<decltype(d)::value><<<row_blocks(rows), kThreads, 0, stream>>>(scores, rows, seq);
+  });
+  CHECK_LAUNCH("causal_softmax_kernel");
+}
+
+void causal_softmax_backward(const void* probs, void* dscores, int dtype, int64_t rows, int64_t seq, float scale,
+                             cudaStream_t stream) {
+  if (rows == 0) return;
+  with_dtype(dtype, [&](auto d) {
+    causal_softmax_backward_kernel<decltype(d)::value>
+        <<<row_blocks(rows), kThreads, 0, stream>>>(probs, dscores, rows, seq, scale);
+  });
+  CHECK_LAUNCH("causal_softmax_backward_kernel");
+}
+
 #undef CHECK_LAUNCH
 
 }  // namespace scalelab::cuda

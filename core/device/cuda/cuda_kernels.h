@@ -93,3 +93,39 @@ void max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, con
 void dropout(const float* x, float* y, int64_t rows, int64_t cols, const kernels::DropoutMask& m, cudaStream_t stream);
 
 }  // namespace scalelab::cuda
+
+// ---- transformer ops (f32), mirroring the host kernels in core/kernels/cpu_kernels.h ----
+namespace scalelab::cuda {
+
+// One block per row: mean and variance in double (two passes), y, mean[rows], rstd[rows].
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+// dx per row (a block per row); dgamma, dbeta (+)= column sums over the rows in order, in double, a
+// thread per column: deterministic, and the host's order.
+void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols, bool accumulate,
+                         cudaStream_t stream);
+// GELU and the causal softmax take a storage dtype code (0 = f32, 1 = f16, 2 = bf16) for all their
+// tensors: read as f32, computed in f32, rounded once where stored.
+void gelu(const void* x, void* y, int dtype, int64_t n, cudaStream_t stream);
+// Φ(x) read off the forward's output as y / x, as on the host. dx may be dy.
+void gelu_backward(const void* dy, const void* x, const void* y, void* dx, int dtype, int64_t n, cudaStream_t stream);
+// *first_bad gets the lowest flat index b·seq + t whose id is not a whole number in [0, vocab),
+// or kNoBadRow.
+void check_token_ids(const float* ids, int64_t n, int64_t vocab, unsigned long long* first_bad, cudaStream_t stream);
+// Ids already checked (check_token_ids).
+void embedding(const float* ids, const float* wte, const float* wpe, float* out, int64_t batch, int64_t seq,
+               int64_t hidden, cudaStream_t stream);
+// No atomics: a thread per (column, slice of the vocabulary) walks the tokens in order and adds
+// those whose id falls in its slice, so every dwte element sums its tokens in the host's order;
+// dwpe a thread per (position, column) over the batch in order. The same bits as the host.
+void embedding_backward(const float* dout, const float* ids, float* dwte, float* dwpe, int64_t batch, int64_t seq,
+                        int64_t vocab, int64_t hidden, bool accumulate, cudaStream_t stream);
+// scores {rows, seq}, rows = B·heads·seq, row r the query r % seq: the causal softmax in place
+// (zeros where key > query).
+void causal_softmax(void* scores, int dtype, int64_t rows, int64_t seq, cudaStream_t stream);
+// dscores holds dP; becomes dS = P ⊙ (dP − Σ_j dP ⊙ P) · scale.
+void causal_softmax_backward(const void* probs, void* dscores, int dtype, int64_t rows, int64_t seq, float scale,
+                             cudaStream_t stream);
+
+}  // namespace scalelab::cuda
