@@ -194,7 +194,7 @@ class Zero : public Strategy {
     //    its device.
     take_shard(batch, R.rank, world_, R.rows);
     Tensor x = d.empty({R.rows.size, R.rows.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = d.empty({R.rows.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = d.empty({R.rows.size * R.rows.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     d.upload({"batch.x", Phase::data}, x, R.rows.x.data());
     d.upload({"batch.y", Phase::data}, y, R.rows.y.data());
 
