@@ -45,7 +45,10 @@ class DataParallel : public Strategy {
       copies_.push_back(std::make_unique<Model>(*devices_[i], ctx.initial_weights));
       replicas_.push_back(copies_.back().get());
     }
-    for (Model* replica : replicas_) replica->set_precision(ctx.config.amp_dtype());
+    for (Model* replica : replicas_) {
+      replica->set_precision(ctx.config.amp_dtype());
+      replica->set_recompute(ctx.config.recompute);
+    }
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {

@@ -78,6 +78,7 @@ class Worker {
     // The model, its parameters pointing into the segment, and this worker's own optimizer.
     model_ = std::make_unique<Model>(*device_, layout_.params.read(segment_.base));
     layout_.params.share(*model_, *device_, segment_.base);
+    model_->set_recompute(layout_.config.recompute);
     optimizer_ = std::make_unique<Optimizer>(layout_.config.optimizer, model_->parameters());
     bus_.clear();  // start-up is not part of any step
     ship();

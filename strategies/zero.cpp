@@ -152,6 +152,7 @@ class Zero : public Strategy {
       // 4. Mixed precision: the layers compute from half copies of their views of the flat f32
       //    buffer; the ranks agree on the fp16 scaler's every decision.
       model.set_precision(ctx.config.amp_dtype());
+      model.set_recompute(ctx.config.recompute);
       scaler.agree_over(group, device);
       // The Model's per-parameter gradients existed only for a moment while it was built: forget
       // that moment, so the ledger's peaks show what training with ZeRO holds.
