@@ -611,6 +611,21 @@ EOF
   if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -qF "[pipeline] --batch 512 cannot be cut" && ! printf '%s' "$out" | grep -q "^ *4 "; then
     clear=$((clear + 1)); pass "scale refuses a bad micro-batch count before its first row"
   else fail "scale --micro-batches 1..100000: exit $rc: $(printf '%s' "$out" | tail -n 3)"; fi
+  # --- models ---
+  # The ConvNet's and the GPT's specs, and what they refuse to be combined with.
+  bad "gpt heads that do not divide the hidden size" 2 model "must be a multiple of the heads (5)" -- \
+    train --model gpt:2-128-5-64-96 --dataset synthetic --steps 1
+  bad "gpt of four sizes" 2 model "a GPT takes five sizes, got 4" -- train --model gpt:2-128-4-64 --steps 1
+  bad "gpt vocabulary without a tokenizer" 2 data "V = 100 has no text tokenizer" -- train --model gpt:1-32-4-16-100 --steps 1
+  bad "text for an image model" 2 data "reads images" -- train --model convnet --dataset text --steps 1
+  bad "images for a gpt" 2 data "reads tokens, not images" -- train --model gpt:1-32-4-16-96 --dataset fashion-mnist --steps 1
+  bad "recompute without blocks" 2 train "has no blocks" -- train --model convnet --recompute --steps 1
+  bad "amp on the convnet" 2 amp "compute in f32 only" -- train --model convnet --amp bf16 --steps 1
+  bad "a corpus that is not there" 1 data "$WORK/no-corpus" -- train --model gpt:1-32-4-16-96 --data-dir "$WORK/no-corpus" --steps 1
+  bad "more pipeline stages than a gpt's layers" 2 pipeline "has only 3 layers" -- \
+    train --model gpt:1-32-4-16-96 --dataset synthetic --strategy pipeline --devices 4 --steps 1
+  bad "a gpt batch the data-parallel devices cannot share" 2 data-parallel "" -- \
+    train --model gpt:1-32-4-16-96 --dataset synthetic --strategy data-parallel --devices 3 --batch 16 --steps 1
   echo "cli         cases tried $tried / clear errors $clear / accepted $accepted / crashes $crashes / hangs $hangs" \
        "/ other failures $((failures - crashes - hangs))"
   finish

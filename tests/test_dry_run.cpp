@@ -141,6 +141,27 @@ TEST(DryRun, OtherStrategiesLedgerAndClockEqualARealRun) {
   expect_dry_equals_real(amp);
 }
 
+// The ConvNet's and a GPT's layers priced alike with and without numerics: convolutions, pools,
+// embeddings, attention, layer norms; a GPT with its blocks recomputed and in bf16 too.
+TEST(DryRun, ConvNetAndGptLedgerAndClockEqualARealRun) {
+  for (const char* strategy : {"ddp", "pipeline", "zero"})
+    for (const char* model : {"convnet", "gpt:2-32-4-16-96"}) {
+      TrainConfig c = test::small_config(strategy, 2, DeviceKind::sim);
+      c.model = model;
+      c.batch = 8;
+      c.synthetic_train = 64;
+      c.synthetic_test = 16;
+      if (std::string(strategy) == "pipeline") c.micro_batches = 2;
+      expect_dry_equals_real(c);
+    }
+  TrainConfig gpt = test::small_config("ddp", 2, DeviceKind::sim);
+  gpt.model = "gpt:2-32-4-16-96";
+  gpt.batch = 8;
+  gpt.recompute = true;
+  gpt.amp = Amp::bf16;
+  expect_dry_equals_real(gpt);
+}
+
 // The host side of a dry run: weights and data are sizes alone.
 TEST(DryRun, WeightsAndDataAreShapesOnly) {
   const ModelSpec spec = ModelSpec::parse("mlp:784-16384-16384-10");  // 281M parameters: 1.1 GB as floats

@@ -25,6 +25,7 @@ namespace lab03 {
 
 using scalelab::Device;
 using scalelab::HostBatch;
+using scalelab::LayerList;
 using scalelab::Model;
 using scalelab::Optimizer;
 using scalelab::Parameter;

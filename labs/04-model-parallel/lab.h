@@ -28,7 +28,8 @@ namespace lab04 {
 
 using scalelab::Device;
 using scalelab::HostBatch;
-using scalelab::Linear;
+using scalelab::Layer;
+using scalelab::LayerList;
 using scalelab::Model;
 using scalelab::Optimizer;
 using scalelab::Tensor;

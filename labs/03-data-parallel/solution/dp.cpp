@@ -5,7 +5,7 @@
 namespace lab03 {
 
 using scalelab::DType;
-using scalelab::Linear;
+using scalelab::Layer;
 using scalelab::MemoryCategory;
 using scalelab::Phase;
 using scalelab::Role;
