@@ -10,6 +10,8 @@ weights, optimizer state, per-step loss and test accuracy compared. The models:
                  of nn.Embedding, nn.LayerNorm, nn.Linear and exact-erf nn.GELU, named tok_emb,
                  pos_emb, blocks.i.{ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj}, ln_f, head
 
+Our export must hold exactly the PyTorch module's state_dict, names in its order.
+
 The reference is one PyTorch model (`--reference model`: every strategy's contract is single's
 numbers), or PyTorch's own distributed program over gloo with one process per rank, each on the
 rank's shard from the dump: `ddp` (DistributedDataParallel) or `zero` (ZeroRedundancyOptimizer
@@ -28,8 +30,8 @@ Two checks, each bounded by PyTorch's own float32 spread measured here, in the s
     either's error at one step.
   the run: our per-step loss against PyTorch's float32 run from our init (bound: the larger of
     1e-5 and 4× its largest float32-vs-float64 difference over the steps, relative) and our test
-    accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the 10 000
-    test images).
+    accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the test
+    labels: images, or a GPT's next tokens).
 
 The MLP's layers compute x @ W.T, then + b, then ReLU, as ours do (nn.Linear's addmm is an equally
 valid float32 program, but flips a few ReLUs at 2048 rows); the ConvNet and the GPT are PyTorch's
@@ -439,6 +441,11 @@ def compare(a, work):
     # step with the gradient summed from parts of the batch (the strategy's shards, or two halves)
     # against the same float64 step.
     worst_tensor, failed = {}, []
+    # Our export holds PyTorch's state_dict: the same names, in the same order.
+    exported = [k for k in ours[0] if not k.startswith("optimizer.")]
+    theirs = list(s.model(dtype32).state_dict())
+    if exported != theirs:
+        failed.append(f"exported tensors {exported} are not PyTorch's state_dict {theirs}")
     for t in range(a.steps):
         f64 = one_step(s, ours[t], t, torch.float64)
         others = [one_step(s, ours[t], t, dtype32, bf16)] if a.reference != "model" else [refs[t]]
