@@ -185,10 +185,12 @@ void EquivalenceProbe::step(const HostBatch& batch, int64_t step, EventBus& bus)
   const auto features = static_cast<std::ptrdiff_t>(batch.features);
   double loss = 0;
   for (int64_t h = 0; h < 2; ++h) {
+    const auto labels = static_cast<std::ptrdiff_t>(rows * batch.labels_per_sample);
     half_.size = rows;
     half_.features = batch.features;
+    half_.labels_per_sample = batch.labels_per_sample;
     half_.x.assign(batch.x.begin() + h * rows * features, batch.x.begin() + (h + 1) * rows * features);
-    half_.y.assign(batch.y.begin() + h * rows, batch.y.begin() + (h + 1) * rows);
+    half_.y.assign(batch.y.begin() + h * labels, batch.y.begin() + (h + 1) * labels);
     loss += split_.strategy->train_step(half_, 2 * step + h) / 2;
   }
   bus.emit(Metric{step, "loss_roundoff", loss});

@@ -45,7 +45,10 @@ class DataParallel : public Strategy {
       copies_.push_back(std::make_unique<Model>(*devices_[i], ctx.initial_weights));
       replicas_.push_back(copies_.back().get());
     }
-    for (Model* replica : replicas_) replica->set_precision(ctx.config.amp_dtype());
+    for (Model* replica : replicas_) {
+      replica->set_precision(ctx.config.amp_dtype());
+      replica->set_recompute(ctx.config.recompute);
+    }
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
@@ -95,23 +98,24 @@ class DataParallel : public Strategy {
     // 4. The outputs are gathered on device 0, in batch order, and the loss is computed there on
     //    the whole batch: exactly the loss, and the gradient w.r.t. the logits, of `single`
     //    (with fp16, multiplied by the loss scale).
-    const int64_t classes = outputs[0].cols();
+    //    (A GPT's outputs have a row per token: T rows per sample.)
+    const int64_t classes = outputs[0].cols(), out_rows = outputs[0].rows();
     const DType act = outputs[0].dtype();  // f32, or the --amp dtype
-    Tensor logits = dev0.empty({batch.size, classes}, act, MemoryCategory::activations, "gather.logits");
+    Tensor logits = dev0.empty({n * out_rows, classes}, act, MemoryCategory::activations, "gather.logits");
     for (int i = 0; i < n; ++i)
       dev0.copy({.name = "gather logits", .phase = Phase::comm, .role = Role::gather}, outputs[i],
-                logits.rows_slice(i * rows, rows));
-    Tensor dlogits = dev0.empty({batch.size, classes}, act, MemoryCategory::activations, "dlogits");
+                logits.rows_slice(i * out_rows, out_rows));
+    Tensor dlogits = dev0.empty({n * out_rows, classes}, act, MemoryCategory::activations, "dlogits");
     double loss = dev0.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, scaler_.scale());
 
     // 5. The gradient w.r.t. the outputs is scattered back: each device copies its rows.
     std::vector<Tensor> doutputs(static_cast<size_t>(n));
-    doutputs[0] = dlogits.rows_slice(0, rows);
+    doutputs[0] = dlogits.rows_slice(0, out_rows);
     for (int i = 1; i < n; ++i) {
       Device& dev = *devices_[i];
-      doutputs[i] = dev.empty({rows, classes}, act, MemoryCategory::activations, "scatter.dlogits");
+      doutputs[i] = dev.empty({out_rows, classes}, act, MemoryCategory::activations, "scatter.dlogits");
       dev.copy({.name = "scatter dlogits", .phase = Phase::comm, .role = Role::scatter},
-               dlogits.rows_slice(i * rows, rows), doutputs[i]);
+               dlogits.rows_slice(i * out_rows, out_rows), doutputs[i]);
     }
 
     // 6. Each replica runs backward, last layer to first, on its own device: each writes the

@@ -173,6 +173,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     //    all-reduce every rank holds the same gradients and would agree anyway: one tiny
     //    collective per step makes sure.)
     r->model->set_precision(config.amp_dtype());
+    r->model->set_recompute(config.recompute);
     r->scaler = std::make_unique<LossScaler>(make_loss_scaler(config));
     r->scaler->agree_over(*r->group, *r->devices.front());
     // end slide

@@ -19,15 +19,18 @@ Layout::Layout(const StrategyContext& ctx)
       devices(with_parent_epoch(ctx.device_options, *ctx.devices.front())),
       workers(static_cast<int>(ctx.devices.size())),
       features(ctx.initial_weights.spec.inputs()),
+      labels(ctx.initial_weights.spec.labels_per_sample()),
       max_rows((config.batch + workers - 1) / workers),
       segment(command_block_bytes(workers)),
       params(ctx.initial_weights.spec, segment),
       slots(segment.place(workers * int64_t{sizeof(RoundSlot)})),
-      shards(segment.place_each(workers, max_rows * (features * 4 + 4))),
+      shards(segment.place_each(workers, max_rows * (features + labels) * 4)),
       // A round records 2 uploads, ≤ 2 ops per layer forward, the loss, ≤ 3 per layer backward and
-      // an update per parameter: 7L + 3 events of ~100 bytes, and the ledger — whose description
-      // carries a sim device's whole profile (a calibrated one with its raw measurements: 15 KB).
-      outboxes(segment.place_each(workers, MessageArea::bytes_for((8 * params.spec().layer_count() + 16) * 256 + 4096 +
+      // an update per parameter: 7L + 3 events of ~100 bytes (a transformer block is some 40 ops,
+      // and 12 parameters), and the ledger — whose description carries a sim device's whole profile
+      // (a calibrated one with its raw measurements: 15 KB).
+      outboxes(segment.place_each(workers, MessageArea::bytes_for((48 * params.spec().layer_count() +
+                                                                   2 * static_cast<int64_t>(params.numel().size()) + 16) * 256 + 4096 +
                                                                   description_bytes(ctx.devices.front()->description())))),
       state_bytes(MessageArea::bytes_for(buffers_bytes(params.numel(), optimizer_state_tensors(config.optimizer)))),
       state(segment.place(state_bytes, 4096)) {}

@@ -43,7 +43,7 @@ struct Layout {
   TrainConfig config;
   DeviceOptions devices;  // the run's: each worker makes its own device by them
   int workers;
-  int64_t features, max_rows;  // a shard: up to max_rows rows of `features` floats, and a label each
+  int64_t features, labels, max_rows;  // a shard: up to max_rows rows of `features` floats and `labels` labels
   SegmentLayout segment;
   SharedWeights params;
   int64_t slots;                // offset of the RoundSlots, one per worker

@@ -49,6 +49,7 @@ class ModelParallel : public Strategy {
         scaler_(make_loss_scaler(ctx.config)) {
     for (Device* d : ctx.devices) devices_.push_back(d);
     model_.set_precision(ctx.config.amp_dtype());
+    model_.set_recompute(ctx.config.recompute);
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {

@@ -78,6 +78,7 @@ class Worker {
     // The model, its parameters pointing into the segment, and this worker's own optimizer.
     model_ = std::make_unique<Model>(*device_, layout_.params.read(segment_.base));
     layout_.params.share(*model_, *device_, segment_.base);
+    model_->set_recompute(layout_.config.recompute);
     optimizer_ = std::make_unique<Optimizer>(layout_.config.optimizer, model_->parameters());
     bus_.clear();  // start-up is not part of any step
     ship();
@@ -94,7 +95,7 @@ class Worker {
       // 1. The shard from the segment to this worker's device (on sim: once the parent has
       //    handed it over, at start_ns).
       Tensor x = device_->empty({order.rows, layout_.features}, DType::f32, MemoryCategory::activations, "shard.x");
-      Tensor y = device_->empty({order.rows}, DType::i32, MemoryCategory::activations, "shard.y");
+      Tensor y = device_->empty({order.rows * layout_.labels}, DType::i32, MemoryCategory::activations, "shard.y");
       x.set_ready_ns(order.start_ns);
       y.set_ready_ns(order.start_ns);
       device_->upload({"shard.x", Phase::data}, x, segment_.shard_x(rank_));
@@ -168,7 +169,7 @@ class Hogwild : public Strategy {
 
   double train_step(const HostBatch& batch, int64_t step) override {
     commands_.check_usable("step " + std::to_string(step));
-    const int64_t f = layout_.features;
+    const int64_t f = layout_.features, per = layout_.labels;
     if (batch.features != f || batch.size > layout_.max_rows * n_ || batch.size < 1)
       throw Error("multiprocessing", "a batch of " + std::to_string(batch.size) + " × " + std::to_string(batch.features) +
                                          " does not fit the shards, made for ≤ " + std::to_string(layout_.max_rows * n_) +
@@ -177,12 +178,12 @@ class Hogwild : public Strategy {
     //    the segment, and wake it. One parent thread copies them one after another.
     int64_t ready = round_end_ns_;
     for (int r = 0; r < n_; ++r) {
-      const int64_t rows = batch.size > r ? (batch.size - r + n_ - 1) / n_ : 0, bytes = rows * (f * 4 + 4);
+      const int64_t rows = batch.size > r ? (batch.size - r + n_ - 1) / n_ : 0, bytes = rows * (f + per) * 4;
       const std::string what = "shard " + std::to_string(r) + " → worker " + std::to_string(r);
       ready = mirrors_[static_cast<size_t>(r)].dispatch(step, ready, bytes, what, [&] {
         for (int64_t i = 0, row = r; i < rows; ++i, row += n_) {
           std::memcpy(segment_.shard_x(r) + i * f, batch.x.data() + row * f, static_cast<size_t>(f) * 4);
-          segment_.shard_y(r)[i] = batch.y[static_cast<size_t>(row)];
+          std::memcpy(segment_.shard_y(r) + i * per, batch.y.data() + row * per, static_cast<size_t>(per) * 4);
         }
       });
       segment_.slot(r).order = hogwild::RoundOrder{step, rows, ready, 0};

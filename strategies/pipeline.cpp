@@ -79,6 +79,7 @@ struct Stage {
       Layer& layer = *layers.emplace_back(make_layer(spec, l, dev));
       upload_layer(layer, init);
       layer.set_precision(config.amp_dtype());
+      layer.set_recompute(config.recompute);
       for (Parameter* q : layer.parameters()) params.push_back(q);
     }
     optimizer = std::make_unique<Optimizer>(config.optimizer, params);

@@ -21,6 +21,7 @@ class Single : public Strategy {
         scaler_(make_loss_scaler(ctx.config)),
         accumulate_steps_(ctx.config.no_sync) {
     model_.set_precision(ctx.config.amp_dtype());
+    model_.set_recompute(ctx.config.recompute);
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {

@@ -103,6 +103,9 @@ void TrainConfig::validate() const {
   if (!data_dir.empty() && dataset == "synthetic")
     throw UsageError("data", "--data-dir names where the data are, but --dataset synthetic reads no files (it would be "
                              "ignored) — drop --data-dir, or pass --dataset fashion-mnist (images) or text (a corpus)");
+  if (recompute && model.rfind("gpt:", 0) != 0)
+    throw UsageError("train", "--recompute drops a transformer block's activations after forward and recomputes them "
+                              "in backward, but --model " + model + " has no blocks — use --model gpt:L-C-H-T-V, or drop --recompute");
   optimizer.validate();
   // A day at most: a longer wait is no timeout, and past ~292 years in ns the deadline overflows.
   if (comm_timeout_ms < 1 || comm_timeout_ms > 86400000)

@@ -152,6 +152,7 @@ class Zero : public Strategy {
       // 4. Mixed precision: the layers compute from half copies of their views of the flat f32
       //    buffer; the ranks agree on the fp16 scaler's every decision.
       model.set_precision(ctx.config.amp_dtype());
+      model.set_recompute(ctx.config.recompute);
       scaler.agree_over(group, device);
       // The Model's per-parameter gradients existed only for a moment while it was built: forget
       // that moment, so the ledger's peaks show what training with ZeRO holds.
@@ -194,7 +195,7 @@ class Zero : public Strategy {
     //    its device.
     take_shard(batch, R.rank, world_, R.rows);
     Tensor x = d.empty({R.rows.size, R.rows.features}, DType::f32, MemoryCategory::activations, "batch.x");
-    Tensor y = d.empty({R.rows.size}, DType::i32, MemoryCategory::activations, "batch.y");
+    Tensor y = d.empty({R.rows.size * R.rows.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     d.upload({"batch.x", Phase::data}, x, R.rows.x.data());
     d.upload({"batch.y", Phase::data}, y, R.rows.y.data());
 

@@ -54,6 +54,9 @@ class Layer {
   DType precision() const { return compute_; }
   // Casts the f32 master weights into the half copies; nothing to do in f32.
   virtual void refresh_half_weights(int /*micro_batch*/ = -1) {}
+  // Activation checkpointing (--recompute): forward keeps only the layer's input, backward runs
+  // the forward again first. A transformer block does; other layers keep what they keep.
+  virtual void set_recompute(bool /*on*/) {}
 
  protected:
   Device* device_;

@@ -155,6 +155,10 @@ class Model {
   DType precision() const;
   // Every layer casts its f32 master weights into its half copies: once per step, before forward.
   void refresh_half_weights();
+  // --recompute: every transformer block keeps only its input and recomputes the rest in backward.
+  void set_recompute(bool on) {
+    for (Layer& layer : layers_) layer.set_recompute(on);
+  }
 
   std::vector<Parameter*> parameters();
   const LayerList& layers() const { return layers_; }

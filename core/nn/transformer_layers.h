@@ -77,7 +77,7 @@ class TransformerBlock : public Layer {
   // Activation checkpointing: forward keeps only the block's input; backward first runs the
   // forward again (its own ops named "….recompute", in the backward phase), then the backward.
   // The gradients are the same bits; the activations of the block live only during its backward.
-  void set_recompute(bool on) { recompute_ = on; }
+  void set_recompute(bool on) override { recompute_ = on; }
   bool recompute() const { return recompute_; }
 
   LayerNormParameters ln1, ln2;
