@@ -418,7 +418,8 @@ def compare(a, work):
            f"{work}/batches.json", "--json", f"{work}/run.json", "--quiet"] + a.scalelab_args.split()
     if a.model.startswith("gpt:"):
         if not os.path.isfile(a.corpus):
-            sys.exit(f"[cross-check] {a.corpus}: not found — apt-get install fortunes, or pass --corpus naming a text file")
+            sys.exit(f"[cross-check] --corpus {a.corpus}: not a file — name one text file (apt-get install fortunes "
+                     f"for the default, {CORPUS}); the cross-check tokenizes one file as scalelab does")
         cmd += ["--dataset", "text", "--data-dir", a.corpus]
     if a.optimizer == "sgd":
         cmd += ["--momentum", repr(a.momentum)]
