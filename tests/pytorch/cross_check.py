@@ -1,7 +1,16 @@
 #!/usr/bin/python3
-"""A scalelab strategy against PyTorch: the same MLP from the same initial weights (`scalelab
-export`) on the same batches of Fashion-MNIST (`train --dump-batches`), trained a few steps with
-the same optimizer; weights, optimizer state, per-step loss and test accuracy compared.
+"""A scalelab strategy against PyTorch: the same model from the same initial weights (`scalelab
+export`) on the same batches (`train --dump-batches`), trained a few steps with the same optimizer;
+weights, optimizer state, per-step loss and test accuracy compared. The models:
+
+  mlp:…          on Fashion-MNIST: Linear, ReLU, …, Linear (nn.Sequential's names: 0.weight, …)
+  convnet        on Fashion-MNIST: the lecture's ConvNet, nn.Conv2d / MaxPool2d / nn.Linear named
+                 conv1, conv2, fc as our export names them
+  gpt:L-C-H-T-V  on a text file (--corpus, characters for V = 96, bytes for V ≥ 256): a pre-LN GPT-2
+                 of nn.Embedding, nn.LayerNorm, nn.Linear and exact-erf nn.GELU, named tok_emb,
+                 pos_emb, blocks.i.{ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj}, ln_f, head
+
+Our export must hold exactly the PyTorch module's state_dict, names in its order.
 
 The reference is one PyTorch model (`--reference model`: every strategy's contract is single's
 numbers), or PyTorch's own distributed program over gloo with one process per rank, each on the
@@ -21,22 +30,24 @@ Two checks, each bounded by PyTorch's own float32 spread measured here, in the s
     either's error at one step.
   the run: our per-step loss against PyTorch's float32 run from our init (bound: the larger of
     1e-5 and 4× its largest float32-vs-float64 difference over the steps, relative) and our test
-    accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the 10 000
-    test images).
+    accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the test
+    labels: images, or a GPT's next tokens).
 
-PyTorch's layers compute x @ W.T, then + b, then ReLU, as ours do (nn.Linear's addmm is an equally
-valid float32 program, but flips a few ReLUs at 2048 rows); with --amp bf16 they are nn.Linear
+The MLP's layers compute x @ W.T, then + b, then ReLU, as ours do (nn.Linear's addmm is an equally
+valid float32 program, but flips a few ReLUs at 2048 rows); the ConvNet and the GPT are PyTorch's
+own modules, as a student writes them. With --amp bf16 the MLP's layers are nn.Linear
 under torch.autocast("cpu", torch.bfloat16), whose GEMM rounds its output, bias included, to
 bfloat16 as our half layer does, and the spread is PyTorch's bfloat16 step against its float64 step.
 
-  cross_check.py SCALELAB sgd|adam [--strategy S --devices N] [--reference model|ddp|zero] …
+  cross_check.py SCALELAB sgd|adam [--model M] [--strategy S --devices N] [--reference model|ddp|zero] …
 """
-import argparse, gzip, json, os, shutil, subprocess, sys, tempfile
+import argparse, gzip, json, math, os, shutil, subprocess, sys, tempfile
 
 import numpy as np
 import torch
 
 DATA = "/usr/share/datasets/fashion-mnist"
+CORPUS = "/usr/share/games/fortunes/computers"
 MEAN, STD = np.float32(0.2860), np.float32(0.3530)
 
 
@@ -67,20 +78,128 @@ class BiasAfter(torch.nn.Linear):  # scalelab's order: the matmul, then the bias
         return x @ self.weight.T + self.bias
 
 
+class ConvNet(torch.nn.Module):
+    """The lecture's ConvNet on 1×28×28 images, named as scalelab's export names it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 16, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(16, 32, 5, padding=2)
+        self.fc = torch.nn.Linear(32 * 7 * 7, 10)
+
+    def forward(self, x):  # x: a row of 784 pixels per image
+        h = x.view(-1, 1, 28, 28)
+        h = torch.nn.functional.max_pool2d(torch.relu(self.conv1(h)), 2, 2)
+        h = torch.nn.functional.max_pool2d(torch.relu(self.conv2(h)), 2, 2)
+        return self.fc(h.flatten(1))  # NCHW order, as our rows hold it
+
+
+class Attention(torch.nn.Module):
+    """Causal self-attention: q, k, v side by side in qkv's output, head h at columns h·d … (h+1)·d of each."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.proj = torch.nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        d = C // self.heads
+        q, k, v = (t.view(B, T, self.heads, d).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)  # a key after its query
+        p = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        return self.proj((p @ v).transpose(1, 2).reshape(B, T, C))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc = torch.nn.Linear(hidden, 4 * hidden)
+        self.gelu = torch.nn.GELU()  # exact: 0.5·x·(1 + erf(x/√2))
+        self.proj = torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        return self.proj(self.gelu(self.fc(x)))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.attn = Attention(hidden, heads)
+        self.ln2 = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.mlp = Mlp(hidden)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Gpt(torch.nn.Module):
+    """A pre-LN GPT-2 (gpt:L-C-H-T-V), named as scalelab's export names it."""
+
+    def __init__(self, layers, hidden, heads, context, vocab):
+        super().__init__()
+        self.tok_emb = torch.nn.Embedding(vocab, hidden)
+        self.pos_emb = torch.nn.Embedding(context, hidden)
+        self.blocks = torch.nn.ModuleList(Block(hidden, heads) for _ in range(layers))
+        self.ln_f = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, ids):  # ids {B, T} → logits {B, T, V}
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def text_windows(path, context, vocab):
+    """scalelab's --dataset text for one file (core/data/text.h): a token per byte (V = 96: '\\n' → 0,
+    ' ' … '~' → 1 … 95, tab, CR, VT, FF → a space, any other byte → '?'; V ≥ 256: the byte), cut into
+    windows of T + 1 tokens that do not overlap; the last tenth of them (at least 1) the test set."""
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    b = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
+    if vocab == 96:
+        tokens = np.full(b.shape, ord("?") - ord(" ") + 1)
+        printable = (b >= ord(" ")) & (b <= ord("~"))
+        tokens[printable] = b[printable] - ord(" ") + 1
+        tokens[np.isin(b, [ord("\t"), ord("\r"), 0x0B, 0x0C])] = 1
+        tokens[b == ord("\n")] = 0
+    else:
+        tokens = b
+    windows = len(tokens) // (context + 1)
+    w = torch.from_numpy(tokens[: windows * (context + 1)].reshape(windows, context + 1).copy())
+    test = 0 if windows < 2 else max(1, windows // 10)
+    x, y = w[:, :-1], w[:, 1:]
+    return (x[: windows - test], y[: windows - test]), (x[windows - test:], y[windows - test:])
+
+
 class Setup:
     """What a PyTorch run needs: the options, the data, the batches, and how to build the model,
     its optimizer, and load our exported state into them."""
 
     def __init__(self, a, work):
         self.a, self.work = a, work
-        self.sizes = [int(s) for s in a.model.split(":")[1].split("-")]
-        self.X, self.Y = images("train")
-        self.Xt, self.Yt = images("t10k")
+        self.family = a.model.split(":")[0]
+        self.sizes = [int(s) for s in a.model.split(":")[1].split("-")] if ":" in a.model else []
+        if self.family == "gpt":
+            (self.X, self.Y), (self.Xt, self.Yt) = text_windows(a.corpus, self.sizes[3], self.sizes[4])
+        else:
+            self.X, self.Y = images("train")
+            self.Xt, self.Yt = images("t10k")
         dump = json.load(open(f"{work}/batches.json"))
         self.batches = [torch.tensor(s["global"]) for s in dump["steps"]]
         self.shards = [[torch.tensor(r) for r in s["shards"]] for s in dump["steps"]]
 
     def model(self, dtype, bf16=False):
+        if self.family == "convnet":
+            return ConvNet().to(dtype)
+        if self.family == "gpt":
+            return Gpt(*self.sizes).to(dtype)
         linear = torch.nn.Linear if bf16 else BiasAfter
         layers = []
         for i in range(len(self.sizes) - 1):
@@ -99,15 +218,16 @@ class Setup:
         return cls(params, **kw)
 
     def load(self, model, opt, state, dtype):
-        """Our exported state (weights, optimizer state) into a PyTorch model and optimizer."""
-        names = list(model.state_dict())
+        """Our exported state (weights, optimizer state) into a PyTorch model and optimizer, by name."""
         with torch.no_grad():
-            for name, p in zip(names, model.parameters()):
+            for name, p in model.named_parameters():
+                if tuple(state[name].shape) != tuple(p.shape):
+                    sys.exit(f"[cross-check] {name}: ours {state[name].shape}, PyTorch's {tuple(p.shape)}")
                 p.copy_(torch.from_numpy(state[name]).to(dtype))
         inner = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: the rank's own optimizer
         owned = {id(p) for g in inner.param_groups for p in g["params"]}
         step = int(state["optimizer.step"]) if "optimizer.step" in state else 0
-        for name, p in zip(names, model.parameters()):
+        for name, p in model.named_parameters():
             if id(p) not in owned:
                 continue
             inner.state[p] = {}
@@ -122,20 +242,28 @@ class Setup:
     def snapshot(self, model, opt):
         state = {k: v.detach().double().numpy().copy() for k, v in model.state_dict().items()}
         inner = getattr(opt, "optim", opt)
-        for name, p in zip(list(model.state_dict()), model.parameters()):
+        for name, p in model.named_parameters():
             for key, v in inner.state.get(p, {}).items():
                 if torch.is_tensor(v) and v.dim() > 0:
                     state[f"optimizer.{name}.{key}"] = v.double().numpy().copy()
         return state
 
+    def inputs(self, rows, dtype, test=False):
+        x = (self.Xt if test else self.X)[rows]
+        return x if self.family == "gpt" else x.to(dtype)  # token ids stay ids
+
+    def criterion(self, logits, y, reduction="mean"):
+        """Cross-entropy over every label: a GPT's B·T tokens, logits.view(-1, V) against y.view(-1)."""
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction=reduction)
+
     def loss(self, model, rows, dtype, bf16, denominator=None):
-        x, y = self.X[rows].to(dtype), self.Y[rows]
+        x, y = self.inputs(rows, dtype), self.Y[rows]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = model(x)
         logits = logits.float() if bf16 else logits
         if denominator is None:
-            return torch.nn.functional.cross_entropy(logits, y)
-        return torch.nn.functional.cross_entropy(logits, y, reduction="sum") / denominator
+            return self.criterion(logits, y)
+        return self.criterion(logits, y, "sum") / (denominator * (y.numel() // len(rows)))
 
     def step(self, model, opt, t, dtype, bf16=False, parts=False):
         """One step on step t's global batch; with parts, the gradient summed from parts of it:
@@ -156,8 +284,13 @@ class Setup:
         return total
 
     def accuracy(self, model, dtype):
+        """The fraction of test labels (images, or a GPT's next tokens) the model's argmax gets right."""
         with torch.no_grad():
-            return (model(self.Xt.to(dtype)).argmax(1) == self.Yt).double().mean().item()
+            right = 0
+            for first in range(0, len(self.Yt), 1000):
+                rows = torch.arange(first, min(first + 1000, len(self.Yt)))
+                right += (model(self.inputs(rows, dtype, test=True)).argmax(-1) == self.Yt[rows]).sum().item()
+            return right / self.Yt.numel()
 
 
 # --- one PyTorch model -------------------------------------------------------------------------
@@ -199,7 +332,8 @@ def rank_main(rank, world, a, work, port):
 
     def rank_step(model, ddp, opt, t):  # this rank's shard; DDP averages the gradients
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(ddp(s.X[s.shards[t][rank]]), s.Y[s.shards[t][rank]])
+        rows = s.shards[t][rank]
+        loss = s.criterion(ddp(s.inputs(rows, torch.float32)), s.Y[rows])
         loss.backward()
         opt.step()
         total = loss.detach().clone()
@@ -259,7 +393,8 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--batch", type=int, default=2048)
-    ap.add_argument("--model", default="mlp:784-128-64-32-10")
+    ap.add_argument("--model", default="mlp:784-128-64-32-10", help="mlp:…, convnet or gpt:L-C-H-T-V")
+    ap.add_argument("--corpus", default=CORPUS, help="a GPT's text: one file, read as scalelab's --dataset text reads it")
     ap.add_argument("--strategy", default="single")
     ap.add_argument("--devices", type=int, default=1)
     ap.add_argument("--reference", choices=["model", "ddp", "zero"], default="model")
@@ -281,6 +416,11 @@ def compare(a, work):
            "--lr", repr(a.lr), "--weight-decay", repr(a.weight_decay), "--amp", a.amp,
            "--checkpoint", f"{work}/ck-{{step}}.ckpt", "--checkpoint-every", "1", "--dump-batches",
            f"{work}/batches.json", "--json", f"{work}/run.json", "--quiet"] + a.scalelab_args.split()
+    if a.model.startswith("gpt:"):
+        if not os.path.isfile(a.corpus):
+            sys.exit(f"[cross-check] --corpus {a.corpus}: not a file — name one text file (apt-get install fortunes "
+                     f"for the default, {CORPUS}); the cross-check tokenizes one file as scalelab does")
+        cmd += ["--dataset", "text", "--data-dir", a.corpus]
     if a.optimizer == "sgd":
         cmd += ["--momentum", repr(a.momentum)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -302,6 +442,11 @@ def compare(a, work):
     # step with the gradient summed from parts of the batch (the strategy's shards, or two halves)
     # against the same float64 step.
     worst_tensor, failed = {}, []
+    # Our export holds PyTorch's state_dict: the same names, in the same order.
+    exported = [k for k in ours[0] if not k.startswith("optimizer.")]
+    theirs = list(s.model(dtype32).state_dict())
+    if exported != theirs:
+        failed.append(f"exported tensors {exported} are not PyTorch's state_dict {theirs}")
     for t in range(a.steps):
         f64 = one_step(s, ours[t], t, torch.float64)
         others = [one_step(s, ours[t], t, dtype32, bf16)] if a.reference != "model" else [refs[t]]
@@ -316,7 +461,7 @@ def compare(a, work):
             bound = max(1e-5, 4 * spread)
             if k not in worst_tensor or diff / bound > worst_tensor[k][0] / worst_tensor[k][2]:
                 worst_tensor[k] = (diff, spread, bound, t + 1)
-    print(f"{a.strategy} ({a.devices}) vs {a.reference} · {a.optimizer} · amp {a.amp} · {a.steps} steps of {a.batch}")
+    print(f"{a.model} · {a.strategy} ({a.devices}) vs {a.reference} · {a.optimizer} · amp {a.amp} · {a.steps} steps of {a.batch}")
     print(f"{'tensor (worst step)':40} {'ours vs torch':>14} {'torch spread':>13} {'bound':>9}")
     worst = 0.0
     for k, (diff, spread, bound, t) in sorted(worst_tensor.items()):
@@ -341,14 +486,14 @@ def compare(a, work):
         print(f"loss step {i}: ours {o:.7f} torch {r:.7f} (float64 {losses64[i]:.7f}) rel {rel:.2e} bound {bound:.2e}")
         if rel > bound:
             failed.append(f"loss at step {i}: ours {o}, torch {r}")
-    acc_bound = max(2 / len(s.Yt), 4 * abs(own_acc32 - acc64))
+    acc_bound = max(2 / s.Yt.numel(), 4 * abs(own_acc32 - acc64))
     acc_diff = abs(run["test_accuracy"] - ref_acc)
     print(f"test accuracy: ours {run['test_accuracy']:.4f} torch {ref_acc:.4f} (float64 {acc64:.4f}) "
           f"diff {acc_diff:.4f} bound {acc_bound:.4f}")
     if acc_diff > acc_bound + 1e-12:
         failed.append(f"test accuracy: ours {run['test_accuracy']}, torch {ref_acc}")
     name, (diff, spread, bound, t) = max(worst_tensor.items(), key=lambda kv: kv[1][0] / kv[1][2])
-    print("SUMMARY " + json.dumps(dict(strategy=a.strategy, devices=a.devices, reference=a.reference, optimizer=a.optimizer,
+    print("SUMMARY " + json.dumps(dict(model=a.model, strategy=a.strategy, devices=a.devices, reference=a.reference, optimizer=a.optimizer,
                                        amp=a.amp, tensor=name, step=t, diff=diff, spread=spread, bound=bound,
                                        loss_of_bound=worst_loss, accuracy=run["test_accuracy"], torch_accuracy=ref_acc)))
     if failed:

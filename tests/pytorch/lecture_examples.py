@@ -34,9 +34,9 @@ def check(what, ok, detail=""):
         failed.append(what)
 
 
-def scalelab(work, name, *args, steps=STEPS, every=None, lr=LR, seed=1):
+def scalelab(work, name, *args, steps=STEPS, every=None, lr=LR, seed=1, model=None, batch=None):
     """A scalelab run with a checkpoint at step 0 and at the end (or every `every`), its JSON."""
-    cmd = [SCALELAB, "train", "--device", "cpu", "--model", MODEL, "--batch", str(BATCH), "--steps", str(steps),
+    cmd = [SCALELAB, "train", "--device", "cpu", "--model", model or MODEL, "--batch", str(batch or BATCH), "--steps", str(steps),
            "--lr", repr(lr), "--seed", str(seed), "--checkpoint", f"{work}/{name}-{{step}}.ckpt",
            "--checkpoint-every", str(every or steps), "--json", f"{work}/{name}.json", "--quiet", *args]
     print("$ " + " ".join(cmd), flush=True)
@@ -50,9 +50,10 @@ def export(work, name, step):
     return out
 
 
-def example(work, program, *args):
+def example(work, program, *args, model=None):
     """A program of examples/pytorch/ with --report; what it reported."""
-    cmd = [PYTHON, os.path.join(EXAMPLES, program + ".py"), "--model", MODEL, *args, "--report", f"{work}/{program}.report"]
+    cmd = [PYTHON, os.path.join(EXAMPLES, program + ".py"), "--model", model or MODEL, *args, "--report",
+           f"{work}/{program}.report"]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=work, stdout=subprocess.DEVNULL, timeout=LIMIT_S)
     return json.load(open(f"{work}/{program}.report"))
@@ -163,6 +164,23 @@ def amp(work):
         bound = max(TOL, 4 * rel(t, f))  # PyTorch's own bf16 against its fp32, this step
         check(f"step {step}: bf16 loss scalelab {o:.6f} vs pytorch {t:.6f} (pytorch fp32 {f:.6f})",
               rel(o, t) <= bound, f"{rel(o, t):.2e}, bound {bound:.2e}")
+
+
+def convnet_ddp(work):
+    # The ConvNet costs ~17 MFLOP per image to train, so not full batches: small ones, and PyTorch's
+    # DistributedSampler shards the rows scalelab's steps took (its --dump-batches), in its order.
+    steps, batch = 4, 128
+    ours = scalelab(work, "ours", "--strategy", "ddp", "--devices", "2", "--dump-batches", f"{work}/batches.json",
+                    steps=steps, model="convnet", batch=batch)
+    theirs = example(work, "convnet_ddp", "--init", export(work, "ours", 0), "--devices", "2", "--steps", str(steps),
+                     "--batch", str(batch), "--lr", repr(LR), "--batches", f"{work}/batches.json", "--save-weights",
+                     f"{work}/theirs.npz", model="convnet")
+    same_losses(ours["losses"], theirs["losses"], f"losses (pytorch resumed from its rank-0 checkpoint at step {theirs['resumed_at']})")
+    same_weights(export(work, "ours", steps), f"{work}/theirs.npz")
+    check("pytorch's replicas equal bit for bit after training", theirs["replicas_equal"] is True)
+    diff = abs(ours["test_accuracy"] - theirs["test_accuracy"])
+    check(f"test accuracy: scalelab {ours['test_accuracy']:.4f} vs pytorch {theirs['test_accuracy']:.4f}",
+          diff <= 2e-4 + 1e-12, f"{diff * 10000:.0f} of the 10 000 test images, bound 2")
 
 
 def hogwild(work):
