@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -361,10 +362,16 @@ int bench_compute(const BenchComputeOptions& options) {
     run_gemms();
   }
   std::vector<double> step_s, gemm_s;
+  std::map<std::string, std::vector<double>> op_s;  // per op kind, its time in each timed step
   for (int i = 0; i < o.steps; ++i) {
     auto t0 = clock_type::now();
-    run_step();
+    strategy->train_step(batch, 0);
     auto t1 = clock_type::now();
+    std::map<std::string, double> in_step;
+    for (const Event& e : bus.events())
+      if (e.lane == Lane::compute) in_step[e.kind] += static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+    for (const auto& [kind, t] : in_step) op_s[kind].push_back(t);
+    bus.clear();
     run_gemms();
     auto t2 = clock_type::now();
     step_s.push_back(std::chrono::duration<double>(t1 - t0).count());
@@ -386,6 +393,14 @@ int bench_compute(const BenchComputeOptions& options) {
   std::printf("# %-28s %12s %12s %21s\n", "what", "time (ms)", "GFLOP/s", "spread (min–max, ms)");
   std::printf("  %-28s %12.3f %12.2f %10.3f–%.3f\n", "training step (scalelab)", step_t * 1e3, achieved, *step_min * 1e3,
               *step_max * 1e3);
+  // Where the step's time goes: the ops of each kind, median over the timed steps, the largest first.
+  std::vector<std::pair<double, std::string>> kinds;
+  for (auto& [kind, t] : op_s) kinds.push_back({median(t), kind});
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::printf("  in the step (ms):");
+  for (size_t i = 0; i < kinds.size() && i < 8; ++i)
+    std::printf(" %s %.1f%s", kinds[i].second.c_str(), kinds[i].first * 1e3, i + 1 < std::min<size_t>(kinds.size(), 8) ? "," : "");
+  std::printf("\n");
   if (mlp) {
     std::printf("  %-28s %12.3f %12.2f\n", "sgemm alone (OpenBLAS)", gemm_t * 1e3, sgemm);
     std::printf("  ratio %.3f  (GEMM FLOPs per step %.3f G, %d timed steps)\n", ratio, flops * 1e-9, o.steps);

@@ -1,13 +1,18 @@
 #include "core/kernels/cpu_kernels.h"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/device/host_cores.h"
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/tensor.h"
@@ -441,6 +446,51 @@ void dropout(const float* x, float* y, int64_t rows, int64_t cols, const Dropout
 // ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----
 namespace scalelab::kernels {
 
+namespace {
+
+// Runs fn(begin, end) over [0, n) cut into one range per BLAS thread (the cores OpenBLAS has been
+// given), each range on its own thread, the first on the caller. Each item's arithmetic is the
+// same whichever thread runs it, so the result is the same bits as one loop. Meanwhile OpenBLAS runs
+// on its caller alone: a GEMM inside fn is one range's work, not shared with helpers that are busy
+// with the other ranges. Few items (< 2 · min_items) run on the caller as one loop.
+template <typename Fn>
+void parallel_ranges(int64_t n, int64_t min_items, Fn fn) {
+  const int blas_threads = openblas_get_num_threads();
+  const int64_t threads = std::min<int64_t>(blas_threads, n / std::max<int64_t>(1, min_items));
+  if (threads < 2) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  openblas_set_num_threads(1);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> workers;
+  auto run = [&](int64_t t) {
+    try {
+      fn(n * t / threads, n * (t + 1) / threads);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
+  const std::vector<int> cores = usable_cores();
+  for (int64_t t = 1; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      // A new thread inherits its creator's mask, which may be one core (the cpu device's turns keep
+      // to one): the workers may run on any of the process's cores.
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cores) CPU_SET(c, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      run(t);
+    });
+  run(0);
+  for (auto& w : workers) w.join();
+  openblas_set_num_threads(blas_threads);
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                 int64_t rows, int64_t cols, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -497,17 +547,25 @@ constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 }  // namespace
 
+// Elementwise ops of at least this many elements a thread are worth a thread (a start and a join
+// cost some 50 µs; std::erf some 10 ns an element).
+constexpr int64_t kMinElementsPerThread = 1 << 16;
+
 void gelu(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+  parallel_ranges(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+  });
 }
 
 void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float cdf = std::fabs(v) > 1e-20f ? y[i] / v : 0.5f;  // Φ(x) = y / x: no erf again
-    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-    dx[i] = dy[i] * (cdf + v * pdf);
-  }
+  parallel_ranges(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = x[i];
+      const float cdf = std::fabs(v) > 1e-20f ? y[i] / v : 0.5f;  // Φ(x) = y / x: no erf again
+      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  });
 }
 
 namespace {
@@ -585,8 +643,11 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
   check_room_for_blas_buffers();
   const int64_t d = hidden / heads, ld = 3 * hidden;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
+  // The (sequence, head) pairs are independent: each range of them on its own thread, each GEMM on
+  // one (a head's GEMMs are too small for OpenBLAS's helpers to pay off).
+  parallel_ranges(batch * heads, 1, [&](int64_t first, int64_t last) {
+    for (int64_t bh = first; bh < last; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
       const float* q = qkv + b * seq * ld + h * d;
       const float* k = q + hidden;
       const float* v = q + 2 * hidden;
@@ -606,6 +667,7 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
       round_to(p, seq * seq, probs_dtype);
       gemm_ld(false, false, seq, d, seq, 1.0f, p, seq, v, ld, 0.0f, y + b * seq * hidden + h * d, hidden);  // y = P · v
     }
+  });
 }
 
 void attention_backward(const float* dy, const float* qkv, const float* probs, float* dscores, float* dqkv,
@@ -614,8 +676,9 @@ void attention_backward(const float* dy, const float* qkv, const float* probs, f
   check_room_for_blas_buffers();
   const int64_t d = hidden / heads, ld = 3 * hidden;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
+  parallel_ranges(batch * heads, 1, [&](int64_t first, int64_t last) {  // as attention's pairs
+    for (int64_t bh = first; bh < last; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
       const float* q = qkv + b * seq * ld + h * d;
       const float* k = q + hidden;
       const float* v = q + 2 * hidden;
@@ -640,6 +703,7 @@ void attention_backward(const float* dy, const float* qkv, const float* probs, f
       gemm_ld(false, false, seq, d, seq, 1.0f, ds, seq, k, ld, 0.0f, dq, ld);  // dQ = dS · k
       gemm_ld(true, false, seq, d, seq, 1.0f, ds, seq, q, ld, 0.0f, dk, ld);   // dK = dSᵀ · q
     }
+  });
 }
 
 }  // namespace scalelab::kernels
