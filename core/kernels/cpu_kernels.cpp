@@ -226,6 +226,51 @@ namespace scalelab::kernels {
 
 namespace {
 
+// Runs fn(begin, end) over [0, n) cut into one range per BLAS thread (the cores OpenBLAS has been
+// given), each range on its own thread, the first on the caller. Each item's arithmetic is the
+// same whichever thread runs it, so the result is the same bits as one loop. Meanwhile OpenBLAS runs
+// on its caller alone: a GEMM inside fn is one range's work, not shared with helpers that are busy
+// with the other ranges. Few items (< 2 · min_items) run on the caller as one loop.
+template <typename Fn>
+void parallel_ranges(int64_t n, int64_t min_items, Fn fn) {
+  const int blas_threads = openblas_get_num_threads();
+  const int64_t threads = std::min<int64_t>(blas_threads, n / std::max<int64_t>(1, min_items));
+  if (threads < 2) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  openblas_set_num_threads(1);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> workers;
+  auto run = [&](int64_t t) {
+    try {
+      fn(n * t / threads, n * (t + 1) / threads);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
+  const std::vector<int> cores = usable_cores();
+  for (int64_t t = 1; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      // A new thread inherits its creator's mask, which may be one core (the cpu device's turns keep
+      // to one): the workers may run on any of the process's cores.
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cores) CPU_SET(c, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      run(t);
+    });
+  run(0);
+  for (auto& w : workers) w.join();
+  openblas_set_num_threads(blas_threads);
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+namespace {
+
 // About 4 Mi floats (16 MiB) of workspace per chunk: the ConvNet's layers take a batch of 64 in
 // one or two chunks, and a large image's chunk is still one image.
 constexpr int64_t kConvWorkspaceTarget = int64_t{1} << 22;
@@ -247,10 +292,11 @@ ValidRange valid_outputs(int64_t offset, int64_t size, int64_t stride, int64_t o
 void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g) {
   const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
   const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t kh = 0; kh < K; ++kh)
-      for (int64_t kw = 0; kw < K; ++kw) {
-        float* out = col + ((c * K + kh) * K + kw) * cols;
+  // Each (c, kh, kw) fills its own row of col: the rows in ranges, one per thread.
+  parallel_ranges(C * K * K, 1, [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+        const int64_t c = row / (K * K), kh = row / K % K, kw = row % K;
+        float* out = col + row * cols;
         const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
         for (int64_t i = 0; i < images; ++i) {
           const float* plane = x + (i * C + c) * H * W;
@@ -270,7 +316,8 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
             std::fill(out + cols_in.last, out + OW, 0.0f);
           }
         }
-      }
+    }
+  });
 }
 
 // dx_i[c][ih][iw] = Σ over the (kh, kw) whose window reads that pixel of dcol's entry: im2col's
@@ -279,8 +326,10 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
 void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& g) {
   const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
   const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
-  std::fill(dx, dx + images * C * H * W, 0.0f);
-  for (int64_t c = 0; c < C; ++c)
+  // Each channel's planes are written by its own (kh, kw) alone: the channels in ranges, one per thread.
+  parallel_ranges(C, 1, [&](int64_t c_first, int64_t c_last) {
+  for (int64_t i = 0; i < images; ++i) std::fill(dx + (i * C + c_first) * H * W, dx + (i * C + c_last) * H * W, 0.0f);
+  for (int64_t c = c_first; c < c_last; ++c)
     for (int64_t kh = 0; kh < K; ++kh)
       for (int64_t kw = 0; kw < K; ++kw) {
         const float* in = dcol + ((c * K + kh) * K + kw) * cols;
@@ -299,14 +348,17 @@ void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& 
           }
         }
       }
+  });
 }
 
 // dyt {OC, images·OH·OW} = `images` rows of dy (OC·OH·OW each): the layout of the GEMM's columns.
 void rows_to_columns(const float* dy, float* dyt, int64_t images, const Conv2dGeometry& g) {
   const int64_t OC = g.out_channels, L = g.pixels();
-  for (int64_t i = 0; i < images; ++i)
-    for (int64_t oc = 0; oc < OC; ++oc)
-      std::memcpy(dyt + (oc * images + i) * L, dy + (i * OC + oc) * L, static_cast<size_t>(L) * sizeof(float));
+  parallel_ranges(OC, 1, [&](int64_t first, int64_t last) {
+    for (int64_t oc = first; oc < last; ++oc)
+      for (int64_t i = 0; i < images; ++i)
+        std::memcpy(dyt + (oc * images + i) * L, dy + (i * OC + oc) * L, static_cast<size_t>(L) * sizeof(float));
+  });
 }
 
 }  // namespace
@@ -334,16 +386,18 @@ void conv2d(const float* x, const float* w, const float* b, float* y, const Conv
     im2col(x + n0 * in_row, col, images, g);
     gemm(false, false, OC, images * L, g.patch(), 1.0f, w, col, 0.0f, out);  // out = W · col
     // out is {OC, images, OH·OW}: into NCHW rows, with the bias and the activation on the way.
-    for (int64_t i = 0; i < images; ++i)
-      for (int64_t oc = 0; oc < OC; ++oc) {
-        const float* src = out + (oc * images + i) * L;
-        float* dst = y + (n0 + i) * out_row + oc * L;
-        const float bias = b[oc];
-        if (act == Activation::relu)
-          for (int64_t j = 0; j < L; ++j) dst[j] = std::max(src[j] + bias, 0.0f);
-        else
-          for (int64_t j = 0; j < L; ++j) dst[j] = src[j] + bias;
-      }
+    parallel_ranges(OC, 1, [&](int64_t first, int64_t last) {
+      for (int64_t oc = first; oc < last; ++oc)
+        for (int64_t i = 0; i < images; ++i) {
+          const float* src = out + (oc * images + i) * L;
+          float* dst = y + (n0 + i) * out_row + oc * L;
+          const float bias = b[oc];
+          if (act == Activation::relu)
+            for (int64_t j = 0; j < L; ++j) dst[j] = std::max(src[j] + bias, 0.0f);
+          else
+            for (int64_t j = 0; j < L; ++j) dst[j] = src[j] + bias;
+        }
+    });
   }
 }
 
@@ -352,18 +406,21 @@ void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw
   const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
   const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
   // The ReLU's mask, then db: per channel over every image and pixel, in double as bias_act_backward.
+  // A channel's sum over the images in their order, whichever thread runs the channel.
   std::vector<double> sum(static_cast<size_t>(OC), 0.0);
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t oc = 0; oc < OC; ++oc) {
-      float* d = dy + n * out_row + oc * L;
-      if (act == Activation::relu) {
-        const float* out = y + n * out_row + oc * L;
-        for (int64_t j = 0; j < L; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
+  parallel_ranges(OC, 1, [&](int64_t first, int64_t last) {
+    for (int64_t oc = first; oc < last; ++oc)
+      for (int64_t n = 0; n < g.batch; ++n) {
+        float* d = dy + n * out_row + oc * L;
+        if (act == Activation::relu) {
+          const float* out = y + n * out_row + oc * L;
+          for (int64_t j = 0; j < L; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
+        }
+        double s = 0;
+        for (int64_t j = 0; j < L; ++j) s += d[j];
+        sum[static_cast<size_t>(oc)] += s;
       }
-      double s = 0;
-      for (int64_t j = 0; j < L; ++j) s += d[j];
-      sum[static_cast<size_t>(oc)] += s;
-    }
+  });
   for (int64_t oc = 0; oc < OC; ++oc)
     db[oc] = static_cast<float>(sum[static_cast<size_t>(oc)]) + (accumulate ? db[oc] : 0.0f);
   if (g.batch == 0 && !accumulate) std::fill(dw, dw + OC * g.patch(), 0.0f);
@@ -446,50 +503,6 @@ void dropout(const float* x, float* y, int64_t rows, int64_t cols, const Dropout
 // ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----
 namespace scalelab::kernels {
 
-namespace {
-
-// Runs fn(begin, end) over [0, n) cut into one range per BLAS thread (the cores OpenBLAS has been
-// given), each range on its own thread, the first on the caller. Each item's arithmetic is the
-// same whichever thread runs it, so the result is the same bits as one loop. Meanwhile OpenBLAS runs
-// on its caller alone: a GEMM inside fn is one range's work, not shared with helpers that are busy
-// with the other ranges. Few items (< 2 · min_items) run on the caller as one loop.
-template <typename Fn>
-void parallel_ranges(int64_t n, int64_t min_items, Fn fn) {
-  const int blas_threads = openblas_get_num_threads();
-  const int64_t threads = std::min<int64_t>(blas_threads, n / std::max<int64_t>(1, min_items));
-  if (threads < 2) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  openblas_set_num_threads(1);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  std::vector<std::thread> workers;
-  auto run = [&](int64_t t) {
-    try {
-      fn(n * t / threads, n * (t + 1) / threads);
-    } catch (...) {
-      errors[static_cast<size_t>(t)] = std::current_exception();
-    }
-  };
-  const std::vector<int> cores = usable_cores();
-  for (int64_t t = 1; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      // A new thread inherits its creator's mask, which may be one core (the cpu device's turns keep
-      // to one): the workers may run on any of the process's cores.
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      for (int c : cores) CPU_SET(c, &set);
-      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-      run(t);
-    });
-  run(0);
-  for (auto& w : workers) w.join();
-  openblas_set_num_threads(blas_threads);
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-}  // namespace
 
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                 int64_t rows, int64_t cols, float eps) {
