@@ -598,25 +598,17 @@ constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 }  // namespace
 
-// Elementwise ops of at least this many elements a thread are worth a thread (a start and a join
-// cost some 50 µs; std::erf some 10 ns an element).
-constexpr int64_t kMinElementsPerThread = 1 << 16;
-
 void gelu(const float* x, float* y, int64_t n) {
-  parallel_ranges(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
-  });
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
 }
 
 void gelu_backward(const float* dy, const float* x, const float* y, float* dx, int64_t n) {
-  parallel_ranges(n, kMinElementsPerThread, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = x[i];
-      const float cdf = std::fabs(v) > 1e-20f ? y[i] / v : 0.5f;  // Φ(x) = y / x: no erf again
-      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
-  });
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float cdf = std::fabs(v) > 1e-20f ? y[i] / v : 0.5f;  // Φ(x) = y / x: no erf again
+    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
 }
 
 namespace {
