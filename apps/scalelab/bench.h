@@ -11,12 +11,12 @@ namespace scalelab {
 
 struct BenchComputeOptions {
   std::string model = "mlp:784-1024-1024-10";
-  int64_t batch = 512;
+  int64_t batch = 0;  // 0: 512 for an MLP, 64 for the ConvNet, 8 for a GPT
   int steps = 20;
   int warmup = 0;              // untimed steps first; 0: 3 on cpu, 10 on cuda
   std::string device = "cpu";  // cpu (bound: OpenBLAS) | cuda (bound: cuBLAS; peer: PyTorch eager on the GPU)
   std::string amp = "off";     // cuda: off (f32, TF32 off) | bf16 (autocast, f32 master weights)
-  std::string vs;  // "torch": PyTorch's step of the same MLP (cpu: on as many threads), same run
+  std::string vs;  // "torch": PyTorch's step of the same model (cpu: on as many threads), same run
   std::string json_path;
 };
 

@@ -1,8 +1,9 @@
 // `scalelab bench compute`: how close does a training step come to the GEMMs it is made of? The
-// bound is the step's GEMM shapes alone, timed in the same run: OpenBLAS sgemm on the cpu device,
+// bound is an MLP step's GEMM shapes alone, timed in the same run: OpenBLAS sgemm on the cpu device,
 // cuBLAS through the cuda executor on the cuda device. With --vs torch, PyTorch's step of the same
-// MLP is the peer: on as many threads (cpu), or eager on the same GPU (cuda, f32 with TF32 off, or
-// --amp bf16 under autocast with f32 master weights, as scalelab's --amp bf16).
+// model is the peer: on as many threads (cpu: an MLP, the ConvNet or a GPT), or eager on the same GPU
+// (cuda, an MLP: f32 with TF32 off, or --amp bf16 under autocast with f32 master weights, as
+// scalelab's --amp bf16).
 #include <cblas.h>
 #ifdef SCALELAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "apps/scalelab/python_peer.h"
 #include "calibration/calibration.h"
 #include "core/data/dataset.h"
+#include "core/data/text.h"
 #include "core/device/device.h"
 #include "core/error.h"
 #include "core/io/file_check.h"
@@ -278,7 +281,12 @@ int bench_compute_cuda(const BenchComputeOptions& o) {
 
 }  // namespace
 
-int bench_compute(const BenchComputeOptions& o) {
+int bench_compute(const BenchComputeOptions& options) {
+  BenchComputeOptions o = options;
+  if (o.batch == 0) {
+    const ModelFamily family = ModelSpec::parse(o.model).family;
+    o.batch = family == ModelFamily::mlp ? 512 : family == ModelFamily::convnet ? 64 : 8;
+  }
   if (!o.vs.empty() && o.vs != "torch") throw UsageError("bench", "--vs '" + o.vs + "' is unknown — the peer is torch");
   if (o.device != "cpu" && o.device != "cuda")
     throw UsageError("bench", "--device '" + o.device + "': bench compute measures cpu or cuda (a sim device's times "
@@ -290,11 +298,17 @@ int bench_compute(const BenchComputeOptions& o) {
   if (o.device == "cpu" && o.amp != "off")
     throw UsageError("bench", "--amp " + o.amp + " on --device cpu: the cpu bound is OpenBLAS sgemm (f32) — use --amp off, "
                               "or --device cuda");
+  const ModelSpec spec = ModelSpec::parse(o.model);
+  const bool mlp = spec.family == ModelFamily::mlp;
+  if (o.device == "cuda" && !mlp)
+    throw UsageError("bench", "--model " + o.model + " on --device cuda: the cuda bound lists an MLP's GEMMs — use "
+                              "--device cpu for the ConvNet or a GPT, or an mlp:… model");
   if (o.device == "cuda") return bench_compute_cuda(o);
   if (o.vs == "torch") check_python_peer("torch_step.py", "--vs torch");
-  const ModelSpec spec = ModelSpec::parse(o.model);
-  const auto gemms = step_gemms(spec, o.batch);
-  double flops = 0;
+  // An MLP's bound is its GEMMs alone; the ConvNet's and a GPT's steps are more than GEMMs (im2col,
+  // attention's softmax, LayerNorm, GELU): their GFLOP/s count the model's FLOPs, PyTorch is the peer.
+  const auto gemms = mlp ? step_gemms(spec, o.batch) : std::vector<GemmShape>{};
+  double flops = mlp ? 0.0 : spec.train_flops_per_sample() * static_cast<double>(o.batch);
   for (const auto& g : gemms) flops += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);  // in double: a hostile --model overflows int64
 
   // The training step, through the same strategy code `scalelab train` runs.
@@ -313,7 +327,9 @@ int bench_compute(const BenchComputeOptions& o) {
   auto devices = make_devices(dopt);
   StrategyContext ctx{config, {devices[0].get()}, bus, init_weights(spec, 1), nullptr, dopt};
   auto strategy = find_strategy(kReferenceStrategy).make(ctx);
-  DataSplit data = make_synthetic(o.batch * 4, 16, spec.inputs(), static_cast<int>(spec.outputs()), 1);
+  DataSplit data = spec.family == ModelFamily::gpt
+                       ? make_synthetic_tokens(o.batch * 4, 16, spec.gpt.context, spec.gpt.vocab, 1)
+                       : make_synthetic(o.batch * 4, 16, spec.inputs(), static_cast<int>(spec.outputs()), 1);
   Loader loader(data.train, o.batch, 1);
   loader.set_epoch(0);
   HostBatch batch;
@@ -346,45 +362,81 @@ int bench_compute(const BenchComputeOptions& o) {
     run_gemms();
   }
   std::vector<double> step_s, gemm_s;
+  std::map<std::string, std::vector<double>> op_s;  // per op kind, its time in each timed step
   for (int i = 0; i < o.steps; ++i) {
     auto t0 = clock_type::now();
-    run_step();
+    strategy->train_step(batch, 0);
     auto t1 = clock_type::now();
+    std::map<std::string, double> in_step;
+    for (const Event& e : bus.events())
+      if (e.lane == Lane::compute) in_step[e.kind] += static_cast<double>(e.t_end_ns - e.t_begin_ns) * 1e-9;
+    for (const auto& [kind, t] : in_step) op_s[kind].push_back(t);
+    bus.clear();
     run_gemms();
     auto t2 = clock_type::now();
     step_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     gemm_s.push_back(std::chrono::duration<double>(t2 - t1).count());
   }
-  const double step_t = median(step_s), gemm_t = median(gemm_s);
-  const double achieved = flops / step_t * 1e-9, sgemm = flops / gemm_t * 1e-9;
-  const double ratio = achieved / sgemm;
+  const double step_t = median(step_s), gemm_t = mlp ? median(gemm_s) : 0.0;
+  const double achieved = flops / step_t * 1e-9, sgemm = mlp ? flops / gemm_t * 1e-9 : 0.0;
+  const double ratio = mlp ? achieved / sgemm : 0.0;
+  const auto [step_min, step_max] = std::minmax_element(step_s.begin(), step_s.end());
 
   std::printf("# bench compute: one training step of %s at batch %lld on the cpu device\n", o.model.c_str(),
               static_cast<long long>(o.batch));
-  std::printf("# bound: OpenBLAS sgemm on the step's %zu GEMM shapes, same run; GFLOP/s = GEMM FLOPs / median time\n",
-              gemms.size());
-  std::printf("# %-28s %12s %12s\n", "what", "time (ms)", "GFLOP/s");
-  std::printf("  %-28s %12.3f %12.2f\n", "training step (scalelab)", step_t * 1e3, achieved);
-  std::printf("  %-28s %12.3f %12.2f\n", "sgemm alone (OpenBLAS)", gemm_t * 1e3, sgemm);
-  std::printf("  ratio %.3f  (GEMM FLOPs per step %.3f G, %d timed steps)\n", ratio, flops * 1e-9, o.steps);
+  if (mlp)
+    std::printf("# bound: OpenBLAS sgemm on the step's %zu GEMM shapes, same run; GFLOP/s = GEMM FLOPs / median time\n",
+                gemms.size());
+  else
+    std::printf("# GFLOP/s = the model's training FLOPs (%.3f G a step) / median time; forward, loss, backward, SGD\n",
+                flops * 1e-9);
+  std::printf("# %-28s %12s %12s %21s\n", "what", "time (ms)", "GFLOP/s", "spread (min–max, ms)");
+  std::printf("  %-28s %12.3f %12.2f %10.3f–%.3f\n", "training step (scalelab)", step_t * 1e3, achieved, *step_min * 1e3,
+              *step_max * 1e3);
+  // Where the step's time goes: the ops of each kind, median over the timed steps, the largest first.
+  std::vector<std::pair<double, std::string>> kinds;
+  for (auto& [kind, t] : op_s) kinds.push_back({median(t), kind});
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::printf("  in the step (ms):");
+  for (size_t i = 0; i < kinds.size() && i < 8; ++i)
+    std::printf(" %s %.1f%s", kinds[i].second.c_str(), kinds[i].first * 1e3, i + 1 < std::min<size_t>(kinds.size(), 8) ? "," : "");
+  std::printf("\n");
+  if (mlp) {
+    std::printf("  %-28s %12.3f %12.2f\n", "sgemm alone (OpenBLAS)", gemm_t * 1e3, sgemm);
+    std::printf("  ratio %.3f  (GEMM FLOPs per step %.3f G, %d timed steps)\n", ratio, flops * 1e-9, o.steps);
+  }
   // The peer after ours, not interleaved: it is another process with a thread pool of its own.
   double torch_t = 0;
   const int threads = openblas_get_num_threads();
+  if (!mlp) std::printf("  %d timed steps after %d warm-up, on %d threads\n", o.steps, o.warmup > 0 ? o.warmup : 3, threads);
   if (o.vs == "torch") {
     char args[400];
-    std::snprintf(args, sizeof args, "--model '%s' --batch %lld --steps %d --threads %d", o.model.c_str(),
-                  static_cast<long long>(o.batch), o.steps, threads);
-    torch_t = run_python_peer("torch_step.py", args, "--vs torch")["step_time_s"].get<double>();
-    std::printf("  %-28s %12.3f %12.2f\n", "training step (pytorch)", torch_t * 1e3, flops / torch_t * 1e-9);
+    std::snprintf(args, sizeof args, "--model '%s' --batch %lld --steps %d --warmup %d --threads %d", o.model.c_str(),
+                  static_cast<long long>(o.batch), o.steps, o.warmup > 0 ? o.warmup : 3, threads);
+    const nlohmann::json peer = run_python_peer("torch_step.py", args, "--vs torch");
+    torch_t = peer["step_time_s"].get<double>();
+    std::printf("  %-28s %12.3f %12.2f %10.3f–%.3f\n", "training step (pytorch)", torch_t * 1e3, flops / torch_t * 1e-9,
+                peer.value("step_time_min_s", 0.0) * 1e3, peer.value("step_time_max_s", 0.0) * 1e3);
     std::printf("  pytorch / scalelab step time %.2f×  (both on %d threads; same model, batch, SGD with momentum)\n",
                 torch_t / step_t, threads);
   }
   std::fflush(stdout);
   if (!o.json_path.empty()) {
-    nlohmann::json j{{"device", "cpu"},           {"amp", "off"},           {"gemm_time_s", gemm_t},
-                     {"model", o.model},          {"batch", o.batch},       {"flops_per_step", flops},
-                     {"step_time_s", step_t},     {"sgemm_time_s", gemm_t}, {"achieved_gflops", achieved},
-                     {"sgemm_gflops", sgemm},     {"ratio", ratio},         {"steps", o.steps},
+    auto bound = [&](double v) { return mlp ? nlohmann::json(v) : nlohmann::json(nullptr); };  // an MLP's alone
+    nlohmann::json j{{"device", "cpu"},
+                     {"amp", "off"},
+                     {"model", o.model},
+                     {"batch", o.batch},
+                     {"flops_per_step", flops},
+                     {"step_time_s", step_t},
+                     {"step_time_min_s", *step_min},
+                     {"step_time_max_s", *step_max},
+                     {"achieved_gflops", achieved},
+                     {"gemm_time_s", bound(gemm_t)},
+                     {"sgemm_time_s", bound(gemm_t)},
+                     {"sgemm_gflops", bound(sgemm)},
+                     {"ratio", bound(ratio)},
+                     {"steps", o.steps},
                      {"threads", threads},
                      {"torch_step_time_s", o.vs == "torch" ? nlohmann::json(torch_t) : nlohmann::json(nullptr)}};
     write_file_atomically(o.json_path, j.dump(2) + "\n", "bench");

@@ -212,15 +212,17 @@ static int run_main(int argc, char** argv) {
   BenchComputeOptions bc;
   auto* compute_cmd = bench_cmd->add_subcommand("compute", "training step time vs its GEMMs alone (OpenBLAS sgemm on cpu, "
                                                             "cuBLAS on cuda), same shapes");
-  compute_cmd->add_option("--model", bc.model)->capture_default_str();
-  compute_cmd->add_option("--batch", bc.batch)->capture_default_str();
+  compute_cmd->add_option("--model", bc.model, "mlp:IN-HIDDEN…-CLASSES, convnet or gpt:L-C-H-T-V (cuda: an MLP)")
+      ->capture_default_str();
+  compute_cmd->add_option("--batch", bc.batch, "samples a step (0: 512 for an MLP, 64 for the ConvNet, 8 sequences for a GPT)")
+      ->capture_default_str()->check(at_least(0));
   compute_cmd->add_option("--device", bc.device, "cpu | cuda (one GPU, as train --strategy single)")->capture_default_str();
   compute_cmd->add_option("--amp", bc.amp, "cuda: off (f32, TF32 off) | bf16 (autocast, f32 master weights)")
       ->capture_default_str();
   compute_cmd->add_option("--steps", bc.steps, "timed steps")->capture_default_str()->check(at_least(1));
   compute_cmd->add_option("--warmup", bc.warmup, "untimed steps first (0: 3 on cpu, 10 on cuda)")
       ->capture_default_str()->check(at_least(0));
-  compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same MLP (cpu: on as many threads; cuda: eager "
+  compute_cmd->add_option("--vs", bc.vs, "torch: PyTorch's step of the same model (cpu: on as many threads; cuda: eager "
                                          "on the same GPU; the python: $SCALELAB_PYTHON, else /usr/bin/python3 or "
                                          "PATH's python3, whichever imports torch), same run");
   compute_cmd->add_option("--json", bc.json_path, "write the figures as JSON");

@@ -1,13 +1,19 @@
 #include "core/kernels/cpu_kernels.h"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/device/host_cores.h"
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/tensor.h"
@@ -221,6 +227,52 @@ namespace scalelab::kernels {
 
 namespace {
 
+// Runs fn(begin, end) over [0, n) cut into one range per BLAS thread (the cores OpenBLAS has been
+// given), each range on its own thread, the first on the caller. Each item's arithmetic is the
+// same whichever thread runs it, so the result is the same bits as one loop. Meanwhile OpenBLAS runs
+// on its caller alone: a GEMM inside fn is one range's work, not shared with helpers that are busy
+// with the other ranges. Few items (< 2 · min_items) run on the caller as one loop; at most
+// max_threads threads.
+template <typename Fn>
+void parallel_ranges(int64_t n, int64_t min_items, Fn fn, int64_t max_threads = 1 << 30) {
+  const int blas_threads = openblas_get_num_threads();
+  const int64_t threads = std::min({int64_t{blas_threads}, n / std::max<int64_t>(1, min_items), max_threads});
+  if (threads < 2) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  openblas_set_num_threads(1);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> workers;
+  auto run = [&](int64_t t) {
+    try {
+      fn(n * t / threads, n * (t + 1) / threads);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
+  const std::vector<int> cores = usable_cores();
+  for (int64_t t = 1; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      // A new thread inherits its creator's mask, which may be one core (the cpu device's turns keep
+      // to one): the workers may run on any of the process's cores.
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cores) CPU_SET(c, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      run(t);
+    });
+  run(0);
+  for (auto& w : workers) w.join();
+  openblas_set_num_threads(blas_threads);
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+namespace {
+
 // About 4 Mi floats (16 MiB) of workspace per chunk: the ConvNet's layers take a batch of 64 in
 // one or two chunks, and a large image's chunk is still one image.
 constexpr int64_t kConvWorkspaceTarget = int64_t{1} << 22;
@@ -242,10 +294,11 @@ ValidRange valid_outputs(int64_t offset, int64_t size, int64_t stride, int64_t o
 void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g) {
   const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
   const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t kh = 0; kh < K; ++kh)
-      for (int64_t kw = 0; kw < K; ++kw) {
-        float* out = col + ((c * K + kh) * K + kw) * cols;
+  // Each (c, kh, kw) fills its own row of col: the rows in ranges, one per thread.
+  parallel_ranges(C * K * K, 1, [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+        const int64_t c = row / (K * K), kh = row / K % K, kw = row % K;
+        float* out = col + row * cols;
         const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
         for (int64_t i = 0; i < images; ++i) {
           const float* plane = x + (i * C + c) * H * W;
@@ -265,7 +318,8 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
             std::fill(out + cols_in.last, out + OW, 0.0f);
           }
         }
-      }
+    }
+  });
 }
 
 // dx_i[c][ih][iw] = Σ over the (kh, kw) whose window reads that pixel of dcol's entry: im2col's
@@ -274,8 +328,10 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
 void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& g) {
   const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
   const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
-  std::fill(dx, dx + images * C * H * W, 0.0f);
-  for (int64_t c = 0; c < C; ++c)
+  // Each channel's planes are written by its own (kh, kw) alone: the channels in ranges, one per thread.
+  parallel_ranges(C, 1, [&](int64_t c_first, int64_t c_last) {
+  for (int64_t i = 0; i < images; ++i) std::fill(dx + (i * C + c_first) * H * W, dx + (i * C + c_last) * H * W, 0.0f);
+  for (int64_t c = c_first; c < c_last; ++c)
     for (int64_t kh = 0; kh < K; ++kh)
       for (int64_t kw = 0; kw < K; ++kw) {
         const float* in = dcol + ((c * K + kh) * K + kw) * cols;
@@ -294,14 +350,17 @@ void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& 
           }
         }
       }
+  });
 }
 
 // dyt {OC, images·OH·OW} = `images` rows of dy (OC·OH·OW each): the layout of the GEMM's columns.
 void rows_to_columns(const float* dy, float* dyt, int64_t images, const Conv2dGeometry& g) {
   const int64_t OC = g.out_channels, L = g.pixels();
-  for (int64_t i = 0; i < images; ++i)
-    for (int64_t oc = 0; oc < OC; ++oc)
-      std::memcpy(dyt + (oc * images + i) * L, dy + (i * OC + oc) * L, static_cast<size_t>(L) * sizeof(float));
+  parallel_ranges(OC, 1, [&](int64_t first, int64_t last) {
+    for (int64_t oc = first; oc < last; ++oc)
+      for (int64_t i = 0; i < images; ++i)
+        std::memcpy(dyt + (oc * images + i) * L, dy + (i * OC + oc) * L, static_cast<size_t>(L) * sizeof(float));
+  });
 }
 
 }  // namespace
@@ -318,19 +377,43 @@ int64_t conv2d_workspace_floats(const Conv2dGeometry& g) {
   return (g.patch() + g.out_channels) * conv2d_chunk_images(g) * g.pixels();
 }
 
+namespace {
+
+// The convolution's images shared between the BLAS threads: each thread takes a range of the
+// batch and runs it in sub-chunks of chunk / threads images on its own slice of the workspace, with
+// single-threaded GEMMs (the ConvNet's are skinny, K = 25 or an output of 16 × 25, which OpenBLAS
+// splits poorly). fn(slot, first, images, workspace) per sub-chunk; slot numbers the threads.
+// One thread, or a chunk of fewer images than threads: one sub-chunk of `chunk` at a time, as
+// one range.
+template <typename Fn>
+void conv_image_shares(const Conv2dGeometry& g, float* workspace, Fn fn) {
+  const int64_t chunk = conv2d_chunk_images(g), L = g.pixels();
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(openblas_get_num_threads(), chunk));
+  const int64_t sub = chunk / threads;
+  std::atomic<int64_t> next_slot{0};
+  parallel_ranges(
+      g.batch, 1,
+      [&](int64_t first, int64_t last) {
+        const int64_t slot = next_slot++;
+        float* ws = workspace + slot * (g.patch() + g.out_channels) * sub * L;
+        for (int64_t n0 = first; n0 < last; n0 += sub) fn(slot, n0, std::min(sub, last - n0), ws);
+      },
+      threads);
+}
+
+}  // namespace
+
 void conv2d(const float* x, const float* w, const float* b, float* y, const Conv2dGeometry& g, Activation act,
             float* workspace) {
-  const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
+  const int64_t OC = g.out_channels, L = g.pixels();
   const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
-  float* col = workspace;
-  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-    const int64_t images = std::min(chunk, g.batch - n0);
-    float* out = workspace + g.patch() * images * L;  // after this chunk's columns
+  conv_image_shares(g, workspace, [&](int64_t, int64_t n0, int64_t images, float* col) {
+    float* out = col + g.patch() * images * L;  // after this sub-chunk's columns
     im2col(x + n0 * in_row, col, images, g);
     gemm(false, false, OC, images * L, g.patch(), 1.0f, w, col, 0.0f, out);  // out = W · col
     // out is {OC, images, OH·OW}: into NCHW rows, with the bias and the activation on the way.
-    for (int64_t i = 0; i < images; ++i)
-      for (int64_t oc = 0; oc < OC; ++oc) {
+    for (int64_t oc = 0; oc < OC; ++oc)
+      for (int64_t i = 0; i < images; ++i) {
         const float* src = out + (oc * images + i) * L;
         float* dst = y + (n0 + i) * out_row + oc * L;
         const float bias = b[oc];
@@ -339,51 +422,68 @@ void conv2d(const float* x, const float* w, const float* b, float* y, const Conv
         else
           for (int64_t j = 0; j < L; ++j) dst[j] = src[j] + bias;
       }
-  }
+  });
 }
 
 void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw, float* db, const Conv2dGeometry& g,
                             Activation act, bool accumulate, float* workspace) {
-  const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
+  const int64_t OC = g.out_channels, L = g.pixels(), weights = OC * g.patch();
   const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
   // The ReLU's mask, then db: per channel over every image and pixel, in double as bias_act_backward.
+  // A channel's sum over the images in their order, whichever thread runs the channel.
   std::vector<double> sum(static_cast<size_t>(OC), 0.0);
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t oc = 0; oc < OC; ++oc) {
-      float* d = dy + n * out_row + oc * L;
-      if (act == Activation::relu) {
-        const float* out = y + n * out_row + oc * L;
-        for (int64_t j = 0; j < L; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
+  parallel_ranges(OC, 1, [&](int64_t first, int64_t last) {
+    for (int64_t oc = first; oc < last; ++oc)
+      for (int64_t n = 0; n < g.batch; ++n) {
+        float* d = dy + n * out_row + oc * L;
+        if (act == Activation::relu) {
+          const float* out = y + n * out_row + oc * L;
+          for (int64_t j = 0; j < L; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
+        }
+        double s = 0;
+        for (int64_t j = 0; j < L; ++j) s += d[j];
+        sum[static_cast<size_t>(oc)] += s;
       }
-      double s = 0;
-      for (int64_t j = 0; j < L; ++j) s += d[j];
-      sum[static_cast<size_t>(oc)] += s;
-    }
+  });
   for (int64_t oc = 0; oc < OC; ++oc)
     db[oc] = static_cast<float>(sum[static_cast<size_t>(oc)]) + (accumulate ? db[oc] : 0.0f);
-  if (g.batch == 0 && !accumulate) std::fill(dw, dw + OC * g.patch(), 0.0f);
-  float* col = workspace;
-  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-    const int64_t images = std::min(chunk, g.batch - n0);
-    float* dyt = workspace + g.patch() * images * L;
+  // dW = Σ over images of dy · colᵀ: each thread sums its images into a dW of its own, then the
+  // threads' sums are added in the order of their images (the same bits on every run).
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(openblas_get_num_threads(), conv2d_chunk_images(g)));
+  std::vector<std::vector<float>> partial(static_cast<size_t>(threads), std::vector<float>(static_cast<size_t>(weights), 0.0f));
+  std::vector<int64_t> first_image(static_cast<size_t>(threads), g.batch);
+  conv_image_shares(g, workspace, [&](int64_t slot, int64_t n0, int64_t images, float* col) {
+    float* dyt = col + g.patch() * images * L;
     rows_to_columns(dy + n0 * out_row, dyt, images, g);
     im2col(x + n0 * in_row, col, images, g);
-    const float beta = n0 == 0 && !accumulate ? 0.0f : 1.0f;
-    gemm(false, true, OC, g.patch(), images * L, 1.0f, dyt, col, beta, dw);  // dW (+)= dy · colᵀ
+    auto& slot_first = first_image[static_cast<size_t>(slot)];
+    const float beta = n0 < slot_first ? (slot_first = n0, 0.0f) : 1.0f;  // a thread's first sub-chunk writes
+    gemm(false, true, OC, g.patch(), images * L, 1.0f, dyt, col, beta, partial[static_cast<size_t>(slot)].data());
+  });
+  std::vector<int64_t> order(static_cast<size_t>(threads));
+  for (int64_t t = 0; t < threads; ++t) order[static_cast<size_t>(t)] = t;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return first_image[a] < first_image[b]; });
+  for (int64_t i = 0; i < weights; ++i) {
+    float v = accumulate ? dw[i] : 0.0f;
+    bool first = !accumulate;
+    for (int64_t t : order) {
+      if (first_image[static_cast<size_t>(t)] >= g.batch) continue;  // a thread with no images
+      v = first ? partial[static_cast<size_t>(t)][static_cast<size_t>(i)] : v + partial[static_cast<size_t>(t)][static_cast<size_t>(i)];
+      first = false;
+    }
+    dw[i] = v;
   }
 }
 
 void conv2d_backward_input(const float* dy, const float* w, float* dx, const Conv2dGeometry& g, float* workspace) {
-  const int64_t OC = g.out_channels, L = g.pixels(), chunk = conv2d_chunk_images(g);
+  const int64_t OC = g.out_channels, L = g.pixels();
   const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
-  float* dcol = workspace;
-  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-    const int64_t images = std::min(chunk, g.batch - n0);
-    float* dyt = workspace + g.patch() * images * L;
+  conv_image_shares(g, workspace, [&](int64_t, int64_t n0, int64_t images, float* dcol) {
+    float* dyt = dcol + g.patch() * images * L;
     rows_to_columns(dy + n0 * out_row, dyt, images, g);
     gemm(true, false, g.patch(), images * L, OC, 1.0f, w, dyt, 0.0f, dcol);  // dcol = Wᵀ · dy
     col2im(dcol, dx + n0 * in_row, images, g);
-  }
+  });
 }
 
 void max_pool2d(const float* x, float* y, int32_t* indices, const Pool2dGeometry& g) {
@@ -440,6 +540,7 @@ void dropout(const float* x, float* y, int64_t rows, int64_t cols, const Dropout
 
 // ---- transformer ops: LayerNorm, GELU, token + position embedding, causal self-attention ----
 namespace scalelab::kernels {
+
 
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                 int64_t rows, int64_t cols, float eps) {
@@ -585,8 +686,11 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
   check_room_for_blas_buffers();
   const int64_t d = hidden / heads, ld = 3 * hidden;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
+  // The (sequence, head) pairs are independent: each range of them on its own thread, each GEMM on
+  // one (a head's GEMMs are too small for OpenBLAS's helpers to pay off).
+  parallel_ranges(batch * heads, 1, [&](int64_t first, int64_t last) {
+    for (int64_t bh = first; bh < last; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
       const float* q = qkv + b * seq * ld + h * d;
       const float* k = q + hidden;
       const float* v = q + 2 * hidden;
@@ -606,6 +710,7 @@ void attention(const float* qkv, float* probs, float* y, int64_t batch, int64_t 
       round_to(p, seq * seq, probs_dtype);
       gemm_ld(false, false, seq, d, seq, 1.0f, p, seq, v, ld, 0.0f, y + b * seq * hidden + h * d, hidden);  // y = P · v
     }
+  });
 }
 
 void attention_backward(const float* dy, const float* qkv, const float* probs, float* dscores, float* dqkv,
@@ -614,8 +719,9 @@ void attention_backward(const float* dy, const float* qkv, const float* probs, f
   check_room_for_blas_buffers();
   const int64_t d = hidden / heads, ld = 3 * hidden;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
+  parallel_ranges(batch * heads, 1, [&](int64_t first, int64_t last) {  // as attention's pairs
+    for (int64_t bh = first; bh < last; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
       const float* q = qkv + b * seq * ld + h * d;
       const float* k = q + hidden;
       const float* v = q + 2 * hidden;
@@ -640,6 +746,7 @@ void attention_backward(const float* dy, const float* qkv, const float* probs, f
       gemm_ld(false, false, seq, d, seq, 1.0f, ds, seq, k, ld, 0.0f, dq, ld);  // dQ = dS · k
       gemm_ld(true, false, seq, d, seq, 1.0f, ds, seq, q, ld, 0.0f, dk, ld);   // dK = dSᵀ · q
     }
+  });
 }
 
 }  // namespace scalelab::kernels

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""PyTorch's side of `scalelab bench compute --vs torch`: one training step of the same MLP
-(Linear/ReLU layers, softmax cross-entropy, SGD with momentum) on the same batch size, timed like
-scalelab's step (warm-up, then the median of the timed steps).
+"""PyTorch's side of `scalelab bench compute --vs torch`: one training step of the same model
+(softmax cross-entropy, SGD with momentum) on the same batch size, timed like scalelab's step
+(warm-up, then the median of the timed steps). The models as scalelab builds them: an MLP of
+Linear/ReLU layers; the ConvNet (Conv2d(1,16,5,p=2), ReLU, MaxPool2d(2), Conv2d(16,32,5,p=2), ReLU,
+MaxPool2d(2), Linear(1568,10)); a GPT gpt:L-C-H-T-V (token + position embedding, L pre-LayerNorm
+blocks of causal self-attention and a 4C MLP with exact GELU, a final LayerNorm, an untied head with
+bias; the loss over every token).
 
   torch_step.py --model mlp:784-1024-1024-10 --batch 512 --steps 20 --threads 2 --out F.json
+  torch_step.py --model gpt:4-256-4-128-256 --batch 16 --steps 10 --threads 2 --out F.json
   torch_step.py --model mlp:784-4096-4096-10 --batch 512 --steps 50 --device cuda --amp bf16 --gemms --out F.json
 
 cpu: on --threads threads. cuda: PyTorch eager on GPU 0, f32 with TF32 off (as scalelab's cuBLAS
@@ -33,6 +38,62 @@ def step_gemms(sizes, batch):
         if l > 0:
             g.append((False, False, batch, sizes[l], sizes[l + 1]))  # dx = dy · W
     return g
+
+
+class Block(torch.nn.Module):
+    """scalelab's TransformerBlock: x + proj(attn(qkv(ln1(x)))), then + mlp.proj(gelu(mlp.fc(ln2(·))))."""
+
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln1, self.ln2 = torch.nn.LayerNorm(C), torch.nn.LayerNorm(C)
+        self.qkv, self.proj = torch.nn.Linear(C, 3 * C), torch.nn.Linear(C, C)
+        self.fc, self.mlp_proj = torch.nn.Linear(C, 4 * C), torch.nn.Linear(4 * C, C)
+
+    def forward(self, x):  # x {B, T, C}
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+        s = (q @ k.transpose(-2, -1)) * (1.0 / (C // self.H) ** 0.5)
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+        x = x + self.proj((p @ v).transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp_proj(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, L, C, H, T, V):
+        super().__init__()
+        self.tok_emb, self.pos_emb = torch.nn.Embedding(V, C), torch.nn.Embedding(T, C)
+        self.blocks = torch.nn.ModuleList(Block(C, H) for _ in range(L))
+        self.ln_f, self.head = torch.nn.LayerNorm(C), torch.nn.Linear(C, V)
+
+    def forward(self, ids):  # ids {B, T} → logits {B·T, V}, a row per token as scalelab's
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1], device=ids.device))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln_f(x)).flatten(0, 1)
+
+
+def make_model(spec):
+    """The model, an input batch maker and the labels' shape, for `spec` as scalelab reads it."""
+    family, _, shape = spec.partition(":")
+    if family == "convnet":
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 16, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(1568, 10))
+        return model, lambda b: (torch.rand(b, 1, 28, 28), torch.randint(0, 10, (b,)))
+    if family == "gpt":
+        L, C, H, T, V = (int(s) for s in shape.split("-"))
+        return Gpt(L, C, H, T, V), lambda b: (torch.randint(0, V, (b, T)), torch.randint(0, V, (b * T,)))
+    sizes = [int(s) for s in shape.split("-")]
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i + 2 < len(sizes):
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers), lambda b: (torch.rand(b, sizes[0]), torch.randint(0, sizes[-1], (b,)))
 
 
 def tf32_off():
@@ -95,17 +156,13 @@ def main():
         sys.exit("[bench] torch_step.py: --amp bf16 is measured on --device cuda only")
     dev = torch.device(a.device)
     torch.manual_seed(1)
-    sizes = [int(s) for s in a.model.split(":")[1].split("-")]
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i + 2 < len(sizes):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers).to(dev)  # f32 master weights, also under autocast
+    if a.gemms and not a.model.startswith("mlp:"):
+        sys.exit("[bench] torch_step.py: --gemms lists an MLP's GEMMs only")
+    model, make_batch = make_model(a.model)
+    model = model.to(dev)  # f32 master weights, also under autocast
     # scalelab's bench trains with its default SGD: lr 0.03, momentum 0.9.
     opt = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.9)
-    x_host = torch.rand(a.batch, sizes[0])
-    y_host = torch.randint(0, sizes[-1], (a.batch,))
+    x_host, y_host = make_batch(a.batch)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     if cuda:
@@ -139,7 +196,8 @@ def main():
         step()
         sync()
         times.append(time.perf_counter() - t0)
-    result = {"step_time_s": statistics.median(times), "step_time_min_s": min(times), "torch": torch.__version__,
+    result = {"step_time_s": statistics.median(times), "step_time_min_s": min(times),
+              "step_time_max_s": max(times), "torch": torch.__version__,
               "device": a.device, "amp": a.amp, "steps": a.steps, "warmup": a.warmup}
     if cuda:
         # Back to back, one synchronize at the end: what the host's queueing ahead hides.
@@ -162,7 +220,7 @@ def main():
     if a.gemms:
         dtype = torch.bfloat16 if a.amp == "bf16" else torch.float32
         ops = []
-        for ta, tb, m, n, k in step_gemms(sizes, a.batch):
+        for ta, tb, m, n, k in step_gemms([int(s) for s in a.model.split(":")[1].split("-")], a.batch):
             A = torch.rand((k, m) if ta else (m, k), device=dev).to(dtype)
             B = torch.rand((n, k) if tb else (k, n), device=dev).to(dtype)
             C = torch.empty((m, n), device=dev, dtype=dtype)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""`bench compute --vs torch` and `bench comm --vs gloo` run their PyTorch peer and print it beside
+"""`bench compute --vs torch` (an MLP, the ConvNet, a GPT) and `bench comm --vs gloo` run their PyTorch peer and print it beside
 scalelab's figure (a column labelled pytorch, a ratio); the JSON carries both; without torch the
 error names the package. No timing is asserted: the figures are shown, not held to a bound.
 
@@ -26,6 +26,23 @@ with tempfile.TemporaryDirectory(prefix="scalelab-bench-peers-") as work:
     if out.returncode == 0:
         c = json.load(open(f"{work}/c.json"))
         check("JSON: both step times > 0", c["step_time_s"] > 0 and c["torch_step_time_s"] > 0)
+
+    # The ConvNet and a GPT: PyTorch's same model beside ours; the JSON has no GEMM bound for them.
+    for model, batch in (("convnet", "4"), ("gpt:1-32-2-16-96", "2")):
+        out = subprocess.run([scalelab, "bench", "compute", "--model", model, "--batch", batch, "--steps", "2",
+                              "--warmup", "1", "--vs", "torch", "--json", f"{work}/{model[:3]}.json"],
+                             capture_output=True, text=True)
+        print(out.stdout, out.stderr)
+        check(f"bench compute --model {model} --vs torch exits 0", out.returncode == 0)
+        check(f"{model}: both step rows and the ratio", "training step (scalelab)" in out.stdout and
+              "training step (pytorch)" in out.stdout and "pytorch / scalelab step time" in out.stdout)
+        if out.returncode == 0:
+            c = json.load(open(f"{work}/{model[:3]}.json"))
+            check(f"{model} JSON: both step times > 0, no GEMM bound",
+                  c["step_time_s"] > 0 and c["torch_step_time_s"] > 0 and c["sgemm_time_s"] is None)
+    out = subprocess.run([scalelab, "bench", "compute", "--model", "convnet", "--device", "cuda"], capture_output=True, text=True)
+    check("bench compute --model convnet --device cuda: a usage error (exit 2)",
+          out.returncode == 2 and "--device cpu" in out.stderr)
 
     out = subprocess.run([scalelab, "bench", "comm", "--comm", "shm", "--ranks", "2", "--min-bytes", "4K",
                           "--max-bytes", "16K", "--iters", "3", "--warmup", "1", "--vs", "gloo", "--json", f"{work}/m.json"],
