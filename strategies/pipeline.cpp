@@ -169,7 +169,7 @@ class Pipeline : public Strategy {
           g = dlogits[i];
           dlogits[i] = Tensor();
         } else {
-          g = dev.empty(spec_.activation_shape(st.last, rows), activation_dtype(), MemoryCategory::activations,
+          g = dev.empty(spec_.activation_shape(st.last, rows), activation_dtype(st.last), MemoryCategory::activations,
                         "gradient " + mb);
           pg.recv(g, s + 1, {.name = "gradient " + mb, .micro_batch = i});
         }
@@ -253,11 +253,11 @@ class Pipeline : public Strategy {
 
  private:
   // What travels between stages: activations and their gradients, f32 or the --amp dtype.
-  DType activation_dtype() const { return config_.amp_dtype(); }
+  DType activation_dtype(int boundary) const { return spec_.activation_dtype(boundary, config_.amp_dtype()); }
 
   Tensor receive_activations(Stage& st, int micro_batch, int64_t rows) {
     const std::string name = "activations mb " + std::to_string(micro_batch);
-    Tensor h = st.device->empty(spec_.activation_shape(st.first, rows), activation_dtype(), MemoryCategory::activations, name);
+    Tensor h = st.device->empty(spec_.activation_shape(st.first, rows), activation_dtype(st.first), MemoryCategory::activations, name);
     st.group->recv(h, st.rank - 1, {.name = name, .micro_batch = micro_batch});
     return h;
   }

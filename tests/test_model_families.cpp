@@ -142,6 +142,23 @@ std::vector<FamilyCase> family_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyEquivalence, testing::ValuesIn(family_cases()), family_case_name);
 
+// Under --amp a GPT's stages send its residual stream in f32 (its layers keep it so), an MLP's
+// activations in the half dtype: each stage receives what the one before sends.
+TEST(ModelFamilies, PipelineStagesOfAGptInHalfPassF32Activations) {
+  for (Amp amp : {Amp::bf16, Amp::fp16}) {
+    TrainConfig c = family_config("gpt:2-32-4-16-96", "pipeline", 4, "sgd");
+    c.check_equivalence = false;
+    c.micro_batches = 4;
+    c.amp = amp;
+    EventBus bus;
+    const TrainResult r = train(c, bus);
+    ASSERT_EQ(r.losses.size(), 5u);
+    for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+    EXPECT_EQ(ModelSpec::parse(c.model).activation_dtype(2, c.amp_dtype()), DType::f32);
+    EXPECT_EQ(ModelSpec::parse("mlp:4-3-2").activation_dtype(1, c.amp_dtype()), c.amp_dtype());
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoints and exports.
 

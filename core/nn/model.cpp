@@ -193,6 +193,16 @@ std::vector<int64_t> ModelSpec::activation_shape(int boundary, int64_t samples) 
   return {};
 }
 
+DType ModelSpec::activation_dtype(int boundary, DType compute) const {
+  if (boundary == 0) return DType::f32;  // the batch
+  switch (family) {
+    case ModelFamily::mlp: return compute;
+    case ModelFamily::convnet: return DType::f32;
+    case ModelFamily::gpt: return boundary == layer_count_ ? compute : DType::f32;
+  }
+  return DType::f32;
+}
+
 double ModelSpec::train_flops_per_sample() const {
   const double P = static_cast<double>(parameter_count());
   switch (family) {

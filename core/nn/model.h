@@ -68,6 +68,9 @@ struct ModelSpec {
   // The activation between layer b−1 and layer b (b = 0: the batch, b = layer_count(): the logits)
   // for `samples` samples: {rows, cols}. What a pipeline stage receives and model parallel copies.
   std::vector<int64_t> activation_shape(int boundary, int64_t samples) const;
+  // … and its dtype when the layers compute in `compute` (--amp): an MLP's activations are in the
+  // compute dtype, a GPT's residual stream stays f32 (its logits do not), the ConvNet's are f32.
+  DType activation_dtype(int boundary, DType compute) const;
   // Training FLOPs (forward and backward) per sample: an MLP's and ConvNet's per image, a GPT's
   // for its T tokens — per token 6·P + 12·L·C·T (the matmuls of the weights, then attention's),
   // the count MFU is taken with (PaLM, appendix B).
