@@ -31,6 +31,15 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+std::string past_capacity_note(int64_t peak_total, int64_t capacity, const int64_t* peak_by_category) {
+  if (capacity <= 0 || peak_total <= capacity) return "";
+  std::string s = "does not fit: needs " + format_bytes(peak_total) + " of its " + format_bytes(capacity) + " (peaks:";
+  for (int c = 0; c < kMemoryCategoryCount; ++c)
+    if (peak_by_category[c] > 0)
+      s += std::string(" ") + memory_category_name(static_cast<MemoryCategory>(c)) + " " + format_bytes(peak_by_category[c]);
+  return s + ")";
+}
+
 std::string MemoryLedger::breakdown_locked() const {
   std::string s;
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
@@ -49,7 +58,7 @@ void MemoryLedger::allocate(MemoryCategory category, int64_t bytes, const std::s
     std::lock_guard<std::mutex> lock(mutex_);
     int64_t total = 0;
     for (int64_t v : live_) total += v;
-    if (capacity_ > 0 && total + bytes > capacity_) {
+    if (capacity_ > 0 && !past_capacity_ && total + bytes > capacity_) {
       throw Error("memory", "out of memory on " + device_name_ + ": asked for " + format_bytes(bytes) +
                                 " of " + memory_category_name(category) + (what.empty() ? "" : " (" + what + ")") +
                                 " with " + format_bytes(total) + " in use of its capacity " +

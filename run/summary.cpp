@@ -414,6 +414,15 @@ std::string format_summary(const TrainResult& r) {
     for (int c = 0; c < kMemoryCategoryCount; ++c) s += format_bytes(d.peak_bytes[c]) + (c + 1 < kMemoryCategoryCount ? " | " : "");
     s += " = " + format_bytes(d.peak_total) + "\n";
   }
+  // A dry run counts past capacity: the device that needs the most, against what it has.
+  const DeviceSummary* worst = nullptr;
+  for (const DeviceSummary& d : r.per_device)
+    if (!past_capacity_note(d.peak_total, d.capacity, d.peak_bytes.data()).empty() && (!worst || d.peak_total > worst->peak_total))
+      worst = &d;
+  if (worst)
+    s += "  memory          " + worst->name + " " + past_capacity_note(worst->peak_total, worst->capacity, worst->peak_bytes.data()) +
+         " — a real run runs out of memory: shard the weights across devices too (what FSDP, tensor and "
+         "pipeline parallelism do), or use a smaller batch or --recompute\n";
   return s;
 }
 

@@ -199,7 +199,23 @@ TEST(SimClock, DryRunCountsMemoryButHoldsNone) {
   EXPECT_TRUE(t.is_meta());
   EXPECT_EQ(t.raw(), nullptr);
   EXPECT_EQ(devs[0]->memory().live(MemoryCategory::params), 600 * 1024);
-  // And the capacity still holds: a dry run finds out-of-memory without the memory.
+  EXPECT_TRUE(devs[0]->memory().fits());
+  // Past capacity a dry run counts on (what the device would need) and says it does not fit.
+  Tensor more = devs[0]->empty({600 * 256}, DType::f32, MemoryCategory::activations, "more");
+  EXPECT_EQ(devs[0]->memory().peak_total(), 1200 * 1024);
+  EXPECT_FALSE(devs[0]->memory().fits());
+  const int64_t peaks[kMemoryCategoryCount] = {600 * 1024, 0, 0, 600 * 1024, 0, 0};
+  EXPECT_EQ(past_capacity_note(1200 * 1024, 1024 * 1024, peaks),
+            "does not fit: needs 1.17 MiB of its 1.00 MiB (peaks: params 600.00 KiB activations 600.00 KiB)");
+  EXPECT_EQ(past_capacity_note(1000, 1024 * 1024, peaks), "");
+}
+
+TEST(SimClock, RealRunStillRunsOutOfMemory) {
+  DeviceOptions o;
+  o.kind = DeviceKind::sim;
+  o.profile = load_profile(kTiny);
+  auto devs = make_devices(o);
+  Tensor t = devs[0]->empty({600 * 256}, DType::f32, MemoryCategory::params, "big");
   EXPECT_THROW(devs[0]->empty({600 * 256}, DType::f32, MemoryCategory::activations, "more"), Error);
 }
 

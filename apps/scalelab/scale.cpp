@@ -17,6 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -26,7 +27,9 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/nn/gpt_memory.h"
 #include "core/nn/model.h"
+#include "core/nn/optimizer.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
 #include "run/train.h"
@@ -42,6 +45,7 @@ struct ScalePoint {
   double comm_pct = 0, exposed_comm_ms = 0, bubble_pct = 0;
   std::array<int64_t, kMemoryCategoryCount> peak_bytes{};  // the most any one device holds, per category
   int64_t peak_total = 0, capacity = 0;
+  int64_t closed_form = -1;  // a GPT under ddp or zero in f32: the memory per device by formula (-1: none)
   double wall_s = 0;  // what the dry run took here
   // One all-reduce of all the gradients (4·P bytes) on this cluster, by the cost model: its time
   // and the algorithm/protocol NCCL's tuner (and so the model) picks for it at this N.
@@ -93,6 +97,17 @@ TrainConfig point_config(const ScaleOptions& o, const HardwareProfile& profile, 
   return c;
 }
 
+// The closed form of a GPT's memory per device (core/nn/gpt_memory.h), where there is one: ddp or
+// zero, f32. The ranks' batches differ by at most a sample: the largest is what a device holds.
+std::optional<GptMemory> closed_form(const TrainConfig& c) {
+  const ModelSpec spec = ModelSpec::parse(c.model);
+  if (spec.family != ModelFamily::gpt || (c.strategy != "ddp" && c.strategy != "zero") || c.amp != Amp::off)
+    return std::nullopt;
+  const int64_t samples = (c.batch + c.devices - 1) / c.devices;
+  return gpt_memory_closed_form(spec, c.strategy, c.strategy == "zero" ? std::max(1, c.zero_stage) : 0, c.devices,
+                                samples, optimizer_state_tensors(c.optimizer), c.recompute);
+}
+
 ScalePoint run_point(const TrainConfig& c, int micro_batches) {
   const int devices = c.devices;
   const auto t0 = std::chrono::steady_clock::now();
@@ -129,6 +144,7 @@ ScalePoint run_point(const TrainConfig& c, int micro_batches) {
     p.peak_total = std::max(p.peak_total, d.peak_total);
     if (d.capacity > 0) p.capacity = p.capacity > 0 ? std::min(p.capacity, d.capacity) : d.capacity;
   }
+  if (const auto m = closed_form(c)) p.closed_form = m->total();
   return p;
 }
 
@@ -262,10 +278,20 @@ int run_scale(const ScaleOptions& o) {
               static_cast<long long>(o.batch), o.weak ? "per device" : "global");
   std::printf("# efficiency: samples/s per device against the first row's; exposed comm: communication not hidden "
               "under compute, per step; idle: the compute lanes' idle share (a pipeline's bubble); memory: the most any one device holds\n");
+  const bool gpt_closed = closed_form(configs.front()).has_value();
+  if (gpt_closed) {
+    const GptMemory m = *closed_form(configs.front());
+    std::printf("# closed form: a GPT's memory per device (params, grads, optimizer by ZeRO stage and N, activations "
+                "as our blocks keep them); one block keeps %s at the first row's batch — Korthikanti et al.'s count "
+                "(16-bit, dropout masks) would be %s\n",
+                format_bytes(m.block_activations).c_str(),
+                format_bytes(static_cast<int64_t>(m.korthikanti_block_bytes)).c_str());
+  }
   std::printf("%6s %4s %8s %10s %12s %6s %7s %9s %8s", "devices", "m", "batch", "ms/step", "samples/s", "eff%", "comm%",
               "exposed", "idle%");
   for (int k = 0; k < kMemoryCategoryCount; ++k) std::printf(" %9.9s", memory_category_name(static_cast<MemoryCategory>(k)));
-  std::printf(" %9s %9s %4s %7s  %s\n", "peak GiB", "of GiB", "fits", "wall s", "all-reduce of 4·P B");
+  std::printf(" %9s %9s %9s %4s %7s  %s\n", "peak GiB", gpt_closed ? "closed" : "", "of GiB", "fits", "wall s",
+              "all-reduce of 4·P B");
   std::fflush(stdout);
 
   std::vector<ScalePoint> pts;
@@ -284,7 +310,9 @@ int run_scale(const ScaleOptions& o) {
                 static_cast<long long>(p.global_batch), p.step_ms, p.samples_per_s, 100 * p.efficiency, p.comm_pct,
                 p.exposed_comm_ms, p.bubble_pct);
     for (int k = 0; k < kMemoryCategoryCount; ++k) std::printf(" %9.3f", gib(p.peak_bytes[static_cast<size_t>(k)]));
-    std::printf(" %9.3f %9.1f %4s %7.1f  %.3fms %s\n", gib(p.peak_total), gib(p.capacity), p.fits() ? "yes" : "NO",
+    char closed[16] = "";
+    if (p.closed_form >= 0) std::snprintf(closed, sizeof closed, "%.3f", gib(p.closed_form));
+    std::printf(" %9.3f %9s %9.1f %4s %7.1f  %.3fms %s\n", gib(p.peak_total), closed, gib(p.capacity), p.fits() ? "yes" : "NO",
                 p.wall_s, p.grad_all_reduce_ms, p.grad_all_reduce_algorithm.c_str());
     std::fflush(stdout);
     pts.push_back(p);
@@ -300,6 +328,7 @@ int run_scale(const ScaleOptions& o) {
                       {"step_ms", p.step_ms}, {"samples_per_s", p.samples_per_s}, {"efficiency", p.efficiency},
                       {"comm_pct", p.comm_pct}, {"exposed_comm_ms", p.exposed_comm_ms}, {"bubble_pct", p.bubble_pct},
                       {"peak_bytes", mem}, {"peak_total_bytes", p.peak_total}, {"capacity_bytes", p.capacity},
+                      {"closed_form_bytes", p.closed_form >= 0 ? nlohmann::json(p.closed_form) : nlohmann::json()},
                       {"fits", p.fits()}, {"wall_s", p.wall_s}, {"grad_all_reduce_ms", p.grad_all_reduce_ms},
                       {"grad_all_reduce_algorithm", p.grad_all_reduce_algorithm}});
     }

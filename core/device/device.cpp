@@ -403,6 +403,8 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceOptions& o) {
         devices.push_back(std::make_unique<Device>(i, DeviceKind::sim, "sim:" + std::to_string(i) + " (" + p.name + ")",
                                                    std::move(exec), std::make_unique<SimClock>(model, std::min(o.run_count > 0 ? o.run_count : o.count, p.devices_per_node)),
                                                    p.mem_capacity_bytes, o.bus, &p));
+        // A dry run says what each device would need, past its capacity too (the summary flags it).
+        if (o.dry_run) devices.back()->memory().record_past_capacity();
       }
       break;
     }

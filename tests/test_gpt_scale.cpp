@@ -1,0 +1,89 @@
+// A GPT's memory per device under ddp and zero: the ledger of a dry run against the closed form
+// (core/nn/gpt_memory.h), for a small GPT on a few devices and for GPT-3 175B on 1,024 H100s —
+// which does not fit, and the dry run still says by how much.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/nn/gpt_memory.h"
+#include "core/nn/optimizer.h"
+#include "run/train.h"
+
+namespace scalelab {
+namespace {
+
+TrainConfig gpt_config(const std::string& model, const std::string& strategy, int stage, int devices, int64_t batch,
+                       const std::string& hw, const std::string& optimizer) {
+  TrainConfig c;
+  c.strategy = strategy;
+  c.device = DeviceKind::sim;
+  c.hw = hw;
+  c.devices = devices;
+  c.dry_run = true;
+  c.model = model;
+  c.dataset = "synthetic";
+  c.synthetic_train = batch;
+  c.synthetic_test = 1;
+  c.batch = batch;
+  c.steps = 1;
+  c.optimizer.kind = optimizer;
+  if (strategy == "zero") c.zero_stage = stage;
+  return c;
+}
+
+// Every device's peak per category within 1 % of the closed form, and its peak in all.
+void expect_ledger_is_closed_form(const TrainConfig& c, bool fits, bool large = false) {
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  const ModelSpec spec = ModelSpec::parse(c.model);
+  const GptMemory m = gpt_memory_closed_form(spec, c.strategy, c.zero_stage, c.devices, c.batch / c.devices,
+                                             optimizer_state_tensors(c.optimizer), c.recompute);
+  const auto near = [](int64_t ledger, int64_t closed, const char* what, const std::string& device) {
+    EXPECT_LE(std::fabs(static_cast<double>(ledger - closed)), 0.01 * static_cast<double>(closed))
+        << device << " " << what << ": ledger " << ledger << " B, closed form " << closed << " B";
+  };
+  ASSERT_EQ(r.per_device.size(), static_cast<size_t>(c.devices));
+  for (const DeviceSummary& d : r.per_device) {
+    near(d.peak_bytes[static_cast<int>(MemoryCategory::params)], m.params, "params", d.name);
+    near(d.peak_bytes[static_cast<int>(MemoryCategory::grads)], m.grads, "grads", d.name);
+    near(d.peak_bytes[static_cast<int>(MemoryCategory::optimizer)], m.optimizer, "optimizer", d.name);
+    near(d.peak_bytes[static_cast<int>(MemoryCategory::activations)], m.activations, "activations", d.name);
+    EXPECT_EQ(d.peak_bytes[static_cast<int>(MemoryCategory::comm_buffers)] >= m.comm_buffers, true) << d.name;
+    near(d.peak_bytes[static_cast<int>(MemoryCategory::workspace)], m.workspace, "workspace", d.name);
+    // The categories need not peak together: the total lies between the sum of their peaks and
+    // that sum less the attention scratch, and within 1 % of the sum where the model is large.
+    EXPECT_LE(d.peak_total, m.total()) << d.name;
+    EXPECT_GE(d.peak_total, m.total() - m.workspace) << d.name;
+    if (large) near(d.peak_total, m.total(), "total", d.name);
+    EXPECT_EQ(d.peak_total <= d.capacity, fits) << d.name;
+  }
+}
+
+TEST(GptScale, SmallGptLedgerIsTheClosedForm) {
+  for (const char* optimizer : {"sgd", "adam"}) {
+    SCOPED_TRACE(optimizer);
+    expect_ledger_is_closed_form(gpt_config("gpt:2-64-4-32-96", "ddp", 0, 4, 8, "h100-ib-1024x8", optimizer), true);
+    expect_ledger_is_closed_form(gpt_config("gpt:2-64-4-32-96", "zero", 1, 4, 8, "h100-ib-1024x8", optimizer), true);
+    expect_ledger_is_closed_form(gpt_config("gpt:2-64-4-32-96", "zero", 2, 3, 12, "h100-ib-1024x8", optimizer), true);
+  }
+}
+
+TEST(GptScale, Gpt3OnThousandH100sIsTheClosedFormAndDoesNotFit) {
+  const std::string gpt3 = "gpt:96-12288-96-2048-50257";
+  expect_ledger_is_closed_form(gpt_config(gpt3, "zero", 1, 1024, 1024, "h100-ib-1024x8", "adam"), false, true);
+  expect_ledger_is_closed_form(gpt_config(gpt3, "ddp", 0, 1024, 1024, "h100-ib-1024x8", "adam"), false, true);
+}
+
+TEST(GptScale, ClosedFormAgainstKorthikanti) {
+  // One block at s = 2048, b = 1, h = 12288, a = 96: ours in f32 without dropout, theirs in 16-bit with.
+  const GptMemory m = gpt_memory_closed_form(ModelSpec::parse("gpt:96-12288-96-2048-50257"), "ddp", 0, 8, 1, 2, false);
+  const double sbh = 2048.0 * 12288, as2b = 96.0 * 2048 * 2048;
+  EXPECT_EQ(m.block_activations, static_cast<int64_t>(64 * sbh + 4 * as2b + 16 * 2048));
+  EXPECT_EQ(m.korthikanti_block_bytes, 34 * sbh + 5 * as2b);
+  EXPECT_THROW(gpt_memory_closed_form(ModelSpec::parse("convnet"), "ddp", 0, 8, 1, 2, false), Error);
+  EXPECT_THROW(gpt_memory_closed_form(ModelSpec::parse("gpt:2-64-4-32-96"), "pipeline", 0, 8, 1, 2, false), Error);
+}
+
+}  // namespace
+}  // namespace scalelab
