@@ -1,6 +1,8 @@
 // A GPT's memory per device under ddp and zero: the ledger of a dry run against the closed form
-// (core/nn/gpt_memory.h), for a small GPT on a few devices and for GPT-3 175B on 1,024 H100s —
-// which does not fit, and the dry run still says by how much.
+// (core/nn/gpt_memory.h), for a small GPT on a few devices and for GPT-3 175B on 64 H100s — which
+// does not fit, and the dry run still says by how much. (On 1,024 H100s the same dry run takes
+// some 20 s and 4 GB of this machine, and the ddp one 95 s and 7 GB: `scalelab bench sim` measures
+// it; the test keeps to 64 ranks, the memory per device the same closed form.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,10 +71,11 @@ TEST(GptScale, SmallGptLedgerIsTheClosedForm) {
   }
 }
 
-TEST(GptScale, Gpt3OnThousandH100sIsTheClosedFormAndDoesNotFit) {
+TEST(GptScale, Gpt3OnH100sIsTheClosedFormAndDoesNotFit) {
   const std::string gpt3 = "gpt:96-12288-96-2048-50257";
-  expect_ledger_is_closed_form(gpt_config(gpt3, "zero", 1, 1024, 1024, "h100-ib-1024x8", "adam"), false, true);
-  expect_ledger_is_closed_form(gpt_config(gpt3, "ddp", 0, 1024, 1024, "h100-ib-1024x8", "adam"), false, true);
+  expect_ledger_is_closed_form(gpt_config(gpt3, "zero", 1, 64, 64, "h100-ib-1024x8", "adam"), false, true);
+  expect_ledger_is_closed_form(gpt_config(gpt3, "zero", 2, 64, 64, "h100-ib-1024x8", "adam"), false, true);
+  expect_ledger_is_closed_form(gpt_config(gpt3, "ddp", 0, 64, 64, "h100-ib-1024x8", "adam"), false, true);
 }
 
 TEST(GptScale, ClosedFormAgainstKorthikanti) {
