@@ -996,6 +996,7 @@ TEST(DashLayerMemory, EachBlockKeepsKorthikantisCountAndWithRecomputeItsOutputAl
   // token per LayerNorm (tests/test_transformer_layers.cpp); with recompute, its output alone. The
   // embedding's output is taken in by the first block, so blocks.0 holds s·b·h values more.
   const int64_t L = 3, h = 64, a = 2, s = 16, b = 4;
+  const int64_t full_block = 4 * (16 * s * b * h + a * s * s * b + 4 * s * b);
   for (bool recompute : {false, true}) {
     SCOPED_TRACE(recompute ? "with recompute" : "without recompute");
     const DashboardModel m = trained("gpt:3-64-2-16-96", recompute);
@@ -1013,6 +1014,16 @@ TEST(DashLayerMemory, EachBlockKeepsKorthikantisCountAndWithRecomputeItsOutputAl
     EXPECT_LE(by_label["blocks.0"], per_block + 4 * s * b * h);
     EXPECT_EQ(by_label["blocks.1"], per_block);
     EXPECT_EQ(by_label["blocks.2"], per_block);
+    // Rerun in backward, a block allocates again what it would have kept (and its output anew).
+    for (const LayerBytes& l : per[0].layers)
+      if (l.label.rfind("blocks.", 0) == 0) {
+        if (recompute) {
+          EXPECT_GE(l.rerun, full_block - 4 * s * b * h) << l.label;
+          EXPECT_LE(l.rerun, full_block + 4 * s * b * h) << l.label;
+        } else {
+          EXPECT_EQ(l.rerun, 0) << l.label;
+        }
+      }
     int64_t sum = 0;
     for (const LayerBytes& l : per[0].layers) sum += l.bytes;
     EXPECT_EQ(per[0].total, sum);
@@ -1048,7 +1059,7 @@ TEST(DashLayerMemory, PipelineStagesHoldTheirOwnBlocksForEveryMicroBatch) {
 
 TEST(DashLayerMemory, ManyLayersAreSummedIntoFewerBars) {
   std::vector<LayerBytes> layers;
-  for (int i = 0; i < 98; ++i) layers.push_back({i, "l" + std::to_string(i), i});
+  for (int i = 0; i < 98; ++i) layers.push_back({i, "l" + std::to_string(i), i, 0});
   const auto bars = group_layers(layers, 24);
   ASSERT_EQ(bars.size(), 20u);  // 5 layers a bar: 19 full bars and one of 3
   EXPECT_EQ(bars[0].label, "l0 – l4");

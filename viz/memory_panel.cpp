@@ -140,7 +140,7 @@ class MemoryPanel : public Panel {
     for (const DeviceLayerMemory& d : layers_) recomputed = recomputed || d.recomputed;
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     if (recomputed)
-      flow_text({"--recompute: each block keeps its input only", "its forward reruns in backward"});
+      flow_text({"--recompute: each block keeps its input only (filled)", "the outline: what its forward, rerun in backward, allocates"});
     else
       flow_text({"what each layer's forward leaves for its backward", "summed over the step's micro-batches"});
     ImGui::PopStyleColor();
@@ -152,7 +152,7 @@ class MemoryPanel : public Panel {
     int64_t top = 1;
     for (size_t i = 0; i < strips; ++i) {
       bars.push_back(group_layers(layers_[i].layers, max_bars));
-      for (const LayerBytes& b : bars.back()) top = std::max(top, b.bytes);
+      for (const LayerBytes& b : bars.back()) top = std::max({top, b.bytes, b.rerun});
     }
     const float strip_h = std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(std::max<size_t>(strips, 1)) - 2 * line - 8, 16.0f, 90.0f);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -167,6 +167,9 @@ class MemoryPanel : public Panel {
       std::vector<std::string> text{dev.label + ":  " + format_bytes(static_cast<double>(dm.total)) + " in " +
                                         std::to_string(dm.layers.size()) + " layers",
                                     "most: " + biggest_label + " " + format_bytes(static_cast<double>(biggest))};
+      int64_t rerun = 0;
+      for (const LayerBytes& l : dm.layers) rerun += l.rerun;
+      if (rerun > 0) text.push_back("rerun in backward: " + format_bytes(static_cast<double>(rerun)));
       if (b.size() < dm.layers.size())
         text.push_back("bars of " + std::to_string((dm.layers.size() + b.size() - 1) / b.size()) + " layers");
       flow_text(text);
@@ -182,6 +185,10 @@ class MemoryPanel : public Panel {
         const float x0 = a.x + slot * static_cast<float>(k), x1 = x0 + slot - gap;
         const float hgt = static_cast<float>(static_cast<double>(std::max<int64_t>(b[k].bytes, 0)) / static_cast<double>(top)) * strip_h;
         dl->AddRectFilled(ImVec2(x0, a.y + strip_h - hgt), ImVec2(x1, a.y + strip_h), memory_color(MemoryCategory::activations));
+        if (b[k].rerun > 0) {  // recompute: the outline is what the layer's rerun allocates, kept no longer
+          const float rh = static_cast<float>(static_cast<double>(b[k].rerun) / static_cast<double>(top)) * strip_h;
+          dl->AddRect(ImVec2(x0, a.y + strip_h - rh), ImVec2(x1, a.y + strip_h), memory_color(MemoryCategory::activations), 0.0f, 0, 1.5f);
+        }
         // Its bytes on it where they fit: pictures side by side compare by the numbers.
         const std::string value = format_bytes(static_cast<double>(b[k].bytes));
         const ImVec2 vs = ImGui::CalcTextSize(value.c_str());
@@ -204,8 +211,9 @@ class MemoryPanel : public Panel {
       ImGui::Dummy(ImVec2(1, line));
       if (hovered >= 0) {
         ImGui::BeginTooltip();
-        ImGui::Text("%s: %s kept for backward", b[static_cast<size_t>(hovered)].label.c_str(),
-                    format_bytes(static_cast<double>(b[static_cast<size_t>(hovered)].bytes)).c_str());
+        const LayerBytes& l = b[static_cast<size_t>(hovered)];
+        ImGui::Text("%s: %s kept for backward", l.label.c_str(), format_bytes(static_cast<double>(l.bytes)).c_str());
+        if (l.rerun > 0) ImGui::Text("rerun in backward (recompute): %s", format_bytes(static_cast<double>(l.rerun)).c_str());
         ImGui::EndTooltip();
       }
     }

@@ -34,6 +34,7 @@ std::vector<DeviceLayerMemory> analyze_layer_memory(const DashboardModel& model,
     int64_t begin;
     int layer;
     bool kept;
+    bool rerun;  // a forward op of a micro-batch already in backward: recompute
   };
   std::vector<std::vector<Op>> ops(static_cast<size_t>(n));
   std::vector<std::set<int64_t>> in_backward(static_cast<size_t>(n));
@@ -44,9 +45,12 @@ std::vector<DeviceLayerMemory> analyze_layer_memory(const DashboardModel& model,
     if (e.device < 0 || e.device >= n || e.lane != Lane::compute) continue;
     const auto d = static_cast<size_t>(e.device);
     if (e.phase == Phase::bwd) in_backward[d].insert(e.micro_batch);
-    if (e.name.size() > 10 && e.name.compare(e.name.size() - 10, 10, ".recompute") == 0) per[d].recomputed = true;
-    const bool kept = e.phase == Phase::fwd && e.layer >= 0 && !in_backward[d].count(e.micro_batch);
-    ops[d].push_back({e.t_begin_ns, e.layer, kept});
+    // A rerun begins with an op named so (in backward's phase), then the block's forward ops.
+    const bool recompute = e.name.size() > 10 && e.name.compare(e.name.size() - 10, 10, ".recompute") == 0;
+    per[d].recomputed = per[d].recomputed || recompute;
+    const bool forward = e.phase == Phase::fwd && e.layer >= 0;
+    const bool kept = forward && !in_backward[d].count(e.micro_batch);
+    ops[d].push_back({e.t_begin_ns, e.layer, kept, e.layer >= 0 && (recompute || (forward && !kept))});
     if (kept) {
       LayerBytes& l = layers[d][e.layer];
       l.layer = e.layer;
@@ -68,6 +72,7 @@ std::vector<DeviceLayerMemory> analyze_layer_memory(const DashboardModel& model,
     if (it == o.begin()) continue;
     const Op& op = *std::prev(it);
     if (op.kept) layers[d][op.layer].bytes += delta;
+    if (op.rerun && delta > 0 && layers[d].count(op.layer)) layers[d][op.layer].rerun += delta;
   }
 
   for (int d = 0; d < n; ++d) {
@@ -89,8 +94,11 @@ std::vector<LayerBytes> group_layers(const std::vector<LayerBytes>& layers, int 
   std::vector<LayerBytes> out;
   for (size_t i = 0; i < layers.size(); i += per) {
     const size_t last = std::min(i + per, layers.size()) - 1;
-    LayerBytes g{layers[i].layer, layers[i].label, 0};
-    for (size_t j = i; j <= last; ++j) g.bytes += layers[j].bytes;
+    LayerBytes g{layers[i].layer, layers[i].label, 0, 0};
+    for (size_t j = i; j <= last; ++j) {
+      g.bytes += layers[j].bytes;
+      g.rerun += layers[j].rerun;
+    }
     if (last > i) g.label += " – " + layers[last].label;
     out.push_back(std::move(g));
   }

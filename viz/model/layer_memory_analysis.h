@@ -15,6 +15,7 @@ struct LayerBytes {
   int layer = -1;        // the model's layer index (events' `layer`)
   std::string label;     // "blocks.3", "embed", "head", "conv1" …
   int64_t bytes = 0;     // net activation bytes its forward left allocated, over the step's micro-batches
+  int64_t rerun = 0;     // with recompute: what its forward, rerun in backward, allocated (what it no longer keeps)
 };
 
 struct DeviceLayerMemory {
@@ -27,7 +28,8 @@ struct DeviceLayerMemory {
 // For the step steps()[step_index]: each device that ran a layer's forward. A sample's change is
 // the forward op's that was running when it was taken; a release at the very moment the next op
 // begins is the op before's (a layer frees its temporaries as the next one starts). Forward ops
-// rerun in backward (recompute) count for nothing: what they allocate is freed in that backward.
+// rerun in backward (recompute) are counted apart, as `rerun`: what they allocate is freed in that
+// backward.
 std::vector<DeviceLayerMemory> analyze_layer_memory(const DashboardModel& model, int step_index);
 
 // At most `max_bars` bars: consecutive layers summed into groups of equal size (the last may be
