@@ -1,7 +1,7 @@
 // Memory: per device, what is live at the cursor, stacked by category (params, grads, optimizer
 // state, activations, communication buffers, workspace), with the run's peak marked. Scrubbing the
 // cursor through a step shows activations pile up in forward and drain in backward; comparing
-// devices shows what ZeRO shards and what DDP replicates. Below, for a model of several layers, the
+// devices shows what ZeRO shards and what DDP replicates. Below, for a ConvNet or a GPT, the
 // activations each layer keeps for backward (a transformer's blocks, each alike; with --recompute
 // only their inputs).
 #include <imgui.h>
@@ -67,8 +67,11 @@ class MemoryPanel : public Panel {
       layers_step_ = si;
       layers_ = analyze_layer_memory(model, si);
     }
+    // A ConvNet's and a transformer's layers differ in what they keep (a conv's feature maps, a
+    // block's 34·s·b·h bytes): shown. An MLP's are its hidden sizes, already in the spec.
     bool by_layer = false;
-    for (const DeviceLayerMemory& d : layers_) by_layer = by_layer || d.layers.size() > 1;
+    for (const DeviceLayerMemory& d : layers_)
+      for (const LayerBytes& l : d.layers) by_layer = by_layer || l.label.rfind("blocks.", 0) == 0 || l.label.rfind("conv", 0) == 0;
     // The per-layer picture takes the lower part of the panel when there is one.
     const float avail_h = ImGui::GetContentRegionAvail().y * (by_layer ? 0.45f : 1.0f);
     // Each device: a line of text and its bar; all devices fit without scrolling when they can.
