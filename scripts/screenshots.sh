@@ -49,6 +49,12 @@ shoot pipeline-1f1b   60 --strategy pipeline --devices 4 --micro-batches 8 --sch
 shoot zero            60 --strategy zero --devices 4 --zero-stage 2 --check-equivalence
 # A run in progress: paced at 500 µs of simulated time per second, drawn for 4 s as on a display.
 shoot live            1000 --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --speed 5e-4 --live-for 4
+# docs/models.md's pictures: the Memory panel of a ConvNet and of a GPT (with and without
+# --recompute), each layer's activations kept for backward.
+models=(--device sim --hw a100-nvlink-8 --strategy ddp --devices 2 --steps 6 --panel memory --size 1200x600 --at 0.45)
+draw convnet-memory "${models[@]}" --model convnet --batch 64
+draw gpt-memory "${models[@]}" --model gpt:4-128-4-64-96 --batch 32
+draw gpt-recompute-memory "${models[@]}" --model gpt:4-128-4-64-96 --batch 32 --recompute
 # docs/gpu.md's picture: the shipped trace of DDP on 4 logical devices of an H100, replayed.
 draw ddp-cuda --replay profiles/measured/h100/2026-11-25T1113-ddp-4-logical.trace.json.gz --size 1600x900 --step 16
 

@@ -378,3 +378,31 @@ TEST_F(DashApp, BucketsHoldTheirParametersBytes) {
 }
 
 #endif  // SCALELAB_HAVE_DASH
+
+// A GPT's Memory panel: below the devices' bars, a bar per layer of the activations each keeps for
+// backward. With --recompute a block keeps its input alone: the per-layer bars shrink, and the
+// purple (activations) drawn below the devices' bars with them.
+TEST_F(DashApp, AGptsMemoryShowsItsLayersAndWhatRecomputeSaves) {
+  REQUIRE_XVFB();
+  auto purple_below = [&](const std::string& name, const std::string& more) {
+    const std::string png = (dir / name).string();
+    std::string out;
+    EXPECT_EQ(run(headless("--strategy ddp --devices 2 --steps 2 --batch 8 --model gpt:3-64-2-16-96 --panel memory "
+                           "--size 900x600 --cursor-step 1 --at 0.2 --screenshot " + png + more),
+                  out),
+              0)
+        << out;
+    int w = 0, h = 0;
+    std::vector<uint8_t> rgb;
+    EXPECT_TRUE(decode_png(png, w, h, rgb)) << png;
+    size_t n = 0;  // the per-layer bars take the panel's lower part
+    for (size_t p = static_cast<size_t>(w) * static_cast<size_t>(h / 2) * 3; p + 2 < rgb.size(); p += 3)
+      n += rgb[p] == 190 && rgb[p + 1] == 130 && rgb[p + 2] == 210;
+    return n;
+  };
+  const size_t kept = purple_below("gpt.png", "");
+  const size_t recomputed = purple_below("gpt-recompute.png", " --recompute");
+  std::printf("activation pixels below the middle: %zu without recompute, %zu with\n", kept, recomputed);
+  EXPECT_GT(kept, 2000u) << "no per-layer bars";
+  EXPECT_LT(3 * recomputed, kept) << "recompute did not shrink the bars";
+}

@@ -25,10 +25,12 @@
 #include "core/error.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
+#include "run/train.h"
 #include "viz/model/buckets_analysis.h"
 #include "viz/model/dashboard_model.h"
 #include "viz/model/data_parallel_analysis.h"
 #include "viz/model/data_source.h"
+#include "viz/model/layer_memory_analysis.h"
 #include "viz/model/pipeline_analysis.h"
 #include "viz/model/png_writer.h"
 #include "viz/model/timeline_culling.h"
@@ -538,9 +540,9 @@ TEST(DashTimeline, LongIdleGapsListsHoldEveryGapThatLong) {
     const auto& some = m.idle_gaps_at_least(0, min_ns);
     EXPECT_LE(some.size(), all.size());
     size_t expected = 0;
-    for (const Interval& g : all) expected += static_cast<double>(g.second - g.first) >= min_ns;
+    for (const viz::Interval& g : all) expected += static_cast<double>(g.second - g.first) >= min_ns;
     size_t found = 0;
-    for (const Interval& g : some) found += static_cast<double>(g.second - g.first) >= min_ns;
+    for (const viz::Interval& g : some) found += static_cast<double>(g.second - g.first) >= min_ns;
     EXPECT_EQ(found, expected) << "min " << min_ns;
     EXPECT_TRUE(std::is_sorted(some.begin(), some.end()));
   }
@@ -727,7 +729,7 @@ TEST(DashBuckets, AllReduceHiddenUnderBackward) {
   EXPECT_EQ(s.all_reduce_events, 6u);
   const BucketStep st = analyze_bucket_step(m, 0, 1);
   ASSERT_EQ(st.buckets.size(), 3u);
-  EXPECT_EQ(st.backward, (Interval{0, 3000}));
+  EXPECT_EQ(st.backward, (viz::Interval{0, 3000}));
   const double expect_hidden[] = {1500, 1000, 0};
   for (int b = 0; b < 3; ++b) {
     // Each fill is a copy within the device of 4096 bytes of traffic (read + write): 2048 B of
@@ -964,3 +966,107 @@ TEST(DashCli, BadInputSaysWhatToDo) {
 }
 
 #endif  // SCALELAB_HAVE_DASH
+
+namespace {
+
+// A sim run of `model` through `strategy`, filled into a dashboard model as a live run fills it.
+DashboardModel trained(const std::string& model, bool recompute, const std::string& strategy = "single", int devices = 1) {
+  TrainConfig c;
+  c.strategy = strategy;
+  c.device = DeviceKind::sim;
+  c.hw = "a100-nvlink-8";
+  c.devices = devices;
+  c.model = model;
+  c.dataset = "synthetic";
+  c.batch = 4;
+  c.steps = 2;
+  c.recompute = recompute;
+  EventBus bus;
+  train(c, bus);
+  DashboardModel m;
+  BusSource source(bus, TraceInfo{bus.devices(), "test", true, ""}, [] { return true; });
+  source.update(m);
+  return m;
+}
+
+}  // namespace
+
+TEST(DashLayerMemory, EachBlockKeepsKorthikantisCountAndWithRecomputeItsOutputAlone) {
+  // gpt:L-h-a-s-V, batch b, fp32: a block keeps 16·s·b·h + a·s²·b values and a mean and an rstd per
+  // token per LayerNorm (tests/test_transformer_layers.cpp); with recompute, its output alone. The
+  // embedding's output is taken in by the first block, so blocks.0 holds s·b·h values more.
+  const int64_t L = 3, h = 64, a = 2, s = 16, b = 4;
+  const int64_t full_block = 4 * (16 * s * b * h + a * s * s * b + 4 * s * b);
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "with recompute" : "without recompute");
+    const DashboardModel m = trained("gpt:3-64-2-16-96", recompute);
+    const auto per = analyze_layer_memory(m, 1);
+    ASSERT_EQ(per.size(), 1u);
+    EXPECT_EQ(per[0].recomputed, recompute);
+    const int64_t per_block = recompute ? 4 * s * b * h : 4 * (16 * s * b * h + a * s * s * b + 4 * s * b);
+    std::map<std::string, int64_t> by_label;
+    for (const LayerBytes& l : per[0].layers) by_label[l.label] = l.bytes;
+    ASSERT_EQ(per[0].layers.size(), static_cast<size_t>(L + 2)) << "embed, 3 blocks, head";
+    EXPECT_EQ(per[0].layers.front().label, "embed");
+    EXPECT_EQ(per[0].layers.back().label, "head");
+    // Which op frees the embedding's output is a matter of timing; it is kept by blocks.0 or not at all.
+    EXPECT_GE(by_label["blocks.0"], per_block);
+    EXPECT_LE(by_label["blocks.0"], per_block + 4 * s * b * h);
+    EXPECT_EQ(by_label["blocks.1"], per_block);
+    EXPECT_EQ(by_label["blocks.2"], per_block);
+    // Rerun in backward, a block allocates again what it would have kept (and its output anew).
+    for (const LayerBytes& l : per[0].layers)
+      if (l.label.rfind("blocks.", 0) == 0) {
+        if (recompute) {
+          EXPECT_GE(l.rerun, full_block - 4 * s * b * h) << l.label;
+          EXPECT_LE(l.rerun, full_block + 4 * s * b * h) << l.label;
+        } else {
+          EXPECT_EQ(l.rerun, 0) << l.label;
+        }
+      }
+    int64_t sum = 0;
+    for (const LayerBytes& l : per[0].layers) sum += l.bytes;
+    EXPECT_EQ(per[0].total, sum);
+  }
+}
+
+TEST(DashLayerMemory, PipelineStagesHoldTheirOwnBlocksForEveryMicroBatch) {
+  // 6 blocks on 2 stages: each device shows only its layers; a block's bytes are the whole batch's
+  // (the micro-batches' shares summed), as on one device. (A stage's last block also holds the
+  // output it sends on, so the blocks inside a stage are compared.)
+  const DashboardModel single = trained("gpt:6-64-2-16-96", false);
+  const DashboardModel piped = trained("gpt:6-64-2-16-96", false, "pipeline", 2);
+  const auto one = analyze_layer_memory(single, 1);
+  const auto two = analyze_layer_memory(piped, 1);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(two.size(), 2u);
+  std::map<std::string, int64_t> want;
+  for (const LayerBytes& l : one[0].layers) want[l.label] = l.bytes;
+  size_t layers = 0, compared = 0;
+  for (const DeviceLayerMemory& d : two) {
+    EXPECT_FALSE(d.layers.empty());
+    layers += d.layers.size();
+    for (size_t i = 1; i + 1 < d.layers.size(); ++i) {
+      const LayerBytes& l = d.layers[i];
+      if (l.label == "blocks.0" || l.label.rfind("blocks.", 0) != 0) continue;
+      EXPECT_EQ(l.bytes, want[l.label]) << l.label;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 2u);
+  EXPECT_EQ(layers, one[0].layers.size());
+}
+
+TEST(DashLayerMemory, ManyLayersAreSummedIntoFewerBars) {
+  std::vector<LayerBytes> layers;
+  for (int i = 0; i < 98; ++i) layers.push_back({i, "l" + std::to_string(i), i, 0});
+  const auto bars = group_layers(layers, 24);
+  ASSERT_EQ(bars.size(), 20u);  // 5 layers a bar: 19 full bars and one of 3
+  EXPECT_EQ(bars[0].label, "l0 – l4");
+  EXPECT_EQ(bars[0].bytes, 0 + 1 + 2 + 3 + 4);
+  EXPECT_EQ(bars.back().label, "l95 – l97");
+  int64_t sum = 0;
+  for (const LayerBytes& b : bars) sum += b.bytes;
+  EXPECT_EQ(sum, 97 * 98 / 2);
+  EXPECT_EQ(group_layers(layers, 200).size(), 98u);
+}

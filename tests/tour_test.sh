@@ -26,6 +26,25 @@ else
   fail "ddp's max_rel_diff column: $(printf '%s' "$out" | grep -E '^ddp ')"
 fi
 
+# The lecture's ConvNet and a GPT (its dataset: text, its throughput in tokens): every strategy has
+# its row, the synchronous ones within the contract.
+for model in convnet gpt:1-32-2-16-96; do
+  out=$("$SCALELAB" tour --hw a100-nvlink-8 --devices 2 --model "$model" --batch 16 --steps 3 --out "$WORK/$model" 2>&1)
+  rc=$?
+  rows=$(printf '%s\n' "$out" | grep -cE "^[a-z-]+ +[0-9]+ +[0-9.]+ ")
+  if [ "$rc" -eq 0 ] && [ "$rows" -eq "$(printf '%s\n' $strategies | wc -l)" ] &&
+    printf '%s\n' "$out" | awk '$1 == "ddp" && $11 + 0 <= 1e-5 {found = 1} END {exit !found}'; then
+    pass "a tour of $model: a row for each strategy, ddp within 1e-5 of single"
+  else
+    fail "a tour of $model exited $rc with $rows rows: $(printf '%s' "$out" | tail -n 12)"
+  fi
+done
+if printf '%s\n' "$out" | grep -q "gpt:1-32-2-16-96, text," && printf '%s\n' "$out" | grep -q "tokens/s"; then
+  pass "a GPT's tour reads text and counts tokens/s"
+else
+  fail "a GPT's tour: $(printf '%s' "$out" | head -n 3)"
+fi
+
 # One layer cannot be split over 2 devices: model-parallel and pipeline fail, and so does the tour.
 out=$("$SCALELAB" tour --hw a100-nvlink-8 --devices 2 --dataset synthetic --model mlp:784-10 --batch 64 --steps 2 \
   --out "$WORK/bad" 2>&1)

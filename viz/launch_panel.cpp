@@ -22,7 +22,7 @@ constexpr ImU32 kErrorText = IM_COL32(255, 120, 110, 255);
 constexpr ImU32 kOkText = IM_COL32(130, 220, 150, 255);
 
 const char* const kModelPresets[] = {"mlp:784-256-128-10", "mlp:784-512-256-128-10", "mlp:784-1024-1024-1024-10",
-                                     "mlp:784-4096-4096-4096-4096-10"};
+                                     "mlp:784-4096-4096-4096-4096-10", "convnet", "gpt:2-128-4-64-96", "gpt:12-768-12-1024-50257"};
 
 // A combo over a list of strings; returns true when the choice changed.
 bool combo(const char* label, std::string& value, const std::vector<std::string>& options,
@@ -93,6 +93,7 @@ TrainConfig LaunchPanel::config() const {
   if (!info.takes(O::zero_stage)) c.zero_stage = defaults.zero_stage;
   if (!info.takes(O::amp)) c.amp = defaults.amp;
   if (!info.synchronous) c.check_equivalence = false;
+  if (c.model.rfind("gpt:", 0) != 0) c.recompute = false;  // a model without blocks refuses it
   if (c.amp != Amp::fp16) c.amp_initial_scale = defaults.amp_initial_scale;
   return c;
 }
@@ -175,10 +176,17 @@ void LaunchPanel::draw_settings(bool locked) {
   ImGui::InputText("model", model_text_, sizeof model_text_);
   if (ImGui::BeginCombo("##model presets", "model presets…")) {
     for (const char* m : kModelPresets)
-      if (ImGui::Selectable(m)) std::snprintf(model_text_, sizeof model_text_, "%s", m);
+      if (ImGui::Selectable(m)) {
+        std::snprintf(model_text_, sizeof model_text_, "%s", m);
+        fields_.dataset = default_dataset(m);  // a GPT reads text, the others images
+      }
     ImGui::EndCombo();
   }
-  combo("dataset", fields_.dataset, {"fashion-mnist", "synthetic"});
+  combo("dataset", fields_.dataset, {"fashion-mnist", "text", "synthetic"},
+        {"images, 1×28×28, 10 classes", "the fortunes corpus as character tokens (a GPT)", "random data of the model's shape"});
+  // Activation checkpointing is a transformer block's: offered for a GPT.
+  if (std::string(model_text_).rfind("gpt:", 0) == 0)
+    ImGui::Checkbox("recompute (activation checkpointing)", &fields_.recompute);
   int batch = static_cast<int>(fields_.batch), steps = static_cast<int>(fields_.steps);
   if (ImGui::InputInt("batch", &batch, 16, 128)) fields_.batch = std::max(1, batch);
   if (ImGui::InputInt("steps", &steps, 10, 100)) fields_.steps = std::max(1, steps);

@@ -1,6 +1,7 @@
 #pragma once
 // The launch panel: what to run (strategy, devices, hardware profile, model, batch, and the options
-// of the strategy at hand: micro-batches and schedule, bucket size, ZeRO stage, AMP) and the run's
+// of the strategy at hand: micro-batches and schedule, bucket size, ZeRO stage, AMP; a GPT's
+// recompute) and the run's
 // controls (Start, Pause, Step, Stop, and on sim the playback speed in simulated seconds per wall
 // second). Starting a run gives the dashboard a BusSource on the run's event bus, so every panel
 // shows the run as it happens.

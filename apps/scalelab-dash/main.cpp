@@ -438,8 +438,9 @@ static int run_main(int argc, char** argv) {
   app.add_option("--hw", c.hw, "live, sim: hardware profile (default a100-nvlink-8)");
   app.add_option("--devices", c.devices, "live: number of devices")->capture_default_str();
   app.add_flag("--dry-run", c.dry_run, "live, sim: shapes and times, no numerics");
-  app.add_option("--model", c.model, "live: mlp:IN-HIDDEN...-CLASSES")->capture_default_str();
-  app.add_option("--dataset", c.dataset, "live: fashion-mnist | synthetic")->capture_default_str();
+  app.add_option("--model", c.model, "live: mlp:IN-HIDDEN...-CLASSES | convnet | gpt:L-C-H-T-V (see `scalelab models`)")->capture_default_str();
+  app.add_option("--dataset", c.dataset, "live: fashion-mnist | text | synthetic (default: text for a GPT, else fashion-mnist)");
+  app.add_flag("--recompute", c.recompute, "live, gpt: recompute each block's activations in backward (activation checkpointing)");
   app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
@@ -471,8 +472,8 @@ static int run_main(int argc, char** argv) {
     // without a replay.
     if (!o.replay.empty())
       for (const char* flag : {"--start", "--live-for", "--speed", "--strategy", "--device", "--hw", "--devices", "--dry-run",
-                               "--model", "--dataset", "--batch", "--steps", "--seed", "--micro-batches", "--schedule",
-                               "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
+                               "--model", "--dataset", "--recompute", "--batch", "--steps", "--seed", "--micro-batches",
+                               "--schedule", "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
         if (app.count(flag))
           throw UsageError("dash", std::string(flag) + " sets the live run, and --replay shows a trace already made (it would "
                                    "be ignored) — drop " + flag + ", or --replay");
@@ -483,6 +484,7 @@ static int run_main(int argc, char** argv) {
     if (c.steps < 1)
       throw UsageError("dash", "--steps " + std::to_string(c.steps) + ": a live run trains at least one step — pass "
                                    "--steps N ≥ 1 (default 200)");
+    if (!app.count("--dataset")) c.dataset = default_dataset(c.model);  // as `scalelab train`
     return run(o);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";

@@ -41,7 +41,9 @@ int run_tour(const TourOptions& o) {
               o.devices, o.hw.c_str(), o.model.c_str(), o.dataset.c_str(), static_cast<long long>(o.batch),
               static_cast<long long>(o.steps));
   std::printf("# times are the cost model's (simulated); max_rel_diff: weights vs single after 5 steps on the same batches\n");
-  std::printf("%-16s %4s %10s %11s %8s %6s %7s %8s %11s %12s %8s\n", "strategy", "dev", "ms/step", "samples/s",
+  // A GPT's throughput is counted in tokens (T a sample), as the lectures and papers count it.
+  const bool tokens = o.model.rfind("gpt:", 0) == 0;
+  std::printf("%-16s %4s %10s %11s %8s %6s %7s %8s %11s %12s %8s\n", "strategy", "dev", "ms/step", tokens ? "tokens/s" : "samples/s",
               "compute%", "comm%", "bubble%", "overlap%", "peak/dev", "max_rel_diff", "test_acc");
   std::fflush(stdout);
   nlohmann::json rows = nlohmann::json::array();
@@ -101,7 +103,7 @@ int run_tour(const TourOptions& o) {
     const double n = static_cast<double>(std::max<size_t>(1, r.per_device.size()));
     char diff[32] = "—";
     if (max_rel_diff >= 0) std::snprintf(diff, sizeof diff, "%.2e", max_rel_diff);
-    std::printf("%-16s %4d %10.4f %11.0f %8.1f %6.1f %7.1f %8.1f %11s %12s %8.4f\n", info.name.c_str(), devices, r.steps ? 1e3 * r.time_s / static_cast<double>(r.steps) : 0.0, r.samples_per_s,
+    std::printf("%-16s %4d %10.4f %11.0f %8.1f %6.1f %7.1f %8.1f %11s %12s %8.4f\n", info.name.c_str(), devices, r.steps ? 1e3 * r.time_s / static_cast<double>(r.steps) : 0.0, tokens ? r.tokens_per_s : r.samples_per_s,
                 compute / n, comm / n, 100 * r.metrics.bubble_fraction, r.metrics.overlap_pct,
                 format_bytes(peak).c_str(), diff, r.test_accuracy);
     std::fflush(stdout);
