@@ -1,6 +1,7 @@
 #include "core/limits.h"
 
 #include <cblas.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 #include <memory>
 #include <mutex>
 
@@ -151,6 +153,31 @@ int main_within_limits(int argc, char** argv, int (*program)(int, char**)) {
     return end_of_main(1);
   }
   return end_of_main(program(argc, argv));
+}
+
+namespace {
+
+std::vector<int> affinity_now() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  if (cores.empty())  // the mask could not be read: every core the machine has
+    for (int c = 0; c < static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); ++c) cores.push_back(c);
+  return cores;
+}
+
+}  // namespace
+
+// The cores this process may use: those it had when first asked — before any of its threads is
+// kept to one (keep_turns_off_blas_helper_cores asks first), so a worker forked after a turn kept
+// the forking thread to the first core still shares out all of them — or the share it was kept to
+// (keep_to_share_of_cores).
+std::vector<int>& process_cores() {
+  static std::vector<int> cores = affinity_now();
+  return cores;
 }
 
 }  // namespace scalelab

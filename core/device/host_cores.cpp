@@ -25,27 +25,6 @@ bool keep_this_thread_to(int core) {
   return ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set) == 0;
 }
 
-std::vector<int> affinity_now() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  std::vector<int> cores;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) cores.push_back(c);
-  if (cores.empty())  // the mask could not be read: every core the machine has
-    for (int c = 0; c < static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); ++c) cores.push_back(c);
-  return cores;
-}
-
-// The cores this process may use: those it had when first asked — before any of its threads is
-// kept to one (keep_turns_off_blas_helper_cores asks first), so a worker forked after a turn kept
-// the forking thread to the first core still shares out all of them — or the share it was kept to
-// (keep_to_share_of_cores).
-std::vector<int>& process_cores() {
-  static std::vector<int> cores = affinity_now();
-  return cores;
-}
-
 // Whether this process computes alone on its cores: not a forked child, not sharing them out.
 std::atomic<bool> g_alone{true};
 

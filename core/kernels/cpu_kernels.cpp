@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/device/host_cores.h"
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/tensor.h"
@@ -251,17 +250,23 @@ void parallel_ranges(int64_t n, int64_t min_items, Fn fn, int64_t max_threads = 
       errors[static_cast<size_t>(t)] = std::current_exception();
     }
   };
-  const std::vector<int> cores = usable_cores();
-  for (int64_t t = 1; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      // A new thread inherits its creator's mask, which may be one core (the cpu device's turns keep
-      // to one): the workers may run on any of the process's cores.
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      for (int c : cores) CPU_SET(c, &set);
-      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-      run(t);
-    });
+  const std::vector<int> cores = process_cores();
+  for (int64_t t = 1; t < threads; ++t) {
+    try {
+      workers.emplace_back([&, t] {
+        // A new thread inherits its creator's mask, which may be one core (the cpu device's turns
+        // keep to one): the workers may run on any of the process's cores.
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c : cores) CPU_SET(c, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        run(t);
+      });
+    } catch (const std::system_error&) {
+      break;  // the system refused a thread: the ranges left run on the caller below
+    }
+  }
+  for (int64_t t = static_cast<int64_t>(workers.size()) + 1; t < threads; ++t) run(t);
   run(0);
   for (auto& w : workers) w.join();
   openblas_set_num_threads(blas_threads);
