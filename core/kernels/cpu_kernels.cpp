@@ -226,52 +226,13 @@ namespace scalelab::kernels {
 
 namespace {
 
-// Runs fn(begin, end) over [0, n) cut into one range per BLAS thread (the cores OpenBLAS has been
-// given), each range on its own thread, the first on the caller. Each item's arithmetic is the
-// same whichever thread runs it, so the result is the same bits as one loop. Meanwhile OpenBLAS runs
-// on its caller alone: a GEMM inside fn is one range's work, not shared with helpers that are busy
-// with the other ranges. Few items (< 2 · min_items) run on the caller as one loop; at most
-// max_threads threads.
+// Runs fn(begin, end) over [0, n) on the calling thread, as one range. (Splitting the range over
+// threads of our own, with OpenBLAS held to one thread meanwhile, was faster on an idle machine but
+// changed the bits: OpenBLAS's thread count is one setting for the whole process, and ranks on
+// other threads computed with whatever it was at that moment.)
 template <typename Fn>
-void parallel_ranges(int64_t n, int64_t min_items, Fn fn, int64_t max_threads = 1 << 30) {
-  const int blas_threads = openblas_get_num_threads();
-  const int64_t threads = std::min({int64_t{blas_threads}, n / std::max<int64_t>(1, min_items), max_threads});
-  if (threads < 2) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  openblas_set_num_threads(1);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  std::vector<std::thread> workers;
-  auto run = [&](int64_t t) {
-    try {
-      fn(n * t / threads, n * (t + 1) / threads);
-    } catch (...) {
-      errors[static_cast<size_t>(t)] = std::current_exception();
-    }
-  };
-  const std::vector<int> cores = process_cores();
-  for (int64_t t = 1; t < threads; ++t) {
-    try {
-      workers.emplace_back([&, t] {
-        // A new thread inherits its creator's mask, which may be one core (the cpu device's turns
-        // keep to one): the workers may run on any of the process's cores.
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int c : cores) CPU_SET(c, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-        run(t);
-      });
-    } catch (const std::system_error&) {
-      break;  // the system refused a thread: the ranges left run on the caller below
-    }
-  }
-  for (int64_t t = static_cast<int64_t>(workers.size()) + 1; t < threads; ++t) run(t);
-  run(0);
-  for (auto& w : workers) w.join();
-  openblas_set_num_threads(blas_threads);
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+void parallel_ranges(int64_t n, int64_t /*min_items*/, Fn fn, int64_t /*max_threads*/ = 1 << 30) {
+  fn(int64_t{0}, n);
 }
 
 }  // namespace
@@ -384,26 +345,13 @@ int64_t conv2d_workspace_floats(const Conv2dGeometry& g) {
 
 namespace {
 
-// The convolution's images shared between the BLAS threads: each thread takes a range of the
-// batch and runs it in sub-chunks of chunk / threads images on its own slice of the workspace, with
-// single-threaded GEMMs (the ConvNet's are skinny, K = 25 or an output of 16 × 25, which OpenBLAS
-// splits poorly). fn(slot, first, images, workspace) per sub-chunk; slot numbers the threads.
-// One thread, or a chunk of fewer images than threads: one sub-chunk of `chunk` at a time, as
-// one range.
+// The convolution's images chunk after chunk, each chunk of the same images whatever the machine
+// (a GEMM's bits depend on its shape): fn(slot 0, first, images, workspace) per chunk, each chunk's
+// GEMM on every BLAS thread.
 template <typename Fn>
 void conv_image_shares(const Conv2dGeometry& g, float* workspace, Fn fn) {
-  const int64_t chunk = conv2d_chunk_images(g), L = g.pixels();
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(openblas_get_num_threads(), chunk));
-  const int64_t sub = chunk / threads;
-  std::atomic<int64_t> next_slot{0};
-  parallel_ranges(
-      g.batch, 1,
-      [&](int64_t first, int64_t last) {
-        const int64_t slot = next_slot++;
-        float* ws = workspace + slot * (g.patch() + g.out_channels) * sub * L;
-        for (int64_t n0 = first; n0 < last; n0 += sub) fn(slot, n0, std::min(sub, last - n0), ws);
-      },
-      threads);
+  const int64_t chunk = conv2d_chunk_images(g);
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) fn(int64_t{0}, n0, std::min(chunk, g.batch - n0), workspace);
 }
 
 }  // namespace
@@ -432,7 +380,7 @@ void conv2d(const float* x, const float* w, const float* b, float* y, const Conv
 
 void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw, float* db, const Conv2dGeometry& g,
                             Activation act, bool accumulate, float* workspace) {
-  const int64_t OC = g.out_channels, L = g.pixels(), weights = OC * g.patch();
+  const int64_t OC = g.out_channels, L = g.pixels();
   const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
   // The ReLU's mask, then db: per channel over every image and pixel, in double as bias_act_backward.
   // A channel's sum over the images in their order, whichever thread runs the channel.
@@ -452,32 +400,14 @@ void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw
   });
   for (int64_t oc = 0; oc < OC; ++oc)
     db[oc] = static_cast<float>(sum[static_cast<size_t>(oc)]) + (accumulate ? db[oc] : 0.0f);
-  // dW = Σ over images of dy · colᵀ: each thread sums its images into a dW of its own, then the
-  // threads' sums are added in the order of their images (the same bits on every run).
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(openblas_get_num_threads(), conv2d_chunk_images(g)));
-  std::vector<std::vector<float>> partial(static_cast<size_t>(threads), std::vector<float>(static_cast<size_t>(weights), 0.0f));
-  std::vector<int64_t> first_image(static_cast<size_t>(threads), g.batch);
-  conv_image_shares(g, workspace, [&](int64_t slot, int64_t n0, int64_t images, float* col) {
+  // dW = Σ over images of dy · colᵀ, chunk after chunk in image order, into dW itself.
+  conv_image_shares(g, workspace, [&](int64_t, int64_t n0, int64_t images, float* col) {
     float* dyt = col + g.patch() * images * L;
     rows_to_columns(dy + n0 * out_row, dyt, images, g);
     im2col(x + n0 * in_row, col, images, g);
-    auto& slot_first = first_image[static_cast<size_t>(slot)];
-    const float beta = n0 < slot_first ? (slot_first = n0, 0.0f) : 1.0f;  // a thread's first sub-chunk writes
-    gemm(false, true, OC, g.patch(), images * L, 1.0f, dyt, col, beta, partial[static_cast<size_t>(slot)].data());
+    const float beta = n0 == 0 && !accumulate ? 0.0f : 1.0f;
+    gemm(false, true, OC, g.patch(), images * L, 1.0f, dyt, col, beta, dw);
   });
-  std::vector<int64_t> order(static_cast<size_t>(threads));
-  for (int64_t t = 0; t < threads; ++t) order[static_cast<size_t>(t)] = t;
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return first_image[a] < first_image[b]; });
-  for (int64_t i = 0; i < weights; ++i) {
-    float v = accumulate ? dw[i] : 0.0f;
-    bool first = !accumulate;
-    for (int64_t t : order) {
-      if (first_image[static_cast<size_t>(t)] >= g.batch) continue;  // a thread with no images
-      v = first ? partial[static_cast<size_t>(t)][static_cast<size_t>(i)] : v + partial[static_cast<size_t>(t)][static_cast<size_t>(i)];
-      first = false;
-    }
-    dw[i] = v;
-  }
 }
 
 void conv2d_backward_input(const float* dy, const float* w, float* dx, const Conv2dGeometry& g, float* workspace) {
