@@ -423,7 +423,7 @@ Recorded small_convnet(bool dry_run) {
   Conv2d conv(*d, 0, "conv1", 1, 4, 3, 1, 1, 8, 8, Activation::relu);
   MaxPool2d pool(*d, 1, "pool1", 4, 8, 8, 2, 2);
   Dropout drop(*d, 2, "drop", 0.5f, 3);
-  const auto w = random_floats(36, 91), b = random_floats(4, 92), x = random_floats(128, 93), dy = random_floats(32, 94);
+  const auto w = random_floats(36, 91), b = random_floats(4, 92), x = random_floats(128, 93), dy = random_floats(128, 94);
   d->upload({"w", Phase::data}, conv.weight.value, dry_run ? nullptr : w.data());
   d->upload({"b", Phase::data}, conv.bias.value, dry_run ? nullptr : b.data());
   Tensor in = d->empty({2, 64}, DType::f32, MemoryCategory::activations, "x");
