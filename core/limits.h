@@ -60,8 +60,7 @@ int end_of_main(int code);
 int main_within_limits(int argc, char** argv, int (*program)(int, char**));
 
 // The cores this process may use: those it had when first asked, or the share it was kept to
-// (core/device/host_cores.h, keep_to_share_of_cores, narrows them). Threads a kernel starts are
-// placed on them, not on the one core their creator may be kept to.
+// (core/device/host_cores.h, keep_to_share_of_cores, narrows them).
 std::vector<int>& process_cores();
 
 }  // namespace scalelab

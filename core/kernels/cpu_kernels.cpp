@@ -1,16 +1,11 @@
 #include "core/kernels/cpu_kernels.h"
 
 #include <cblas.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/error.h"
