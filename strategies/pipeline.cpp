@@ -151,11 +151,11 @@ class Pipeline : public Strategy {
         }
         for (auto& layer : st.layers) h = layer->forward(h, i);
         if (last) {
+          const int64_t labels = rows * batch.labels_per_sample;  // a GPT's rows hold T labels each
           // slide: pipeline-micro-batch-loss
           // The loss of micro-batch i (its mean over the rows) and its gradient, scaled by 1/m
           // (and by the loss scale with fp16).
           dlogits[i] = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits " + mb);
-          const int64_t labels = rows * batch.labels_per_sample;
           loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * labels, labels),
                                        dlogits[i], st.scaler.scale() / static_cast<float>(m));
           // end slide
