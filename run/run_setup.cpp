@@ -128,6 +128,9 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
     device_options.count = per_rank;
     device_options.first_index = group->rank() * per_rank;
   }
+  // Every op of the first devices, a tally of the others (a dry run on 1,024 devices would keep
+  // some 15 million events). Only this process's bus tallies: ranks of other processes keep all.
+  if (!group) bus.tally_devices(std::min(c.detailed_devices, c.devices), c.devices);
   devices = make_devices(device_options);
   for (auto& d : devices) device_list.push_back(d.get());
 

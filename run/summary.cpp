@@ -69,6 +69,7 @@ Records own_records(const RunSetup& run) {
   mine.events = run.bus.events();
   mine.memory = run.bus.memory();
   mine.metrics = run.bus.metrics();
+  mine.tallies = run.bus.tallies();
   for (const auto& d : run.devices) mine.devices.push_back(device_record(*d));
   return mine;
 }
@@ -102,7 +103,8 @@ Records gather_records(const RunSetup& run) {
 void summarize(const LoopResult& loop, const Records& records, TrainResult& r) {
   int device_count = 0;
   for (const DeviceRecord& d : records.devices) device_count = std::max(device_count, d.index + 1);
-  r.metrics = compute_metrics(records.events, records.memory, device_count);
+  r.metrics = compute_metrics(records.events, records.memory, device_count, records.tallies);
+  r.first_tallied_device = records.tallies.empty() ? -1 : records.tallies.front().device;
   if (r.simulated) {
     // From the first op of the first step to the end of the last op of the last step: setting up
     // (the initial weight upload) and the final download for evaluation are not training.
@@ -111,6 +113,11 @@ void summarize(const LoopResult& loop, const Records& records, TrainResult& r) {
       if (e.step >= 0) {
         begin = std::min(begin, e.t_begin_ns);
         end = std::max(end, e.t_end_ns);
+      }
+    for (const DeviceTally& t : records.tallies)
+      if (t.step_end_ns > 0) {
+        begin = std::min(begin, t.step_begin_ns);
+        end = std::max(end, t.step_end_ns);
       }
     r.time_s = end > begin ? static_cast<double>(end - begin) * 1e-9 : 0;
   } else {
@@ -408,12 +415,34 @@ std::string format_summary(const TrainResult& r) {
     s += buf;
   }
   s += "  per device      busy%  comm%  idle%   peak memory: params grads optimizer activations comm_buffers workspace = total\n";
-  for (const DeviceSummary& d : r.per_device) {
-    std::snprintf(buf, sizeof buf, "    %-22s %5.1f  %5.1f  %5.1f   ", d.name.c_str(), d.busy_pct, d.comm_pct, d.idle_pct);
-    s += buf;
-    for (int c = 0; c < kMemoryCategoryCount; ++c) s += format_bytes(d.peak_bytes[c]) + (c + 1 < kMemoryCategoryCount ? " | " : "");
-    s += " = " + format_bytes(d.peak_total) + "\n";
+  // A run of three or more devices whose rows read alike (a data-parallel run's ranks) is its first
+  // row and a line saying how many follow: 1,024 equal rows say nothing the first does not.
+  const auto figures = [&](const DeviceSummary& d) {
+    std::snprintf(buf, sizeof buf, " %5.1f  %5.1f  %5.1f   ", d.busy_pct, d.comm_pct, d.idle_pct);
+    std::string row = buf;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) row += format_bytes(d.peak_bytes[c]) + (c + 1 < kMemoryCategoryCount ? " | " : "");
+    return row + " = " + format_bytes(d.peak_total) + "\n";
+  };
+  for (size_t i = 0; i < r.per_device.size();) {
+    const std::string row = figures(r.per_device[i]);
+    size_t j = i + 1;
+    while (j < r.per_device.size() && figures(r.per_device[j]) == row) ++j;
+    std::snprintf(buf, sizeof buf, "    %-22s", r.per_device[i].name.c_str());
+    s += buf + row;
+    if (j - i >= 3) {
+      s += "      … and the " + std::to_string(j - i - 1) + " devices after it, to " + r.per_device[j - 1].name + ", alike\n";
+    } else {
+      for (size_t k = i + 1; k < j; ++k) {
+        std::snprintf(buf, sizeof buf, "    %-22s", r.per_device[k].name.c_str());
+        s += buf + row;
+      }
+    }
+    i = j;
   }
+  if (r.first_tallied_device >= 0)
+    s += "  devices " + std::to_string(r.first_tallied_device) + "–" + std::to_string(r.config.devices - 1) +
+         "   tallied, not kept op by op: the figures above count them, a --trace and the dashboard's timeline show devices 0–" +
+         std::to_string(r.first_tallied_device - 1) + "\n";
   // A dry run counts past capacity: the device that needs the most, against what it has.
   const DeviceSummary* worst = nullptr;
   for (const DeviceSummary& d : r.per_device)

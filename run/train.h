@@ -51,6 +51,8 @@ struct TrainResult {
   double loss_scale = 1;              // --amp: the fp16 loss scale at the end (1 without a scaler)
   int64_t skipped_steps = 0;          // --amp fp16: optimizer steps skipped on overflow
   bool stopped = false;               // ended early at the caller's request (steps: those run)
+  // From this device on the bus kept a tally, not every op (TrainConfig::detailed_devices); -1: none.
+  int first_tallied_device = -1;
 };
 
 // --check-equivalence's verdict on a run's weights against single's (max_rel_diff), given how far

@@ -118,7 +118,7 @@ class Worker {
   }
 
   // This round's events and the ledger's peaks, to the parent through the outbox.
-  void ship() { send_records(segment_.outbox(rank_), {bus_.events(), {}, {}, {device_record(*device_)}}); }
+  void ship() { send_records(segment_.outbox(rank_), {bus_.events(), {}, {}, {device_record(*device_)}, {}}); }
 
   int rank_;
   hogwild::Mapping segment_;  // this process's mapping of the segment

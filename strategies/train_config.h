@@ -91,6 +91,10 @@ struct TrainConfig {
   std::string resume_path;      // continue a run from this checkpoint
   std::string init_weights_path;  // start from these weights (.npz, PyTorch's names) instead of the seed's
   bool check_equivalence = false;  // also train `single` on the same global batches and compare
+  // A threads launch on more devices keeps every op of its first `detailed_devices` (two nodes of 8
+  // GPUs: what a timeline can show) and tallies the
+  // others (EventBus::tally_devices): the trace and the timeline show those, the summary all.
+  int detailed_devices = 16;
   bool allow_divergence = false;   // a non-finite loss ends the run with an error unless this is set
 
   // The dtype the layers compute in: f32 (--amp off), f16 or bf16.

@@ -223,6 +223,47 @@ TEST(DryRun, HundredsOfRanksRunAndAgree) {
   }
 }
 
+// A run on more devices than TrainConfig::detailed_devices keeps every op of the first ones and
+// tallies the rest: its summary is the same to the last figure, the trace holds the first devices.
+TEST(DryRun, TalliedDevicesSummariseAsKeptOnesDo) {
+  TrainConfig c = test::small_config("zero", 8, DeviceKind::sim, "adam");
+  c.zero_stage = 2;
+  c.model = "gpt:2-32-2-16-96";
+  c.dataset = "synthetic";
+  c.batch = 16;
+  c.steps = 2;
+  c.dry_run = true;
+  for (const char* strategy : {"zero", "ddp", "pipeline"}) {
+    SCOPED_TRACE(strategy);
+    c.strategy = strategy;
+    c.zero_stage = c.strategy == "zero" ? 2 : 0;
+    c.micro_batches = c.strategy == "pipeline" ? 4 : 1;
+    if (c.strategy == "pipeline") c.devices = 4;
+    EventBus kept_bus, tallied_bus;
+    const TrainResult kept = train(c, kept_bus);
+    TrainConfig t = c;
+    t.detailed_devices = 2;
+    const TrainResult tallied = train(t, tallied_bus);
+    EXPECT_EQ(kept.first_tallied_device, -1);
+    EXPECT_EQ(tallied.first_tallied_device, 2);
+    EXPECT_EQ(tallied.time_s, kept.time_s);
+    EXPECT_EQ(tallied.metrics.overlap_pct, kept.metrics.overlap_pct);
+    EXPECT_EQ(tallied.metrics.bubble_fraction, kept.metrics.bubble_fraction);
+    EXPECT_EQ(tallied.metrics.bytes_moved, kept.metrics.bytes_moved);
+    ASSERT_EQ(tallied.per_device.size(), kept.per_device.size());
+    for (size_t d = 0; d < kept.per_device.size(); ++d) {
+      EXPECT_EQ(tallied.per_device[d].busy_pct, kept.per_device[d].busy_pct) << d;
+      EXPECT_EQ(tallied.per_device[d].comm_pct, kept.per_device[d].comm_pct) << d;
+      EXPECT_EQ(tallied.per_device[d].idle_pct, kept.per_device[d].idle_pct) << d;
+      EXPECT_EQ(tallied.per_device[d].peak_bytes, kept.per_device[d].peak_bytes) << d;
+      EXPECT_EQ(tallied.metrics.per_device[d].peak_total, kept.metrics.per_device[d].peak_total) << d;
+    }
+    for (const Event& e : tallied_bus.events()) EXPECT_LT(e.device, 2) << e.name;
+    EXPECT_NE(format_summary(tallied).find("devices 2–" + std::to_string(c.devices - 1) + "   tallied"), std::string::npos)
+        << format_summary(tallied);
+  }
+}
+
 // cpu devices compute for real: thousands of them are refused, pointing at the dry run.
 TEST(DryRun, ThousandsOfCpuDevicesAreRefused) {
   TrainConfig c = test::small_config("ddp", 4096);

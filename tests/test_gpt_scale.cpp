@@ -1,7 +1,7 @@
 // A GPT's memory per device under ddp and zero: the ledger of a dry run against the closed form
 // (core/nn/gpt_memory.h), for a small GPT on a few devices and for GPT-3 175B on 64 H100s — which
 // does not fit, and the dry run still says by how much. (On 1,024 H100s the same dry run takes
-// some 20 s and 4 GB of this machine, and the ddp one 95 s and 7 GB: `scalelab bench sim` measures
+// some 5 s and 1.2 GB of this machine, and the ddp one 70 s and 3 GB: `scalelab bench sim` measures
 // it; the test keeps to 64 ranks, the memory per device the same closed form.)
 #include <gtest/gtest.h>
 

@@ -22,6 +22,7 @@
 #include "core/trace/chrome_trace.h"
 #include "core/trace/events.h"
 #include "core/trace/metrics.h"
+#include "core/trace/wire.h"
 #include "support/errors.h"
 
 using namespace scalelab;
@@ -715,6 +716,64 @@ TEST(Metrics, HandBuiltTimelineGivesExactFigures) {
   // Over all devices: (100 + 100) hidden of (250 + 100) comm.
   EXPECT_DOUBLE_EQ(r.overlap_pct, 100.0 * 200.0 / 350.0);
   EXPECT_EQ(r.bytes_moved, 3500);
+}
+
+// A device the bus tallies instead of keeping its events counts in the metrics exactly as its
+// events would: the hand-built timeline above, devices 1 and 2 tallied, a training step's events
+// on device 1 (the bubbles read those), its events given out of order.
+TEST(Metrics, ATalliedDeviceCountsAsItsEventsWould) {
+  std::vector<Event> e = {ev(0, Lane::compute, "gemm", "a", Phase::fwd, 1000, 1100),
+                          ev(0, Lane::comm, "all_reduce", "b0", Phase::comm, 1100, 1350),
+                          ev(1, Lane::compute, "gemm", "d", Phase::fwd, 1500, 1900),
+                          ev(1, Lane::compute, "gemm", "c", Phase::fwd, 1200, 1500),
+                          ev(1, Lane::compute, "gemm", "e", Phase::fwd, 1950, 2000),
+                          ev(1, Lane::comm, "all_reduce", "b0", Phase::comm, 1900, 2000),
+                          ev(1, Lane::copy, "copy_h2d", "x", Phase::data, 1000, 1200)};
+  for (Event& x : e) x.step = 0;
+  e[2].flops = 7;
+  e[5].bytes = 500;
+  e[6].step = -1;  // before the step: counts in the span, not in the bubbles
+  const std::vector<MemorySample> mem = {{0, 0, MemoryCategory::params, 100}, {1, 5, MemoryCategory::params, 64},
+                                         {1, 6, MemoryCategory::activations, 30}, {1, 7, MemoryCategory::activations, 0}};
+  EventBus bus;
+  bus.tally_devices(1, 3);
+  for (const Event& x : e) bus.emit(x);
+  for (const MemorySample& m : mem) bus.emit(m);
+  EXPECT_EQ(bus.event_count(), 2u);  // device 0's
+  ASSERT_EQ(bus.tallies().size(), 2u);
+  EXPECT_EQ(bus.tallies()[0].events, 5);
+  EXPECT_EQ(bus.tallies()[1].events, 0);
+  EXPECT_EQ(bus.latest_end_ns(), 2000);  // tallied events move the clock too
+
+  const RunMetrics all = compute_metrics(e, mem, 3);
+  const RunMetrics tallied = compute_metrics(bus.events(), bus.memory(), 3, bus.tallies());
+  EXPECT_EQ(tallied.t_begin_ns, all.t_begin_ns);
+  EXPECT_EQ(tallied.t_end_ns, all.t_end_ns);
+  EXPECT_DOUBLE_EQ(tallied.overlap_pct, all.overlap_pct);
+  EXPECT_DOUBLE_EQ(tallied.bubble_fraction, all.bubble_fraction);
+  EXPECT_EQ(tallied.bytes_moved, all.bytes_moved);
+  ASSERT_EQ(tallied.per_device.size(), 3u);
+  for (int d = 0; d < 3; ++d) {
+    SCOPED_TRACE(d);
+    const DeviceMetrics &a = all.per_device[static_cast<size_t>(d)], &t = tallied.per_device[static_cast<size_t>(d)];
+    EXPECT_EQ(t.compute_ns, a.compute_ns);
+    EXPECT_EQ(t.comm_ns, a.comm_ns);
+    EXPECT_EQ(t.copy_ns, a.copy_ns);
+    EXPECT_EQ(t.idle_ns, a.idle_ns);
+    EXPECT_DOUBLE_EQ(t.overlap_pct, a.overlap_pct);
+    EXPECT_DOUBLE_EQ(t.flops, a.flops);
+    EXPECT_EQ(t.bytes_moved, a.bytes_moved);
+    EXPECT_EQ(t.peak_bytes, a.peak_bytes);
+    EXPECT_EQ(t.peak_total, a.peak_total);
+  }
+  EXPECT_EQ(tallied.per_device[1].compute_ns, 750);  // [1200, 1900) ∪ [1950, 2000)
+  EXPECT_EQ(tallied.per_device[1].peak_total, 94);
+  EXPECT_GT(all.bubble_fraction, 0);
+
+  // The tallies are this process's: they do not travel.
+  Records r;
+  r.tallies = bus.tallies();
+  EXPECT_THROW(encode_records(r), Error);
 }
 
 // The time communication counts for next to a priced run: what moved, not what waited.

@@ -59,14 +59,92 @@ Role parse_role(const std::string& name) {
   return Role::none;
 }
 
-void EventBus::emit(Event e) {
+namespace {
+
+// Appends [b, e), merged into the last interval where it starts inside it or where it ends.
+void append_interval(DeviceTally::Intervals& v, int64_t b, int64_t e) {
+  if (e <= b) return;
+  if (!v.empty() && b >= v.back().first && b <= v.back().second) {
+    v.back().second = std::max(v.back().second, e);
+    return;
+  }
+  v.emplace_back(b, e);
+}
+
+}  // namespace
+
+void DeviceTally::add(const Event& e) {
+  ++events;
+  t_begin_ns = std::min(t_begin_ns, e.t_begin_ns);
+  t_end_ns = std::max(t_end_ns, e.t_end_ns);
+  append_interval(lanes[static_cast<int>(e.lane)], e.t_begin_ns, e.t_end_ns);
+  if (e.step >= 0) {
+    step_begin_ns = std::min(step_begin_ns, e.t_begin_ns);
+    step_end_ns = std::max(step_end_ns, e.t_end_ns);
+    if (e.lane == Lane::compute) append_interval(step_compute, e.t_begin_ns, e.t_end_ns);
+  }
+  flops += e.flops;
+  if (e.lane == Lane::comm || e.lane == Lane::copy) bytes_moved += e.bytes;
+}
+
+void DeviceTally::add(const MemorySample& m) {
+  const int c = static_cast<int>(m.category);
+  live[c] = m.bytes;
+  peak_bytes[c] = std::max(peak_bytes[c], m.bytes);
+  int64_t total = 0;
+  for (int64_t v : live) total += v;
+  peak_total = std::max(peak_total, total);
+}
+
+void EventBus::tally_devices(int first, int count) {
   std::lock_guard<std::mutex> lock(mutex_);
-  latest_end_ns_ = std::max(latest_end_ns_, e.t_end_ns);
+  first_tallied_ = std::max(first, 0);
+  tallies_.clear();
+  for (int d = first_tallied_; d < count; ++d) {
+    tallies_.push_back(std::make_unique<TallySlot>());
+    tallies_.back()->tally.device = d;
+  }
+}
+
+EventBus::TallySlot* EventBus::tally_slot(int device) const {
+  if (device < first_tallied_) return nullptr;
+  const size_t i = static_cast<size_t>(device - first_tallied_);
+  return i < tallies_.size() ? tallies_[i].get() : nullptr;
+}
+
+void EventBus::note_end(int64_t t_end_ns) {
+  int64_t seen = latest_end_ns_.load(std::memory_order_relaxed);
+  while (t_end_ns > seen && !latest_end_ns_.compare_exchange_weak(seen, t_end_ns, std::memory_order_relaxed)) {
+  }
+}
+
+void EventBus::emit(Event e) {
+  note_end(e.t_end_ns);
+  if (TallySlot* slot = tally_slot(e.device)) {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    slot->tally.add(e);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(std::move(e));
 }
 void EventBus::emit(MemorySample m) {
+  if (TallySlot* slot = tally_slot(m.device)) {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    slot->tally.add(m);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   memory_.push_back(m);
+}
+std::vector<DeviceTally> EventBus::tallies() const {
+  std::vector<DeviceTally> out;
+  out.reserve(tallies_.size());
+  for (const auto& slot : tallies_) {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    out.push_back(slot->tally);
+  }
+  return out;
 }
 void EventBus::emit(Metric m) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -95,10 +173,7 @@ size_t EventBus::event_count() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.size();
 }
-int64_t EventBus::latest_end_ns() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return latest_end_ns_;
-}
+int64_t EventBus::latest_end_ns() const { return latest_end_ns_.load(std::memory_order_relaxed); }
 void EventBus::describe_device(int index, DeviceDescription description) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (index < 0) return;
@@ -112,6 +187,8 @@ std::vector<DeviceDescription> EventBus::devices() const {
 void EventBus::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   latest_end_ns_ = 0;
+  first_tallied_ = INT_MAX;
+  tallies_.clear();
   devices_.clear();
   events_.clear();
   memory_.clear();

@@ -44,17 +44,27 @@ int64_t intersection_length(Intervals a, Intervals b) {
 }
 
 RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<MemorySample>& memory,
-                           int device_count) {
+                           int device_count, const std::vector<DeviceTally>& tallies) {
   RunMetrics r;
   int max_device = device_count - 1;
   for (const Event& e : events) max_device = std::max(max_device, e.device);
   for (const MemorySample& m : memory) max_device = std::max(max_device, m.device);
+  for (const DeviceTally& t : tallies) max_device = std::max(max_device, t.device);
   const size_t n = static_cast<size_t>(std::max(max_device + 1, 0));
   r.per_device.resize(n);
 
   std::vector<std::array<Intervals, kLaneCount>> lanes(n);
-  r.t_begin_ns = events.empty() ? 0 : INT64_MAX;
+  r.t_begin_ns = INT64_MAX;
   r.t_end_ns = 0;
+  for (const DeviceTally& t : tallies) {
+    if (t.device < 0 || t.events == 0) continue;
+    r.t_begin_ns = std::min(r.t_begin_ns, t.t_begin_ns);
+    r.t_end_ns = std::max(r.t_end_ns, t.t_end_ns);
+    lanes[static_cast<size_t>(t.device)] = t.lanes;
+    DeviceMetrics& d = r.per_device[static_cast<size_t>(t.device)];
+    d.flops += t.flops;
+    d.bytes_moved += t.bytes_moved;
+  }
   for (const Event& e : events) {
     if (e.device < 0) continue;
     r.t_begin_ns = std::min(r.t_begin_ns, e.t_begin_ns);
@@ -64,6 +74,7 @@ RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<M
     d.flops += e.flops;
     if (e.lane == Lane::comm || e.lane == Lane::copy) d.bytes_moved += e.bytes;
   }
+  if (r.t_begin_ns == INT64_MAX) r.t_begin_ns = 0;  // no event at all
   const double span = static_cast<double>(r.t_end_ns - r.t_begin_ns);
 
   int64_t comm_total = 0, hidden_total = 0;
@@ -97,6 +108,12 @@ RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<M
   {
     int64_t b = INT64_MAX, e = 0;
     std::vector<Intervals> compute(n);
+    for (const DeviceTally& t : tallies) {
+      if (t.device < 0 || t.step_end_ns == 0) continue;
+      b = std::min(b, t.step_begin_ns);
+      e = std::max(e, t.step_end_ns);
+      compute[static_cast<size_t>(t.device)] = t.step_compute;
+    }
     for (const Event& ev : events) {
       if (ev.step < 0 || ev.device < 0) continue;
       b = std::min(b, ev.t_begin_ns);
@@ -113,6 +130,12 @@ RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<M
   std::vector<MemorySample> samples = memory;
   std::stable_sort(samples.begin(), samples.end(),
                    [](const MemorySample& a, const MemorySample& b) { return a.t_ns < b.t_ns; });
+  for (const DeviceTally& t : tallies) {
+    if (t.device < 0) continue;
+    DeviceMetrics& d = r.per_device[static_cast<size_t>(t.device)];
+    d.peak_bytes = t.peak_bytes;
+    d.peak_total = t.peak_total;
+  }
   std::vector<std::array<int64_t, kMemoryCategoryCount>> live(n);
   for (const MemorySample& m : samples) {
     if (m.device < 0) continue;

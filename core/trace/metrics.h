@@ -37,9 +37,10 @@ struct RunMetrics {
   double span_s() const { return static_cast<double>(t_end_ns - t_begin_ns) * 1e-9; }
 };
 
-// `device_count` sizes per_device even for devices that emitted nothing.
+// `device_count` sizes per_device even for devices that emitted nothing; `tallies` stand for the
+// devices the bus kept no events of (EventBus::tally_devices), each counted as its events would be.
 RunMetrics compute_metrics(const std::vector<Event>& events, const std::vector<MemorySample>& memory,
-                           int device_count);
+                           int device_count, const std::vector<DeviceTally>& tallies = {});
 
 // Total length of the union of intervals [begin, end) (unsorted input is fine).
 // How long each event took, but for communication the time its data moved rather than the time

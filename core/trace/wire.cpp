@@ -86,6 +86,9 @@ constexpr int kPhaseCount = 6;
 }  // namespace
 
 std::vector<uint8_t> encode_records(const Records& r) {
+  if (!r.tallies.empty())
+    throw Error("trace", "encode_records: " + std::to_string(r.tallies.size()) +
+                             " tallied devices cannot be sent to another process — only a threads launch tallies");
   Writer w;
   w.put<uint64_t>(kMagic);
   w.put<uint64_t>(r.events.size());

@@ -27,6 +27,9 @@ struct Records {
   std::vector<MemorySample> memory;
   std::vector<Metric> metrics;
   std::vector<DeviceRecord> devices;
+  // The devices the bus tallied (EventBus::tally_devices). Only a threads launch tallies, so they
+  // never cross processes: encode_records refuses them.
+  std::vector<DeviceTally> tallies;
 };
 
 // Little-endian, versioned, strings length-prefixed; the layout is this file's business only.

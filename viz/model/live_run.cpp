@@ -9,7 +9,18 @@
 
 namespace scalelab::viz {
 
-LiveRun::LiveRun(TrainConfig config, double speed, bool start_paused) : config_(std::move(config)) {
+namespace {
+
+// The timeline draws every device it is given, grouped by node past a few dozen: a live run keeps
+// every op of every device, where `scalelab train` tallies those past the first 16.
+TrainConfig every_op_kept(TrainConfig config) {
+  config.detailed_devices = std::max(config.detailed_devices, config.devices);
+  return config;
+}
+
+}  // namespace
+
+LiveRun::LiveRun(TrainConfig config, double speed, bool start_paused) : config_(every_op_kept(std::move(config))) {
   if (config_.launch != Launch::threads)
     throw UsageError("dash", "--launch " + std::string(launch_name(config_.launch)) +
                                  ": the dashboard runs every rank as a thread of its own process (--launch threads); "
