@@ -103,9 +103,6 @@ void TrainConfig::validate() const {
   if (!data_dir.empty() && dataset == "synthetic")
     throw UsageError("data", "--data-dir names where the data are, but --dataset synthetic reads no files (it would be "
                              "ignored) — drop --data-dir, or pass --dataset fashion-mnist (images) or text (a corpus)");
-  if (amp != Amp::off && model == "convnet")
-    throw UsageError("amp", "--amp " + std::string(amp_name(amp)) + ": the ConvNet's convolutions compute in f32 only "
-                            "(mixed precision is written for Linear layers and the GPT) — drop --amp, or use an mlp: or gpt: model");
   if (recompute && model.rfind("gpt:", 0) != 0)
     throw UsageError("train", "--recompute drops a transformer block's activations after forward and recomputes them "
                               "in backward, but --model " + model + " has no blocks — use --model gpt:L-C-H-T-V, or drop --recompute");

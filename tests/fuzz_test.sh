@@ -620,7 +620,6 @@ EOF
   bad "text for an image model" 2 data "reads images" -- train --model convnet --dataset text --steps 1
   bad "images for a gpt" 2 data "reads tokens, not images" -- train --model gpt:1-32-4-16-96 --dataset fashion-mnist --steps 1
   bad "recompute without blocks" 2 train "has no blocks" -- train --model convnet --recompute --steps 1
-  bad "amp on the convnet" 2 amp "compute in f32 only" -- train --model convnet --amp bf16 --steps 1
   bad "a corpus that is not there" 1 data "$WORK/no-corpus" -- train --model gpt:1-32-4-16-96 --data-dir "$WORK/no-corpus" --steps 1
   bad "more pipeline stages than a gpt's layers" 2 pipeline "has only 3 layers" -- \
     train --model gpt:1-32-4-16-96 --dataset synthetic --strategy pipeline --devices 4 --steps 1

@@ -377,11 +377,13 @@ struct AmpCase {
   int zero_stage = 0;
   Schedule schedule = Schedule::gpipe;
   int micro_batches = 1;
+  std::string model = test::kEquivalenceModel;  // or "convnet": its convolutions and pools in half
 };
 
 std::string amp_case_name(const testing::TestParamInfo<AmpCase>& info) {
   const AmpCase& c = info.param;
-  std::string s = c.strategy + "_" + std::to_string(c.devices) + "_" + device_kind_name(c.kind);
+  std::string s = (c.model == "convnet" ? "convnet_" : "") + c.strategy + "_" + std::to_string(c.devices) + "_" +
+                  device_kind_name(c.kind);
   if (c.strategy == "zero") s += "_stage" + std::to_string(c.zero_stage);
   if (c.strategy == "pipeline") s += std::string("_") + schedule_name(c.schedule) + "_m" + std::to_string(c.micro_batches);
   std::replace(s.begin(), s.end(), '-', '_');
@@ -396,6 +398,12 @@ TEST_P(AmpEquivalence, HalfRunsStayCloseToFp32) {
   if (k.strategy == "zero") c.zero_stage = k.zero_stage;
   c.schedule = k.schedule;
   c.micro_batches = k.micro_batches;
+  if (k.model == "convnet") {  // 28×28 images: a smaller batch keeps the case quick
+    c.model = k.model;
+    c.batch = 16;
+    c.synthetic_train = 512;
+    c.synthetic_test = 32;
+  }
   const RunOutcome fp32 = run(c);
   EXPECT_EQ(fp32.result.skipped_steps, 0);
   double diff[2] = {0, 0};
@@ -411,6 +419,11 @@ TEST_P(AmpEquivalence, HalfRunsStayCloseToFp32) {
     EXPECT_EQ(half.result.loss_scale, 1.0 * (std::string(amp) == "fp16" ? 65536 : 1)) << amp;
     diff[i++] = max_relative_difference(half.state.weights, fp32.state.weights);
     EXPECT_GT(diff[i - 1], 0.0) << amp << ": the half run computed nothing in half";
+    if (k.model == "convnet") {  // both convolutions read half weights, cast from the masters each step
+      int casts = 0;
+      for (const Event& e : half.events) casts += e.name == std::string("conv2.weight → ") + dtype_name(c.amp_dtype());
+      EXPECT_GE(casts, 5) << amp;
+    }
   }
   EXPECT_LE(diff[0], 1e-2) << "fp16";
   EXPECT_LE(diff[1], 5e-2) << "bf16";
@@ -430,6 +443,21 @@ std::vector<AmpCase> amp_cases() {
     cases.push_back({"ddp-mp", 4, kind});  // two ranks of 2
     cases.push_back({"zero", 2, kind, 1});
     cases.push_back({"zero", 2, kind, 2});
+  }
+  // The ConvNet: every strategy on cpu, and on sim (whose half convolutions are priced at the
+  // half peak) single and ddp.
+  for (const AmpCase& m : std::vector<AmpCase>{{"single", 1, DeviceKind::cpu},
+                                              {"data-parallel", 2, DeviceKind::cpu},
+                                              {"model-parallel", 2, DeviceKind::cpu},
+                                              {"pipeline", 2, DeviceKind::cpu, 0, Schedule::one_f_one_b, 4},
+                                              {"ddp", 2, DeviceKind::cpu},
+                                              {"ddp-mp", 4, DeviceKind::cpu},
+                                              {"zero", 2, DeviceKind::cpu, 2},
+                                              {"single", 1, DeviceKind::sim},
+                                              {"ddp", 2, DeviceKind::sim}}) {
+    AmpCase convnet = m;
+    convnet.model = "convnet";
+    cases.push_back(convnet);
   }
   return cases;
 }

@@ -42,7 +42,13 @@ Tensor upload(Device& d, const std::vector<float>& v, std::vector<int64_t> shape
   return t;
 }
 
-std::vector<float> download(Device& d, const Tensor& t) { return d.download_f32({"test output", Phase::data}, t); }
+// A half tensor is cast to f32 on the device first (exactly: every half value is an f32 value).
+std::vector<float> download(Device& d, const Tensor& t) {
+  if (t.dtype() == DType::f32) return d.download_f32({"test output", Phase::data}, t);
+  Tensor f32 = d.empty(t.shape(), DType::f32, MemoryCategory::workspace, "test output");
+  d.cast({"test output", Phase::data}, t, f32);
+  return d.download_f32({"test output", Phase::data}, f32);
+}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -213,6 +219,63 @@ TEST(Conv2d, LargeBatchesRunInChunksWithTheSameResult) {
   expect_close(download(*d, conv.bias.grad), to_double(all.db), 1e-5, "db");
 }
 
+// Under AMP a convolution and a pool take and give half tensors and compute in f32 between: the
+// layer's output is the f32 convolution of the rounded input, weights and bias, rounded once; its
+// dx the f32 col2im of the rounded dy, rounded; dW and db the rounded f32 sums, cast into the f32
+// masters. Bit for bit, in f16 and bf16.
+TEST(Conv2d, InHalfIsTheF32OpOnRoundedValuesRoundedOnce) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto round = [dt](std::vector<float> v) {
+      for (float& f : v) f = dt == DType::f16 ? half_to_float(float_to_half(f)) : bf16_to_float(float_to_bf16(f));
+      return v;
+    };
+    const ConvCase g = kConvCases[0];
+    ConvRun f32 = run_conv(g, 21);  // the same op in f32, on the values rounded to half
+    {
+      auto d = cpu_device();
+      Conv2d conv(*d, 0, "conv", g.c, g.oc, g.k, g.s, g.p, g.h, g.w, g.act);
+      d->upload({"w", Phase::data}, conv.weight.value, round(f32.w).data());
+      d->upload({"b", Phase::data}, conv.bias.value, round(f32.b).data());
+      const Tensor y = conv.forward(upload(*d, round(f32.x), {g.n, g.c * g.h * g.w}));
+      f32.y = download(*d, y);
+      const Tensor dx = conv.backward(upload(*d, round(f32.dy), {g.n, g.oc * g.oh() * g.ow()}), true);
+      f32.dx = download(*d, dx);
+      f32.dw = download(*d, conv.weight.grad);
+      f32.db = download(*d, conv.bias.grad);
+    }
+    auto d = cpu_device();
+    Conv2d conv(*d, 0, "conv", g.c, g.oc, g.k, g.s, g.p, g.h, g.w, g.act);
+    const ConvRun in = run_conv(g, 21);  // the inputs again
+    d->upload({"w", Phase::data}, conv.weight.value, in.w.data());
+    d->upload({"b", Phase::data}, conv.bias.value, in.b.data());
+    conv.set_precision(dt);
+    EXPECT_NE(error_of([&] { conv.forward(upload(*d, in.x, {g.n, g.c * g.h * g.w})); }).find("never cast"),
+              std::string::npos);
+    conv.refresh_half_weights();
+    const Tensor y = conv.forward(upload(*d, in.x, {g.n, g.c * g.h * g.w}));  // the f32 batch, cast in
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_EQ(download(*d, y), round(f32.y));
+    const Tensor dy_f32 = upload(*d, in.dy, {g.n, g.oc * g.oh() * g.ow()});
+    Tensor dy = d->empty(dy_f32.shape(), dt, MemoryCategory::activations, "dy");
+    d->cast({"dy", Phase::bwd}, dy_f32, dy);
+    const Tensor dx = conv.backward(dy, true);
+    EXPECT_EQ(dx.dtype(), dt);
+    EXPECT_EQ(download(*d, dx), round(f32.dx));
+    EXPECT_EQ(download(*d, conv.weight.grad), round(f32.dw));  // f32 masters holding half values
+    EXPECT_EQ(download(*d, conv.bias.grad), round(f32.db));
+
+    // The pool keeps its input's dtype; a max and its scatter round to themselves.
+    MaxPool2d pool(*d, 1, "pool", g.oc, g.oh(), g.ow(), 2, 2);
+    pool.set_precision(dt);
+    const Tensor py = pool.forward(y);
+    EXPECT_EQ(py.dtype(), dt);
+    const std::vector<float> yv = download(*d, y), pv = download(*d, py);
+    for (size_t i = 0; i < pv.size(); ++i) EXPECT_NE(std::find(yv.begin(), yv.end(), pv[i]), yv.end());
+    EXPECT_EQ(pool.backward(py, true).dtype(), dt);
+  }
+}
+
 TEST(Conv2d, AccumulateAddsToTheGradients) {
   const ConvCase g{2, 2, 6, 6, 3, 3, 1, 1, Activation::relu};
   auto d = cpu_device();
@@ -252,7 +315,10 @@ TEST(Conv2d, ParametersAreNamedAndShapedAsPyTorchsStateDict) {
   EXPECT_EQ(conv.weight.layer, 3);
   EXPECT_EQ(d->memory().live(MemoryCategory::params), (16 * 25 + 16) * 4);
   EXPECT_EQ(d->memory().live(MemoryCategory::grads), (16 * 25 + 16) * 4);
-  EXPECT_TRUE(contains(error_of([&] { conv.set_precision(DType::f16); }), "conv1 cannot compute in f16"));
+  EXPECT_TRUE(contains(error_of([&] { conv.set_precision(DType::i32); }), "conv1 cannot compute in i32"));
+  conv.set_precision(DType::bf16);  // AMP: half copies of W and b, in workspace; params stay f32
+  EXPECT_EQ(d->memory().live(MemoryCategory::params), (16 * 25 + 16) * 4);
+  EXPECT_EQ(d->memory().live(MemoryCategory::workspace), (16 * 25 + 16) * 2);
 }
 
 TEST(ConvNet, TheLecturesShapes) {

@@ -160,6 +160,11 @@ TEST(DryRun, ConvNetAndGptLedgerAndClockEqualARealRun) {
   gpt.recompute = true;
   gpt.amp = Amp::bf16;
   expect_dry_equals_real(gpt);
+  TrainConfig convnet = test::small_config("ddp", 2, DeviceKind::sim);  // half convolutions
+  convnet.model = "convnet";
+  convnet.batch = 8;
+  convnet.amp = Amp::fp16;
+  expect_dry_equals_real(convnet);
 }
 
 // The host side of a dry run: weights and data are sizes alone.

@@ -448,6 +448,57 @@ std::string dims(std::initializer_list<int64_t> d) {
 
 bool has_shape(const Tensor& t, const std::vector<int64_t>& shape) { return t.shape() == shape; }
 
+bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// Under AMP the convolutions and pools take f16 / bf16 tensors, and every executor's kernels for
+// them compute in f32: each half tensor gets an f32 stand-in, a copy of its values where the kernel
+// reads them, rounded back where it writes them — what a GPU's half convolution does with its f32
+// accumulator. The stand-ins are the kernel's scratch, not the model's memory: the ledger counts
+// the half tensors, as it would on a GPU. (A meta executor computes nothing: no copies.)
+class F32StandIn {
+ public:
+  F32StandIn(Executor& exec, const Tensor& t, bool read) : exec_(exec), tensor_(t), f32_(t) {
+    if (!t.defined() || !is_half(t.dtype()) || !exec.computes()) return;
+    auto storage = std::make_shared<Storage>();
+    storage->device = t.device();
+    storage->bytes = t.numel() * dtype_size(DType::f32);
+    storage->data = exec.allocate(storage->bytes);
+    storage->free_data = [&exec](void* p) { exec.deallocate(p); };
+    f32_ = Tensor(std::move(storage), t.shape(), DType::f32);
+    if (read) exec.cast(t, f32_);
+  }
+  F32StandIn(const F32StandIn&) = delete;
+  F32StandIn& operator=(const F32StandIn&) = delete;
+  const Tensor& f32() const { return f32_; }
+  // After the kernel: its output rounded into the half tensor.
+  void write_back() {
+    if (f32_.raw() != tensor_.raw()) exec_.cast(f32_, tensor_);
+  }
+
+ private:
+  Executor& exec_;
+  Tensor tensor_, f32_;
+};
+
+// The op's tensors all f32, or all one half dtype (AMP). Throws naming the op and the tensors.
+DType one_float_dtype(const std::string& device, const std::string& op, std::initializer_list<const Tensor*> tensors) {
+  DType d = DType::f32;
+  bool first = true;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (first) d = t->dtype();
+    first = false;
+    if (t->dtype() != d || (d != DType::f32 && !is_half(d))) {
+      std::string got;
+      for (const Tensor* u : tensors)
+        if (u->defined()) got += (got.empty() ? "" : ", ") + u->shape_string();
+      throw Error(device, op + ": its tensors must be all f32, or all f16 or all bf16 (AMP), got " + got +
+                              " — cast them to one dtype (Device::cast)");
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 void Device::conv2d(const OpTag& tag, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
@@ -456,9 +507,7 @@ void Device::conv2d(const OpTag& tag, const Tensor& x, const Tensor& weight, con
   check_here(weight, "conv2d", "weight");
   check_here(bias, "conv2d", "bias");
   check_here(y, "conv2d", "y");
-  for (const Tensor* t : {&x, &weight, &bias, &y})
-    if (t->dtype() != DType::f32)
-      throw Error(name_, "conv2d " + tag.name + ": " + t->shape_string() + " is not f32 — convolutions run in f32");
+  const DType dtype = one_float_dtype(name_, "conv2d " + tag.name, {&x, &weight, &bias, &y});
   const int64_t N = g.batch, C = g.in_channels, K = g.kernel, OC = g.out_channels, L = g.pixels();
   if (g.kernel < 1 || g.stride < 1 || g.padding < 0 || g.out_height() < 1 || g.out_width() < 1)
     throw Error(name_, "conv2d " + tag.name + ": kernel " + std::to_string(K) + ", stride " + std::to_string(g.stride) +
@@ -477,9 +526,13 @@ void Device::conv2d(const OpTag& tag, const Tensor& x, const Tensor& weight, con
   const double m = static_cast<double>(OC), n = static_cast<double>(N * L), k = static_cast<double>(g.patch());
   OpCost cost{OpClass::gemm, 2.0 * m * n * k + 2.0 * m * n,
               static_cast<double>(x.nbytes() + weight.nbytes() + bias.nbytes() + y.nbytes()) + 8.0 * (k + m) * n,
-              DType::f32, m, n, k};
-  run_op(tag, "conv2d", Lane::compute, cost, {&x, &weight, &bias}, {&y},
-         [&] { executor_->conv2d(x, weight, bias, y, g, act, workspace); });
+              dtype, m, n, k};
+  run_op(tag, "conv2d", Lane::compute, cost, {&x, &weight, &bias}, {&y}, [&] {
+    F32StandIn x32(*executor_, x, true), w32(*executor_, weight, true), b32(*executor_, bias, true),
+        y32(*executor_, y, false);
+    executor_->conv2d(x32.f32(), w32.f32(), b32.f32(), y32.f32(), g, act, workspace);
+    y32.write_back();
+  });
 }
 
 void Device::conv2d_backward(const OpTag& tag, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -492,10 +545,7 @@ void Device::conv2d_backward(const OpTag& tag, const Tensor& x, const Tensor& y,
   check_here(dbias, "conv2d_backward", "dbias");
   if (act == Activation::relu) check_here(y, "conv2d_backward", "y (the ReLU's output)");
   if (dx.defined()) check_here(dx, "conv2d_backward", "dx");
-  for (const Tensor* t : {&x, &y, &dy, &weight, &dweight, &dbias, &dx})
-    if (t->defined() && t->dtype() != DType::f32)
-      throw Error(name_, "conv2d_backward " + tag.name + ": " + t->shape_string() +
-                             " is not f32 — convolutions run in f32");
+  const DType dtype = one_float_dtype(name_, "conv2d_backward " + tag.name, {&x, &y, &dy, &weight, &dweight, &dbias, &dx});
   const int64_t N = g.batch, C = g.in_channels, K = g.kernel, OC = g.out_channels, L = g.pixels();
   const std::vector<int64_t> in_shape{N, C * g.height * g.width}, out_shape{N, OC * L};
   if (g.out_height() < 1 || g.out_width() < 1 || !has_shape(x, in_shape) || !has_shape(dy, out_shape) ||
@@ -515,20 +565,30 @@ void Device::conv2d_backward(const OpTag& tag, const Tensor& x, const Tensor& y,
                      static_cast<double>(2 * dy.nbytes() + (act == Activation::relu ? y.nbytes() : 0) + x.nbytes() +
                                          dbias.nbytes() + dweight.nbytes() * (accumulate ? 2 : 1)) +
                          8.0 * (patch + oc) * pixels,
-                     DType::f32, oc, patch, pixels};
+                     dtype, oc, patch, pixels};
   weight_cost.trans_b = true;
   weight_cost.accumulates = accumulate;
   run_op(tag, "conv2d_bwd_weight", Lane::compute, weight_cost, {&x, &y}, {&dy, &dweight, &dbias}, [&] {
-    executor_->conv2d_backward_weight(x, y, dy, dweight, dbias, g, act, accumulate, workspace);
+    // dy is masked in place by the ReLU: written back too.
+    F32StandIn x32(*executor_, x, true), y32(*executor_, y, true), dy32(*executor_, dy, true),
+        dw32(*executor_, dweight, accumulate), db32(*executor_, dbias, accumulate);
+    executor_->conv2d_backward_weight(x32.f32(), y32.f32(), dy32.f32(), dw32.f32(), db32.f32(), g, act, accumulate,
+                                      workspace);
+    dy32.write_back();
+    dw32.write_back();
+    db32.write_back();
   });
   if (!dx.defined()) return;
   // dcol = Wᵀ · dy: m = C·K·K, n = N·OH·OW, k = OC; then col2im's additions into dx.
   OpCost input_cost{OpClass::gemm, 2.0 * patch * pixels * oc + patch * pixels,
                     static_cast<double>(dy.nbytes() + weight.nbytes() + dx.nbytes()) + 8.0 * (patch + oc) * pixels,
-                    DType::f32, patch, pixels, oc};
+                    dtype, patch, pixels, oc};
   input_cost.trans_a = true;
-  run_op(tag, "conv2d_bwd_input", Lane::compute, input_cost, {&dy, &weight}, {&dx},
-         [&] { executor_->conv2d_backward_input(dy, weight, dx, g, workspace); });
+  run_op(tag, "conv2d_bwd_input", Lane::compute, input_cost, {&dy, &weight}, {&dx}, [&] {
+    F32StandIn dy32(*executor_, dy, true), w32(*executor_, weight, true), dx32(*executor_, dx, false);
+    executor_->conv2d_backward_input(dy32.f32(), w32.f32(), dx32.f32(), g, workspace);
+    dx32.write_back();
+  });
 }
 
 void Device::max_pool2d(const OpTag& tag, const Tensor& x, const Tensor& y, const Tensor& indices,
@@ -536,9 +596,9 @@ void Device::max_pool2d(const OpTag& tag, const Tensor& x, const Tensor& y, cons
   check_here(x, "max_pool2d", "x");
   check_here(y, "max_pool2d", "y");
   check_here(indices, "max_pool2d", "indices");
-  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || indices.dtype() != DType::i32)
-    throw Error(name_, "max_pool2d " + tag.name + ": x and y must be f32 and indices i32, got " + x.shape_string() +
-                           ", " + y.shape_string() + ", " + indices.shape_string());
+  if (x.dtype() != y.dtype() || (x.dtype() != DType::f32 && !is_half(x.dtype())) || indices.dtype() != DType::i32)
+    throw Error(name_, "max_pool2d " + tag.name + ": x and y must be f32 (or one half dtype) and indices i32, got " +
+                           x.shape_string() + ", " + y.shape_string() + ", " + indices.shape_string());
   const int64_t N = g.batch, C = g.channels, L = g.out_height() * g.out_width();
   if (g.kernel < 1 || g.stride < 1 || g.out_height() < 1 || g.out_width() < 1 || !has_shape(x, {N, C * g.height * g.width}) ||
       !has_shape(y, {N, C * L}) || !has_shape(indices, {N, C * L}))
@@ -548,9 +608,12 @@ void Device::max_pool2d(const OpTag& tag, const Tensor& x, const Tensor& y, cons
                            ", y and indices " + dims({N, C * L}) + ", got " + x.shape_string() + ", " +
                            y.shape_string() + ", " + indices.shape_string());
   OpCost cost{OpClass::elementwise, static_cast<double>(y.numel() * g.kernel * g.kernel),
-              static_cast<double>(x.nbytes() + y.nbytes() + indices.nbytes()), DType::f32};
-  run_op(tag, "max_pool2d", Lane::compute, cost, {&x}, {&y, &indices},
-         [&] { executor_->max_pool2d(x, y, indices, g); });
+              static_cast<double>(x.nbytes() + y.nbytes() + indices.nbytes()), x.dtype()};
+  run_op(tag, "max_pool2d", Lane::compute, cost, {&x}, {&y, &indices}, [&] {
+    F32StandIn x32(*executor_, x, true), y32(*executor_, y, false);  // a max rounds to itself
+    executor_->max_pool2d(x32.f32(), y32.f32(), indices, g);
+    y32.write_back();
+  });
 }
 
 void Device::max_pool2d_backward(const OpTag& tag, const Tensor& dy, const Tensor& indices, const Tensor& dx,
@@ -559,16 +622,19 @@ void Device::max_pool2d_backward(const OpTag& tag, const Tensor& dy, const Tenso
   check_here(indices, "max_pool2d_backward", "indices");
   check_here(dx, "max_pool2d_backward", "dx");
   const int64_t N = g.batch, C = g.channels, L = g.out_height() * g.out_width();
-  if (dy.dtype() != DType::f32 || dx.dtype() != DType::f32 || indices.dtype() != DType::i32 ||
+  if (dy.dtype() != dx.dtype() || (dy.dtype() != DType::f32 && !is_half(dy.dtype())) || indices.dtype() != DType::i32 ||
       g.out_height() < 1 || g.out_width() < 1 || !has_shape(dy, {N, C * L}) || !has_shape(indices, {N, C * L}) ||
       !has_shape(dx, {N, C * g.height * g.width}))
-    throw Error(name_, "max_pool2d_backward " + tag.name + ": expects dy (f32) and indices (i32) " + dims({N, C * L}) +
-                           ", dx (f32) " + dims({N, C * g.height * g.width}) + ", got " + dy.shape_string() + ", " +
+    throw Error(name_, "max_pool2d_backward " + tag.name + ": expects dy and indices (i32) " + dims({N, C * L}) +
+                           ", dx " + dims({N, C * g.height * g.width}) + " (dy and dx f32, or one half dtype), got " + dy.shape_string() + ", " +
                            indices.shape_string() + ", " + dx.shape_string());
   OpCost cost{OpClass::elementwise, static_cast<double>(dy.numel()),
-              static_cast<double>(dy.nbytes() + indices.nbytes() + dx.nbytes()), DType::f32};
-  run_op(tag, "max_pool2d_bwd", Lane::compute, cost, {&dy, &indices}, {&dx},
-         [&] { executor_->max_pool2d_backward(dy, indices, dx, g); });
+              static_cast<double>(dy.nbytes() + indices.nbytes() + dx.nbytes()), dy.dtype()};
+  run_op(tag, "max_pool2d_bwd", Lane::compute, cost, {&dy, &indices}, {&dx}, [&] {
+    F32StandIn dy32(*executor_, dy, true), dx32(*executor_, dx, false);
+    executor_->max_pool2d_backward(dy32.f32(), indices, dx32.f32(), g);
+    dx32.write_back();
+  });
 }
 
 void Device::dropout(const OpTag& tag, const Tensor& x, const Tensor& y, const DropoutMask& mask) {

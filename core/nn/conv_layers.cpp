@@ -70,10 +70,17 @@ std::vector<int64_t> Conv2d::output_shape(const std::vector<int64_t>& input) con
 
 Tensor Conv2d::forward(const Tensor& x, int micro_batch) {
   const std::vector<int64_t> out = output_shape(x.shape());
+  check_half_copies_cast();
   const OpTag tag{name_ + ".fwd", Phase::fwd, index_, micro_batch};
-  Tensor y = device_->empty(out, DType::f32, MemoryCategory::activations, name_ + ".out");
-  device_->conv2d(tag, x, weight.value, bias.value, y, geometry(x.rows()), act_);  // y = act(conv(x, W) + b)
-  saved_x_.push_back(x);  // for dW
+  Tensor in = x;  // under AMP in the compute dtype, as autocast casts a convolution's input
+  if (x.dtype() != compute_) {
+    in = device_->empty(x.shape(), compute_, MemoryCategory::activations, name_ + ".in." + dtype_name(compute_));
+    device_->cast(tag, x, in);
+  }
+  Tensor y = device_->empty(out, compute_, MemoryCategory::activations, name_ + ".out");
+  // y = act(conv(x, W) + b)
+  device_->conv2d(tag, in, compute_value(weight, 0), compute_value(bias, 1), y, geometry(x.rows()), act_);
+  saved_x_.push_back(in);  // for dW
   saved_y_.push_back(act_ == Activation::relu ? y : Tensor());  // for the ReLU's mask
   return y;
 }
@@ -87,10 +94,20 @@ Tensor Conv2d::backward(const Tensor& dy, bool need_dx, bool accumulate, int mic
   check_gradient(name_, dy, output_shape(x.shape()));
   const OpTag tag{name_ + ".bwd", Phase::bwd, index_, micro_batch};
   Tensor dx;
-  if (need_dx) dx = device_->empty(x.shape(), DType::f32, MemoryCategory::activations, name_ + ".dx");
+  if (need_dx) dx = device_->empty(x.shape(), compute_, MemoryCategory::activations, name_ + ".dx");
   // dy ← dy ⊙ relu'(y); db (+)= Σ dy; dW (+)= dy · im2col(x)ᵀ; dx = col2im(Wᵀ · dy).
-  device_->conv2d_backward(tag, x, y, dy, weight.value, weight.grad, bias.grad, dx, geometry(x.rows()), act_,
-                           accumulate);
+  if (compute_ == DType::f32) {
+    device_->conv2d_backward(tag, x, y, dy, weight.value, weight.grad, bias.grad, dx, geometry(x.rows()), act_,
+                             accumulate);
+    return dx;
+  }
+  // AMP: the same op in half; its weight gradients live only until they are in the f32 masters.
+  const std::string half = std::string(".") + dtype_name(compute_);
+  Tensor dW = device_->empty(weight.value.shape(), compute_, MemoryCategory::workspace, weight.name + ".grad" + half);
+  Tensor db = device_->empty(bias.value.shape(), compute_, MemoryCategory::workspace, bias.name + ".grad" + half);
+  device_->conv2d_backward(tag, x, y, dy, compute_value(weight, 0), dW, db, dx, geometry(x.rows()), act_, false);
+  to_master_grad(db, bias, accumulate, micro_batch);
+  to_master_grad(dW, weight, accumulate, micro_batch);
   return dx;
 }
 
@@ -130,7 +147,7 @@ std::vector<int64_t> MaxPool2d::output_shape(const std::vector<int64_t>& input) 
 Tensor MaxPool2d::forward(const Tensor& x, int micro_batch) {
   const std::vector<int64_t> out = output_shape(x.shape());
   const OpTag tag{name_ + ".fwd", Phase::fwd, index_, micro_batch};
-  Tensor y = device_->empty(out, DType::f32, MemoryCategory::activations, name_ + ".out");
+  Tensor y = device_->empty(out, x.dtype(), MemoryCategory::activations, name_ + ".out");
   Tensor indices = device_->empty(out, DType::i32, MemoryCategory::activations, name_ + ".argmax");
   device_->max_pool2d(tag, x, y, indices, geometry(x.rows()));
   saved_indices_.push_back(indices);  // all backward needs: where each max came from
@@ -144,7 +161,7 @@ Tensor MaxPool2d::backward(const Tensor& dy, bool need_dx, bool, int micro_batch
   check_gradient(name_, dy, indices.shape());
   if (!need_dx) return Tensor();
   const OpTag tag{name_ + ".bwd", Phase::bwd, index_, micro_batch};
-  Tensor dx = device_->empty({dy.rows(), channels_ * height_ * width_}, DType::f32, MemoryCategory::activations,
+  Tensor dx = device_->empty({dy.rows(), channels_ * height_ * width_}, dy.dtype(), MemoryCategory::activations,
                              name_ + ".dx");
   device_->max_pool2d_backward(tag, dy, indices, dx, geometry(dy.rows()));  // dx[argmax] += dy
   return dx;

@@ -29,6 +29,11 @@ class Conv2d : public Layer {
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
   void clear_saved() override;
   std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
+  // Mixed precision as Linear (autocast runs a convolution in half): half copies of W and b, the
+  // input cast to half (the first conv: the batch), the output and dx in half, dW and db cast into
+  // the f32 masters.
+  void set_precision(DType compute) override { set_half_copies(compute); }
+  void refresh_half_weights(int micro_batch = -1) override { refresh_half_copies(micro_batch); }
 
   int64_t out_height() const { return geometry(0).out_height(); }
   int64_t out_width() const { return geometry(0).out_width(); }
@@ -55,7 +60,8 @@ class MaxPool2d : public Layer {
   Tensor forward(const Tensor& x, int micro_batch = -1) override;
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
   void clear_saved() override { saved_indices_.clear(); }
-
+  // Under AMP it takes and gives the dtype its input comes in: nothing of its own to cast.
+  void set_precision(DType compute) override { compute_ = compute; }
   int64_t out_height() const { return geometry(0).out_height(); }
   int64_t out_width() const { return geometry(0).out_width(); }
   Pool2dGeometry geometry(int64_t batch) const;
@@ -75,6 +81,7 @@ class Flatten : public Layer {
   Tensor forward(const Tensor& x, int micro_batch = -1) override;  // x itself
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
   void clear_saved() override {}
+  void set_precision(DType compute) override { compute_ = compute; }  // moves nothing, in any dtype
 
  private:
   int64_t channels_, height_, width_;

@@ -59,10 +59,28 @@ class Layer {
   virtual void set_recompute(bool /*on*/) {}
 
  protected:
+  // Mixed precision for a layer with weights (Linear, Conv2d): the weights the optimizer updates
+  // stay f32 (the masters) and the layer computes from half copies of them. The copies are
+  // workspace, not params: derived from the masters every step, never trained or saved — so
+  // "params" keeps meaning the f32 weights (4 bytes each, as ZeRO shards them) and what AMP adds
+  // (2 bytes per weight) shows on its own line. Allocated once, refreshed in place.
+  void set_half_copies(DType compute);          // f32 drops them; f16 / bf16 allocates one per parameter
+  void refresh_half_copies(int micro_batch);    // casts the masters into them (nothing to do in f32)
+  // Parameter p, parameters()[i], as the ops read it: the master in f32, its copy under AMP.
+  const Tensor& compute_value(const Parameter& p, size_t i) const { return compute_ == DType::f32 ? p.value : half_copies_[i]; }
+  // Refuses a forward in half before the copies were filled.
+  void check_half_copies_cast() const;
+  // Puts a half gradient into its f32 master: cast (the first write) or add (accumulating).
+  void to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch);
+
   Device* device_;
   int index_;
   std::string name_;
   DType compute_ = DType::f32;
+
+ private:
+  std::vector<Tensor> half_copies_;  // one per parameters(), in its order
+  bool half_copies_cast_ = false;
 };
 
 }  // namespace scalelab

@@ -15,32 +15,9 @@ Linear::Linear(Device& device, int index, std::string name, int64_t in, int64_t 
   bias.grad = device.zeros({out}, DType::f32, MemoryCategory::grads, bias.name + ".grad");
 }
 
-void Linear::set_precision(DType compute) {
-  if (compute != DType::f32 && compute != DType::f16 && compute != DType::bf16)
-    throw Error("nn", name_ + " cannot compute in " + dtype_name(compute) +
-                          " — use f32, or f16 / bf16 for mixed precision");
-  compute_ = compute;
-  half_weights_cast_ = false;
-  if (compute == DType::f32) {
-    weight_half_ = bias_half_ = Tensor();
-    return;
-  }
-  // The half copies are workspace, not params: they are derived from the masters every step, no
-  // optimizer updates them and no checkpoint saves them. So "params" keeps meaning the f32 weights
-  // that are trained (4 bytes each, as in fp32 and as ZeRO shards them), and what AMP adds — 2
-  // bytes per weight — shows on its own line. They are allocated once and refreshed in place.
-  const std::string half = std::string(".") + dtype_name(compute);
-  weight_half_ = device_->empty({out_, in_}, compute, MemoryCategory::workspace, weight.name + half);
-  bias_half_ = device_->empty({out_}, compute, MemoryCategory::workspace, bias.name + half);
-}
+void Linear::set_precision(DType compute) { set_half_copies(compute); }
 
-void Linear::refresh_half_weights(int micro_batch) {
-  if (compute_ == DType::f32) return;
-  const std::string to = std::string(" → ") + dtype_name(compute_);
-  device_->cast({weight.name + to, Phase::fwd, index_, micro_batch}, weight.value, weight_half_);
-  device_->cast({bias.name + to, Phase::fwd, index_, micro_batch}, bias.value, bias_half_);
-  half_weights_cast_ = true;
-}
+void Linear::refresh_half_weights(int micro_batch) { refresh_half_copies(micro_batch); }
 
 std::vector<int64_t> Linear::output_shape(const std::vector<int64_t>& input) const {
   if (input.size() != 2 || input[1] != in_)
@@ -53,10 +30,7 @@ Tensor Linear::forward(const Tensor& x, int micro_batch) {
   const std::string& fc = name_;
   if (x.cols() != in_)
     throw Error("nn", fc + " expects " + std::to_string(in_) + " inputs, got " + x.shape_string());
-  if (compute_ != DType::f32 && !half_weights_cast_)
-    throw Error("nn", fc + " computes in " + dtype_name(compute_) +
-                          " but its half weights were never cast — call refresh_half_weights() at the start of "
-                          "every step");
+  check_half_copies_cast();
   OpTag tag{fc + ".fwd", Phase::fwd, index_, micro_batch};
   // Under AMP a GEMM's input is cast to the compute dtype first, as autocast does: the batch, for
   // the first layer; the others receive their predecessor's half output as it is.
@@ -103,12 +77,6 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx, bool accumulate, int mic
     device_->gemm(tag, false, false, dy, compute_weight(), dx);  // dx = dy · W
   }
   return dx;
-}
-
-void Linear::to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch) {
-  const OpTag tag{p.name + ".grad → f32", Phase::bwd, index_, micro_batch};
-  if (accumulate) device_->axpy(tag, 1.0f, half, p.grad);  // .grad += f32(half gradient)
-  else device_->cast(tag, half, p.grad);                  // .grad  = f32(half gradient)
 }
 
 void Linear::clear_saved() {

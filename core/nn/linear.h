@@ -49,15 +49,11 @@ class Linear : public Layer {
 
  private:
   // The weights as the GEMM and bias_act read them: the masters in f32, the half copies under AMP.
-  const Tensor& compute_weight() const { return compute_ == DType::f32 ? weight.value : weight_half_; }
-  const Tensor& compute_bias() const { return compute_ == DType::f32 ? bias.value : bias_half_; }
-  // Puts a half gradient into its f32 master: cast (the first write) or add (accumulating).
-  void to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch);
+  const Tensor& compute_weight() const { return compute_value(weight, 0); }
+  const Tensor& compute_bias() const { return compute_value(bias, 1); }
 
   int64_t in_, out_;
   Activation act_;
-  Tensor weight_half_, bias_half_;  // AMP: this step's casts of the masters (workspace)
-  bool half_weights_cast_ = false;
   std::vector<Tensor> saved_x_, saved_y_;  // a queue: pipelines run several micro-batches' forwards first; backward takes the oldest
 };
 

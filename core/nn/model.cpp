@@ -197,7 +197,7 @@ DType ModelSpec::activation_dtype(int boundary, DType compute) const {
   if (boundary == 0) return DType::f32;  // the batch
   switch (family) {
     case ModelFamily::mlp: return compute;
-    case ModelFamily::convnet: return DType::f32;
+    case ModelFamily::convnet: return compute;  // every layer computes in half under AMP
     case ModelFamily::gpt: return boundary == layer_count_ ? compute : DType::f32;
   }
   return DType::f32;
