@@ -116,14 +116,16 @@ class ModelParallel : public Strategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_model_parallel(StrategyContext& ctx) {
-  const int p = static_cast<int>(ctx.devices.size());
-  const ModelSpec& spec = ctx.initial_weights.spec;
+void check_model_parallel_shape(int p, const ModelSpec& spec) {
   if (p > spec.layer_count())
     throw UsageError("model-parallel", "--devices " + std::to_string(p) + " but --model " + spec.text + " has only " +
                                            std::to_string(spec.layer_count()) +
                                            " layers to split, and every device needs at least one — use --devices ≤ " +
                                            std::to_string(spec.layer_count()) + ", or a model with more layers");
+}
+
+std::unique_ptr<Strategy> make_model_parallel(StrategyContext& ctx) {
+  check_model_parallel_shape(static_cast<int>(ctx.devices.size()), ctx.initial_weights.spec);
   return std::make_unique<ModelParallel>(ctx);
 }
 

@@ -46,6 +46,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     "layers split over devices, activations copied between them; the waiting devices stand idle",
                     make_model_parallel);
     mp.options = {O::amp};
+    mp.check_shape = [](const TrainConfig& c) { check_model_parallel_shape(c.devices, ModelSpec::parse(c.model)); };
     r.push_back(mp);
 
     StrategyInfo ddp = entry("ddp", "DistributedDataParallel: a replica per rank, bucketed gradient all-reduce overlapping backward",

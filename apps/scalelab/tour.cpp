@@ -19,6 +19,21 @@
 
 namespace scalelab {
 
+namespace {
+
+// Whether the strategy's check of the model and batch takes `c` on `devices`.
+bool shape_fits(const StrategyInfo& info, TrainConfig c, int devices) {
+  c.devices = devices;
+  try {
+    info.check_shape(c);
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 int run_tour(const TourOptions& o) {
   {
     // The settings every row shares, checked once up front: a bad --batch or --hw is one clear
@@ -52,12 +67,10 @@ int run_tour(const TourOptions& o) {
   // Every registered strategy, in the registry's order, on the devices its rule allows (single:
   // one), with what it needs to show itself (a pipeline's micro-batches, zero's stage).
   for (const StrategyInfo& info : strategy_registry()) {
-    const int devices = devices_allowed(info, o.devices);
     TrainConfig c;
     c.strategy = info.name;
     c.device = DeviceKind::sim;
     c.hw = o.hw;
-    c.devices = devices;
     c.model = o.model;
     c.dataset = o.dataset;
     c.batch = o.batch;
@@ -68,6 +81,13 @@ int run_tour(const TourOptions& o) {
     c.trace_path = o.out_dir + "/" + info.name + ".trace.json";
     c.json_path = o.out_dir + "/" + info.name + ".json";
     if (info.showcase) info.showcase(c);
+    // A strategy that gives each device layers of its own (model-parallel, pipeline) takes no more
+    // devices than the model has layers: the tour runs it on as many as it can take (its `dev`
+    // column says so) rather than showing only the refusal.
+    int devices = devices_allowed(info, o.devices);
+    while (info.check_shape && devices > info.device_count.min && !shape_fits(info, c, devices))
+      devices = devices_allowed(info, devices - 1);
+    c.devices = devices;
     EventBus bus;
     TrainResult r;
     double max_rel_diff = -1;
