@@ -94,19 +94,20 @@ if found and "host_cache_bytes" in p["device"]:
 else:
     assert "host_cache_retouch" not in p["device"], p["device"]
 # The collectives a strategy calls, timed by size on the ranks calibrated (4 by default).
-# The gap when the cores pass from one device's thread to another's, and what it came from.
-assert 0 <= p["device"]["turn_handoff_s"] < 1e-3 and len(p["calibration"]["raw"]["turn_handoff"]["round_mean_s"]) >= 5
+# The gap when the cores pass from one device's thread to another's, and what it came from. (The
+# bounds on timings here only catch a wrong unit: a shared machine preempts a 40 µs GEMM for 12 ms.)
+assert 0 <= p["device"]["turn_handoff_s"] < 0.1 and len(p["calibration"]["raw"]["turn_handoff"]["round_mean_s"]) >= 5
 # What a GEMM takes more right after the cores passed to its thread: the median of the rounds'
 # differences (threads taking turns less one thread going round the devices), never below 0.
 extra = p["calibration"]["raw"]["turn_gemm_extra"]
-assert len(extra["extra_s"]) == 9 and all(0 < t < 1e-2 for t in extra["gemm_median_s_one_thread"]), extra
+assert len(extra["extra_s"]) == 9 and all(0 < t < 1.0 for t in extra["gemm_median_s_one_thread"]), extra
 assert p["device"]["turn_gemm_extra_s"] == max(0.0, sorted(extra["extra_s"])[4]), (extra, p["device"])
 # A cache line's round trip between the first two cores, at the start, middle and end; the median kept.
 import os
 trips = p["calibration"]["raw"]["core_round_trip_s"]
 assert len(trips) == 3, trips
 if len(os.sched_getaffinity(0)) >= 2:
-    assert all(0 < t < 1e-3 for t in trips) and p["device"]["core_round_trip_s"] == sorted(trips)[1], (trips, p["device"])
+    assert all(0 < t < 0.1 for t in trips) and p["device"]["core_round_trip_s"] == sorted(trips)[1], (trips, p["device"])
 timed = {(t["op"], t["ranks"]): t for t in p["collectives"]["measured"]}
 for op in ("all_reduce", "reduce_scatter", "all_gather"):
     for ranks in (4, 2):  # the ranks calibrated, and the 2-rank groups of ddp-mp
