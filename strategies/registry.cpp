@@ -87,6 +87,20 @@ const std::vector<StrategyInfo>& strategy_registry() {
     zero.batch_shards = StrategyInfo::BatchShards::interleaved;
     r.push_back(zero);
 
+    StrategyInfo tp = entry("tensor-parallel",
+                    "Megatron-LM: each GPT block's heads and MLP split over ranks, two all-reduces forward and two "
+                    "backward per block",
+                    make_tensor_parallel, 1);
+    tp.options = {O::comm};
+    tp.check_shape = check_tensor_parallel_shape;
+    // Its lesson needs a transformer: on the tour's default MLP it shows a small GPT instead.
+    tp.showcase = [](TrainConfig& c) {
+      if (ModelSpec::parse(c.model).family == ModelFamily::gpt) return;
+      c.model = "gpt:2-64-4-32-96";
+      if (c.dataset != "synthetic") c.dataset = "text";
+    };
+    r.push_back(tp);
+
     StrategyInfo hogwild = entry("multiprocessing",
                          "Hogwild: N processes, the parameters in shared memory, lock-free asynchronous updates",
                          make_multiprocessing);

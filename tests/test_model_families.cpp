@@ -13,6 +13,7 @@
 
 #include "core/checkpoint/weights_file.h"
 #include "core/error.h"
+#include "core/trace/events.h"
 #include "run/train.h"
 #include "support/small_config.h"
 
@@ -137,6 +138,9 @@ std::vector<FamilyCase> family_cases() {
     cases.push_back({gpt, strategy, 2, "sgd"});
   cases.push_back({gpt, "ddp-mp", 4, "sgd"});
   cases.push_back({gpt, "pipeline", 4, "sgd"});
+  // Tensor parallel splits the 4 heads over 2 and over 4 ranks (Adam: below).
+  cases.push_back({gpt, "tensor-parallel", 2, "sgd"});
+  cases.push_back({gpt, "tensor-parallel", 4, "sgd"});
   return cases;
 }
 
@@ -194,4 +198,79 @@ TEST(ModelFamilies, ConvNetResumesExactlyAndExportsStateDictNames) {
   EXPECT_EQ(arrays.at("fc.weight").shape, (std::vector<int64_t>{10, 1568}));
   EXPECT_TRUE(arrays.count("optimizer.conv2.bias.exp_avg_sq"));
   std::filesystem::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor parallel (Megatron-LM): what crosses the wire, in closed form, and what it refuses.
+
+// One step on N sim devices: per block f and g twice each (attention and MLP), so 4·L all-reduces
+// per rank, each of the B·T·C f32 activations — the ring sends 2(N−1)/N of them per rank.
+TEST(TensorParallel, FourAllReducesOfTheActivationsPerBlockPerRank) {
+  const int64_t L = 2, C = 32, T = 16, B = 8;
+  for (int n : {2, 4}) {
+    TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", n, "sgd");
+    c.device = DeviceKind::sim;
+    c.hw = "a100-nvlink-8";
+    c.check_equivalence = false;
+    c.batch = B;
+    c.steps = 1;
+    EventBus bus;
+    train(c, bus);
+    // Ring all-reduces come as steps ("NAME step k/n"): a call is its name, its bytes their sum.
+    std::map<int, std::map<std::string, int64_t>> calls;  // device → call → bytes sent
+    for (const Event& e : bus.events()) {
+      if (e.role != Role::all_reduce) continue;
+      calls[e.device][e.name.substr(0, e.name.find(" step "))] += e.bytes;
+    }
+    ASSERT_EQ(static_cast<int>(calls.size()), n);
+    const int64_t payload = B * T * C * 4;
+    for (const auto& [device, per_call] : calls) {
+      EXPECT_EQ(static_cast<int64_t>(per_call.size()), 4 * L) << "device " << device;
+      for (const auto& [name, bytes] : per_call)
+        EXPECT_EQ(bytes, payload * 2 * (n - 1) / n) << name << " on device " << device;
+      for (const char* name : {"blocks.0.attn.g", "blocks.0.attn.f", "blocks.1.mlp.g", "blocks.1.mlp.f"})
+        EXPECT_EQ(per_call.count(name), 1u) << name;
+    }
+  }
+}
+
+TEST(TensorParallel, RefusesHeadsItCannotShareAndModelsWithoutHeads) {
+  auto error_of = [](TrainConfig c) {
+    try {
+      EventBus bus;
+      train(c, bus);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 3, "sgd");
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("[tensor-parallel] --devices 3: the 4 heads of --model gpt:2-32-4-16-96 cannot be shared equally "
+                   "by 3 ranks — use --devices that divides 4"),
+            std::string::npos)
+      << e;
+  c = family_config("mlp:32-24-16-12-8", "tensor-parallel", 2, "sgd");
+  e = error_of(c);
+  EXPECT_NE(e.find("[tensor-parallel] --model mlp:32-24-16-12-8: tensor parallelism splits a transformer's heads and "
+                   "MLP"),
+            std::string::npos)
+      << e;
+  c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 2, "sgd");
+  c.amp = Amp::bf16;
+  e = error_of(c);
+  EXPECT_NE(e.find("--amp bf16 does not apply to --strategy tensor-parallel"), std::string::npos) << e;
+}
+
+// Adam on this GPT turns round-off into up to 5e-3 of relative weight difference (see
+// family_cases): held instead to how far round-off alone moves single (the run's verdict).
+TEST(TensorParallel, AdamOnAGptIsSingleUpToRoundOff) {
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 2, "adam");
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  ASSERT_GE(r.max_rel_diff, 0.0);
+  EXPECT_NE(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff), EquivalenceVerdict::differs)
+      << r.max_rel_diff << " vs round-off " << r.roundoff_rel_diff;
+  std::printf("    tensor-parallel 2 adam: max_rel_diff %.3g, single's round-off %.3g\n", r.max_rel_diff,
+              r.roundoff_rel_diff);
 }

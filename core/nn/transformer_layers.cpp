@@ -4,8 +4,6 @@
 
 namespace scalelab {
 
-namespace {
-
 Parameter make_parameter(Device& device, int layer, const std::string& name, std::vector<int64_t> shape) {
   Parameter p;
   p.name = name;
@@ -14,6 +12,8 @@ Parameter make_parameter(Device& device, int layer, const std::string& name, std
   p.grad = device.zeros(shape, DType::f32, MemoryCategory::grads, name + ".grad");
   return p;
 }
+
+namespace {
 
 LayerNormParameters make_layer_norm(Device& device, int layer, const std::string& name, int64_t hidden) {
   return {make_parameter(device, layer, name + ".weight", {hidden}),

@@ -47,6 +47,9 @@ class TokenEmbedding : public Layer {
   std::deque<Tensor> saved_ids_;
 };
 
+// A parameter of `shape` on `device`, its value uninitialised and its gradient zero.
+Parameter make_parameter(Device& device, int layer, const std::string& name, std::vector<int64_t> shape);
+
 // A LayerNorm's gamma ("….weight", ones in PyTorch's init) and beta ("….bias", zeros), {hidden} each.
 struct LayerNormParameters {
   Parameter weight;

@@ -1,0 +1,460 @@
+// tensor-parallel: Megatron-LM's tensor model parallelism (Shoeybi et al. 2019, §3) for the GPT.
+// Every rank sees the WHOLE batch; what is split is each transformer block's weights, so that N
+// devices share every GEMM of a block instead of holding whole layers (pipeline) or whole copies
+// (ddp).
+//
+// The MLP, Y = GeLU(X·A) then Z = Y·B (paper eq. 3): split A by its columns (output features)
+// and every rank computes GeLU(X·A_r) on its own — GeLU is element-wise, so no communication is
+// needed before it. Split B by its rows (input features): rank r's Y_r·B_r is a PARTIAL sum of Z,
+// and one all-reduce adds the N partials. Attention the same way: the heads are independent, so
+// rank r holds heads [r·H/N, (r+1)·H/N) of q, k and v (the qkv columns of those heads), runs
+// attention on them alone, and the output projection is split by rows, then all-reduced.
+//
+// Two operators mark where the ranks talk (the paper's figure 3):
+//
+//   f  before a column-parallel layer: forward the identity (every rank already holds the same
+//      LayerNorm output); backward an all-reduce — each rank's qkv or fc gives only its part of
+//      the gradient of that shared input, and the ranks need the sum.
+//   g  after a row-parallel layer: forward an all-reduce of the partial sums; backward the
+//      identity (the output's gradient is the same on every rank).
+//
+//     x ─ ln1 ─ f ─ qkv_r ─ attention(heads of r) ─ proj_r ─ g ─ + bias ─ (+x) ─ ln2 ─ f ─ fc_r ─ gelu ─ mlp.proj_r ─ g ─ + bias ─ (+h)
+//
+// So each block costs 2 all-reduces forward and 2 backward, each of the B·T·C activations: the
+// price of splitting, paid on the fast links inside a node (where Megatron keeps it). The row-
+// parallel layers' biases are added once, after g: added by every rank before the sum, they would
+// count N times.
+//
+// What each rank holds: the embedding, the LayerNorms, the final LayerNorm and the LM head whole
+// (replicated), and 1/N of every block's qkv, proj, fc and mlp.proj weights (and their optimizer
+// state). Replicated parameters need no gradient all-reduce: their inputs and the gradients
+// flowing into them are the same on every rank (both g's outputs and f's all-reduced gradients
+// are), so every rank computes the same gradient and takes the same step with its own optimizer.
+//
+// weights(), state() and load_state() put the shards together into the model's whole tensors (and
+// cut them out again), under single's names, so checkpoints, --check-equivalence and export see
+// one model. The ranks are threads of this process (--launch threads).
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/comm/ranks.h"
+#include "core/error.h"
+#include "core/nn/optimizer.h"
+#include "core/nn/transformer_layers.h"
+#include "strategies/registry.h"
+#include "strategies/sharded_state.h"
+
+namespace scalelab {
+namespace {
+
+constexpr const char* kName = "tensor-parallel";
+
+// ---- what rank r holds of each of the model's tensors -----------------------------------------
+
+// A tensor {R, K} (a bias {R}: K = 1) is whole on every rank, or split by rows (output features)
+// in `groups` equal groups — qkv is q;k;v, and rank r takes its heads' rows of each — or by columns
+// (input features).
+struct Split {
+  enum Kind { whole, rows, cols } kind = whole;
+  int groups = 1;
+};
+
+Split split_of(const std::string& name) {
+  auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with("attn.qkv.weight") || ends_with("attn.qkv.bias")) return {Split::rows, 3};  // column-parallel
+  if (ends_with("mlp.fc.weight") || ends_with("mlp.fc.bias")) return {Split::rows, 1};      // column-parallel
+  if (ends_with("attn.proj.weight") || ends_with("mlp.proj.weight")) return {Split::cols, 1};  // row-parallel
+  return {};  // the embedding, LayerNorms, the row-parallel biases, the head
+}
+
+struct Extent {
+  int64_t rows, cols;
+};
+Extent extent_of(const std::vector<int64_t>& shape) { return {shape[0], shape.size() > 1 ? shape[1] : 1}; }
+
+// Rank r's part of a whole tensor's floats.
+std::vector<float> shard_of(const std::vector<float>& whole, const std::vector<int64_t>& shape, Split s, int r, int n) {
+  if (s.kind == Split::whole || whole.empty()) return whole;
+  const Extent e = extent_of(shape);
+  std::vector<float> part;
+  part.reserve(whole.size() / static_cast<size_t>(n));
+  if (s.kind == Split::rows) {
+    const int64_t group = e.rows / s.groups, mine = group / n;
+    for (int g = 0; g < s.groups; ++g)
+      for (int64_t i = g * group + r * mine; i < g * group + (r + 1) * mine; ++i)
+        part.insert(part.end(), whole.begin() + i * e.cols, whole.begin() + (i + 1) * e.cols);
+  } else {
+    const int64_t mine = e.cols / n;
+    for (int64_t i = 0; i < e.rows; ++i)
+      part.insert(part.end(), whole.begin() + i * e.cols + r * mine, whole.begin() + i * e.cols + (r + 1) * mine);
+  }
+  return part;
+}
+
+// The whole tensor from every rank's part (the inverse of shard_of).
+std::vector<float> whole_of(const std::vector<std::vector<float>>& parts, const std::vector<int64_t>& shape, Split s) {
+  if (s.kind == Split::whole || parts.front().empty()) return parts.front();  // replicated: rank 0's is every rank's
+  const Extent e = extent_of(shape);
+  const int n = static_cast<int>(parts.size());
+  std::vector<float> whole(static_cast<size_t>(e.rows * e.cols));
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float>& part = parts[static_cast<size_t>(r)];
+    size_t at = 0;
+    if (s.kind == Split::rows) {
+      const int64_t group = e.rows / s.groups, mine = group / n;
+      for (int g = 0; g < s.groups; ++g)
+        for (int64_t i = g * group + r * mine; i < g * group + (r + 1) * mine; ++i)
+          for (int64_t j = 0; j < e.cols; ++j) whole[static_cast<size_t>(i * e.cols + j)] = part[at++];
+    } else {
+      const int64_t mine = e.cols / n;
+      for (int64_t i = 0; i < e.rows; ++i)
+        for (int64_t j = r * mine; j < (r + 1) * mine; ++j) whole[static_cast<size_t>(i * e.cols + j)] = part[at++];
+    }
+  }
+  return whole;
+}
+
+// ---- the block of one rank -------------------------------------------------------------------
+
+// A row-parallel Linear's weight shard {out, in/N} and its bias {out}, whole: added after g.
+struct RowParallel {
+  Parameter weight, bias;
+};
+
+class TensorParallelBlock : public Layer {
+ public:
+  TensorParallelBlock(Device& device, int index, int block, int64_t hidden, int64_t heads, int64_t context,
+                      ProcessGroup& group)
+      : Layer(device, index, "block" + std::to_string(block)),
+        prefix_("blocks." + std::to_string(block)),
+        group_(group),
+        hidden_(hidden),
+        local_heads_(heads / group.size()),
+        context_(context),
+        ln1_{make_parameter(device, index, prefix_ + ".ln1.weight", {hidden}),
+             make_parameter(device, index, prefix_ + ".ln1.bias", {hidden})},
+        ln2_{make_parameter(device, index, prefix_ + ".ln2.weight", {hidden}),
+             make_parameter(device, index, prefix_ + ".ln2.bias", {hidden})},
+        // Column-parallel: this rank's heads' q, k and v (3C/N outputs), its 4C/N of the MLP.
+        qkv_(device, index, prefix_ + ".attn.qkv", hidden, 3 * hidden / group.size(), Activation::none),
+        fc_(device, index, prefix_ + ".mlp.fc", hidden, 4 * hidden / group.size(), Activation::none),
+        // Row-parallel: C/N and 4C/N input features.
+        proj_{make_parameter(device, index, prefix_ + ".attn.proj.weight", {hidden, hidden / group.size()}),
+              make_parameter(device, index, prefix_ + ".attn.proj.bias", {hidden})},
+        mlp_proj_{make_parameter(device, index, prefix_ + ".mlp.proj.weight", {hidden, 4 * hidden / group.size()}),
+                  make_parameter(device, index, prefix_ + ".mlp.proj.bias", {hidden})} {}
+
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override {
+    if (input.size() != 2 || input[1] != hidden_ || input[0] % context_ != 0)
+      throw Error("nn", name_ + " expects {B·T, " + std::to_string(hidden_) + "} of whole sequences, got " +
+                            shape_text(input));
+    return input;
+  }
+
+  // The same order as TransformerBlock's, so the i-th is the model's i-th tensor of this block.
+  std::vector<Parameter*> parameters() override {
+    return {&ln1_.weight, &ln1_.bias, &qkv_.weight, &qkv_.bias, &proj_.weight, &proj_.bias,
+            &ln2_.weight, &ln2_.bias, &fc_.weight,  &fc_.bias,  &mlp_proj_.weight, &mlp_proj_.bias};
+  }
+
+  Tensor forward(const Tensor& x, int micro_batch = -1) override {
+    output_shape(x.shape());
+    const int64_t rows = x.rows(), C = hidden_, N = group_.size();
+    Saved s;
+    s.x = x;
+    // Attention half: h = x + g(proj_r(attention_r(qkv_r(f(ln1(x)))))) + proj.bias.
+    Tensor a = act({rows, C}, "ln1.out");
+    s.mean1 = act({rows}, "ln1.mean");
+    s.rstd1 = act({rows}, "ln1.rstd");
+    device_->layer_norm(tag("ln1", Phase::fwd, micro_batch), x, ln1_.weight.value, ln1_.bias.value, a, s.mean1, s.rstd1);
+    s.qkv = qkv_.forward(f_forward(a), micro_batch);  // {rows, 3C/N}: this rank's heads of q | k | v
+    s.probs = act({rows * local_heads_, context_}, "attn.probs");
+    s.att = act({rows, C / N}, "attn.out");
+    device_->attention(tag("attn", Phase::fwd, micro_batch), s.qkv, local_heads_, s.probs, s.att);
+    s.h = row_parallel_forward(proj_, s.att, "attn.proj", micro_batch);
+    device_->axpy(tag("attn.residual", Phase::fwd, micro_batch), 1.0f, x, s.h);
+    // MLP half: out = h + g(mlp.proj_r(gelu(fc_r(f(ln2(h)))))) + mlp.proj.bias.
+    Tensor b = act({rows, C}, "ln2.out");
+    s.mean2 = act({rows}, "ln2.mean");
+    s.rstd2 = act({rows}, "ln2.rstd");
+    device_->layer_norm(tag("ln2", Phase::fwd, micro_batch), s.h, ln2_.weight.value, ln2_.bias.value, b, s.mean2,
+                        s.rstd2);
+    s.f = fc_.forward(f_forward(b), micro_batch);  // {rows, 4C/N}
+    s.g = act({rows, 4 * C / N}, "mlp.gelu");
+    device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch), s.f, s.g);  // element-wise: on the shard alone
+    Tensor out = row_parallel_forward(mlp_proj_, s.g, "mlp.proj", micro_batch);
+    device_->axpy(tag("mlp.residual", Phase::fwd, micro_batch), 1.0f, s.h, out);
+    saved_.push_back(std::move(s));
+    return out;
+  }
+
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override {
+    if (saved_.empty()) throw Error("nn", name_ + ": backward without a forward");
+    Saved s = std::move(saved_.front());
+    saved_.pop_front();
+    const int64_t rows = dy.rows(), C = hidden_;
+    // MLP half. g's backward is the identity: dy, the same on every rank, goes into mlp.proj_r.
+    Tensor dg = row_parallel_backward(mlp_proj_, dy, s.g, "mlp.proj", accumulate, micro_batch);
+    device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, s.g, dg);
+    Tensor db = f_backward(fc_.backward(dg, true, accumulate, micro_batch), "mlp", micro_batch);
+    Tensor dh = act({rows, C}, "ln2.dx");
+    device_->layer_norm_backward(tag("ln2", Phase::bwd, micro_batch), db, s.h, ln2_.weight.value, s.mean2, s.rstd2,
+                                 dh, ln2_.weight.grad, ln2_.bias.grad, accumulate);
+    device_->axpy(tag("mlp.residual", Phase::bwd, micro_batch), 1.0f, dy, dh);  // h fed the MLP and the output
+    // Attention half, the same way.
+    Tensor datt = row_parallel_backward(proj_, dh, s.att, "attn.proj", accumulate, micro_batch);
+    Tensor dqkv = act({rows, qkv_.out_features()}, "attn.dqkv");
+    {
+      Tensor dscores = device_->empty(s.probs.shape(), DType::f32, MemoryCategory::workspace, prefix_ + ".attn.dscores");
+      device_->attention_backward(tag("attn", Phase::bwd, micro_batch), datt, s.qkv, s.probs, local_heads_, dscores,
+                                  dqkv);
+    }
+    Tensor da = f_backward(qkv_.backward(dqkv, true, accumulate, micro_batch), "attn", micro_batch);
+    Tensor dx = act({rows, C}, "ln1.dx");
+    device_->layer_norm_backward(tag("ln1", Phase::bwd, micro_batch), da, s.x, ln1_.weight.value, s.mean1, s.rstd1,
+                                 dx, ln1_.weight.grad, ln1_.bias.grad, accumulate);
+    device_->axpy(tag("attn.residual", Phase::bwd, micro_batch), 1.0f, dh, dx);
+    return need_dx ? dx : Tensor();
+  }
+
+  void clear_saved() override {
+    saved_.clear();
+    qkv_.clear_saved();
+    fc_.clear_saved();
+  }
+
+ private:
+  struct Saved {
+    Tensor x, mean1, rstd1, qkv, probs, att, h, mean2, rstd2, f, g;
+  };
+
+  // slide: tensor-parallel-operators
+  // f, forward: the identity. Every rank's LayerNorm output is the same; each column-parallel
+  // layer reads all of it.
+  Tensor f_forward(const Tensor& x) { return x; }
+  // f, backward: each rank's column-parallel layer gives its part of the input's gradient; the
+  // LayerNorm below needs the whole, so the ranks add theirs. One all-reduce of B·T·C floats.
+  Tensor f_backward(const Tensor& partial, const std::string& half, int micro_batch) {
+    group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".f", .micro_batch = micro_batch});
+    return partial;
+  }
+  // g, forward: each rank's row-parallel layer gives a partial sum of the output; one all-reduce
+  // of B·T·C floats adds them. g, backward: the identity (see backward()).
+  void g_forward(const Tensor& partial, const std::string& half, int micro_batch) {
+    group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".g", .micro_batch = micro_batch});
+  }
+  // end slide
+
+  // y = g(x_r · W_rᵀ) + b: the partial product, summed over the ranks, then the bias once.
+  Tensor row_parallel_forward(RowParallel& l, const Tensor& x, const std::string& what, int micro_batch) {
+    const OpTag t = tag(what, Phase::fwd, micro_batch);
+    Tensor y = act({x.rows(), hidden_}, what + ".out");
+    device_->gemm(t, false, true, x, l.weight.value, y);
+    g_forward(y, what.substr(0, what.find('.')), micro_batch);
+    device_->bias_act(t, y, l.bias.value, Activation::none);
+    return y;
+  }
+  // db = Σ dy and dW_r = dyᵀ · x_r (this rank's columns of W's gradient); returns dx_r = dy · W_r.
+  // dy is the same on every rank, so db is too: the bias stays whole and equal without talking.
+  Tensor row_parallel_backward(RowParallel& l, const Tensor& dy, const Tensor& x, const std::string& what,
+                               bool accumulate, int micro_batch) {
+    const OpTag t = tag(what, Phase::bwd, micro_batch);
+    device_->bias_act_backward(t, dy, dy, l.bias.grad, Activation::none, accumulate);  // leaves dy as it is
+    device_->gemm(t, true, false, dy, x, l.weight.grad, accumulate ? 1.0f : 0.0f);
+    Tensor dx = act({dy.rows(), x.cols()}, what + ".dx");
+    device_->gemm(t, false, false, dy, l.weight.value, dx);
+    return dx;
+  }
+
+  Tensor act(std::vector<int64_t> shape, const std::string& what) {
+    return device_->empty(std::move(shape), DType::f32, MemoryCategory::activations, prefix_ + "." + what);
+  }
+  OpTag tag(const std::string& what, Phase phase, int micro_batch) const {
+    return {prefix_ + "." + what + (phase == Phase::fwd ? ".fwd" : ".bwd"), phase, index_, micro_batch};
+  }
+
+  std::string prefix_;  // "blocks.<block>", as single names the block's parameters
+  ProcessGroup& group_;
+  int64_t hidden_, local_heads_, context_;
+  LayerNormParameters ln1_, ln2_;
+  Linear qkv_, fc_;
+  RowParallel proj_, mlp_proj_;
+  std::deque<Saved> saved_;
+};
+
+// ---- the strategy ----------------------------------------------------------------------------
+
+// One rank: its layers (the embedding and head whole, each block's shards), in the model's order,
+// and its own optimizer over them.
+struct TpRank {
+  int rank = 0;
+  Device* device = nullptr;
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<Parameter*> params;  // params[p] is rank's part of the model's tensor p
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+class TensorParallel : public Strategy {
+ public:
+  explicit TensorParallel(StrategyContext& ctx) : config_(ctx.config), ranks_(*ctx.ranks), spec_(ctx.initial_weights.spec) {
+    const int n = ranks_.world_size();
+    const std::vector<TensorSpec>& tensors = spec_.tensors();
+    ranks_by_index_.resize(static_cast<size_t>(n));
+    ranks_.run([&](int rank) {
+      auto r = std::make_unique<TpRank>();
+      r->rank = rank;
+      r->device = &ranks_.device(rank);
+      Device& dev = *r->device;
+      const int L = spec_.layer_count();
+      for (int l = 0; l < L; ++l) {
+        const bool block = l > 0 && l < L - 1;
+        if (block)
+          r->layers.push_back(std::make_unique<TensorParallelBlock>(dev, l, l - 1, spec_.gpt.hidden, spec_.gpt.heads,
+                                                                    spec_.gpt.context, ranks_.group(rank)));
+        else
+          r->layers.push_back(make_layer(spec_, l, dev));
+        for (Parameter* p : r->layers.back()->parameters()) r->params.push_back(p);
+      }
+      // Every rank cuts its part out of the same initial weights (drawn from the run's seed).
+      for (size_t p = 0; p < tensors.size(); ++p) {
+        Parameter& q = *r->params[p];
+        if (q.name != tensors[p].name)
+          throw Error(kName, "rank " + std::to_string(rank) + " holds " + q.name + " where the model has " +
+                                 tensors[p].name + " — please report this");
+        const std::vector<float> part =
+            shard_of(ctx.initial_weights.has_values() ? ctx.initial_weights.values[p] : std::vector<float>{},
+                     tensors[p].shape, split_of(q.name), rank, n);
+        dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
+      }
+      r->optimizer = std::make_unique<Optimizer>(config_.optimizer, r->params);
+      ranks_by_index_[static_cast<size_t>(rank)] = std::move(r);
+    });
+  }
+
+  double train_step(const HostBatch& batch, int64_t step) override {
+    std::vector<double> losses(ranks_by_index_.size());
+    ranks_.run([&](int rank) { losses[static_cast<size_t>(rank)] = rank_step(*ranks_by_index_[static_cast<size_t>(rank)], batch, step); });
+    return losses.front();  // every rank computed the same loss on the same batch
+  }
+
+  HostWeights weights() override {
+    HostWeights w;
+    w.spec = spec_;
+    const std::vector<TensorSpec>& tensors = spec_.tensors();
+    for (size_t p = 0; p < tensors.size(); ++p) {
+      std::vector<std::vector<float>> parts;
+      for (auto& r : ranks_by_index_) {
+        const Parameter& q = *r->params[p];
+        parts.push_back(r->device->download_f32({q.name, Phase::data, q.layer}, q.value));
+      }
+      w.values.push_back(whole_of(parts, tensors[p].shape, split_of(tensors[p].name)));
+    }
+    if (!w.values.empty() && w.values.front().empty()) w.values.clear();  // a dry run's: shapes only
+    return w;
+  }
+
+  TrainingState state() override {
+    TrainingState s;
+    s.weights = weights();
+    const std::vector<TensorSpec>& tensors = spec_.tensors();
+    std::vector<OptimizerState> per_rank;
+    for (auto& r : ranks_by_index_) per_rank.push_back(r->optimizer->download_state());
+    s.optimizer.resize(tensors.size());
+    for (size_t p = 0; p < tensors.size(); ++p)
+      for (size_t k = 0; k < per_rank.front()[p].size(); ++k) {
+        std::vector<std::vector<float>> parts;
+        for (const OptimizerState& o : per_rank) parts.push_back(o[p][k]);
+        s.optimizer[p].push_back(whole_of(parts, tensors[p].shape, split_of(tensors[p].name)));
+      }
+    s.optimizer_steps = ranks_by_index_.front()->optimizer->steps_taken();
+    return s;
+  }
+
+  void load_state(const TrainingState& s) override {
+    const std::vector<TensorSpec>& tensors = spec_.tensors();
+    const int n = ranks_.world_size();
+    for (auto& r : ranks_by_index_) {
+      OptimizerState mine(tensors.size());
+      for (size_t p = 0; p < tensors.size(); ++p) {
+        const Split split = split_of(tensors[p].name);
+        Parameter& q = *r->params[p];
+        const std::vector<float> part = shard_of(s.weights.has_values() ? s.weights.values[p] : std::vector<float>{},
+                                                 tensors[p].shape, split, r->rank, n);
+        r->device->upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
+        if (p < s.optimizer.size())
+          for (const std::vector<float>& whole : s.optimizer[p])
+            mine[p].push_back(shard_of(whole, tensors[p].shape, split, r->rank, n));
+      }
+      r->optimizer->set_steps_taken(s.optimizer_steps);
+      r->optimizer->upload_state(mine);
+    }
+  }
+
+ private:
+  // slide: tensor-parallel-step
+  double rank_step(TpRank& r, const HostBatch& batch, int64_t step) {
+    Device& dev = *r.device;
+    dev.set_step(step);
+    // 1. The whole batch to every rank: tensor parallelism splits the weights, not the data.
+    Tensor x = dev.empty({batch.size, batch.features}, DType::f32, MemoryCategory::activations, "batch.x");
+    Tensor y = dev.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
+    dev.upload({"batch.x", Phase::data}, x, batch.x.data());
+    dev.upload({"batch.y", Phase::data}, y, batch.y.data());
+    // 2. Forward: the embedding whole, each block on this rank's heads and MLP columns (its two g
+    //    all-reduces inside), the head whole. Every rank ends with the same logits.
+    Tensor h = x;
+    for (auto& layer : r.layers) h = layer->forward(h);
+    Tensor dlogits = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");
+    const double loss = dev.softmax_xent({"loss", Phase::fwd}, h, y, dlogits);
+    // 3. Backward, last layer first (each block's two f all-reduces inside). Every gradient of a
+    //    replicated parameter comes out the same on every rank: no gradient all-reduce.
+    Tensor g = dlogits;
+    for (int l = static_cast<int>(r.layers.size()) - 1; l >= 0; --l) g = r.layers[l]->backward(g, l > 0);
+    // 4. Each rank steps its own shards and its copy of the replicated parameters.
+    r.optimizer->step();
+    return loss;
+  }
+  // end slide
+
+  const TrainConfig& config_;
+  const RankSet& ranks_;
+  ModelSpec spec_;
+  std::vector<std::unique_ptr<TpRank>> ranks_by_index_;
+};
+
+}  // namespace
+
+void check_tensor_parallel_shape(const TrainConfig& c) {
+  const ModelSpec spec = ModelSpec::parse(c.model);
+  if (spec.family != ModelFamily::gpt)
+    throw UsageError(kName, "--model " + c.model + ": tensor parallelism splits a transformer's heads and MLP "
+                            "across devices, and this model has neither — use --model gpt:L-C-H-T-V, or "
+                            "--strategy ddp or pipeline");
+  const int n = c.devices;
+  if (spec.gpt.heads % n != 0)
+    throw UsageError(kName, "--devices " + std::to_string(n) + ": the " + std::to_string(spec.gpt.heads) +
+                                " heads of --model " + c.model + " cannot be shared equally by " + std::to_string(n) +
+                                " ranks — use --devices that divides " + std::to_string(spec.gpt.heads) +
+                                ", or a model whose heads are a multiple of " + std::to_string(n));
+  if ((4 * spec.gpt.hidden) % n != 0)
+    throw UsageError(kName, "--devices " + std::to_string(n) + ": the MLP's " + std::to_string(4 * spec.gpt.hidden) +
+                                " hidden features (4C) cannot be shared equally by " + std::to_string(n) +
+                                " ranks — use --devices that divides " + std::to_string(4 * spec.gpt.hidden));
+  if (c.recompute)
+    throw UsageError(kName, "--recompute is not written for tensor-parallel blocks — drop --recompute, or use "
+                            "--strategy single, ddp, pipeline or zero");
+}
+
+std::unique_ptr<Strategy> make_tensor_parallel(StrategyContext& ctx) {
+  if (!ctx.ranks) throw Error(kName, "needs ranks (devices_per_rank = 1 in the registry)");
+  TrainConfig shape = ctx.config;
+  shape.devices = ctx.ranks->world_size();
+  check_tensor_parallel_shape(shape);
+  return std::make_unique<TensorParallel>(ctx);
+}
+
+}  // namespace scalelab
