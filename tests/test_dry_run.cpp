@@ -141,6 +141,17 @@ TEST(DryRun, OtherStrategiesLedgerAndClockEqualARealRun) {
   expect_dry_equals_real(amp);
 }
 
+TEST(DryRun, TensorParallelLedgerAndClockEqualARealRun) {
+  for (int n : {2, 4}) {
+    TrainConfig c = test::small_config("tensor-parallel", n, DeviceKind::sim, "adam");
+    c.model = "gpt:2-32-4-16-96";
+    c.batch = 8;
+    c.synthetic_train = 64;
+    c.synthetic_test = 16;
+    expect_dry_equals_real(c);
+  }
+}
+
 // The ConvNet's and a GPT's layers priced alike with and without numerics: convolutions, pools,
 // embeddings, attention, layer norms; a GPT with its blocks recomputed and in bf16 too.
 TEST(DryRun, ConvNetAndGptLedgerAndClockEqualARealRun) {

@@ -4,6 +4,7 @@
 // export under PyTorch's state_dict names.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -273,4 +274,52 @@ TEST(TensorParallel, AdamOnAGptIsSingleUpToRoundOff) {
       << r.max_rel_diff << " vs round-off " << r.roundoff_rel_diff;
   std::printf("    tensor-parallel 2 adam: max_rel_diff %.3g, single's round-off %.3g\n", r.max_rel_diff,
               r.roundoff_rel_diff);
+}
+
+// The shards put together and cut out again: 2 steps on 4 ranks, 1 under single, 1 on 2 ranks,
+// each resuming the one before's checkpoint, end where single's 4 steps end — weights and SGD's
+// momentum alike.
+TEST(TensorParallel, CheckpointsAreWholeAndResumeUnderAnyStrategy) {
+  const std::string dir = ::testing::TempDir() + "tensor-parallel-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  TrainConfig whole = family_config("gpt:2-32-4-16-96", "single", 1, "sgd");
+  whole.check_equivalence = false;
+  whole.steps = 4;
+  whole.checkpoint_path = dir + "/straight.ckpt";
+  EventBus b0;
+  train(whole, b0);
+  struct Leg {
+    std::string strategy;
+    int devices;
+    int64_t steps;
+  };
+  std::string resume;
+  int k = 0;
+  for (const Leg& leg : {Leg{"tensor-parallel", 4, 2}, Leg{"single", 1, 3}, Leg{"tensor-parallel", 2, 4}}) {
+    TrainConfig c = whole;
+    c.strategy = leg.strategy;
+    c.devices = leg.devices;
+    c.steps = leg.steps;
+    c.resume_path = resume;
+    c.checkpoint_path = dir + "/leg" + std::to_string(k++) + ".ckpt";
+    EventBus bus;
+    train(c, bus);
+    resume = c.checkpoint_path;
+  }
+  const Checkpoint straight = load_checkpoint(whole.checkpoint_path), legs = load_checkpoint(resume);
+  EXPECT_EQ(legs.header.step, 4);
+  EXPECT_LE(max_relative_difference(legs.state.weights, straight.state.weights), kEquivalenceTolerance);
+  ASSERT_EQ(legs.state.optimizer.size(), straight.state.optimizer.size());
+  for (size_t p = 0; p < straight.state.optimizer.size(); ++p) {
+    ASSERT_EQ(legs.state.optimizer[p].size(), 1u);  // momentum
+    const std::vector<float>&a = legs.state.optimizer[p][0], &b = straight.state.optimizer[p][0];
+    ASSERT_EQ(a.size(), b.size());
+    float diff = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff = std::max(diff, std::abs(a[i] - b[i]));
+      scale = std::max(scale, std::abs(b[i]));
+    }
+    EXPECT_LE(diff, 1e-4f * std::max(scale, 1e-3f)) << straight.state.weights.spec.tensors()[p].name;
+  }
+  std::filesystem::remove_all(dir);
 }
