@@ -92,6 +92,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     "backward per block",
                     make_tensor_parallel, 1);
     tp.options = {O::comm};
+    tp.launches = kRankLaunches;
     tp.check_shape = check_tensor_parallel_shape;
     // Its lesson needs a transformer: on the tour's default MLP it shows a small GPT instead.
     tp.showcase = [](TrainConfig& c) {

@@ -33,7 +33,7 @@
 //
 // weights(), state() and load_state() put the shards together into the model's whole tensors (and
 // cut them out again), under single's names, so checkpoints, --check-equivalence and export see
-// one model. The ranks are threads of this process (--launch threads).
+// one model: the split tensors are all-gathered. The ranks are threads, processes or MPI ranks.
 #include <deque>
 #include <string>
 #include <utility>
@@ -337,22 +337,21 @@ class TensorParallel : public Strategy {
 
   double train_step(const HostBatch& batch, int64_t step) override {
     std::vector<double> losses(ranks_by_index_.size());
-    ranks_.run([&](int rank) { losses[static_cast<size_t>(rank)] = rank_step(*ranks_by_index_[static_cast<size_t>(rank)], batch, step); });
-    return losses.front();  // every rank computed the same loss on the same batch
+    ranks_.run([&](int rank) { losses[static_cast<size_t>(rank)] = rank_step(local(rank), batch, step); });
+    return losses[static_cast<size_t>(reporter())];  // every rank computed the same loss on the same batch
   }
 
+  // Every rank takes part (the split tensors are all-gathered); one per process keeps the result.
   HostWeights weights() override {
     HostWeights w;
     w.spec = spec_;
-    const std::vector<TensorSpec>& tensors = spec_.tensors();
-    for (size_t p = 0; p < tensors.size(); ++p) {
-      std::vector<std::vector<float>> parts;
-      for (auto& r : ranks_by_index_) {
-        const Parameter& q = *r->params[p];
-        parts.push_back(r->device->download_f32({q.name, Phase::data, q.layer}, q.value));
-      }
-      w.values.push_back(whole_of(parts, tensors[p].shape, split_of(tensors[p].name)));
-    }
+    ranks_.run([&](int rank) {
+      TpRank& r = local(rank);
+      std::vector<Tensor> mine;
+      for (const Parameter* q : r.params) mine.push_back(q->value);
+      std::vector<std::vector<float>> whole = gather_whole(r, mine, "weights");
+      if (rank == reporter()) w.values = std::move(whole);
+    });
     if (!w.values.empty() && w.values.front().empty()) w.values.clear();  // a dry run's: shapes only
     return w;
   }
@@ -360,37 +359,43 @@ class TensorParallel : public Strategy {
   TrainingState state() override {
     TrainingState s;
     s.weights = weights();
-    const std::vector<TensorSpec>& tensors = spec_.tensors();
-    std::vector<OptimizerState> per_rank;
-    for (auto& r : ranks_by_index_) per_rank.push_back(r->optimizer->download_state());
-    s.optimizer.resize(tensors.size());
-    for (size_t p = 0; p < tensors.size(); ++p)
-      for (size_t k = 0; k < per_rank.front()[p].size(); ++k) {
-        std::vector<std::vector<float>> parts;
-        for (const OptimizerState& o : per_rank) parts.push_back(o[p][k]);
-        s.optimizer[p].push_back(whole_of(parts, tensors[p].shape, split_of(tensors[p].name)));
+    const size_t count = spec_.tensors().size();
+    s.optimizer.resize(count);
+    ranks_.run([&](int rank) {
+      TpRank& r = local(rank);
+      const size_t k = static_cast<size_t>(r.optimizer->state_tensors_per_parameter());
+      const std::vector<Tensor> all = r.optimizer->state();  // per parameter its k tensors
+      for (size_t t = 0; t < k; ++t) {
+        std::vector<Tensor> mine;
+        for (size_t p = 0; p < count; ++p) mine.push_back(all[p * k + t]);
+        std::vector<std::vector<float>> whole = gather_whole(r, mine, "state");
+        if (rank == reporter())
+          for (size_t p = 0; p < count; ++p) s.optimizer[p].push_back(std::move(whole[p]));
       }
-    s.optimizer_steps = ranks_by_index_.front()->optimizer->steps_taken();
+    });
+    s.optimizer_steps = local(reporter()).optimizer->steps_taken();
     return s;
   }
 
+  // Each local rank cuts its parts out of the whole state (one that fits the model: validate_resume).
   void load_state(const TrainingState& s) override {
     const std::vector<TensorSpec>& tensors = spec_.tensors();
     const int n = ranks_.world_size();
-    for (auto& r : ranks_by_index_) {
+    for (int rank : ranks_.local_ranks()) {
+      TpRank& r = local(rank);
       OptimizerState mine(tensors.size());
       for (size_t p = 0; p < tensors.size(); ++p) {
         const Split split = split_of(tensors[p].name);
-        Parameter& q = *r->params[p];
+        Parameter& q = *r.params[p];
         const std::vector<float> part = shard_of(s.weights.has_values() ? s.weights.values[p] : std::vector<float>{},
-                                                 tensors[p].shape, split, r->rank, n);
-        r->device->upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
+                                                 tensors[p].shape, split, rank, n);
+        r.device->upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
         if (p < s.optimizer.size())
           for (const std::vector<float>& whole : s.optimizer[p])
-            mine[p].push_back(shard_of(whole, tensors[p].shape, split, r->rank, n));
+            mine[p].push_back(shard_of(whole, tensors[p].shape, split, rank, n));
       }
-      r->optimizer->set_steps_taken(s.optimizer_steps);
-      r->optimizer->upload_state(mine);
+      r.optimizer->set_steps_taken(s.optimizer_steps);
+      r.optimizer->upload_state(mine);
     }
   }
 
@@ -420,10 +425,47 @@ class TensorParallel : public Strategy {
   }
   // end slide
 
+  // Tensor p of the model, whole, from every rank's part of it (`mine[p]`, rank r's): a replicated
+  // one is this rank's own; a split one is all-gathered (the parts are equal) and put in place.
+  // Every rank issues the same collectives. Empty vectors in a dry run.
+  std::vector<std::vector<float>> gather_whole(TpRank& r, const std::vector<Tensor>& mine, const std::string& what) {
+    const std::vector<TensorSpec>& tensors = spec_.tensors();
+    ProcessGroup& group = ranks_.group(r.rank);
+    Device& dev = *r.device;
+    const int n = group.size();
+    std::vector<std::vector<float>> whole;
+    for (size_t p = 0; p < tensors.size(); ++p) {
+      const Split split = split_of(tensors[p].name);
+      const OpTag tag{what + " " + tensors[p].name, Phase::data, tensors[p].layer};
+      if (split.kind == Split::whole) {
+        whole.push_back(dev.download_f32(tag, mine[p]));
+        continue;
+      }
+      const int64_t size = mine[p].numel();
+      Tensor all = dev.empty({n * size}, DType::f32, MemoryCategory::comm_buffers, what + " " + tensors[p].name);
+      group.all_gather(mine[p], all, {.name = "all-gather " + what + " " + tensors[p].name});
+      const std::vector<float> flat = dev.download_f32(tag, all);
+      std::vector<std::vector<float>> parts(static_cast<size_t>(n));
+      if (!flat.empty())
+        for (int k = 0; k < n; ++k) parts[static_cast<size_t>(k)].assign(flat.begin() + k * size, flat.begin() + (k + 1) * size);
+      whole.push_back(whole_of(parts, tensors[p].shape, split));
+    }
+    return whole;
+  }
+
+  // The rank that fills in what weights() and state() return: with --launch threads every rank has
+  // everything, one of them writes it down.
+  int reporter() const { return ranks_.local_ranks().front(); }
+  TpRank& local(int rank) {
+    TpRank* r = ranks_by_index_.at(static_cast<size_t>(rank)).get();
+    if (!r) throw Error(kName, "rank " + std::to_string(rank) + " does not run in this process — please report this");
+    return *r;
+  }
+
   const TrainConfig& config_;
   const RankSet& ranks_;
   ModelSpec spec_;
-  std::vector<std::unique_ptr<TpRank>> ranks_by_index_;
+  std::vector<std::unique_ptr<TpRank>> ranks_by_index_;  // by rank; null for ranks in other processes
 };
 
 }  // namespace

@@ -40,10 +40,11 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-COMMON=(train --dataset synthetic --model mlp:784-64-64-32-10 --batch 64 --steps 8 --check-equivalence --quiet)
-for strategy in ddp zero pipeline; do
-  extra=()
-  [ "$strategy" = pipeline ] && extra=(--micro-batches 4 --schedule 1f1b)
+COMMON=(train --dataset synthetic --batch 64 --steps 8 --check-equivalence --quiet)
+for strategy in ddp zero pipeline tensor-parallel; do
+  extra=(--model mlp:784-64-64-32-10)
+  [ "$strategy" = pipeline ] && extra+=(--micro-batches 4 --schedule 1f1b)
+  [ "$strategy" = tensor-parallel ] && extra=(--model gpt:2-32-4-16-96)  # it splits a transformer's heads
   "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --json "$WORK/$strategy.threads.json" >/dev/null 2>"$WORK/err" \
     || { fail "$strategy --launch threads: $(tail -n 3 "$WORK/err")"; continue; }
   if "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch procs \
