@@ -91,7 +91,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     "Megatron-LM: each GPT block's heads and MLP split over ranks, two all-reduces forward and two "
                     "backward per block",
                     make_tensor_parallel, 1);
-    tp.options = {O::comm};
+    tp.options = {O::amp, O::comm};
     tp.launches = kRankLaunches;
     tp.check_shape = check_tensor_parallel_shape;
     // Its lesson needs a transformer: on the tour's default MLP it shows a small GPT instead.

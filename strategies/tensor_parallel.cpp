@@ -34,6 +34,11 @@
 // weights(), state() and load_state() put the shards together into the model's whole tensors (and
 // cut them out again), under single's names, so checkpoints, --check-equivalence and export see
 // one model: the split tensors are all-gathered. The ranks are threads, processes or MPI ranks.
+//
+// With --amp the block computes as TransformerBlock does (LayerNorms and the residual stream f32,
+// the projections, attention and GELU in half), so f and g all-reduce half activations: half the
+// bytes. With fp16 a gradient may overflow in one rank's shards alone; the ranks agree on every
+// overflow and skip together.
 #include <deque>
 #include <string>
 #include <utility>
@@ -118,13 +123,79 @@ std::vector<float> whole_of(const std::vector<std::vector<float>>& parts, const 
   return whole;
 }
 
+// Tensor p's floats, or none (a dry run's weights are shapes only).
+const std::vector<float>& values_of(const HostWeights& w, size_t p) {
+  static const std::vector<float> none;
+  return w.has_values() ? w.values[p] : none;
+}
+
 // ---- the block of one rank -------------------------------------------------------------------
 
-// A row-parallel Linear's weight shard {out, in/N} and its bias {out}, whole: added after g.
-struct RowParallel {
+// A row-parallel Linear: its weight shard {out, in/N} and its bias {out}, whole. Its forward is
+// only the partial product x_r · W_rᵀ — the block sums the ranks' partials (g) and then adds the
+// bias once. Under --amp it computes from half copies of its f32 masters, as Linear does.
+class RowParallelLinear : public Layer {
+ public:
+  RowParallelLinear(Device& device, int index, const std::string& name, int64_t in_local, int64_t out)
+      : Layer(device, index, name),
+        weight(make_parameter(device, index, name + ".weight", {out, in_local})),
+        bias(make_parameter(device, index, name + ".bias", {out})),
+        out_(out) {}
+
+  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override {
+    return {input.at(0), out_};
+  }
+  std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
+  void set_precision(DType compute) override { set_half_copies(compute); }
+  void refresh_half_weights(int micro_batch = -1) override { refresh_half_copies(micro_batch); }
+
+  // The partial product x_r · W_rᵀ {rows, out} (x in the compute dtype); keeps x for backward.
+  Tensor forward(const Tensor& x, int micro_batch = -1) override {
+    check_half_copies_cast();
+    Tensor y = device_->empty({x.rows(), out_}, compute_, MemoryCategory::activations, name_ + ".out");
+    device_->gemm({name_ + ".fwd", Phase::fwd, index_, micro_batch}, false, true, x, compute_value(weight, 0), y);
+    saved_x_.push_back(x);
+    return y;
+  }
+  // y += b, after the ranks' partials are summed: added before, it would count N times.
+  void add_bias(const Tensor& y, int micro_batch) {
+    device_->bias_act({name_ + ".fwd", Phase::fwd, index_, micro_batch}, y, compute_value(bias, 1), Activation::none);
+  }
+  // db = Σ dy and dW_r = dyᵀ · x_r (this rank's columns of W's gradient); returns dx_r = dy · W_r.
+  // dy (in the compute dtype) is the same on every rank, so db is too: the bias stays whole and
+  // equal without talking.
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override {
+    if (saved_x_.empty()) throw Error("nn", name_ + ": backward without a forward");
+    const Tensor x = saved_x_.front();
+    saved_x_.pop_front();
+    const OpTag t{name_ + ".bwd", Phase::bwd, index_, micro_batch};
+    if (compute_ == DType::f32) {
+      device_->bias_act_backward(t, dy, dy, bias.grad, Activation::none, accumulate);  // leaves dy as it is
+      device_->gemm(t, true, false, dy, x, weight.grad, accumulate ? 1.0f : 0.0f);
+    } else {  // in half, then into the f32 master gradients
+      Tensor db = device_->empty(bias.value.shape(), compute_, MemoryCategory::workspace, bias.name + ".grad.half");
+      Tensor dW = device_->empty(weight.value.shape(), compute_, MemoryCategory::workspace, weight.name + ".grad.half");
+      device_->bias_act_backward(t, dy, dy, db, Activation::none);
+      device_->gemm(t, true, false, dy, x, dW);
+      to_master_grad(db, bias, accumulate, micro_batch);
+      to_master_grad(dW, weight, accumulate, micro_batch);
+    }
+    if (!need_dx) return Tensor();
+    Tensor dx = device_->empty(x.shape(), compute_, MemoryCategory::activations, name_ + ".dx");
+    device_->gemm(t, false, false, dy, compute_value(weight, 0), dx);
+    return dx;
+  }
+  void clear_saved() override { saved_x_.clear(); }
+
   Parameter weight, bias;
+
+ private:
+  int64_t out_;
+  std::deque<Tensor> saved_x_;
 };
 
+// One rank's block. Under --amp as TransformerBlock: LayerNorms and the residual stream in f32,
+// the projections, attention and GELU in half — and so the all-reduces too (half the bytes).
 class TensorParallelBlock : public Layer {
  public:
   TensorParallelBlock(Device& device, int index, int block, int64_t hidden, int64_t heads, int64_t context,
@@ -143,10 +214,8 @@ class TensorParallelBlock : public Layer {
         qkv_(device, index, prefix_ + ".attn.qkv", hidden, 3 * hidden / group.size(), Activation::none),
         fc_(device, index, prefix_ + ".mlp.fc", hidden, 4 * hidden / group.size(), Activation::none),
         // Row-parallel: C/N and 4C/N input features.
-        proj_{make_parameter(device, index, prefix_ + ".attn.proj.weight", {hidden, hidden / group.size()}),
-              make_parameter(device, index, prefix_ + ".attn.proj.bias", {hidden})},
-        mlp_proj_{make_parameter(device, index, prefix_ + ".mlp.proj.weight", {hidden, 4 * hidden / group.size()}),
-                  make_parameter(device, index, prefix_ + ".mlp.proj.bias", {hidden})} {}
+        proj_(device, index, prefix_ + ".attn.proj", hidden / group.size(), hidden),
+        mlp_proj_(device, index, prefix_ + ".mlp.proj", 4 * hidden / group.size(), hidden) {}
 
   std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override {
     if (input.size() != 2 || input[1] != hidden_ || input[0] % context_ != 0)
@@ -160,6 +229,15 @@ class TensorParallelBlock : public Layer {
     return {&ln1_.weight, &ln1_.bias, &qkv_.weight, &qkv_.bias, &proj_.weight, &proj_.bias,
             &ln2_.weight, &ln2_.bias, &fc_.weight,  &fc_.bias,  &mlp_proj_.weight, &mlp_proj_.bias};
   }
+  void set_precision(DType compute) override {
+    if (compute != DType::f32 && compute != DType::f16 && compute != DType::bf16)
+      throw Error("nn", name_ + " cannot compute in " + dtype_name(compute) + " — use f32, or f16 / bf16");
+    compute_ = compute;
+    for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->set_precision(compute);
+  }
+  void refresh_half_weights(int micro_batch = -1) override {
+    for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->refresh_half_weights(micro_batch);
+  }
 
   Tensor forward(const Tensor& x, int micro_batch = -1) override {
     output_shape(x.shape());
@@ -172,11 +250,13 @@ class TensorParallelBlock : public Layer {
     s.rstd1 = act({rows}, "ln1.rstd");
     device_->layer_norm(tag("ln1", Phase::fwd, micro_batch), x, ln1_.weight.value, ln1_.bias.value, a, s.mean1, s.rstd1);
     s.qkv = qkv_.forward(f_forward(a), micro_batch);  // {rows, 3C/N}: this rank's heads of q | k | v
-    s.probs = act({rows * local_heads_, context_}, "attn.probs");
-    s.att = act({rows, C / N}, "attn.out");
-    device_->attention(tag("attn", Phase::fwd, micro_batch), s.qkv, local_heads_, s.probs, s.att);
-    s.h = row_parallel_forward(proj_, s.att, "attn.proj", micro_batch);
-    device_->axpy(tag("attn.residual", Phase::fwd, micro_batch), 1.0f, x, s.h);
+    s.probs = act({rows * local_heads_, context_}, "attn.probs", compute_);
+    Tensor att = act({rows, C / N}, "attn.out", compute_);
+    device_->attention(tag("attn", Phase::fwd, micro_batch), s.qkv, local_heads_, s.probs, att);
+    Tensor branch = proj_.forward(att, micro_batch);
+    g_forward(branch, "attn", micro_batch);
+    proj_.add_bias(branch, micro_batch);
+    s.h = add_residual(x, branch, tag("attn.residual", Phase::fwd, micro_batch), "attn.residual");
     // MLP half: out = h + g(mlp.proj_r(gelu(fc_r(f(ln2(h)))))) + mlp.proj.bias.
     Tensor b = act({rows, C}, "ln2.out");
     s.mean2 = act({rows}, "ln2.mean");
@@ -184,10 +264,12 @@ class TensorParallelBlock : public Layer {
     device_->layer_norm(tag("ln2", Phase::fwd, micro_batch), s.h, ln2_.weight.value, ln2_.bias.value, b, s.mean2,
                         s.rstd2);
     s.f = fc_.forward(f_forward(b), micro_batch);  // {rows, 4C/N}
-    s.g = act({rows, 4 * C / N}, "mlp.gelu");
+    s.g = act({rows, 4 * C / N}, "mlp.gelu", compute_);
     device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch), s.f, s.g);  // element-wise: on the shard alone
-    Tensor out = row_parallel_forward(mlp_proj_, s.g, "mlp.proj", micro_batch);
-    device_->axpy(tag("mlp.residual", Phase::fwd, micro_batch), 1.0f, s.h, out);
+    branch = mlp_proj_.forward(s.g, micro_batch);
+    g_forward(branch, "mlp", micro_batch);
+    mlp_proj_.add_bias(branch, micro_batch);
+    Tensor out = add_residual(s.h, branch, tag("mlp.residual", Phase::fwd, micro_batch), "mlp.residual");
     saved_.push_back(std::move(s));
     return out;
   }
@@ -197,39 +279,45 @@ class TensorParallelBlock : public Layer {
     Saved s = std::move(saved_.front());
     saved_.pop_front();
     const int64_t rows = dy.rows(), C = hidden_;
-    // MLP half. g's backward is the identity: dy, the same on every rank, goes into mlp.proj_r.
-    Tensor dg = row_parallel_backward(mlp_proj_, dy, s.g, "mlp.proj", accumulate, micro_batch);
+    // MLP half. g's backward is the identity: dy, the same on every rank, goes into mlp.proj_r
+    // (in the compute dtype; dy itself stays the residual's gradient).
+    Tensor dg = mlp_proj_.backward(in_dtype(dy, compute_, tag("mlp.proj.dy", Phase::bwd, micro_batch), "mlp.dy"), true,
+                                   accumulate, micro_batch);
     device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, s.g, dg);
-    Tensor db = f_backward(fc_.backward(dg, true, accumulate, micro_batch), "mlp", micro_batch);
+    const OpTag ln2_tag = tag("ln2", Phase::bwd, micro_batch);
+    Tensor db = in_dtype(f_backward(fc_.backward(dg, true, accumulate, micro_batch), "mlp", micro_batch), DType::f32,
+                         ln2_tag, "ln2.dy");
     Tensor dh = act({rows, C}, "ln2.dx");
-    device_->layer_norm_backward(tag("ln2", Phase::bwd, micro_batch), db, s.h, ln2_.weight.value, s.mean2, s.rstd2,
-                                 dh, ln2_.weight.grad, ln2_.bias.grad, accumulate);
+    device_->layer_norm_backward(ln2_tag, db, s.h, ln2_.weight.value, s.mean2, s.rstd2, dh, ln2_.weight.grad,
+                                 ln2_.bias.grad, accumulate);
     device_->axpy(tag("mlp.residual", Phase::bwd, micro_batch), 1.0f, dy, dh);  // h fed the MLP and the output
     // Attention half, the same way.
-    Tensor datt = row_parallel_backward(proj_, dh, s.att, "attn.proj", accumulate, micro_batch);
-    Tensor dqkv = act({rows, qkv_.out_features()}, "attn.dqkv");
+    Tensor datt = proj_.backward(in_dtype(dh, compute_, tag("attn.proj.dy", Phase::bwd, micro_batch), "attn.dy"), true,
+                                 accumulate, micro_batch);
+    Tensor dqkv = act({rows, qkv_.out_features()}, "attn.dqkv", compute_);
     {
-      Tensor dscores = device_->empty(s.probs.shape(), DType::f32, MemoryCategory::workspace, prefix_ + ".attn.dscores");
+      Tensor dscores = device_->empty(s.probs.shape(), compute_, MemoryCategory::workspace, prefix_ + ".attn.dscores");
       device_->attention_backward(tag("attn", Phase::bwd, micro_batch), datt, s.qkv, s.probs, local_heads_, dscores,
                                   dqkv);
     }
-    Tensor da = f_backward(qkv_.backward(dqkv, true, accumulate, micro_batch), "attn", micro_batch);
+    const OpTag ln1_tag = tag("ln1", Phase::bwd, micro_batch);
+    Tensor da = in_dtype(f_backward(qkv_.backward(dqkv, true, accumulate, micro_batch), "attn", micro_batch), DType::f32,
+                         ln1_tag, "ln1.dy");
     Tensor dx = act({rows, C}, "ln1.dx");
-    device_->layer_norm_backward(tag("ln1", Phase::bwd, micro_batch), da, s.x, ln1_.weight.value, s.mean1, s.rstd1,
-                                 dx, ln1_.weight.grad, ln1_.bias.grad, accumulate);
+    device_->layer_norm_backward(ln1_tag, da, s.x, ln1_.weight.value, s.mean1, s.rstd1, dx, ln1_.weight.grad,
+                                 ln1_.bias.grad, accumulate);
     device_->axpy(tag("attn.residual", Phase::bwd, micro_batch), 1.0f, dh, dx);
     return need_dx ? dx : Tensor();
   }
 
   void clear_saved() override {
     saved_.clear();
-    qkv_.clear_saved();
-    fc_.clear_saved();
+    for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->clear_saved();
   }
 
  private:
   struct Saved {
-    Tensor x, mean1, rstd1, qkv, probs, att, h, mean2, rstd2, f, g;
+    Tensor x, mean1, rstd1, qkv, probs, h, mean2, rstd2, f, g;
   };
 
   // slide: tensor-parallel-operators
@@ -237,41 +325,40 @@ class TensorParallelBlock : public Layer {
   // layer reads all of it.
   Tensor f_forward(const Tensor& x) { return x; }
   // f, backward: each rank's column-parallel layer gives its part of the input's gradient; the
-  // LayerNorm below needs the whole, so the ranks add theirs. One all-reduce of B·T·C floats.
+  // LayerNorm below needs the whole, so the ranks add theirs. One all-reduce of B·T·C values.
   Tensor f_backward(const Tensor& partial, const std::string& half, int micro_batch) {
     group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".f", .micro_batch = micro_batch});
     return partial;
   }
   // g, forward: each rank's row-parallel layer gives a partial sum of the output; one all-reduce
-  // of B·T·C floats adds them. g, backward: the identity (see backward()).
+  // of B·T·C values adds them. g, backward: the identity (see backward()).
   void g_forward(const Tensor& partial, const std::string& half, int micro_batch) {
     group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".g", .micro_batch = micro_batch});
   }
   // end slide
 
-  // y = g(x_r · W_rᵀ) + b: the partial product, summed over the ranks, then the bias once.
-  Tensor row_parallel_forward(RowParallel& l, const Tensor& x, const std::string& what, int micro_batch) {
-    const OpTag t = tag(what, Phase::fwd, micro_batch);
-    Tensor y = act({x.rows(), hidden_}, what + ".out");
-    device_->gemm(t, false, true, x, l.weight.value, y);
-    g_forward(y, what.substr(0, what.find('.')), micro_batch);
-    device_->bias_act(t, y, l.bias.value, Activation::none);
-    return y;
+  // The residual stream stays f32: an f32 branch takes the stream in place, a half one is added
+  // into a new f32 copy of it.
+  Tensor add_residual(const Tensor& stream, const Tensor& branch, const OpTag& t, const std::string& what) {
+    if (branch.dtype() == DType::f32) {
+      device_->axpy(t, 1.0f, stream, branch);
+      return branch;
+    }
+    Tensor sum = act(stream.shape(), what);
+    device_->copy(t, stream, sum);
+    device_->axpy(t, 1.0f, branch, sum);
+    return sum;
   }
-  // db = Σ dy and dW_r = dyᵀ · x_r (this rank's columns of W's gradient); returns dx_r = dy · W_r.
-  // dy is the same on every rank, so db is too: the bias stays whole and equal without talking.
-  Tensor row_parallel_backward(RowParallel& l, const Tensor& dy, const Tensor& x, const std::string& what,
-                               bool accumulate, int micro_batch) {
-    const OpTag t = tag(what, Phase::bwd, micro_batch);
-    device_->bias_act_backward(t, dy, dy, l.bias.grad, Activation::none, accumulate);  // leaves dy as it is
-    device_->gemm(t, true, false, dy, x, l.weight.grad, accumulate ? 1.0f : 0.0f);
-    Tensor dx = act({dy.rows(), x.cols()}, what + ".dx");
-    device_->gemm(t, false, false, dy, l.weight.value, dx);
-    return dx;
+  // t itself, or a copy cast to `dtype` (where the half and f32 parts meet under --amp).
+  Tensor in_dtype(const Tensor& t, DType dtype, const OpTag& op, const std::string& what) {
+    if (t.dtype() == dtype) return t;
+    Tensor out = act(t.shape(), what + "." + dtype_name(dtype), dtype);
+    device_->cast(op, t, out);
+    return out;
   }
 
-  Tensor act(std::vector<int64_t> shape, const std::string& what) {
-    return device_->empty(std::move(shape), DType::f32, MemoryCategory::activations, prefix_ + "." + what);
+  Tensor act(std::vector<int64_t> shape, const std::string& what, DType dtype = DType::f32) {
+    return device_->empty(std::move(shape), dtype, MemoryCategory::activations, prefix_ + "." + what);
   }
   OpTag tag(const std::string& what, Phase phase, int micro_batch) const {
     return {prefix_ + "." + what + (phase == Phase::fwd ? ".fwd" : ".bwd"), phase, index_, micro_batch};
@@ -281,8 +368,8 @@ class TensorParallelBlock : public Layer {
   ProcessGroup& group_;
   int64_t hidden_, local_heads_, context_;
   LayerNormParameters ln1_, ln2_;
-  Linear qkv_, fc_;
-  RowParallel proj_, mlp_proj_;
+  Linear qkv_, fc_;                       // column-parallel
+  RowParallelLinear proj_, mlp_proj_;     // row-parallel
   std::deque<Saved> saved_;
 };
 
@@ -296,6 +383,7 @@ struct TpRank {
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<Parameter*> params;  // params[p] is rank's part of the model's tensor p
   std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LossScaler> scaler;  // --amp fp16; it does nothing otherwise
 };
 
 class TensorParallel : public Strategy {
@@ -326,11 +414,15 @@ class TensorParallel : public Strategy {
           throw Error(kName, "rank " + std::to_string(rank) + " holds " + q.name + " where the model has " +
                                  tensors[p].name + " — please report this");
         const std::vector<float> part =
-            shard_of(ctx.initial_weights.has_values() ? ctx.initial_weights.values[p] : std::vector<float>{},
-                     tensors[p].shape, split_of(q.name), rank, n);
+            shard_of(values_of(ctx.initial_weights, p), tensors[p].shape, split_of(q.name), rank, n);
         dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
       }
       r->optimizer = std::make_unique<Optimizer>(config_.optimizer, r->params);
+      // --amp: every layer computes in half from half copies of its f32 masters. With fp16 an
+      // overflow may show in one rank's shards alone: the ranks agree on it through their group.
+      for (auto& layer : r->layers) layer->set_precision(config_.amp_dtype());
+      r->scaler = std::make_unique<LossScaler>(make_loss_scaler(config_));
+      r->scaler->agree_over(ranks_.group(rank), dev);
       ranks_by_index_[static_cast<size_t>(rank)] = std::move(r);
     });
   }
@@ -374,6 +466,8 @@ class TensorParallel : public Strategy {
       }
     });
     s.optimizer_steps = local(reporter()).optimizer->steps_taken();
+    s.loss_scale = local(reporter()).scaler->state_scale();  // every rank's scaler decides alike
+    s.scaler_good_steps = local(reporter()).scaler->good_steps();
     return s;
   }
 
@@ -387,8 +481,7 @@ class TensorParallel : public Strategy {
       for (size_t p = 0; p < tensors.size(); ++p) {
         const Split split = split_of(tensors[p].name);
         Parameter& q = *r.params[p];
-        const std::vector<float> part = shard_of(s.weights.has_values() ? s.weights.values[p] : std::vector<float>{},
-                                                 tensors[p].shape, split, rank, n);
+        const std::vector<float> part = shard_of(values_of(s.weights, p), tensors[p].shape, split, rank, n);
         r.device->upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
         if (p < s.optimizer.size())
           for (const std::vector<float>& whole : s.optimizer[p])
@@ -396,7 +489,12 @@ class TensorParallel : public Strategy {
       }
       r.optimizer->set_steps_taken(s.optimizer_steps);
       r.optimizer->upload_state(mine);
+      r.scaler->load_state(s.loss_scale, s.scaler_good_steps);
     }
+  }
+
+  AmpReport amp_report() const override {
+    return ranks_by_index_[static_cast<size_t>(ranks_.local_ranks().front())]->scaler->report();
   }
 
  private:
@@ -411,16 +509,20 @@ class TensorParallel : public Strategy {
     dev.upload({"batch.y", Phase::data}, y, batch.y.data());
     // 2. Forward: the embedding whole, each block on this rank's heads and MLP columns (its two g
     //    all-reduces inside), the head whole. Every rank ends with the same logits.
+    for (auto& layer : r.layers) layer->refresh_half_weights();  // --amp: this step's half weights
     Tensor h = x;
     for (auto& layer : r.layers) h = layer->forward(h);
     Tensor dlogits = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");
-    const double loss = dev.softmax_xent({"loss", Phase::fwd}, h, y, dlogits);
+    const double loss = dev.softmax_xent({"loss", Phase::fwd}, h, y, dlogits, r.scaler->scale());
     // 3. Backward, last layer first (each block's two f all-reduces inside). Every gradient of a
     //    replicated parameter comes out the same on every rank: no gradient all-reduce.
     Tensor g = dlogits;
     for (int l = static_cast<int>(r.layers.size()) - 1; l >= 0; --l) g = r.layers[l]->backward(g, l > 0);
-    // 4. Each rank steps its own shards and its copy of the replicated parameters.
-    r.optimizer->step();
+    // 4. Each rank steps its own shards and its copy of the replicated parameters — unless (fp16)
+    //    a gradient overflowed on any rank: then all skip.
+    const bool overflow = r.scaler->unscale_and_check(r.params);
+    if (!overflow) r.optimizer->step();
+    r.scaler->update(overflow);
     return loss;
   }
   // end slide

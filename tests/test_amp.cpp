@@ -398,8 +398,8 @@ TEST_P(AmpEquivalence, HalfRunsStayCloseToFp32) {
   if (k.strategy == "zero") c.zero_stage = k.zero_stage;
   c.schedule = k.schedule;
   c.micro_batches = k.micro_batches;
+  if (k.model != test::kEquivalenceModel) c.model = k.model;
   if (k.model == "convnet") {  // 28×28 images: a smaller batch keeps the case quick
-    c.model = k.model;
     c.batch = 16;
     c.synthetic_train = 512;
     c.synthetic_test = 32;
@@ -443,6 +443,8 @@ std::vector<AmpCase> amp_cases() {
     cases.push_back({"ddp-mp", 4, kind});  // two ranks of 2
     cases.push_back({"zero", 2, kind, 1});
     cases.push_back({"zero", 2, kind, 2});
+    // Its heads and MLP split over 2 ranks: a GPT's.
+    cases.push_back({"tensor-parallel", 2, kind, 0, Schedule::gpipe, 1, "gpt:2-32-4-16-96"});
   }
   // The ConvNet: every strategy on cpu, and on sim (whose half convolutions are priced at the
   // half peak) single and ddp.

@@ -258,9 +258,9 @@ TEST(TensorParallel, RefusesHeadsItCannotShareAndModelsWithoutHeads) {
             std::string::npos)
       << e;
   c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 2, "sgd");
-  c.amp = Amp::bf16;
+  c.recompute = true;
   e = error_of(c);
-  EXPECT_NE(e.find("--amp bf16 does not apply to --strategy tensor-parallel"), std::string::npos) << e;
+  EXPECT_NE(e.find("[tensor-parallel] --recompute is not written for tensor-parallel blocks"), std::string::npos) << e;
 }
 
 // Adam on this GPT turns round-off into up to 5e-3 of relative weight difference (see
