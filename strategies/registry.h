@@ -18,8 +18,8 @@ std::unique_ptr<Strategy> make_ddp(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_ddp_mp(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_zero(StrategyContext& ctx);
 std::unique_ptr<Strategy> make_tensor_parallel(StrategyContext& ctx);
-// A GPT whose heads and MLP width --devices ranks share equally, without --recompute: throws
-// UsageError naming the value and the fix otherwise.
+// A GPT whose heads and MLP width --devices ranks share equally: throws UsageError naming the
+// value and the fix otherwise.
 void check_tensor_parallel_shape(const TrainConfig& config);
 
 }  // namespace scalelab

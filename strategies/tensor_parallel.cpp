@@ -239,10 +239,50 @@ class TensorParallelBlock : public Layer {
     for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->refresh_half_weights(micro_batch);
   }
 
+  // --recompute: forward keeps the block's input alone; backward runs the forward again first, its
+  // two g all-reduces included (Megatron's activation checkpointing pays them twice as well).
+  void set_recompute(bool on) override { recompute_ = on; }
+
   Tensor forward(const Tensor& x, int micro_batch = -1) override {
     output_shape(x.shape());
-    const int64_t rows = x.rows(), C = hidden_, N = group_.size();
     Saved s;
+    Tensor out = run_forward(x, micro_batch, false, s);
+    if (recompute_) {
+      // What the layers and `s` hold is freed here and made again in backward (each earlier
+      // forward of a recomputing block cleared its own).
+      for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->clear_saved();
+      s = Saved{};
+      s.x = x;
+    }
+    saved_.push_back(std::move(s));
+    return out;
+  }
+
+  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override {
+    if (saved_.empty()) throw Error("nn", name_ + ": backward without a forward");
+    Saved s = std::move(saved_.front());
+    saved_.pop_front();
+    if (!s.qkv.defined()) {  // the forward kept x alone (recompute)
+      const Tensor x = s.x;
+      run_forward(x, micro_batch, true, s);
+    }
+    return run_backward(dy, need_dx, accumulate, micro_batch, s);
+  }
+
+  void clear_saved() override {
+    saved_.clear();
+    for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->clear_saved();
+  }
+
+ private:
+  struct Saved {
+    Tensor x, mean1, rstd1, qkv, probs, h, mean2, rstd2, f, g;
+  };
+
+  // The forward's ops; returns the output and fills `s`. recomputing: a rerun in backward.
+  Tensor run_forward(const Tensor& x, int micro_batch, bool recomputing, Saved& s) {
+    const int64_t rows = x.rows(), C = hidden_, N = group_.size();
+    auto tag = [&](const std::string& what, Phase phase, int mb) { return this->tag(what, phase, mb, recomputing); };
     s.x = x;
     // Attention half: h = x + g(proj_r(attention_r(qkv_r(f(ln1(x)))))) + proj.bias.
     Tensor a = act({rows, C}, "ln1.out");
@@ -254,7 +294,7 @@ class TensorParallelBlock : public Layer {
     Tensor att = act({rows, C / N}, "attn.out", compute_);
     device_->attention(tag("attn", Phase::fwd, micro_batch), s.qkv, local_heads_, s.probs, att);
     Tensor branch = proj_.forward(att, micro_batch);
-    g_forward(branch, "attn", micro_batch);
+    g_forward(branch, "attn", micro_batch, recomputing);
     proj_.add_bias(branch, micro_batch);
     s.h = add_residual(x, branch, tag("attn.residual", Phase::fwd, micro_batch), "attn.residual");
     // MLP half: out = h + g(mlp.proj_r(gelu(fc_r(f(ln2(h)))))) + mlp.proj.bias.
@@ -267,17 +307,12 @@ class TensorParallelBlock : public Layer {
     s.g = act({rows, 4 * C / N}, "mlp.gelu", compute_);
     device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch), s.f, s.g);  // element-wise: on the shard alone
     branch = mlp_proj_.forward(s.g, micro_batch);
-    g_forward(branch, "mlp", micro_batch);
+    g_forward(branch, "mlp", micro_batch, recomputing);
     mlp_proj_.add_bias(branch, micro_batch);
-    Tensor out = add_residual(s.h, branch, tag("mlp.residual", Phase::fwd, micro_batch), "mlp.residual");
-    saved_.push_back(std::move(s));
-    return out;
+    return add_residual(s.h, branch, tag("mlp.residual", Phase::fwd, micro_batch), "mlp.residual");
   }
 
-  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override {
-    if (saved_.empty()) throw Error("nn", name_ + ": backward without a forward");
-    Saved s = std::move(saved_.front());
-    saved_.pop_front();
+  Tensor run_backward(const Tensor& dy, bool need_dx, bool accumulate, int micro_batch, const Saved& s) {
     const int64_t rows = dy.rows(), C = hidden_;
     // MLP half. g's backward is the identity: dy, the same on every rank, goes into mlp.proj_r
     // (in the compute dtype; dy itself stays the residual's gradient).
@@ -310,16 +345,6 @@ class TensorParallelBlock : public Layer {
     return need_dx ? dx : Tensor();
   }
 
-  void clear_saved() override {
-    saved_.clear();
-    for (Layer* l : std::initializer_list<Layer*>{&qkv_, &proj_, &fc_, &mlp_proj_}) l->clear_saved();
-  }
-
- private:
-  struct Saved {
-    Tensor x, mean1, rstd1, qkv, probs, h, mean2, rstd2, f, g;
-  };
-
   // slide: tensor-parallel-operators
   // f, forward: the identity. Every rank's LayerNorm output is the same; each column-parallel
   // layer reads all of it.
@@ -332,8 +357,9 @@ class TensorParallelBlock : public Layer {
   }
   // g, forward: each rank's row-parallel layer gives a partial sum of the output; one all-reduce
   // of B·T·C values adds them. g, backward: the identity (see backward()).
-  void g_forward(const Tensor& partial, const std::string& half, int micro_batch) {
-    group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".g", .micro_batch = micro_batch});
+  void g_forward(const Tensor& partial, const std::string& half, int micro_batch, bool recomputing) {
+    group_.all_reduce(partial, ReduceOp::sum,
+                      {.name = prefix_ + "." + half + ".g" + (recomputing ? ".recompute" : ""), .micro_batch = micro_batch});
   }
   // end slide
 
@@ -360,13 +386,16 @@ class TensorParallelBlock : public Layer {
   Tensor act(std::vector<int64_t> shape, const std::string& what, DType dtype = DType::f32) {
     return device_->empty(std::move(shape), dtype, MemoryCategory::activations, prefix_ + "." + what);
   }
-  OpTag tag(const std::string& what, Phase phase, int micro_batch) const {
+  OpTag tag(const std::string& what, Phase phase, int micro_batch, bool recomputing = false) const {
+    // A rerun of the forward belongs to the backward pass: that is when it runs, and what it costs.
+    if (recomputing) return {prefix_ + "." + what + ".recompute", Phase::bwd, index_, micro_batch};
     return {prefix_ + "." + what + (phase == Phase::fwd ? ".fwd" : ".bwd"), phase, index_, micro_batch};
   }
 
   std::string prefix_;  // "blocks.<block>", as single names the block's parameters
   ProcessGroup& group_;
   int64_t hidden_, local_heads_, context_;
+  bool recompute_ = false;
   LayerNormParameters ln1_, ln2_;
   Linear qkv_, fc_;                       // column-parallel
   RowParallelLinear proj_, mlp_proj_;     // row-parallel
@@ -420,7 +449,10 @@ class TensorParallel : public Strategy {
       r->optimizer = std::make_unique<Optimizer>(config_.optimizer, r->params);
       // --amp: every layer computes in half from half copies of its f32 masters. With fp16 an
       // overflow may show in one rank's shards alone: the ranks agree on it through their group.
-      for (auto& layer : r->layers) layer->set_precision(config_.amp_dtype());
+      for (auto& layer : r->layers) {
+        layer->set_precision(config_.amp_dtype());
+        layer->set_recompute(config_.recompute);
+      }
       r->scaler = std::make_unique<LossScaler>(make_loss_scaler(config_));
       r->scaler->agree_over(ranks_.group(rank), dev);
       ranks_by_index_[static_cast<size_t>(rank)] = std::move(r);
@@ -588,9 +620,6 @@ void check_tensor_parallel_shape(const TrainConfig& c) {
     throw UsageError(kName, "--devices " + std::to_string(n) + ": the MLP's " + std::to_string(4 * spec.gpt.hidden) +
                                 " hidden features (4C) cannot be shared equally by " + std::to_string(n) +
                                 " ranks — use --devices that divides " + std::to_string(4 * spec.gpt.hidden));
-  if (c.recompute)
-    throw UsageError(kName, "--recompute is not written for tensor-parallel blocks — drop --recompute, or use "
-                            "--strategy single, ddp, pipeline or zero");
 }
 
 std::unique_ptr<Strategy> make_tensor_parallel(StrategyContext& ctx) {

@@ -141,13 +141,17 @@ TEST(DryRun, OtherStrategiesLedgerAndClockEqualARealRun) {
   expect_dry_equals_real(amp);
 }
 
+// 2 and 4 ranks with Adam; 2 with the blocks recomputed and in bf16 (half all-reduces, reruns).
 TEST(DryRun, TensorParallelLedgerAndClockEqualARealRun) {
-  for (int n : {2, 4}) {
-    TrainConfig c = test::small_config("tensor-parallel", n, DeviceKind::sim, "adam");
+  for (const auto& [n, optimizer, rerun_in_half] :
+       {std::tuple{2, "adam", false}, std::tuple{4, "adam", false}, std::tuple{2, "sgd", true}}) {
+    TrainConfig c = test::small_config("tensor-parallel", n, DeviceKind::sim, optimizer);
     c.model = "gpt:2-32-4-16-96";
     c.batch = 8;
     c.synthetic_train = 64;
     c.synthetic_test = 16;
+    c.recompute = rerun_in_half;
+    if (rerun_in_half) c.amp = Amp::bf16;
     expect_dry_equals_real(c);
   }
 }

@@ -206,10 +206,12 @@ TEST(ModelFamilies, ConvNetResumesExactlyAndExportsStateDictNames) {
 
 // One step on N sim devices: per block f and g twice each (attention and MLP), so 4·L all-reduces
 // per rank, each of the B·T·C f32 activations — the ring sends 2(N−1)/N of them per rank.
+// With --recompute the backward reruns each block's forward, its two g's included: 6·L.
 TEST(TensorParallel, FourAllReducesOfTheActivationsPerBlockPerRank) {
   const int64_t L = 2, C = 32, T = 16, B = 8;
-  for (int n : {2, 4}) {
+  for (const auto& [n, recompute] : {std::pair{2, false}, std::pair{4, false}, std::pair{2, true}}) {
     TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", n, "sgd");
+    c.recompute = recompute;
     c.device = DeviceKind::sim;
     c.hw = "a100-nvlink-8";
     c.check_equivalence = false;
@@ -226,7 +228,7 @@ TEST(TensorParallel, FourAllReducesOfTheActivationsPerBlockPerRank) {
     ASSERT_EQ(static_cast<int>(calls.size()), n);
     const int64_t payload = B * T * C * 4;
     for (const auto& [device, per_call] : calls) {
-      EXPECT_EQ(static_cast<int64_t>(per_call.size()), 4 * L) << "device " << device;
+      EXPECT_EQ(static_cast<int64_t>(per_call.size()), (recompute ? 6 : 4) * L) << "device " << device;
       for (const auto& [name, bytes] : per_call)
         EXPECT_EQ(bytes, payload * 2 * (n - 1) / n) << name << " on device " << device;
       for (const char* name : {"blocks.0.attn.g", "blocks.0.attn.f", "blocks.1.mlp.g", "blocks.1.mlp.f"})
@@ -258,9 +260,6 @@ TEST(TensorParallel, RefusesHeadsItCannotShareAndModelsWithoutHeads) {
             std::string::npos)
       << e;
   c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 2, "sgd");
-  c.recompute = true;
-  e = error_of(c);
-  EXPECT_NE(e.find("[tensor-parallel] --recompute is not written for tensor-parallel blocks"), std::string::npos) << e;
 }
 
 // Adam on this GPT turns round-off into up to 5e-3 of relative weight difference (see
@@ -322,4 +321,15 @@ TEST(TensorParallel, CheckpointsAreWholeAndResumeUnderAnyStrategy) {
     EXPECT_LE(diff, 1e-4f * std::max(scale, 1e-3f)) << straight.state.weights.spec.tensors()[p].name;
   }
   std::filesystem::remove_all(dir);
+}
+
+// --recompute reruns the blocks' forwards, all-reduces included: the same training.
+TEST(TensorParallel, RecomputedBlocksTrainAsSingle) {
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 2, "sgd");
+  c.recompute = true;
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  EXPECT_LE(r.max_rel_diff, kEquivalenceTolerance);
+  EXPECT_GE(r.max_rel_diff, 0.0);
+  std::printf("    tensor-parallel 2 sgd --recompute: max_rel_diff %.3g\n", r.max_rel_diff);
 }
