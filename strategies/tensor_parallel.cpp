@@ -9,6 +9,8 @@
 // and one all-reduce adds the N partials. Attention the same way: the heads are independent, so
 // rank r holds heads [r·H/N, (r+1)·H/N) of q, k and v (the qkv columns of those heads), runs
 // attention on them alone, and the output projection is split by rows, then all-reduced.
+// ("Columns" and "rows" are of A in X·A; our weights are out × in, A transposed, so a column-
+// parallel layer holds rows of its weight and a row-parallel one columns.)
 //
 // Two operators mark where the ranks talk (the paper's figure 3):
 //
@@ -38,8 +40,11 @@
 // With --amp the block computes as TransformerBlock does (LayerNorms and the residual stream f32,
 // the projections, attention and GELU in half), so f and g all-reduce half activations: half the
 // bytes. With fp16 a gradient may overflow in one rank's shards alone; the ranks agree on every
-// overflow and skip together.
+// overflow and skip together. With --recompute each block keeps its input alone and reruns its
+// forward in backward, its two g all-reduces included.
 #include <deque>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,49 +81,42 @@ Split split_of(const std::string& name) {
   return {};  // the embedding, LayerNorms, the row-parallel biases, the head
 }
 
-struct Extent {
-  int64_t rows, cols;
-};
-Extent extent_of(const std::vector<int64_t>& shape) { return {shape[0], shape.size() > 1 ? shape[1] : 1}; }
-
-// Rank r's part of a whole tensor's floats.
-std::vector<float> shard_of(const std::vector<float>& whole, const std::vector<int64_t>& shape, Split s, int r, int n) {
-  if (s.kind == Split::whole || whole.empty()) return whole;
-  const Extent e = extent_of(shape);
-  std::vector<float> part;
-  part.reserve(whole.size() / static_cast<size_t>(n));
+// Calls at(i) with the whole tensor's flat index of each element rank r of n holds, in the order
+// the rank keeps them.
+template <class At>
+void for_each_element_of(const std::vector<int64_t>& shape, Split s, int r, int n, At at) {
+  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
   if (s.kind == Split::rows) {
-    const int64_t group = e.rows / s.groups, mine = group / n;
+    const int64_t group = rows / s.groups, mine = group / n;
     for (int g = 0; g < s.groups; ++g)
       for (int64_t i = g * group + r * mine; i < g * group + (r + 1) * mine; ++i)
-        part.insert(part.end(), whole.begin() + i * e.cols, whole.begin() + (i + 1) * e.cols);
+        for (int64_t j = 0; j < cols; ++j) at(i * cols + j);
+  } else if (s.kind == Split::cols) {
+    const int64_t mine = cols / n;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = r * mine; j < (r + 1) * mine; ++j) at(i * cols + j);
   } else {
-    const int64_t mine = e.cols / n;
-    for (int64_t i = 0; i < e.rows; ++i)
-      part.insert(part.end(), whole.begin() + i * e.cols + r * mine, whole.begin() + i * e.cols + (r + 1) * mine);
+    for (int64_t i = 0; i < rows * cols; ++i) at(i);
   }
+}
+
+// Rank r's part of a whole tensor's floats (none in a dry run).
+std::vector<float> shard_of(const std::vector<float>& whole, const std::vector<int64_t>& shape, Split s, int r, int n) {
+  if (s.kind == Split::whole || whole.empty()) return whole;
+  std::vector<float> part;
+  part.reserve(whole.size() / static_cast<size_t>(n));
+  for_each_element_of(shape, s, r, n, [&](int64_t i) { part.push_back(whole[static_cast<size_t>(i)]); });
   return part;
 }
 
-// The whole tensor from every rank's part (the inverse of shard_of).
+// The whole tensor from every rank's part (the inverse of shard_of; none in a dry run).
 std::vector<float> whole_of(const std::vector<std::vector<float>>& parts, const std::vector<int64_t>& shape, Split s) {
   if (s.kind == Split::whole || parts.front().empty()) return parts.front();  // replicated: rank 0's is every rank's
-  const Extent e = extent_of(shape);
   const int n = static_cast<int>(parts.size());
-  std::vector<float> whole(static_cast<size_t>(e.rows * e.cols));
+  std::vector<float> whole(parts.front().size() * static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    const std::vector<float>& part = parts[static_cast<size_t>(r)];
-    size_t at = 0;
-    if (s.kind == Split::rows) {
-      const int64_t group = e.rows / s.groups, mine = group / n;
-      for (int g = 0; g < s.groups; ++g)
-        for (int64_t i = g * group + r * mine; i < g * group + (r + 1) * mine; ++i)
-          for (int64_t j = 0; j < e.cols; ++j) whole[static_cast<size_t>(i * e.cols + j)] = part[at++];
-    } else {
-      const int64_t mine = e.cols / n;
-      for (int64_t i = 0; i < e.rows; ++i)
-        for (int64_t j = r * mine; j < (r + 1) * mine; ++j) whole[static_cast<size_t>(i * e.cols + j)] = part[at++];
-    }
+    size_t k = 0;
+    for_each_element_of(shape, s, r, n, [&](int64_t i) { whole[static_cast<size_t>(i)] = parts[static_cast<size_t>(r)][k++]; });
   }
   return whole;
 }
