@@ -782,6 +782,13 @@ int bench_predict(const BenchPredictOptions& options) {
       c.batch = o.batch;
       c.steps = o.steps;
       if (info.showcase) info.showcase(c);
+      // A strategy written for another family (tensor-parallel splits a transformer's blocks)
+      // shows itself on a model of its own: not this model's run, so not priced beside it.
+      if (c.model != model) {
+        std::printf("# %s: %s is not for %s (it shows itself on %s) — left out\n", model.c_str(), info.name.c_str(),
+                    model.c_str(), c.model.c_str());
+        continue;
+      }
       configs.emplace_back(info.name, c);
     }
     // The profiles this model's runs are priced on: those given, and (--retime-gemms) each with its
@@ -790,11 +797,13 @@ int bench_predict(const BenchPredictOptions& options) {
     std::vector<std::string> profiles = o.hw;
     RetimedProfiles retimed;
     json speeds = json::array();
+    // The GEMM shapes are read off an MLP's layer sizes; a ConvNet's or a GPT's are not re-timed.
+    const bool mlp = ModelSpec::parse(model).family == ModelFamily::mlp;
     if (o.retime_gemms)
       for (size_t i = 0; i < given; ++i) {
         GemmSpeedNow now;
         if (from_table) now = saved_gemm_speed(saved, o.measured_path, model, i);  // the speed then: the past cannot be re-timed
-        else now = gemm_speed_now(load_profile(o.hw[i]), gemm_shapes_of(configs, o.hw[i]), kind);
+        else if (mlp) now = gemm_speed_now(load_profile(o.hw[i]), gemm_shapes_of(configs, o.hw[i]), kind);
         profiles.push_back(retimed.add(o.hw[i], now));
         speeds.push_back({{"profile", o.hw[i]}, {"ratio", now.ratio}, {"shapes", now.shapes}});
         if (now.ratio > 0)
@@ -803,6 +812,8 @@ int bench_predict(const BenchPredictOptions& options) {
         else if (from_table)
           std::printf("# %s: %s kept no GEMM re-timing for P%zu: P%zu* is P%zu\n", model.c_str(), o.measured_path.c_str(), i + 1,
                       i + 1, i + 1);
+        else if (!mlp)
+          std::printf("# %s: --retime-gemms re-times an MLP's GEMMs only: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1);
         else
           std::printf("# %s: P%zu has no GEMM table to re-time: P%zu* is P%zu\n", model.c_str(), i + 1, i + 1, i + 1);
       }

@@ -81,6 +81,9 @@ int run_tour(const TourOptions& o) {
     c.trace_path = o.out_dir + "/" + info.name + ".trace.json";
     c.json_path = o.out_dir + "/" + info.name + ".json";
     if (info.showcase) info.showcase(c);
+    // A strategy written for another family (tensor-parallel: a transformer's blocks) shows itself
+    // on a model of its own; its row says so.
+    const std::string own_model = c.model != o.model ? c.model : "";
     // A strategy that gives each device layers of its own (model-parallel, pipeline) takes no more
     // devices than the model has layers: the tour runs it on as many as it can take (its `dev`
     // column says so) rather than showing only the refusal.
@@ -126,6 +129,10 @@ int run_tour(const TourOptions& o) {
     std::printf("%-16s %4d %10.4f %11.0f %8.1f %6.1f %7.1f %8.1f %11s %12s %8.4f\n", info.name.c_str(), devices, r.steps ? 1e3 * r.time_s / static_cast<double>(r.steps) : 0.0, tokens ? r.tokens_per_s : r.samples_per_s,
                 compute / n, comm / n, 100 * r.metrics.bubble_fraction, r.metrics.overlap_pct,
                 format_bytes(peak).c_str(), diff, r.test_accuracy);
+    if (!own_model.empty())
+      std::printf("                 (this row: %s, on %s, its samples its sequences — the strategy is written for a "
+                  "transformer's blocks)\n",
+                  info.name.c_str(), own_model.c_str());
     std::fflush(stdout);
     nlohmann::json row = to_json(r);
     row["equivalence"] = max_rel_diff >= 0 ? nlohmann::json{{"max_rel_diff", max_rel_diff}, {"steps", 5}} : nlohmann::json(nullptr);
