@@ -775,6 +775,7 @@ int bench_predict(const BenchPredictOptions& options) {
       // --device cuda measured it (nccl needs a GPU per rank).
       if (cuda && info.takes(StrategyOption::comm)) c.comm = CommBackend::threads;
       c.devices = devices_allowed(info, o.devices);
+      c.detailed_devices = c.devices;  // every device's ops are read below, measured and priced
       c.model = model;
       c.dataset = "synthetic";
       c.synthetic_train = o.batch * (o.steps + 1);

@@ -108,8 +108,11 @@ std::optional<GptMemory> closed_form(const TrainConfig& c) {
                                 samples, optimizer_state_tensors(c.optimizer), c.recompute);
 }
 
-ScalePoint run_point(const TrainConfig& c, int micro_batches) {
+ScalePoint run_point(TrainConfig c, int micro_batches) {
   const int devices = c.devices;
+  // The last step's communication and idle shares are read off every device's events below: none
+  // is tallied (a tally sums every step).
+  c.detailed_devices = devices;
   const auto t0 = std::chrono::steady_clock::now();
   EventBus bus;
   const TrainResult r = train(c, bus);
