@@ -20,6 +20,8 @@ namespace scalelab {
 
 // How the run's process groups wait and all-reduce (--comm-timeout, --comm-algo).
 CommOptions comm_options(const TrainConfig& config);
+// The model --model names, with --dropout (its seed: --seed).
+ModelSpec model_spec(const TrainConfig& config);
 // The run's first weights: --init-weights' file, or drawn from the seed (shapes only for a dry run).
 HostWeights initial_weights(const TrainConfig& config, const ModelSpec& spec);
 

@@ -83,6 +83,13 @@ std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, in
 
 }  // namespace
 
+ModelSpec model_spec(const TrainConfig& c) {
+  ModelSpec spec = ModelSpec::parse(c.model);
+  spec.dropout = c.dropout;
+  spec.dropout_seed = c.seed;
+  return spec;
+}
+
 HostWeights initial_weights(const TrainConfig& c, const ModelSpec& spec) {
   if (!c.init_weights_path.empty()) return load_weights_npz(c.init_weights_path, spec);
   return init_weights(spec, c.seed, !c.dry_run);  // a dry run's: shapes only (no host floats)
@@ -99,7 +106,7 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
     : config(c),
       bus(b),
       info(find_strategy(c.strategy)),
-      spec(ModelSpec::parse(c.model)),
+      spec(model_spec(c)),
       local_group(group),
       leader(!group || group->rank() == 0) {
   const int per_rank = info.devices_per_rank;
@@ -194,6 +201,8 @@ void EquivalenceProbe::step(const HostBatch& batch, int64_t step, EventBus& bus)
     half_.labels_per_sample = batch.labels_per_sample;
     half_.x.assign(batch.x.begin() + h * rows * features, batch.x.begin() + (h + 1) * rows * features);
     half_.y.assign(batch.y.begin() + h * labels, batch.y.begin() + (h + 1) * labels);
+    half_.part_of_step = step;  // --dropout: the whole batch's masks
+    half_.first_sample = h * rows;
     loss += split_.strategy->train_step(half_, 2 * step + h) / 2;
   }
   bus.emit(Metric{step, "loss_roundoff", loss});

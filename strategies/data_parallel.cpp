@@ -90,6 +90,7 @@ class DataParallel : public Strategy {
     std::vector<Tensor> outputs(static_cast<size_t>(n));
     threads_.apply([&](int i) {
       replicas_[i]->refresh_half_weights();
+      replicas_[i]->set_batch_position({step, i * rows, 1});  // --dropout: its slice's samples
       Tensor h = xs[i];
       for (Layer& layer : replicas_[i]->layers()) h = layer.forward(h);
       outputs[i] = h;

@@ -55,6 +55,7 @@ class Ddp : public Strategy {
     // 3. Forward through every layer of the local replica (--amp: cast the weights to half first);
     //    no communication.
     r.model->refresh_half_weights();
+    r.model->set_batch_position({step, r.rank, r.world_size});  // --dropout: samples r, r+N, …
     Tensor logits = r.model->forward(x);
     // 4. The loss: the mean over this rank's B/N rows. With --no-sync K its gradient is scaled by
     //    1/K, so K accumulated backwards add up to the mean over K batches; with fp16, also by the

@@ -60,6 +60,7 @@ class DdpMp : public Strategy {
     //    rest there. While one device computes, the other waits: model parallel's idle time.
     //    (--amp: each layer casts its weights to half first; the activation travels in half.)
     r.model->refresh_half_weights();
+    r.model->set_batch_position({step, r.rank, r.world_size});  // --dropout: samples r, r+N, …
     Tensor h = r.model->forward_range(0, split, x);
     Tensor h_there = second.empty(h.shape(), h.dtype(), MemoryCategory::activations, "activation");
     second.copy({"activation → " + second.name(), Phase::fwd, split - 1}, h, h_there);

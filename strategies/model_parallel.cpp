@@ -71,6 +71,7 @@ class ModelParallel : public Strategy {
     //    The whole batch is one micro-batch (number 0): model parallel is a pipeline with m = 1,
     //    and the dashboard's Pipeline panel shows its idle share, (p−1)/p.
     model_.refresh_half_weights();
+    model_.set_batch_position({step, 0, 1});  // --dropout: the whole batch, in order
     Tensor h = x;
     for (int l = 0; l < L; ++l) {
       const std::string fc = "fc" + std::to_string(l + 1);

@@ -103,6 +103,7 @@ class Worker {
       // slide: hogwild-round
       // 2. Forward: reads the shared weights as they are right now — other workers may be
       //    writing them at this very moment.
+      model_->set_batch_position({order.step, rank_, layout_.workers});  // --dropout: rows r, r+N, …
       Tensor logits = model_->forward(x);
       Tensor dlogits = device_->empty(logits.shape(), DType::f32, MemoryCategory::activations, "dlogits");
       const double loss = device_->softmax_xent({"loss", Phase::fwd}, logits, y, dlogits);

@@ -130,7 +130,10 @@ class Pipeline : public Strategy {
     // 2. Run the schedule. A micro-batch's input is received when its forward needs it, or
     //    earlier (see the backward below); the last stage's loss gradients wait for their backward.
     const std::vector<Task> tasks = schedule_(p, s, m);
-    for (auto& layer : st.layers) layer->refresh_half_weights();  // --amp: this step's half weights
+    for (auto& layer : st.layers) {
+      layer->refresh_half_weights();            // --amp: this step's half weights
+      layer->set_batch_position({step, 0, 1});  // --dropout: micro-batches 0, 1, … in order
+    }
     std::vector<Tensor> inputs(static_cast<size_t>(m)), dlogits(static_cast<size_t>(m));
     double loss_sum = 0;
     int backwards_done = 0;

@@ -37,6 +37,8 @@ class Single : public Strategy {
     //    fp16 the loss gradient is also multiplied by the loss scale S (scaler.scale(loss)).
     const int K = accumulate_steps_;
     model_.refresh_half_weights();
+    // --dropout: the batch's samples in order (a half of a batch: where it sits in that one).
+    model_.set_batch_position({batch.part_of_step >= 0 ? batch.part_of_step : step, batch.first_sample, 1});
     Tensor logits = model_.forward(x);
     Tensor dlogits = device_.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
     double loss =

@@ -539,7 +539,10 @@ class TensorParallel : public Strategy {
     dev.upload({"batch.y", Phase::data}, y, batch.y.data());
     // 2. Forward: the embedding whole, each block on this rank's heads and MLP columns (its two g
     //    all-reduces inside), the head whole. Every rank ends with the same logits.
-    for (auto& layer : r.layers) layer->refresh_half_weights();  // --amp: this step's half weights
+    for (auto& layer : r.layers) {
+      layer->refresh_half_weights();            // --amp: this step's half weights
+      layer->set_batch_position({step, 0, 1});  // --dropout: every rank the whole batch
+    }
     Tensor h = x;
     for (auto& layer : r.layers) h = layer->forward(h);
     Tensor dlogits = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");

@@ -106,6 +106,12 @@ void TrainConfig::validate() const {
   if (recompute && model.rfind("gpt:", 0) != 0)
     throw UsageError("train", "--recompute drops a transformer block's activations after forward and recomputes them "
                               "in backward, but --model " + model + " has no blocks — use --model gpt:L-C-H-T-V, or drop --recompute");
+  if (!(dropout >= 0.0f && dropout < 1.0f)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", static_cast<double>(dropout));
+    throw UsageError("train", std::string("--dropout ") + got + " is not a probability below 1 (at 1 every "
+                              "activation is dropped and nothing reaches the head) — use 0 ≤ p < 1, e.g. 0.1; 0 turns it off");
+  }
   optimizer.validate();
   // A day at most: a longer wait is no timeout, and past ~292 years in ns the deadline overflows.
   if (comm_timeout_ms < 1 || comm_timeout_ms > 86400000)

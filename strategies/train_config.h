@@ -49,6 +49,7 @@ struct TrainConfig {
   int devices = 1;
   bool dry_run = false;
   bool recompute = false;  // activation checkpointing of each transformer block (a GPT)
+  float dropout = 0;       // the model's dropout probability (ModelSpec::dropout), 0: none
   bool tf32 = false;  // f32 GEMMs as TF32: run so on cuda (cuBLAS), priced so on sim (the profile's TF32 peak and curve)
   std::string model = "mlp:784-256-128-10";
   std::string dataset = "fashion-mnist";  // fashion-mnist | text (a GPT's corpus) | synthetic

@@ -203,6 +203,7 @@ class Zero : public Strategy {
     //    the loss scale). The average of the N ranks' gradients is then the gradient of the mean
     //    over the whole batch. (--amp: the layers cast their weights to half first.)
     R.model.refresh_half_weights();
+    R.model.set_batch_position({step, R.rank, world_});  // --dropout: samples r, r+N, …
     Tensor logits = R.model.forward(x);
     Tensor dlogits = d.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
     const double loss = d.softmax_xent({"loss", Phase::fwd}, logits, y, dlogits, R.scaler.scale());

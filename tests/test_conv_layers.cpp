@@ -15,6 +15,7 @@
 #include "core/device/sim/profile.h"
 #include "core/error.h"
 #include "core/nn/conv_layers.h"
+#include "core/nn/dropout.h"
 #include "core/rng.h"
 
 using namespace scalelab;
@@ -399,28 +400,66 @@ TEST(Dropout, TheSameRowsGetTheSameMaskHoweverTheBatchIsSplit) {
   const int64_t rows = 8, cols = 33;
   const auto x = random_floats(static_cast<size_t>(rows * cols), 71, 0.5f, 1.5f);  // no zeros
   Dropout whole(*d, 0, "drop", 0.4f, 1234);
-  whole.set_position(5, 0);
+  whole.set_batch_position({5, 0, 1});
   const auto y = download(*d, whole.forward(upload(*d, x, {rows, cols})));
   auto half = [&](int64_t first) {
     return upload(*d, std::vector<float>(x.begin() + first * cols, x.begin() + (first + rows / 2) * cols), {rows / 2, cols});
   };
   // One layer running the two halves as micro-batches: set once, the second follows the first.
   Dropout staged(*d, 0, "drop", 0.4f, 1234);
-  staged.set_position(5, 0);
+  staged.set_batch_position({5, 0, 1});
   auto y1 = download(*d, staged.forward(half(0)));
   const auto y2 = download(*d, staged.forward(half(rows / 2)));
   y1.insert(y1.end(), y2.begin(), y2.end());
   EXPECT_EQ(y1, y);
   // Two replicas, each told where its shard starts.
   Dropout second(*d, 0, "drop", 0.4f, 1234);
-  second.set_position(5, rows / 2);
+  second.set_batch_position({5, rows / 2, 1});
   EXPECT_EQ(download(*d, second.forward(half(rows / 2))), y2);
+  // Two DDP ranks: rank r holds rows r, r+2, r+4, … (DistributedSampler's shard), told (r, 2).
+  for (int64_t r = 0; r < 2; ++r) {
+    std::vector<float> shard, expected;
+    for (int64_t j = r; j < rows; j += 2) {
+      shard.insert(shard.end(), x.begin() + j * cols, x.begin() + (j + 1) * cols);
+      expected.insert(expected.end(), y.begin() + j * cols, y.begin() + (j + 1) * cols);
+    }
+    Dropout rank(*d, 0, "drop", 0.4f, 1234);
+    rank.set_batch_position({5, r, 2});
+    EXPECT_EQ(download(*d, rank.forward(upload(*d, shard, {rows / 2, cols}))), expected) << "rank " << r;
+  }
   // Another step, or another seed: another mask.
   Dropout later(*d, 0, "drop", 0.4f, 1234), other(*d, 0, "drop", 0.4f, 99);
-  later.set_position(6, 0);
-  other.set_position(5, 0);
+  later.set_batch_position({6, 0, 1});
+  other.set_batch_position({5, 0, 1});
   EXPECT_NE(download(*d, later.forward(upload(*d, x, {rows, cols}))), y);
   EXPECT_NE(download(*d, other.forward(upload(*d, x, {rows, cols}))), y);
+}
+
+// A GPT's activations: T rows (tokens) per sample. Rank r of 2 holds samples r, r+2, …, each
+// with its T rows; its rows get the masks of those samples' rows in the whole batch.
+TEST(Dropout, ASamplesTokensKeepTheirMaskOnAStridedShard) {
+  auto d = cpu_device();
+  const int64_t samples = 6, T = 3, cols = 17;
+  const auto x = random_floats(static_cast<size_t>(samples * T * cols), 75, 0.5f, 1.5f);
+  Dropout whole(*d, 0, "drop", 0.5f, 8, T);
+  whole.set_batch_position({2, 0, 1});
+  const auto y = download(*d, whole.forward(upload(*d, x, {samples * T, cols})));
+  const int64_t per_sample = T * cols;
+  for (int64_t r = 0; r < 2; ++r) {
+    Dropout rank(*d, 0, "drop", 0.5f, 8, T);
+    rank.set_batch_position({2, r, 2});
+    // Two micro-batches of one sample each, then the last: the rows carry on across forwards.
+    std::vector<float> got;
+    for (int64_t s = r; s < samples; s += 2) {
+      const std::vector<float> one(x.begin() + s * per_sample, x.begin() + (s + 1) * per_sample);
+      const auto out = download(*d, rank.forward(upload(*d, one, {T, cols})));
+      got.insert(got.end(), out.begin(), out.end());
+    }
+    std::vector<float> expected;
+    for (int64_t s = r; s < samples; s += 2)
+      expected.insert(expected.end(), y.begin() + s * per_sample, y.begin() + (s + 1) * per_sample);
+    EXPECT_EQ(got, expected) << "rank " << r;
+  }
 }
 
 TEST(Dropout, KeepsOneMinusPScaledAndBackwardUsesTheSameMask) {
@@ -428,7 +467,7 @@ TEST(Dropout, KeepsOneMinusPScaledAndBackwardUsesTheSameMask) {
   const float p = 0.3f;
   const int64_t rows = 256, cols = 256;
   Dropout drop(*d, 2, "drop", p, 7);
-  drop.set_position(3, 1000);
+  drop.set_batch_position({3, 1000, 1});
   const std::vector<float> ones(static_cast<size_t>(rows * cols), 1.0f);
   const auto y = download(*d, drop.forward(upload(*d, ones, {rows, cols})));
   double sum = 0;
@@ -581,7 +620,11 @@ TEST(ConvLayers, BadShapesAreRefusedWithWhatWasExpected) {
 
   EXPECT_TRUE(contains(error_of([&] { Dropout x(*d, 0, "drop", 1.5f, 0); }), "drop: p = 1.5"));
   Dropout drop(*d, 2, "drop", 0.5f, 0);
-  EXPECT_TRUE(contains(error_of([&] { drop.set_position(0, -1); }), "first row -1"));
+  EXPECT_TRUE(contains(error_of([&] { drop.set_batch_position({0, -1, 1}); }), "first sample -1"));
+  EXPECT_TRUE(contains(error_of([&] { drop.set_batch_position({0, 0, 0}); }), "stride 0"));
+  Dropout tokens(*d, 2, "drop", 0.5f, 0, 4);  // 4 rows (tokens) per sample
+  EXPECT_TRUE(contains(error_of([&] { tokens.forward(d->zeros({6, 3}, DType::f32, MemoryCategory::activations, "x")); }),
+                       "6 rows are not whole samples of 4 rows"));
 
   // The device's ops check their tensors against the geometry too.
   Conv2dGeometry g{2, 1, 28, 28, 16, 5, 1, 2};

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/trace/events.h"
 #include "run/train.h"
+#include "support/errors.h"
 #include "support/small_config.h"
 
 using namespace scalelab;
@@ -146,6 +147,63 @@ std::vector<FamilyCase> family_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyEquivalence, testing::ValuesIn(family_cases()), family_case_name);
+
+// ---------------------------------------------------------------------------------------------
+// --dropout: the mask is a function of where a sample sits in the global batch, so every strategy
+// drops what single drops — whichever rank, slice or micro-batch a sample lands on.
+
+class DropoutEquivalence : public testing::TestWithParam<FamilyCase> {};
+
+TEST_P(DropoutEquivalence, SameWeightsAsSingleAfterFiveSteps) {
+  const FamilyCase& p = GetParam();
+  TrainConfig c = family_config(p.model, p.strategy, p.devices, p.optimizer);
+  if (p.strategy == "pipeline") c.micro_batches = 4;  // a stage's dropout sees several micro-batches
+  c.dropout = 0.3f;
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  ASSERT_EQ(r.losses.size(), 5u);
+  EXPECT_LE(r.max_rel_diff, kEquivalenceTolerance) << family_case_name({p, 0});
+  // The round-off probe (single taking each batch in two halves) drops what the whole batch does.
+  EXPECT_LE(r.roundoff_rel_diff, kEquivalenceTolerance) << family_case_name({p, 0});
+  std::printf("    %-40s max_rel_diff %.3g\n", family_case_name({p, 0}).c_str(), r.max_rel_diff);
+}
+
+std::vector<FamilyCase> dropout_cases() {
+  std::vector<FamilyCase> cases;
+  for (const char* model : {"mlp:784-48-32-10", "convnet", "gpt:2-32-4-16-96"}) {
+    for (const char* strategy : {"data-parallel", "model-parallel", "ddp", "pipeline", "zero"})
+      cases.push_back({model, strategy, 2, "sgd"});
+    cases.push_back({model, "ddp-mp", 4, "sgd"});
+  }
+  cases.push_back({"gpt:2-32-4-16-96", "tensor-parallel", 2, "sgd"});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DropoutEquivalence, testing::ValuesIn(dropout_cases()), family_case_name);
+
+// Dropout does something (the losses move), the same thing every run (a seed), and evaluation
+// runs without it.
+TEST(ModelFamilies, DropoutChangesTrainingAndIsSeeded) {
+  for (const char* model : {"mlp:784-48-32-10", "convnet", "gpt:2-32-4-16-96"}) {
+    auto run = [&](float dropout, uint64_t seed) {
+      TrainConfig c = family_config(model, "single", 1, "sgd");
+      c.check_equivalence = false;
+      c.dropout = dropout;
+      c.seed = seed;
+      EventBus bus;
+      return train(c, bus);
+    };
+    const TrainResult none = run(0.0f, 42), some = run(0.3f, 42), again = run(0.3f, 42);
+    EXPECT_NE(none.losses, some.losses) << model;
+    EXPECT_EQ(some.losses, again.losses) << model;
+    EXPECT_EQ(some.weights_checksum, again.weights_checksum) << model;
+  }
+  TrainConfig c = family_config("convnet", "single", 1, "sgd");
+  for (float bad : {1.0f, -0.1f}) {
+    c.dropout = bad;
+    EXPECT_NE(test::message_of([&] { c.validate(); }).find("use 0 ≤ p < 1"), std::string::npos) << bad;
+  }
+}
 
 // Under --amp a GPT's stages send its residual stream in f32 (its layers keep it so), an MLP's
 // activations in the half dtype: each stage receives what the one before sends.

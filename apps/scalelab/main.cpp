@@ -202,6 +202,10 @@ static int run_main(int argc, char** argv) {
                                                       "print predicted next to measured, with the error");
   train_cmd->add_flag("--recompute", c.recompute, "activation checkpointing: each transformer block keeps only its input "
                                                   "and recomputes the rest in backward (a GPT)");
+  train_cmd->add_option("--dropout", c.dropout, "dropout probability: an MLP's hidden activations, the ConvNet's features "
+                                               "before its head, a GPT's embedding output; the mask follows each sample, so "
+                                               "every strategy drops what single does")
+      ->capture_default_str();
   train_cmd->add_flag("--tf32", c.tf32, "f32 GEMMs as TF32 on the tensor cores (PyTorch's allow_tf32): run so on cuda, "
                                         "priced so on sim where the profile has a TF32 peak; off by default, as PyTorch");
   train_cmd->add_flag("--allow-divergence", c.allow_divergence, "keep training when the loss is nan or infinite "

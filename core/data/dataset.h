@@ -46,6 +46,11 @@ struct HostBatch {
   int64_t labels_per_sample = 1;
   std::vector<float> x;
   std::vector<int32_t> y;
+  // A part of another step's batch (the equivalence probe's single taking a batch in two
+  // halves): that step, and where row 0 sits in its batch — so --dropout drops what it drops in
+  // the whole batch. −1: the batch is its step's own.
+  int64_t part_of_step = -1;
+  int64_t first_sample = 0;
 };
 
 // Iterates a dataset in batches. Each epoch's order is a permutation drawn from (seed, epoch),

@@ -640,14 +640,25 @@ void Device::max_pool2d_backward(const OpTag& tag, const Tensor& dy, const Tenso
 void Device::dropout(const OpTag& tag, const Tensor& x, const Tensor& y, const DropoutMask& mask) {
   check_here(x, "dropout", "x");
   check_here(y, "dropout", "y");
-  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || x.shape() != y.shape())
-    throw Error(name_, "dropout " + tag.name + ": x and y must be f32 of one shape, got " + x.shape_string() + " and " +
-                           y.shape_string());
+  one_float_dtype(name_, "dropout " + tag.name, {&x, &y});
+  if (x.dtype() != y.dtype() || x.shape() != y.shape())
+    throw Error(name_, "dropout " + tag.name + ": x and y must have one dtype and shape, got " + x.shape_string() + " " +
+                           dtype_name(x.dtype()) + " and " + y.shape_string() + " " + dtype_name(y.dtype()));
   if (!(mask.p >= 0.0f && mask.p <= 1.0f))
     throw Error(name_, "dropout " + tag.name + ": p = " + std::to_string(mask.p) + " is not a probability — use 0 ≤ p ≤ 1");
+  if (mask.rows_per_sample < 1 || mask.sample_stride < 1 || mask.sample_offset < 0 || mask.first_row < 0)
+    throw Error(name_, "dropout " + tag.name + ": the rows' position (first row " + std::to_string(mask.first_row) +
+                           ", sample offset " + std::to_string(mask.sample_offset) + ", stride " +
+                           std::to_string(mask.sample_stride) + ", rows per sample " +
+                           std::to_string(mask.rows_per_sample) + ") must be ≥ 0 and the stride and rows ≥ 1");
   OpCost cost{OpClass::elementwise, static_cast<double>(x.numel()), static_cast<double>(x.nbytes() + y.nbytes()),
-              DType::f32};
-  run_op(tag, "dropout", Lane::compute, cost, {&x}, {&y}, [&] { executor_->dropout(x, y, mask); });
+              x.dtype()};
+  // Half activations (an MLP under --amp) go through f32 stand-ins: the mask is the same either way.
+  run_op(tag, "dropout", Lane::compute, cost, {&x}, {&y}, [&] {
+    F32StandIn x32(*executor_, x, true), y32(*executor_, y, false);
+    executor_->dropout(x32.f32(), y32.f32(), mask);
+    y32.write_back();
+  });
 }
 
 }  // namespace scalelab

@@ -459,11 +459,13 @@ uint64_t DropoutMask::threshold() const {
 void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutMask& m) {
   const uint64_t threshold = m.threshold();
   const float scale = m.scale();
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = dropout_global_row(m.first_row, r, m.sample_offset, m.sample_stride, m.rows_per_sample);
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t i = r * cols + c;
-      y[i] = dropout_keeps(threshold, m.seed, m.step, m.first_row + r, c) ? x[i] * scale : 0.0f;
+      y[i] = dropout_keeps(threshold, m.seed, m.step, row, c) ? x[i] * scale : 0.0f;
     }
+  }
 }
 
 }  // namespace scalelab::kernels

@@ -115,11 +115,18 @@ void max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, con
 // Dropout whose mask is a function of where an element sits in the global batch, not of which
 // device computes it: the hash of (seed, step, global row, column). A sample keeps its mask
 // whichever replica, micro-batch or pipeline stage it lands on, and backward recomputes it.
+//
+// Where a row sits: a replica numbers its rows 0, 1, … across the step's forwards (first_row is
+// the tensor's first), `rows_per_sample` rows to a sample (a GPT's T tokens, an image's 1); its
+// local sample j is global sample sample_offset + j·sample_stride — a DDP rank r of N holds the
+// global batch's samples r, r+N, r+2N, … (offset r, stride N); single, a pipeline and tensor
+// parallel hold them all (0, 1). The hash takes the global row: global sample · rows_per_sample + t.
 struct DropoutMask {
   float p = 0;             // the probability of dropping an element, in [0, 1]
   uint64_t seed = 0;
   int64_t step = 0;        // the training step: each step draws a new mask
-  int64_t first_row = 0;   // the global batch row of the tensor's first row
+  int64_t first_row = 0;   // the replica's row number of the tensor's first row
+  int64_t sample_offset = 0, sample_stride = 1, rows_per_sample = 1;
   // Kept elements are scaled by 1 / (1 − p) (0 when p = 1, where nothing is kept), as PyTorch's.
   float scale() const { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
   // An element is kept when the top 32 bits of its hash are at least this: probability 1 − p.
@@ -145,6 +152,12 @@ SCALELAB_HOST_DEVICE inline uint64_t dropout_hash(uint64_t seed, int64_t step, i
   h = mix64(h ^ static_cast<uint64_t>(step));
   h = mix64(h ^ static_cast<uint64_t>(row));
   return mix64(h ^ static_cast<uint64_t>(col));
+}
+// Row r of the tensor, as the global batch numbers it (see DropoutMask).
+SCALELAB_HOST_DEVICE inline int64_t dropout_global_row(int64_t first_row, int64_t r, int64_t sample_offset,
+                                                       int64_t sample_stride, int64_t rows_per_sample) {
+  const int64_t local = first_row + r;
+  return (sample_offset + local / rows_per_sample * sample_stride) * rows_per_sample + local % rows_per_sample;
 }
 SCALELAB_HOST_DEVICE inline bool dropout_keeps(uint64_t threshold, uint64_t seed, int64_t step, int64_t row,
                                                int64_t col) {

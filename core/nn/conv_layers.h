@@ -1,6 +1,6 @@
 #pragma once
 // The ConvNet's layers (the lecture's DDP example: conv → ReLU → max-pool, twice, then a linear
-// head), and dropout. Images are rows of C·H·W floats in NCHW order, so a conv layer's output row
+// head). Images are rows of C·H·W floats in NCHW order, so a conv layer's output row
 // is already the flattened input of the next Linear: Flatten moves nothing.
 #include <cstdint>
 #include <deque>
@@ -85,41 +85,6 @@ class Flatten : public Layer {
 
  private:
   int64_t channels_, height_, width_;
-};
-
-// Zeroes each element with probability p and scales the rest by 1 / (1 − p), as nn.Dropout in
-// training. The mask is a hash of (seed, step, global row, column) — not a random stream — so a
-// sample gets the same mask whichever device, replica or micro-batch computes it, and every
-// strategy matches single-device training. Backward recomputes the mask from the hash rather than
-// keeping it: nothing is saved but the position (no activation memory), and the numbers are the same.
-class Dropout : public Layer {
- public:
-  Dropout(Device& device, int index, std::string name, float p, uint64_t seed);
-
-  // The training step, and the global batch row of the next forward's first row. Each forward
-  // moves first_row on by its rows, so a stage that runs a step's micro-batches in order needs
-  // one call per step; a data-parallel replica passes its shard's first row.
-  void set_position(int64_t step, int64_t first_row);
-  // Off (evaluation): the identity, as model.eval(). On by default.
-  void set_training(bool training) { training_ = training; }
-  float p() const { return p_; }
-
-  std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;
-  // p = 0 or not training: returns x itself, with no op.
-  Tensor forward(const Tensor& x, int micro_batch = -1) override;
-  Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
-  void clear_saved() override { saved_.clear(); }
-
- private:
-  float p_;
-  uint64_t seed_;
-  bool training_ = true;
-  int64_t step_ = 0, next_row_ = 0;
-  struct Saved {
-    DropoutMask mask;  // where the forward's rows sat: a position, not a tensor
-    std::vector<int64_t> shape;
-  };
-  std::deque<Saved> saved_;
 };
 
 }  // namespace scalelab

@@ -24,6 +24,16 @@ struct Parameter {
   Tensor grad;
 };
 
+// Where a replica's samples sit in the step's global batch: its local sample j (counted across
+// the step's forwards, micro-batch after micro-batch) is global sample first_sample + j·stride. A
+// DDP rank r of N: (r, N); single, a pipeline, tensor parallel: (0, 1). What dropout's mask is a
+// function of, so that a sample is dropped alike whichever device computes it.
+struct BatchPosition {
+  int64_t step = 0;
+  int64_t first_sample = 0;
+  int64_t sample_stride = 1;
+};
+
 class Layer {
  public:
   Layer(Device& device, int index, std::string name) : device_(&device), index_(index), name_(std::move(name)) {}
@@ -57,6 +67,11 @@ class Layer {
   // Activation checkpointing (--recompute): forward keeps only the layer's input, backward runs
   // the forward again first. A transformer block does; other layers keep what they keep.
   virtual void set_recompute(bool /*on*/) {}
+  // Dropout (a layer that has it: an MLP's or the ConvNet's head input, a GPT's embedding output):
+  // where the next forwards' samples sit, once per step before them; and training (on) or
+  // evaluation (off: dropout is the identity, as model.eval()). Other layers ignore both.
+  virtual void set_batch_position(const BatchPosition& /*position*/) {}
+  virtual void set_training(bool /*on*/) {}
 
  protected:
   // Mixed precision for a layer with weights (Linear, Conv2d): the weights the optimizer updates

@@ -17,6 +17,18 @@ Linear::Linear(Device& device, int index, std::string name, int64_t in, int64_t 
 
 void Linear::set_precision(DType compute) { set_half_copies(compute); }
 
+void Linear::set_input_dropout(float p, uint64_t seed) {
+  input_dropout_ = p > 0.0f ? std::make_unique<Dropout>(*device_, index_, name_ + ".drop", p, seed) : nullptr;
+}
+
+void Linear::set_batch_position(const BatchPosition& position) {
+  if (input_dropout_) input_dropout_->set_batch_position(position);
+}
+
+void Linear::set_training(bool on) {
+  if (input_dropout_) input_dropout_->set_training(on);
+}
+
 void Linear::refresh_half_weights(int micro_batch) { refresh_half_copies(micro_batch); }
 
 std::vector<int64_t> Linear::output_shape(const std::vector<int64_t>& input) const {
@@ -26,11 +38,12 @@ std::vector<int64_t> Linear::output_shape(const std::vector<int64_t>& input) con
   return {input[0], out_};
 }
 
-Tensor Linear::forward(const Tensor& x, int micro_batch) {
+Tensor Linear::forward(const Tensor& input, int micro_batch) {
   const std::string& fc = name_;
-  if (x.cols() != in_)
-    throw Error("nn", fc + " expects " + std::to_string(in_) + " inputs, got " + x.shape_string());
+  if (input.cols() != in_)
+    throw Error("nn", fc + " expects " + std::to_string(in_) + " inputs, got " + input.shape_string());
   check_half_copies_cast();
+  const Tensor x = input_dropout_ ? input_dropout_->forward(input, micro_batch) : input;
   OpTag tag{fc + ".fwd", Phase::fwd, index_, micro_batch};
   // Under AMP a GEMM's input is cast to the compute dtype first, as autocast does: the batch, for
   // the first layer; the others receive their predecessor's half output as it is.
@@ -76,12 +89,15 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx, bool accumulate, int mic
     dx = device_->empty({dy.rows(), in_}, compute_, MemoryCategory::activations, fc + ".dx");
     device_->gemm(tag, false, false, dy, compute_weight(), dx);  // dx = dy · W
   }
+  // Through the input's dropout: the forward's mask again (it pops its forward either way).
+  if (input_dropout_) dx = input_dropout_->backward(dx, need_dx, false, micro_batch);
   return dx;
 }
 
 void Linear::clear_saved() {
   saved_x_.clear();
   saved_y_.clear();
+  if (input_dropout_) input_dropout_->clear_saved();
 }
 
 }  // namespace scalelab

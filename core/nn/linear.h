@@ -2,9 +2,11 @@
 // A fully connected layer written out as its GEMMs: the layer of an MLP, of a ConvNet's head and
 // of a transformer block's projections.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/nn/dropout.h"
 #include "core/nn/layer.h"
 
 namespace scalelab {
@@ -40,6 +42,12 @@ class Linear : public Layer {
   // Frees what forward kept: a dry-run or an aborted step must not hold activations.
   void clear_saved() override;
   std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
+  // Dropout of the input (p > 0): an MLP's hidden activations, the ConvNet's features before its
+  // head (where PyTorch's MNIST example puts nn.Dropout). Held inside the layer, "<name>.drop", so
+  // the model keeps the layers strategies cut into stages.
+  void set_input_dropout(float p, uint64_t seed);
+  void set_batch_position(const BatchPosition& position) override;
+  void set_training(bool on) override;
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -54,6 +62,7 @@ class Linear : public Layer {
 
   int64_t in_, out_;
   Activation act_;
+  std::unique_ptr<Dropout> input_dropout_;  // none without dropout
   std::vector<Tensor> saved_x_, saved_y_;  // a queue: pipelines run several micro-batches' forwards first; backward takes the oldest
 };
 

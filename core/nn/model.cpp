@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/kernels/cpu_kernels.h"
 #include "core/nn/conv_layers.h"
 #include "core/nn/transformer_layers.h"
 #include "core/rng.h"
@@ -247,21 +248,34 @@ HostWeights init_weights(const ModelSpec& spec, uint64_t seed, bool values) {
 
 std::unique_ptr<Layer> make_layer(const ModelSpec& spec, int l, Device& device) {
   const std::string name = spec.layer_name(l);
+  // Each layer's dropout draws its own mask: the seed mixed with the layer.
+  const uint64_t seed = kernels::mix64(spec.dropout_seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(l + 1)));
   switch (spec.family) {
-    case ModelFamily::mlp:
-      return std::make_unique<Linear>(device, l, name, spec.sizes[l], spec.sizes[l + 1],
-                                      l + 1 < spec.layer_count() ? Activation::relu : Activation::none);
+    case ModelFamily::mlp: {
+      auto fc = std::make_unique<Linear>(device, l, name, spec.sizes[l], spec.sizes[l + 1],
+                                         l + 1 < spec.layer_count() ? Activation::relu : Activation::none);
+      if (l > 0) fc->set_input_dropout(spec.dropout, seed);
+      return fc;
+    }
     case ModelFamily::convnet:
       switch (l) {
         case 0: return std::make_unique<Conv2d>(device, l, name, 1, kConv1, kKernel, 1, kPad, kImage, kImage, Activation::relu);
         case 1: return std::make_unique<MaxPool2d>(device, l, name, kConv1, kImage, kImage, 2, 2);
         case 2: return std::make_unique<Conv2d>(device, l, name, kConv1, kConv2, kKernel, 1, kPad, 14, 14, Activation::relu);
         case 3: return std::make_unique<MaxPool2d>(device, l, name, kConv2, 14, 14, 2, 2);
-        default: return std::make_unique<Linear>(device, l, name, kConv2 * 7 * 7, kClasses, Activation::none);
+        default: {
+          auto head = std::make_unique<Linear>(device, l, name, kConv2 * 7 * 7, kClasses, Activation::none);
+          head->set_input_dropout(spec.dropout, seed);
+          return head;
+        }
       }
     case ModelFamily::gpt: {
       const GptShape& g = spec.gpt;
-      if (l == 0) return std::make_unique<TokenEmbedding>(device, l, g.vocab, g.context, g.hidden);
+      if (l == 0) {
+        auto embed = std::make_unique<TokenEmbedding>(device, l, g.vocab, g.context, g.hidden);
+        embed->set_output_dropout(spec.dropout, seed);
+        return embed;
+      }
       if (l == spec.layer_count() - 1) return std::make_unique<LmHead>(device, l, g.hidden, g.vocab);
       return std::make_unique<TransformerBlock>(device, l, l - 1, g.hidden, g.heads, g.context);
     }
@@ -352,6 +366,7 @@ double evaluate_accuracy(const HostWeights& w, const float* inputs, const int32_
   // timeline, and one forward serves every family.
   std::unique_ptr<Device> device = std::move(make_devices(DeviceOptions{})[0]);
   Model model(*device, w);
+  model.set_training(false);  // model.eval(): no dropout
   const ModelSpec& spec = w.spec;
   const int64_t chunk = std::max<int64_t>(1, 1000 / std::max<int64_t>(1, spec.labels_per_sample()));
   const int64_t per = spec.labels_per_sample(), classes = spec.outputs();

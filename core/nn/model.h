@@ -44,6 +44,11 @@ struct ModelSpec {
   ModelFamily family = ModelFamily::mlp;
   std::vector<int64_t> sizes;  // mlp: input, hidden…, output (empty for the other families)
   GptShape gpt;                // gpt only
+  // Dropout (--dropout p, 0: none), where each family has it: the input of every MLP layer but the
+  // first, the ConvNet's features before its head, a GPT's embedding output. Its seed is the run's.
+  // No parameters: weights and checkpoints are the same with it or without.
+  float dropout = 0;
+  uint64_t dropout_seed = 0;
 
   static ModelSpec parse(const std::string& text);  // throws UsageError naming --model
   // The same layers and tensors (the text may differ: "mlp:10-2" and "mlp:010-2").
@@ -161,6 +166,14 @@ class Model {
   // --recompute: every transformer block keeps only its input and recomputes the rest in backward.
   void set_recompute(bool on) {
     for (Layer& layer : layers_) layer.set_recompute(on);
+  }
+  // Dropout: where this step's forwards' samples sit in the global batch (Layer::set_batch_position),
+  // and training or evaluation.
+  void set_batch_position(const BatchPosition& position) {
+    for (Layer& layer : layers_) layer.set_batch_position(position);
+  }
+  void set_training(bool on) {
+    for (Layer& layer : layers_) layer.set_training(on);
   }
 
   std::vector<Parameter*> parameters();

@@ -71,18 +71,31 @@ void TokenEmbedding::set_precision(DType compute) {
   compute_ = compute;
 }
 
+void TokenEmbedding::set_output_dropout(float p, uint64_t seed) {
+  output_dropout_ = p > 0.0f ? std::make_unique<Dropout>(*device_, index_, "embed.drop", p, seed, context_) : nullptr;
+}
+
+void TokenEmbedding::set_batch_position(const BatchPosition& position) {
+  if (output_dropout_) output_dropout_->set_batch_position(position);
+}
+
+void TokenEmbedding::set_training(bool on) {
+  if (output_dropout_) output_dropout_->set_training(on);
+}
+
 Tensor TokenEmbedding::forward(const Tensor& ids, int micro_batch) {
   const std::vector<int64_t> out_shape = output_shape(ids.shape());
   Tensor out = device_->empty(out_shape, DType::f32, MemoryCategory::activations, "embed.out");
   device_->embedding({"embed.fwd", Phase::fwd, index_, micro_batch}, ids, tok_emb.value, pos_emb.value, out);
   saved_ids_.push_back(ids);
-  return out;
+  return output_dropout_ ? output_dropout_->forward(out, micro_batch) : out;
 }
 
-Tensor TokenEmbedding::backward(const Tensor& dy, bool, bool accumulate, int micro_batch) {
+Tensor TokenEmbedding::backward(const Tensor& output_grad, bool, bool accumulate, int micro_batch) {
   if (saved_ids_.empty()) throw Error("nn", "embed: backward without a forward");
   const Tensor ids = saved_ids_.front();  // the oldest: micro-batches run their backwards in order
   saved_ids_.pop_front();
+  const Tensor dy = output_dropout_ ? output_dropout_->backward(output_grad, true, false, micro_batch) : output_grad;
   device_->embedding_backward({"embed.bwd", Phase::bwd, index_, micro_batch}, dy, ids, tok_emb.grad, pos_emb.grad,
                               accumulate);
   return Tensor();

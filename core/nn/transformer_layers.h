@@ -16,6 +16,7 @@
 // names them, Linear weights out × in.
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,16 +35,24 @@ class TokenEmbedding : public Layer {
   Tensor forward(const Tensor& ids, int micro_batch = -1) override;
   // Writes (or adds to) the two tables' gradients. Ids have no gradient: returns an undefined tensor.
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
-  void clear_saved() override { saved_ids_.clear(); }
+  void clear_saved() override {
+    saved_ids_.clear();
+    if (output_dropout_) output_dropout_->clear_saved();
+  }
   std::vector<Parameter*> parameters() override { return {&tok_emb, &pos_emb}; }
   // Accepts f16 / bf16 and stays f32, as autocast leaves an embedding: a lookup, no GEMM.
   void set_precision(DType compute) override;
+  // Dropout of the output (p > 0), "embed.drop": GPT-2's dropout of tok_emb + pos_emb.
+  void set_output_dropout(float p, uint64_t seed);
+  void set_batch_position(const BatchPosition& position) override;
+  void set_training(bool on) override;
 
   Parameter tok_emb;  // "tok_emb.weight" {vocab, hidden}
   Parameter pos_emb;  // "pos_emb.weight" {context, hidden}
 
  private:
   int64_t vocab_, context_, hidden_;
+  std::unique_ptr<Dropout> output_dropout_;  // none without dropout
   std::deque<Tensor> saved_ids_;
 };
 

@@ -601,9 +601,11 @@ __global__ void max_pool2d_backward_kernel(const float* dy, const int32_t* indic
 }
 
 __global__ void dropout_kernel(const float* x, float* y, int64_t rows, int64_t cols, uint64_t threshold,
-                               uint64_t seed, int64_t step, int64_t first_row, float scale) {
+                               uint64_t seed, int64_t step, int64_t first_row, int64_t sample_offset,
+                               int64_t sample_stride, int64_t rows_per_sample, float scale) {
   GRID_STRIDE(e, rows * cols) {
-    const bool keep = kernels::dropout_keeps(threshold, seed, step, first_row + e / cols, e % cols);
+    const int64_t row = kernels::dropout_global_row(first_row, e / cols, sample_offset, sample_stride, rows_per_sample);
+    const bool keep = kernels::dropout_keeps(threshold, seed, step, row, e % cols);
     y[e] = keep ? x[e] * scale : 0.0f;
   }
 }
@@ -674,7 +676,7 @@ void dropout(const float* x, float* y, int64_t rows, int64_t cols, const kernels
   const int64_t n = rows * cols;
   if (n == 0) return;
   dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, rows, cols, m.threshold(), m.seed, m.step, m.first_row,
-                                                         m.scale());
+                                                         m.sample_offset, m.sample_stride, m.rows_per_sample, m.scale());
   CHECK_LAUNCH("dropout_kernel");
 }
 
