@@ -40,6 +40,11 @@ struct RunSetup {
   DeviceOptions device_options;
   ProcessGroup* local_group;  // procs, mpi: this process's rank; null with threads
   bool leader;                // rank 0 (or the only process): it reports for everyone
+  // The devices this process makes and runs. A sim dry run of a strategy whose ranks are alike
+  // (StrategyInfo::alike_ranks), threads launch, on more than detailed_devices + 1 devices runs
+  // only the first detailed_devices + 1: the kept ones and one tallied; the records count the
+  // others as copies of that last one (gather_records). Otherwise all of this process's.
+  int devices_run = 0;
   // Members are destroyed in reverse order: the strategy before the ranks, the ranks before the
   // devices they drive, the loader before the data it reads.
   std::vector<std::unique_ptr<Device>> devices;

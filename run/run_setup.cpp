@@ -41,14 +41,14 @@ DataSplit load_data(const TrainConfig& c, const ModelSpec& spec) {
 }
 
 // The process groups of a threads launch: every rank in this process.
-std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, int ranks) {
+std::vector<std::unique_ptr<ProcessGroup>> local_groups(const TrainConfig& c, int ranks, int ranks_run) {
   CommBackend comm = c.comm;
   // NCCL serves ranks on distinct GPUs; logical devices sharing a GPU talk through the threads
   // backend, whose copies and reductions then run on the GPU (Executor::buffer_ops).
   const int gpus = c.device == DeviceKind::cuda ? cuda_device_count() : 0;
   const bool one_gpu_per_device = c.device == DeviceKind::cuda && c.devices <= gpus;
   if (comm == CommBackend::automatic) comm = one_gpu_per_device ? CommBackend::nccl : CommBackend::threads;
-  if (comm == CommBackend::threads) return make_threads_groups(ranks, comm_options(c));
+  if (comm == CommBackend::threads) return make_threads_groups(ranks, comm_options(c), ranks_run);
   if (comm == CommBackend::nccl) {
     if (!one_gpu_per_device)
       throw UsageError("comm", "--comm nccl needs a GPU of its own for every device, but --devices " +
@@ -135,9 +135,17 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
     device_options.count = per_rank;
     device_options.first_index = group->rank() * per_rank;
   }
+  devices_run = group ? per_rank : c.devices;
+  const bool threads_comm = c.comm == CommBackend::automatic || c.comm == CommBackend::threads;
+  if (!group && c.dry_run && c.device == DeviceKind::sim && info.alike_ranks && info.devices_per_rank == 1 &&
+      threads_comm && c.devices > c.detailed_devices + 1) {
+    devices_run = c.detailed_devices + 1;
+    device_options.count = devices_run;
+    device_options.run_count = c.devices;  // the others still share its node's host
+  }
   // Every op of the first devices, a tally of the others (a dry run on 1,024 devices would keep
   // some 15 million events). Only this process's bus tallies: ranks of other processes keep all.
-  if (!group) bus.tally_devices(std::min(c.detailed_devices, c.devices), c.devices);
+  if (!group) bus.tally_devices(std::min(c.detailed_devices, devices_run), devices_run);
   devices = make_devices(device_options);
   for (auto& d : devices) device_list.push_back(d.get());
 
@@ -155,7 +163,7 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
 
   if (per_rank > 0) {
     if (group) ranks = std::make_unique<RankSet>(device_list, *group);
-    else ranks = std::make_unique<RankSet>(device_list, local_groups(c, c.devices / per_rank));
+    else ranks = std::make_unique<RankSet>(device_list, local_groups(c, c.devices / per_rank, devices_run / per_rank));
   }
   StrategyContext ctx{c, device_list, bus, initial_weights(c, spec), ranks.get(), device_options};
   strategy = info.make(ctx);

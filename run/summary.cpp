@@ -71,6 +71,22 @@ Records own_records(const RunSetup& run) {
   mine.metrics = run.bus.metrics();
   mine.tallies = run.bus.tallies();
   for (const auto& d : run.devices) mine.devices.push_back(device_record(*d));
+  // A dry run of alike ranks ran the first devices only: each of the others did what the last
+  // one did, op for op, so it is counted as a copy of its tally and ledger under its own name.
+  if (!run.local_group && run.devices_run < run.config.devices && !mine.tallies.empty()) {
+    const DeviceTally last_tally = mine.tallies.back();
+    const DeviceRecord last = mine.devices.back();
+    const std::string profile = last.description.name.substr(std::min(last.description.name.find(' '), last.description.name.size()));
+    for (int d = run.devices_run; d < run.config.devices; ++d) {
+      mine.tallies.push_back(last_tally);
+      mine.tallies.back().device = d;
+      DeviceRecord copy = last;
+      copy.index = d;
+      copy.description.label = "sim:" + std::to_string(d);
+      copy.description.name = copy.description.label + profile;
+      mine.devices.push_back(std::move(copy));
+    }
+  }
   return mine;
 }
 
@@ -439,10 +455,17 @@ std::string format_summary(const TrainResult& r) {
     }
     i = j;
   }
+  const int last_tallied = r.devices_run > 0 ? r.devices_run - 1 : r.config.devices - 1;
   if (r.first_tallied_device >= 0)
-    s += "  devices " + std::to_string(r.first_tallied_device) + "–" + std::to_string(r.config.devices - 1) +
+    s += (r.first_tallied_device == last_tallied
+              ? "  device  " + std::to_string(last_tallied)
+              : "  devices " + std::to_string(r.first_tallied_device) + "–" + std::to_string(last_tallied)) +
          "   tallied, not kept op by op: the figures above count them, a --trace and the dashboard's timeline show devices 0–" +
          std::to_string(r.first_tallied_device - 1) + "\n";
+  if (r.devices_run > 0)
+    s += "  devices " + std::to_string(r.devices_run) + "–" + std::to_string(r.config.devices - 1) + "   not run: in a dry run of " +
+         r.config.strategy + " every rank does what the others do, op for op, so each is counted as a copy of sim:" +
+         std::to_string(r.devices_run - 1) + "\n";
   // A dry run counts past capacity: the device that needs the most, against what it has.
   const DeviceSummary* worst = nullptr;
   for (const DeviceSummary& d : r.per_device)

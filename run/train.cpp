@@ -90,6 +90,7 @@ TrainResult train_ranks(const TrainConfig& config, EventBus& bus, const Progress
   TrainResult result = conclude(run, loop, probe.get());
   Records all = gather_records(run);
   summarize(loop, all, result);
+  if (!local_group && run.devices_run < config.devices) result.devices_run = run.devices_run;
   write_outputs(run, result, all);
   if (records) *records = std::move(all);
   return result;

@@ -53,6 +53,9 @@ struct TrainResult {
   bool stopped = false;               // ended early at the caller's request (steps: those run)
   // From this device on the bus kept a tally, not every op (TrainConfig::detailed_devices); -1: none.
   int first_tallied_device = -1;
+  // A sim dry run of alike ranks ran devices 0 … devices_run − 1 and counted each of the others as
+  // a copy of the last (RunSetup::devices_run); 0: every device ran.
+  int devices_run = 0;
 };
 
 // --check-equivalence's verdict on a run's weights against single's (max_rel_diff), given how far

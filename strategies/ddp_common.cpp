@@ -177,7 +177,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
     r->scaler = std::make_unique<LossScaler>(make_loss_scaler(config));
     r->scaler->agree_over(*r->group, *r->devices.front());
     // end slide
-    if (static_cast<int>(ranks_.local_ranks().size()) != world)  // ranks in other processes: see run()
+    if (ranks_.ranks_elsewhere())  // ranks in other processes: see run()
       r->loss_buffer = r->devices.front()->zeros({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
     replicas_[static_cast<size_t>(rank)] = std::move(r);
   });
@@ -185,7 +185,7 @@ DdpReplicas::DdpReplicas(StrategyContext& ctx, const std::string& strategy, cons
 
 double DdpReplicas::run(const std::function<double(DdpReplica&)>& rank_step) {
   const int world = ranks_.world_size();
-  const bool every_rank_here = static_cast<int>(ranks_.local_ranks().size()) == world;
+  const bool every_rank_here = !ranks_.ranks_elsewhere();
   std::vector<double> losses(static_cast<size_t>(world), 0.0);
   ranks_.run([&](int rank) {
     DdpReplica& r = *replicas_[static_cast<size_t>(rank)];
@@ -204,10 +204,11 @@ double DdpReplicas::run(const std::function<double(DdpReplica&)>& rank_step) {
     losses[static_cast<size_t>(rank)] = loss;
   });
   if (!every_rank_here) return losses[static_cast<size_t>(ranks_.local_ranks().front())];
-  // Every rank in this process: average on the host, in rank order.
+  // Every rank in this process: average on the host, in rank order (a dry run of alike ranks: the
+  // ranks that ran).
   double sum = 0;
-  for (double l : losses) sum += l;
-  return sum / world;
+  for (int rank : ranks_.local_ranks()) sum += losses[static_cast<size_t>(rank)];
+  return sum / static_cast<double>(ranks_.local_ranks().size());
 }
 
 DdpReplica& DdpReplicas::first_local() { return *replicas_[static_cast<size_t>(ranks_.local_ranks().front())]; }

@@ -54,6 +54,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
     ddp.options = {O::no_sync, O::buckets, O::amp, O::comm};
     ddp.launches = kRankLaunches;
     ddp.batch_shards = StrategyInfo::BatchShards::interleaved;
+    ddp.alike_ranks = true;
     r.push_back(ddp);
 
     StrategyInfo ddp_mp = entry("ddp-mp", "DDP whose replicas each span two devices (model parallel inside, DDP across)",
@@ -85,6 +86,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
     zero.launches = kRankLaunches;
     zero.showcase = [](TrainConfig& c) { c.zero_stage = 1; };
     zero.batch_shards = StrategyInfo::BatchShards::interleaved;
+    zero.alike_ranks = true;
     r.push_back(zero);
 
     StrategyInfo tp = entry("tensor-parallel",
@@ -93,6 +95,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     make_tensor_parallel, 1);
     tp.options = {O::amp, O::comm};
     tp.launches = kRankLaunches;
+    tp.alike_ranks = true;
     tp.check_shape = check_tensor_parallel_shape;
     // Its lesson needs a transformer: on the tour's default MLP it shows a small GPT instead.
     tp.showcase = [](TrainConfig& c) {

@@ -98,6 +98,11 @@ struct StrategyInfo {
   // Its workers are processes of their own (Hogwild's forks), not threads of this one: on the cpu
   // device they share the host's cores without taking turns (`train --predict` prices them so).
   bool workers_are_processes = false;
+  // Every rank does the same work: the same ops on the same shapes, the same collectives of the
+  // same sizes (ddp, zero, tensor-parallel; not a pipeline, whose stages differ). A sim dry run on
+  // many devices then runs the first few ranks only and counts the rest as copies of the last one
+  // (RunSetup::devices_run): a thousand alike rank threads would tell nothing the sixteenth did not.
+  bool alike_ranks = false;
   std::vector<StrategyOption> options;  // the strategy-specific options it takes
   std::vector<Launch> launches = {Launch::threads};
   std::vector<DeviceKind> device_kinds = {DeviceKind::cpu, DeviceKind::sim, DeviceKind::cuda};

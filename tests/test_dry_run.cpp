@@ -245,6 +245,8 @@ TEST(DryRun, HundredsOfRanksRunAndAgree) {
 
 // A run on more devices than TrainConfig::detailed_devices keeps every op of the first ones and
 // tallies the rest: its summary is the same to the last figure, the trace holds the first devices.
+// … and the ranks a dry run of alike ranks (zero, ddp, tensor-parallel) does not run at all, each
+// counted as a copy of the last one it ran: the same figures, to the last bit, as running them all.
 TEST(DryRun, TalliedDevicesSummariseAsKeptOnesDo) {
   TrainConfig c = test::small_config("zero", 8, DeviceKind::sim, "adam");
   c.zero_stage = 2;
@@ -253,12 +255,14 @@ TEST(DryRun, TalliedDevicesSummariseAsKeptOnesDo) {
   c.batch = 16;
   c.steps = 2;
   c.dry_run = true;
-  for (const char* strategy : {"zero", "ddp", "pipeline"}) {
+  for (const char* strategy : {"zero", "ddp", "tensor-parallel", "pipeline"}) {
     SCOPED_TRACE(strategy);
     c.strategy = strategy;
     c.zero_stage = c.strategy == "zero" ? 2 : 0;
     c.micro_batches = c.strategy == "pipeline" ? 4 : 1;
+    c.model = c.strategy == "tensor-parallel" ? "gpt:2-32-8-16-96" : "gpt:2-32-2-16-96";  // 8 heads for 8 ranks
     if (c.strategy == "pipeline") c.devices = 4;
+    const bool alike = c.strategy != "pipeline";
     EventBus kept_bus, tallied_bus;
     const TrainResult kept = train(c, kept_bus);
     TrainConfig t = c;
@@ -279,8 +283,10 @@ TEST(DryRun, TalliedDevicesSummariseAsKeptOnesDo) {
       EXPECT_EQ(tallied.metrics.per_device[d].peak_total, kept.metrics.per_device[d].peak_total) << d;
     }
     for (const Event& e : tallied_bus.events()) EXPECT_LT(e.device, 2) << e.name;
-    EXPECT_NE(format_summary(tallied).find("devices 2–" + std::to_string(c.devices - 1) + "   tallied"), std::string::npos)
-        << format_summary(tallied);
+    const std::string summary = format_summary(tallied);
+    EXPECT_EQ(tallied.devices_run, alike ? 3 : 0);
+    EXPECT_NE(summary.find(alike ? "device  2   tallied" : "devices 2–3   tallied"), std::string::npos) << summary;
+    EXPECT_EQ(summary.find("devices 3–7   not run") != std::string::npos, alike) << summary;
   }
 }
 

@@ -257,7 +257,8 @@ static int run_main(int argc, char** argv) {
 
   BenchSimOptions bs;
   auto* sim_cmd = bench_cmd->add_subcommand("sim", "dry runs at scale: DDP of a 1e9-parameter MLP on 1024 and 4096 "
-                                                   "simulated H100s, wall time and peak RSS next to their budgets");
+                                                   "simulated H100s and GPT-3 on 1024, wall time and peak RSS next to "
+                                                   "their budgets");
   sim_cmd->add_option("--devices", bs.devices, "run these device counts instead (repeatable)");
   sim_cmd->add_option("--model", bs.model)->capture_default_str();
   sim_cmd->add_option("--hw", bs.hw, "hardware profile")->capture_default_str();

@@ -28,7 +28,7 @@ std::vector<std::vector<Device*>> split_devices(const std::vector<Device*>& devi
 }  // namespace
 
 RankSet::RankSet(std::vector<Device*> devices, std::vector<std::unique_ptr<ProcessGroup>> groups)
-    : world_size_(static_cast<int>(groups.size())), owned_(std::move(groups)) {
+    : world_size_(groups.empty() ? 0 : groups.front()->size()), owned_(std::move(groups)) {
   devices_ = split_devices(devices, owned_.size());
   for (size_t r = 0; r < owned_.size(); ++r) {
     // Each rank is its own host (a process in a real launch): it waits only for its own devices.
@@ -41,7 +41,8 @@ RankSet::RankSet(std::vector<Device*> devices, std::vector<std::unique_ptr<Proce
   }
 }
 
-RankSet::RankSet(std::vector<Device*> devices, ProcessGroup& group) : world_size_(group.size()) {
+RankSet::RankSet(std::vector<Device*> devices, ProcessGroup& group)
+    : world_size_(group.size()), ranks_elsewhere_(group.size() > 1) {
   devices_ = split_devices(devices, 1);
   local_ranks_.push_back(group.rank());
   groups_.push_back(&group);

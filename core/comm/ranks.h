@@ -17,12 +17,16 @@ class RankThreads;
 class RankSet {
  public:
   // Every rank in this process: rank r owns devices [r·k, (r+1)·k) of `devices`, k = devices per rank.
+  // (A dry run of alike ranks: the groups are of more ranks than run; the others run nowhere.)
   RankSet(std::vector<Device*> devices, std::vector<std::unique_ptr<ProcessGroup>> groups);
   // This process is rank group.rank() of group.size(); `devices` are its own.
   RankSet(std::vector<Device*> devices, ProcessGroup& group);
   ~RankSet();
 
   int world_size() const { return world_size_; }
+  // Some ranks run in other processes (procs, mpi): what this one learns of them, a collective
+  // must bring (the loss, averaged over every rank).
+  bool ranks_elsewhere() const { return ranks_elsewhere_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
   bool is_local(int rank) const;
   ProcessGroup& group(int rank) const;
@@ -37,6 +41,7 @@ class RankSet {
 
  private:
   int world_size_ = 0;
+  bool ranks_elsewhere_ = false;
   std::vector<int> local_ranks_;
   std::vector<std::vector<Device*>> devices_;         // by local index
   std::vector<std::unique_ptr<ProcessGroup>> owned_;  // threads launch

@@ -183,14 +183,17 @@ Range chunk_range(int64_t count, int parts, int c) {
 
 class ThreadsGroup : public ProcessGroup {
  public:
-  ThreadsGroup(std::shared_ptr<World> world, int rank, CommOptions options)
-      : ProcessGroup(rank, world->size(), options), world_(std::move(world)) {}
+  ThreadsGroup(std::shared_ptr<World> world, int rank, int world_size, CommOptions options)
+      : ProcessGroup(rank, world_size, options), world_(std::move(world)) {}
   ~ThreadsGroup() override { stop_worker(); }
   const char* backend() const override { return "threads"; }
 
  protected:
   void run(const Call& call) override {
     const std::string what = collective_name(call.op);
+    if (world_->size() != size())
+      throw Error("threads", "internal: " + what + " moves data among " + std::to_string(size()) + " ranks, but only " +
+                                 std::to_string(world_->size()) + " run (a dry run's alike ranks compute nothing) — please report it");
     switch (call.op) {
       case Collective::all_reduce:
         return options().algorithm == CommAlgorithm::direct ? all_reduce_direct(call, what) : all_reduce_ring(call, what);
@@ -467,11 +470,12 @@ class ThreadsGroup : public ProcessGroup {
 
 }  // namespace
 
-std::vector<std::unique_ptr<ProcessGroup>> make_threads_groups(int world_size, CommOptions options) {
+std::vector<std::unique_ptr<ProcessGroup>> make_threads_groups(int world_size, CommOptions options, int ranks_run) {
   if (world_size < 1) throw UsageError("comm", "--ranks must be ≥ 1, got " + std::to_string(world_size));
-  auto world = std::make_shared<World>(world_size, options);
+  if (ranks_run <= 0 || ranks_run > world_size) ranks_run = world_size;
+  auto world = std::make_shared<World>(ranks_run, options);
   std::vector<std::unique_ptr<ProcessGroup>> groups;
-  for (int r = 0; r < world_size; ++r) groups.push_back(std::make_unique<ThreadsGroup>(world, r, options));
+  for (int r = 0; r < ranks_run; ++r) groups.push_back(std::make_unique<ThreadsGroup>(world, r, world_size, options));
   return groups;
 }
 

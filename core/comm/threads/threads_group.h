@@ -11,6 +11,12 @@
 namespace scalelab {
 
 // One group per rank; hand group i to the thread that plays rank i.
-std::vector<std::unique_ptr<ProcessGroup>> make_threads_groups(int world_size, CommOptions options = {});
+//
+// `ranks_run` < world_size (a sim dry run of alike ranks, RunSetup::devices_run): only the first
+// ranks_run ranks exist as threads, and the groups meet among them, but each group is of
+// world_size ranks — what the cost model prices its collectives by. Moving data needs every rank:
+// such groups refuse a collective that computes.
+std::vector<std::unique_ptr<ProcessGroup>> make_threads_groups(int world_size, CommOptions options = {},
+                                                               int ranks_run = 0);
 
 }  // namespace scalelab
