@@ -54,9 +54,9 @@ using Op = PipelineOp;      // receive | compute | send, of a task
 
 // slide: pipeline-stages
 // Stage s of p holds layers [⌊s·L/p⌋, ⌊(s+1)·L/p⌋): contiguous, sizes differing by at most one.
-// Interleaved, the same cut into p·V virtual stages, and stage s holds virtual stages s, s + p, …
 int first_layer(int stage, int stages, int layers) { return stage * layers / stages; }
 // end slide
+// Interleaved: the same cut into p·V virtual stages, stage s holding virtual stages s, s + p, …
 
 // Each virtual stage's first layer, then the layer count: who holds which layers
 // (strategies/sharded_state.h).

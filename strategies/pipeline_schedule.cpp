@@ -231,7 +231,6 @@ std::string text_of(const Task& t, int chunks) {
 
 }  // namespace
 
-// slide: timed-programs
 std::vector<PipelineProgram> timed_programs(const std::vector<std::vector<Task>>& tasks, int chunks) {
   const int p = static_cast<int>(tasks.size());
   const PipelineLinks links{p, chunks};
@@ -288,7 +287,6 @@ std::vector<PipelineProgram> timed_programs(const std::vector<std::vector<Task>>
   }
   return programs;
 }
-// end slide
 
 void check_pipeline_programs(const std::vector<PipelineProgram>& programs, int chunks) {
   const int p = static_cast<int>(programs.size());
