@@ -190,8 +190,8 @@ class Pipeline : public Strategy {
       const int i = t.micro_batch;
       const size_t pass = static_cast<size_t>(t.pass), slot = static_cast<size_t>(t.chunk * m + i);
       Chunk& chunk = st.chunks[static_cast<size_t>(t.chunk)];
-      const bool first_layers = links_.virtual_stage(s, t) == 0;
-      const bool last_layers = links_.virtual_stage(s, t) == p * chunks_ - 1;
+      const int v = links_.virtual_stage(s, t);  // which of the p·V virtual stages (V = 1: v = s)
+      const bool first_layers = v == 0, last_layers = v == p * chunks_ - 1;  // the model's first / last
       const std::string mb = "mb " + std::to_string(i);
       if (op.kind == Op::receive) {
         inputs[pass][slot] = receive(st, t, rows);
@@ -363,15 +363,15 @@ class Pipeline : public Strategy {
 std::unique_ptr<Strategy> make_pipeline(StrategyContext& ctx) { return make_pipeline_with_schedule(ctx, {}); }
 
 void check_pipeline_shape(int p, int m, int64_t batch, const ModelSpec& spec, int virtual_stages) {
-  const int pieces = p * virtual_stages, L = spec.layer_count();
+  const int virtual_count = p * virtual_stages, L = spec.layer_count();
   if (virtual_stages == 1 && p > L)
     throw UsageError("pipeline", "--devices " + std::to_string(p) + " makes " + std::to_string(p) +
                                      " stages, but --model " + spec.text + " has only " + std::to_string(L) +
                                      " layers and every stage needs at least one — use --devices ≤ " +
                                      std::to_string(L) + ", or a model with more layers");
-  if (virtual_stages > 1 && pieces > L)
+  if (virtual_stages > 1 && virtual_count > L)
     throw UsageError("pipeline", "--devices " + std::to_string(p) + " × --virtual-stages " + std::to_string(virtual_stages) +
-                                     " makes " + std::to_string(pieces) + " virtual stages, but --model " + spec.text +
+                                     " makes " + std::to_string(virtual_count) + " virtual stages, but --model " + spec.text +
                                      " has only " + std::to_string(L) +
                                      " layers and every virtual stage needs at least one — use --virtual-stages ≤ " +
                                      std::to_string(std::max(1, L / p)) + ", or a model with more layers");

@@ -1,6 +1,7 @@
 // The pipeline's schedules: the order in which a stage runs its tasks, F i (the forward of
-// micro-batch i) and B i (its backward), in one training step. What a stage does for each task —
-// receive, compute, send — is strategies/pipeline.cpp.
+// micro-batch i) and B i (its backward), in one training step — interleaved, through one of the
+// stage's chunks — and the order of its sends and receives around them. What a stage does for
+// each task — receive, compute, send — is strategies/pipeline.cpp.
 //
 // The two schedules for p = 4 stages and m = 8 micro-batches. Each row is the list a stage runs,
 // read left to right; a column is a time slot if F and B take one slot each ("..": idle, waiting
@@ -24,18 +25,18 @@
 // changes is memory: a stage keeps each micro-batch's activations from its forward to its
 // backward, so under GPipe stage 0 holds all m of them at once, under 1F1B at most p.
 //
-// Interleaved 1F1B (Narayanan et al. 2021, §2.2.2). The bubble is p − 1 slots because a
-// micro-batch needs p − 1 slots to reach the last stage and its gradient p − 1 to come back, and a
-// slot is one stage's share of the layers. Make the pieces smaller and the fill and drain get
-// shorter: cut the layers into p·V pieces and give device s pieces s, s + p, s + 2p, … (its
-// chunks 0, 1, …, V − 1). A micro-batch now goes round the devices V times, and each task (one
-// micro-batch through one chunk) takes 1/V of a slot, so filling and draining the pipe takes
-// p − 1 tasks each way, (p − 1)/V slots: the bubble shrinks V times,
+// Interleaved 1F1B (Narayanan et al. 2021, §2.2.2). The bubble is p − 1 slots because micro-batch
+// 0 needs p − 1 slots to reach the last stage and its gradient p − 1 to come back, a slot being one
+// stage's share of the layers. Make the shares smaller and the trip gets shorter: cut the layers
+// into p·V virtual stages and give device s virtual stages s, s + p, s + 2p, … (its chunks 0, 1,
+// …, V − 1). A micro-batch now goes round the devices V times; each task (one micro-batch through
+// one chunk) takes 1/V of a slot, and the fill and the drain are p − 1 tasks each, (p − 1)/V
+// slots: the bubble shrinks V times,
 //     bubble / useful time = (p − 1) / (V·m)      against 1F1B's (p − 1) / m.
 // Below, p = 4, V = 2, m = 4, a column being half a slot: F i / B i run micro-batch i through
-// chunk 0 (piece s), f i / b i through chunk 1 (piece s + 4). A device runs its chunk-0 forwards
-// for p micro-batches, then their chunk-1 forwards (their inputs come round from stage 3), and so
-// on; the warm-up is 2(p − s − 1) + (V − 1)·p forwards, then one forward and one backward in turn.
+// chunk 0 (virtual stage s), f i / b i through chunk 1 (virtual stage s + 4). A device runs its
+// chunk-0 forwards for p micro-batches, then their chunk-1 forwards (their inputs come round from
+// stage 3), and so on; then one forward and one backward in turn.
 //   stage 0  F0 F1 F2 F3 f0 f1 f2 f3 .. .. .. b0 .. b1 .. b2 .. b3 B0 B1 B2 B3
 //   stage 1  .. F0 F1 F2 F3 f0 f1 f2 f3 .. b0 .. b1 .. b2 .. b3 B0 B1 B2 B3 ..
 //   stage 2  .. .. F0 F1 F2 F3 f0 f1 f2 b0 f3 b1 .. b2 .. b3 B0 B1 B2 B3 .. ..
@@ -43,10 +44,11 @@
 // 22 half-slots where 1F1B takes 2 × 14: each device idles 3 slots of 11 instead of 6 of 14
 // ((p − 1)/(V·m + p − 1) = 3/11 against 3/7).
 //
-// What it costs: a micro-batch crosses p·V − 1 boundaries between pieces instead of p − 1, so V
-// times the point-to-point messages (and bytes) — stage 3 sends piece 3's output round to stage 0
-// for piece 4. Worth it while a message costs less than the slot time it saves. And m must be a
-// multiple of p (Megatron's rule): the devices take the micro-batches p at a time through a chunk.
+// What it costs: a micro-batch crosses p·V − 1 boundaries between virtual stages instead of
+// p − 1, so V times the point-to-point messages (and bytes) — stage 3 sends virtual stage 3's
+// output round to stage 0 for virtual stage 4. Worth it while a message costs less than the slot
+// time it saves. And m must be a multiple of p (Megatron's rule): the devices take the
+// micro-batches p at a time through a chunk.
 #include "strategies/pipeline_schedule.h"
 
 #include <algorithm>
@@ -92,8 +94,10 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
 // Interleaved 1F1B, as Megatron-LM orders it. The k-th forward of a stage (k = 0 … V·m − 1) runs
 // micro-batch ⌊k / pV⌋·p + k mod p through chunk (k mod pV) / p: p micro-batches through chunk 0,
 // the same p through chunk 1, …, then the next p. The k-th backward takes the chunks the other way
-// round (V − 1 first). Stage s warms up with 2(p − s − 1) + (V − 1)·p forwards (never more than
-// V·m), then runs one forward and one backward in turn, then the backwards left.
+// round (V − 1 first). Stage s warms up with (V − 1)·p forwards (every chunk but the last for the
+// first p micro-batches) and 2(p − s − 1) more (the tasks micro-batch 0 takes from s to the last
+// stage and back), never more than V·m; then one forward and one backward in turn; then the
+// backwards left.
 std::vector<Task> interleaved_schedule(int stages, int chunks, int stage, int micro_batches) {
   if (micro_batches % stages != 0)
     throw Error("pipeline", "the interleaved schedule takes the micro-batches " + std::to_string(stages) +
@@ -213,15 +217,15 @@ PipelineProgram stage_program(const std::vector<Task>& tasks, int stages, int st
 
 namespace {
 
-// A message: the data a task's output carries to the next piece, named by that task and its stage.
+// A message: the data a task's output carries to the next virtual stage, named by that task and its stage.
 using Message = std::tuple<int, int, int, int>;  // (sending stage, pass, micro-batch, chunk)
 Message message_of(int stage, const Task& t) { return {stage, static_cast<int>(t.pass), t.micro_batch, t.chunk}; }
 
 // The task of stage `to` that takes message `m` as its input.
 Task consumer_of(const Message& m, int stages) {
   const auto [from, pass, i, chunk] = m;
-  const int piece = chunk * stages + from + (pass == static_cast<int>(Pass::forward) ? 1 : -1);
-  return {static_cast<Pass>(pass), i, piece / stages};
+  const int to = chunk * stages + from + (pass == static_cast<int>(Pass::forward) ? 1 : -1);  // virtual stage
+  return {static_cast<Pass>(pass), i, to / stages};
 }
 
 std::string text_of(const Task& t, int chunks) {
@@ -244,28 +248,32 @@ std::vector<PipelineProgram> timed_programs(const std::vector<std::vector<Task>>
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < p; ++s) {
-      for (size_t& k = next[static_cast<size_t>(s)]; k < tasks[static_cast<size_t>(s)].size(); ++k) {
-        const Task& t = tasks[static_cast<size_t>(s)][k];
-        int64_t start = free[static_cast<size_t>(s)];
+      const std::vector<Task>& list = tasks[static_cast<size_t>(s)];
+      int64_t& stage_free = free[static_cast<size_t>(s)];
+      for (size_t& k = next[static_cast<size_t>(s)]; k < list.size(); ++k) {
+        const Task& t = list[k];
+        int64_t start = stage_free;
         if (links.receives(s, t)) {
-          const int from = links.peer_of_input(s, t);
-          const int piece = links.virtual_stage(s, t) + (t.pass == Pass::forward ? -1 : 1);
-          const auto input = done.find({from, static_cast<int>(t.pass), t.micro_batch, piece / p});
+          const int sender_virtual_stage = links.virtual_stage(s, t) + (t.pass == Pass::forward ? -1 : 1);
+          const auto input = done.find({links.peer_of_input(s, t), static_cast<int>(t.pass), t.micro_batch,
+                                        sender_virtual_stage / p});
           if (input == done.end()) break;  // not yet computed: come back to this stage later
           start = std::max(start, input->second);
         }
-        free[static_cast<size_t>(s)] = start + (t.pass == Pass::forward ? 1 : 2);
+        stage_free = start + (t.pass == Pass::forward ? 1 : 2);
         events.emplace_back(start, 1, Message{}, s, PipelineOp{PipelineOp::compute, t});
-        if (links.sends(s, t)) done[message_of(s, t)] = free[static_cast<size_t>(s)];
+        if (links.sends(s, t)) done[message_of(s, t)] = stage_free;
         progress = true;
       }
     }
   }
-  for (int s = 0; s < p; ++s)
-    if (next[static_cast<size_t>(s)] < tasks[static_cast<size_t>(s)].size())
-      throw Error("pipeline", "stage " + std::to_string(s) + "'s " +
-                                  text_of(tasks[static_cast<size_t>(s)][next[static_cast<size_t>(s)]], chunks) +
+  for (int s = 0; s < p; ++s) {
+    const std::vector<Task>& list = tasks[static_cast<size_t>(s)];
+    const size_t k = next[static_cast<size_t>(s)];
+    if (k < list.size())
+      throw Error("pipeline", "stage " + std::to_string(s) + "'s " + text_of(list[k], chunks) +
                                   " waits for an input that no stage's list computes before waiting itself");
+  }
   for (const auto& [m, at] : done) events.emplace_back(at, 0, m, -1, PipelineOp{PipelineOp::send, {}});
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
     return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a), std::get<3>(a)) <
@@ -291,43 +299,43 @@ std::vector<PipelineProgram> timed_programs(const std::vector<std::vector<Task>>
 void check_pipeline_programs(const std::vector<PipelineProgram>& programs, int chunks) {
   const int p = static_cast<int>(programs.size());
   const PipelineLinks links{p, chunks};
-  std::vector<size_t> at(static_cast<size_t>(p));
+  std::vector<size_t> at(static_cast<size_t>(p));  // each stage's next op
+  auto next_op = [&](int s) -> const PipelineOp* {
+    const PipelineProgram& program = programs[static_cast<size_t>(s)];
+    const size_t k = at[static_cast<size_t>(s)];
+    return k < program.size() ? &program[k] : nullptr;
+  };
   auto op_text = [&](int s) {
-    const PipelineOp& op = programs[static_cast<size_t>(s)][at[static_cast<size_t>(s)]];
-    const char* what = op.kind == PipelineOp::receive ? "receives the input of " : op.kind == PipelineOp::send ? "sends the output of " : "computes ";
+    const PipelineOp& op = *next_op(s);
+    const char* what = op.kind == PipelineOp::receive ? "receives the input of "
+                       : op.kind == PipelineOp::send  ? "sends the output of "
+                                                      : "computes ";
     return "stage " + std::to_string(s) + " " + what + text_of(op.task, chunks);
   };
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < p; ++s) {
-      size_t& k = at[static_cast<size_t>(s)];
-      while (k < programs[static_cast<size_t>(s)].size() && programs[static_cast<size_t>(s)][k].kind == PipelineOp::compute) {
-        ++k;
-        progress = true;
-      }
-      if (k == programs[static_cast<size_t>(s)].size() || programs[static_cast<size_t>(s)][k].kind != PipelineOp::send) continue;
-      // A send meets the receive its peer is at, if it is at one from this stage.
-      const Task& sent = programs[static_cast<size_t>(s)][k].task;
+      for (; next_op(s) && next_op(s)->kind == PipelineOp::compute; ++at[static_cast<size_t>(s)]) progress = true;
+      if (!next_op(s) || next_op(s)->kind != PipelineOp::send) continue;
+      // A send meets the receive its peer is at, if that one receives from this stage.
+      const Task& sent = next_op(s)->task;
       const int to = links.peer_of_output(s, sent);
-      size_t& j = at[static_cast<size_t>(to)];
-      if (j == programs[static_cast<size_t>(to)].size()) continue;
-      const PipelineOp& there = programs[static_cast<size_t>(to)][j];
-      if (there.kind != PipelineOp::receive || links.peer_of_input(to, there.task) != s) continue;
+      const PipelineOp* there = next_op(to);
+      if (!there || there->kind != PipelineOp::receive || links.peer_of_input(to, there->task) != s) continue;
       const Task expected = consumer_of(message_of(s, sent), p);
-      if (std::tie(there.task.pass, there.task.micro_batch, there.task.chunk) !=
+      if (std::tie(there->task.pass, there->task.micro_batch, there->task.chunk) !=
           std::tie(expected.pass, expected.micro_batch, expected.chunk))
         throw Error("pipeline", op_text(s) + " while stage " + std::to_string(to) + " receives the input of " +
-                                    text_of(there.task, chunks) + " from it — the two lists cross this link in different orders");
-      ++k;
-      ++j;
+                                    text_of(there->task, chunks) + " from it — the two lists cross this link in different orders");
+      ++at[static_cast<size_t>(s)];
+      ++at[static_cast<size_t>(to)];
       progress = true;
     }
   }
   std::string waiting;
   for (int s = 0; s < p; ++s)
-    if (at[static_cast<size_t>(s)] < programs[static_cast<size_t>(s)].size()) waiting += (waiting.empty() ? "" : "; ") + op_text(s);
-  if (!waiting.empty())
-    throw Error("pipeline", "the stages wait on each other for ever: " + waiting);
+    if (next_op(s)) waiting += (waiting.empty() ? "" : "; ") + op_text(s);
+  if (!waiting.empty()) throw Error("pipeline", "the stages wait on each other for ever: " + waiting);
 }
 
 }  // namespace scalelab

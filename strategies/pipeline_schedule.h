@@ -30,8 +30,8 @@ using PipelineSchedule = std::function<std::vector<PipelineTask>(int stages, int
 std::vector<PipelineTask> gpipe_schedule(int stages, int stage, int micro_batches);
 std::vector<PipelineTask> one_f_one_b_schedule(int stages, int stage, int micro_batches);
 
-// Interleaved 1F1B (Narayanan et al. 2021, §2.2.2): the layers cut into stages · chunks pieces,
-// device s holding pieces s, s + p, s + 2p, … as its chunks 0, 1, …; a warm-up of forwards, then
+// Interleaved 1F1B (Narayanan et al. 2021, §2.2.2): the layers cut into stages · chunks virtual
+// stages, device s holding virtual stages s, s + p, … as its chunks 0, 1, …; a warm-up of forwards, then
 // one forward and one backward in turn over (chunk, micro-batch) tasks, then the backwards left.
 // micro_batches must be a multiple of stages (Megatron's rule; throws Error otherwise).
 std::vector<PipelineTask> interleaved_schedule(int stages, int chunks, int stage, int micro_batches);
@@ -46,21 +46,21 @@ void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages,
                              int chunks = 1);
 
 // What a stage does, in order, to run its tasks: receive a task's input (activations from the
-// piece before, or the gradient from the piece after), compute a task, send a task's output.
+// virtual stage before, or the gradient from the one after), compute a task, send a task's output.
 // `task` is the task whose input is received, that is computed, or whose output is sent. The peer
-// is the device of the piece before or after: s − 1 or s + 1, around the ring.
+// is the device of the virtual stage before or after: s − 1 or s + 1, around the ring.
 struct PipelineOp {
   enum Kind : uint8_t { receive, compute, send } kind;
   PipelineTask task;
 };
 using PipelineProgram = std::vector<PipelineOp>;
 
-// Where a task's data come from and go to. Piece (global chunk) of (stage, chunk): chunk·p + stage.
+// Where a task's data come from and go to. The virtual stage of (stage, chunk) is chunk·p + stage.
 struct PipelineLinks {
   int stages, chunks;
   int virtual_stage(int stage, const PipelineTask& t) const { return t.chunk * stages + stage; }
-  bool receives(int stage, const PipelineTask& t) const;  // F: not the first piece; B: not the last
-  bool sends(int stage, const PipelineTask& t) const;     // F: not the last piece; B: not the first
+  bool receives(int stage, const PipelineTask& t) const;  // F: not the first virtual stage; B: not the last
+  bool sends(int stage, const PipelineTask& t) const;     // F: not the last virtual stage; B: not the first
   int peer_of_input(int stage, const PipelineTask& t) const;   // F: s − 1; B: s + 1 (mod p)
   int peer_of_output(int stage, const PipelineTask& t) const;  // F: s + 1; B: s − 1 (mod p)
 };
