@@ -373,8 +373,10 @@ void check_pipeline_shape(int p, int m, int64_t batch, const ModelSpec& spec, in
     throw UsageError("pipeline", "--devices " + std::to_string(p) + " × --virtual-stages " + std::to_string(virtual_stages) +
                                      " makes " + std::to_string(virtual_count) + " virtual stages, but --model " + spec.text +
                                      " has only " + std::to_string(L) +
-                                     " layers and every virtual stage needs at least one — use --virtual-stages ≤ " +
-                                     std::to_string(std::max(1, L / p)) + ", or a model with more layers");
+                                     " layers and every virtual stage needs at least one — " +
+                                     (L / p >= 2 ? "use --virtual-stages ≤ " + std::to_string(L / p) + ", or "
+                                                 : "use --schedule 1f1b, or ") +
+                                     "a model with at least " + std::to_string(virtual_count) + " layers");
   if (virtual_stages > 1 && p < 2)
     throw UsageError("pipeline", "--schedule interleaved shrinks the bubble between devices, and --devices 1 has none — "
                                  "use --devices 2 or more, or --schedule 1f1b");
