@@ -122,8 +122,8 @@ PipelineSchedule schedule_of(const TrainConfig& config) {
 }
 
 // Every stage's program. One chunk: each stage's from its own list (stage_program). Interleaved:
-// from all the lists together, timed (timed_programs), and checked to run without waiting in a
-// circle.
+// the lists checked, the programs made from all of them together, timed (timed_programs), and
+// checked to run without waiting in a circle.
 std::vector<PipelineProgram> programs_of(const PipelineSchedule& schedule, int p, int m, int chunks) {
   std::vector<std::vector<Task>> tasks;
   for (int s = 0; s < p; ++s) tasks.push_back(schedule(p, s, m));
@@ -132,6 +132,7 @@ std::vector<PipelineProgram> programs_of(const PipelineSchedule& schedule, int p
     for (int s = 0; s < p; ++s) programs.push_back(stage_program(tasks[static_cast<size_t>(s)], p, s));
     return programs;
   }
+  for (int s = 0; s < p; ++s) check_pipeline_schedule(tasks[static_cast<size_t>(s)], p, s, m, chunks);
   std::vector<PipelineProgram> programs = timed_programs(tasks, chunks);
   check_pipeline_programs(programs, chunks);
   return programs;
