@@ -31,9 +31,9 @@ std::vector<PipelineTask> gpipe_schedule(int stages, int stage, int micro_batche
 std::vector<PipelineTask> one_f_one_b_schedule(int stages, int stage, int micro_batches);
 
 // Interleaved 1F1B (Narayanan et al. 2021, §2.2.2): the layers cut into stages · chunks virtual
-// stages, device s holding virtual stages s, s + p, … as its chunks 0, 1, …; a warm-up of forwards, then
-// one forward and one backward in turn over (chunk, micro-batch) tasks, then the backwards left.
-// micro_batches must be a multiple of stages (Megatron's rule; throws Error otherwise).
+// stages, device s holding virtual stages s, s + p, … as its chunks 0, 1, …; a warm-up of
+// forwards, then one forward and one backward in turn over (chunk, micro-batch) tasks, then the
+// backwards left. micro_batches must be a multiple of stages (Megatron's rule; throws Error).
 std::vector<PipelineTask> interleaved_schedule(int stages, int chunks, int stage, int micro_batches);
 
 // Throws Error("pipeline", …) naming the stage and what is wrong unless `tasks` runs the forward and
@@ -72,10 +72,11 @@ struct PipelineLinks {
 PipelineProgram stage_program(const std::vector<PipelineTask>& tasks, int stages, int stage);
 
 // Every stage's program for lists that send around the ring (chunks > 1), where no local rule
-// avoids a wait in a circle: the tasks are timed as if F took 1 unit and B 2, each message moves
-// at the time its sender finishes it, and every stage sends and receives in the order of those
-// times (ties in one order for all). One order of events that every program follows: no stage
-// waits for ever. Throws Error when the lists wait on each other's tasks.
+// avoids a wait in a circle: the tasks are timed as if F took 1 unit and B 2 (a backward's two
+// GEMMs to a forward's one), each message moves at the time its sender finishes it, and every
+// stage sends and receives in the order of those times (ties in one order for all). One order of
+// events that every program follows: no stage waits for ever, and a stage's link is used in the
+// order its messages come. Throws Error when the lists wait on each other's tasks.
 std::vector<PipelineProgram> timed_programs(const std::vector<std::vector<PipelineTask>>& tasks, int chunks);
 
 // Runs the programs with rendezvous sends (a send waits for its receive, a receive for its send,
