@@ -65,12 +65,13 @@ const std::vector<StrategyInfo>& strategy_registry() {
     ddp_mp.batch_shards = StrategyInfo::BatchShards::interleaved;
     r.push_back(ddp_mp);
 
-    StrategyInfo pipeline = entry("pipeline", "stages on ranks, micro-batches flowing through them; GPipe or 1F1B schedule",
+    StrategyInfo pipeline = entry("pipeline", "stages on ranks, micro-batches flowing through them; GPipe, 1F1B or interleaved 1F1B schedule",
                           make_pipeline, 1);
     pipeline.options = {O::micro_batches, O::schedule, O::amp, O::comm};
     pipeline.launches = kRankLaunches;
     pipeline.check_shape = [](const TrainConfig& c) {
-      check_pipeline_shape(c.devices, c.micro_batches, c.batch, ModelSpec::parse(c.model));
+      check_pipeline_shape(c.devices, c.micro_batches, c.batch, ModelSpec::parse(c.model),
+                           c.schedule == Schedule::interleaved ? c.virtual_stages : 1);
     };
     pipeline.showcase = [](TrainConfig& c) {
       c.micro_batches = 4;
@@ -125,7 +126,7 @@ const char* strategy_option_flags(StrategyOption option) {
     case O::no_sync: return "--no-sync";
     case O::buckets: return "--bucket-mb / --first-bucket-mb";
     case O::micro_batches: return "--micro-batches";
-    case O::schedule: return "--schedule";
+    case O::schedule: return "--schedule / --virtual-stages";
     case O::zero_stage: return "--zero-stage";
     case O::amp: return "--amp";
     case O::comm: return "--comm / --comm-algo";
@@ -176,7 +177,9 @@ std::string given(const TrainConfig& c, StrategyOption option) {
       if (c.bucket_mb != d.bucket_mb) return "--bucket-mb " + number(c.bucket_mb);
       return c.first_bucket_mb != d.first_bucket_mb ? "--first-bucket-mb " + number(c.first_bucket_mb) : "";
     case O::micro_batches: return c.micro_batches != d.micro_batches ? "--micro-batches " + std::to_string(c.micro_batches) : "";
-    case O::schedule: return c.schedule != d.schedule ? "--schedule " + std::string(schedule_name(c.schedule)) : "";
+    case O::schedule:
+      if (c.schedule != d.schedule) return "--schedule " + std::string(schedule_name(c.schedule));
+      return c.virtual_stages != d.virtual_stages ? "--virtual-stages " + std::to_string(c.virtual_stages) : "";
     case O::zero_stage: return c.zero_stage != d.zero_stage ? "--zero-stage " + std::to_string(c.zero_stage) : "";
     case O::amp:
       if (c.amp != d.amp) return "--amp " + std::string(amp_name(c.amp));

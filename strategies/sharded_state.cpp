@@ -24,13 +24,19 @@ ShardedState ShardedState::equal_shards(const ModelSpec& spec, int ranks) {
   return ShardedState(spec, std::move(offsets), true);
 }
 
-ShardedState ShardedState::by_layers(const ModelSpec& spec, const std::vector<int>& first_layer) {
+ShardedState ShardedState::by_layers(const ModelSpec& spec, const std::vector<int>& first_layer,
+                                     const std::vector<int>& owner) {
   const int L = spec.layer_count();
   if (first_layer.size() < 2 || first_layer.front() != 0 || first_layer.back() != L ||
       !std::is_sorted(first_layer.begin(), first_layer.end()))
     throw Error("sharded state", "by_layers needs each rank's first layer, from 0 up, then the layer count " +
                                      std::to_string(L) + "; got " + std::to_string(first_layer.size()) + " entries");
+  if (!owner.empty() && owner.size() + 1 != first_layer.size())
+    throw Error("sharded state", "by_layers got " + std::to_string(owner.size()) + " owners for " +
+                                     std::to_string(first_layer.size() - 1) + " ranges — give one per range");
   ShardedState s(spec, {}, false);
+  s.owner_ = owner;
+  for (size_t k = owner.size(); k + 1 < first_layer.size(); ++k) s.owner_.push_back(static_cast<int>(k));
   // A rank's part starts at the first parameter of its first layer (or of a later one: a pooling
   // layer holds none).
   const std::vector<TensorSpec>& tensors = spec.tensors();
@@ -45,6 +51,20 @@ ShardedState ShardedState::by_layers(const ModelSpec& spec, const std::vector<in
 int ShardedState::parameter_at(int64_t offset) const {
   const auto after = std::upper_bound(parameter_offset_.begin(), parameter_offset_.end(), offset);
   return static_cast<int>(after - parameter_offset_.begin()) - 1;
+}
+
+std::vector<int> ShardedState::parameters_of(int rank) const {
+  std::vector<int> mine;
+  for (size_t k = 0; k < owner_.size(); ++k)
+    if (owner_[k] == rank)
+      for (int p = parameter_at(rank_offset_[k]); p < parameter_at(rank_offset_[k + 1]); ++p) mine.push_back(p);
+  return mine;
+}
+
+int ShardedState::owner_of(int parameter) const {
+  size_t k = 0;
+  while (rank_offset_[k + 1] <= parameter_offset_[static_cast<size_t>(parameter)]) ++k;
+  return owner_[k];
 }
 
 std::vector<std::vector<float>> ShardedState::gather(ProcessGroup& group, Device& device, const std::vector<Tensor>& mine,
@@ -70,18 +90,18 @@ std::vector<std::vector<float>> ShardedState::gather(ProcessGroup& group, Device
     return whole;
   }
   // Parameter by parameter, each broadcast from the rank that holds it.
-  const int first = parameter_at(begin(rank)), count = parameter_at(begin(rank + 1)) - first;
-  if (static_cast<int>(mine.size()) != count)
+  const size_t count = parameters_of(rank).size();
+  if (mine.size() != count)
     throw Error("sharded state", "rank " + std::to_string(rank) + " gives " + std::to_string(mine.size()) +
                                      " tensors to gather but holds " + std::to_string(count) + " parameters");
   if (keep) whole.resize(static_cast<size_t>(parameters));
-  int owner = 0;
+  size_t next_mine = 0;
   for (int p = 0; p < parameters; ++p) {
     const int64_t numel = parameter_offset_[static_cast<size_t>(p) + 1] - parameter_offset_[static_cast<size_t>(p)];
-    while (begin(owner + 1) <= parameter_offset_[static_cast<size_t>(p)]) ++owner;
+    const int owner = owner_of(p);
     const std::string& parameter = spec_.tensors()[static_cast<size_t>(p)].name;
     const std::string name = what + " " + parameter;
-    Tensor t = owner == rank ? mine[static_cast<size_t>(p - first)]
+    Tensor t = owner == rank ? mine[next_mine++]
                              : device.empty({numel}, DType::f32, MemoryCategory::comm_buffers, name);
     if (t.numel() != numel)
       throw Error("sharded state", "rank " + std::to_string(rank) + "'s " + parameter + " has " +
@@ -121,8 +141,9 @@ OptimizerState ShardedState::gather_optimizer_state(ProcessGroup& group, Device&
 
 OptimizerState ShardedState::part_of(const OptimizerState& whole, int rank) const {
   if (!flat_) {
-    const int first = parameter_at(begin(rank)), last = parameter_at(begin(rank + 1));
-    return {whole.begin() + first, whole.begin() + last};
+    OptimizerState part;
+    for (int p : parameters_of(rank)) part.push_back(whole[static_cast<size_t>(p)]);
+    return part;
   }
   // The shard: elements [begin, begin + S) of each state tensor laid flat, padding zero.
   const size_t k = whole.empty() ? 0 : whole.front().size();

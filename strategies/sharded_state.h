@@ -36,8 +36,11 @@ class ShardedState {
   // S = ⌈P / N⌉ (collectives need equal blocks), as one flat tensor of S floats.
   static ShardedState equal_shards(const ModelSpec& spec, int ranks);
   // Rank r holds the parameters of layers [first_layer[r], first_layer[r + 1]), each in a tensor of
-  // its own; `first_layer` has one entry per rank and the layer count last.
-  static ShardedState by_layers(const ModelSpec& spec, const std::vector<int>& first_layer);
+  // its own; `first_layer` has one entry per rank and the layer count last. With `owner` (one entry
+  // per range), range k belongs to rank owner[k] instead: an interleaved pipeline's device holds
+  // several ranges, its parameters being theirs in the model's order.
+  static ShardedState by_layers(const ModelSpec& spec, const std::vector<int>& first_layer,
+                                const std::vector<int>& owner = {});
 
   int64_t parameter_count() const { return parameter_offset_.back(); }  // P
   int64_t padded_size() const { return rank_offset_.back(); }           // P rounded up to the ranks' blocks
@@ -64,10 +67,13 @@ class ShardedState {
  private:
   ShardedState(const ModelSpec& spec, std::vector<int64_t> rank_offset, bool flat);
   int parameter_at(int64_t offset) const;  // the parameter whose elements include flat `offset`
+  std::vector<int> parameters_of(int rank) const;  // by_layers: the rank's parameters, in order
+  int owner_of(int parameter) const;               // by_layers: the rank holding it
 
   ModelSpec spec_;
   std::vector<int64_t> parameter_offset_;  // per parameter its first element in the flat vector; P last
-  std::vector<int64_t> rank_offset_;       // per rank the first element of its range; the padded size last
+  std::vector<int64_t> rank_offset_;       // per rank (by_layers: per range) its first element; the padded size last
+  std::vector<int> owner_;                 // by_layers: the rank of each range
   bool flat_;                              // equal_shards: each rank's range is one flat tensor
 };
 

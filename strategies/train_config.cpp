@@ -24,7 +24,7 @@ E parse_choice(const std::string& name, const char* const (&names)[N], const cha
 
 constexpr const char* kLaunchNames[] = {"threads", "procs", "mpi"};
 constexpr const char* kCommNames[] = {"", "threads", "shm", "mpi", "nccl"};
-constexpr const char* kScheduleNames[] = {"gpipe", "1f1b"};
+constexpr const char* kScheduleNames[] = {"gpipe", "1f1b", "interleaved"};
 constexpr const char* kAmpNames[] = {"off", "fp16", "bf16"};
 
 }  // namespace
@@ -128,6 +128,14 @@ void TrainConfig::validate() const {
                             "--bucket-mb 25");
   if (no_sync < 1) throw UsageError("ddp", "--no-sync must be ≥ 1 (1: all-reduce every step)");
   if (micro_batches < 1) throw UsageError("pipeline", "--micro-batches must be ≥ 1");
+  if (virtual_stages < 1) throw UsageError("pipeline", "--virtual-stages must be ≥ 1, got " + std::to_string(virtual_stages));
+  if (virtual_stages > 1 && schedule != Schedule::interleaved)
+    throw UsageError("pipeline", "--virtual-stages " + std::to_string(virtual_stages) + " cuts each device's layers into "
+                                 "chunks for the interleaved schedule, but --schedule is " + schedule_name(schedule) +
+                                 " — add --schedule interleaved, or drop --virtual-stages");
+  if (virtual_stages == 1 && schedule == Schedule::interleaved)
+    throw UsageError("pipeline", "--schedule interleaved needs --virtual-stages V ≥ 2 chunks per device (with one it is "
+                                 "1F1B) — add --virtual-stages 2, or use --schedule 1f1b");
   if (zero_stage < 0 || zero_stage > 2) throw UsageError("zero", "--zero-stage must be 1 or 2");
   // A normal float, as the scaler keeps it: 1e-300 would be 0 (its inverse inf), 1e39 inf.
   if (!(amp_initial_scale >= std::numeric_limits<float>::min()) || !(amp_initial_scale <= 3.0e38)) {

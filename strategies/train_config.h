@@ -15,12 +15,12 @@ namespace scalelab {
 // UsageError naming the option and the words it takes) and kept typed from then on.
 enum class Launch : uint8_t { threads, procs, mpi };          // how ranks start
 enum class CommBackend : uint8_t { automatic, threads, shm, mpi, nccl };  // automatic: the launch's own
-enum class Schedule : uint8_t { gpipe, one_f_one_b };         // pipeline: all forward then all backward; 1F1B
+enum class Schedule : uint8_t { gpipe, one_f_one_b, interleaved };  // pipeline: all F then all B; 1F1B; interleaved 1F1B
 enum class Amp : uint8_t { off, fp16, bf16 };                 // mixed precision
 
 const char* launch_name(Launch launch);
 const char* comm_backend_name(CommBackend comm);  // "" for automatic
-const char* schedule_name(Schedule schedule);     // gpipe | 1f1b
+const char* schedule_name(Schedule schedule);     // gpipe | 1f1b | interleaved
 const char* amp_name(Amp amp);
 Launch parse_launch(const std::string& name);
 CommBackend parse_comm_backend(const std::string& name);
@@ -84,6 +84,7 @@ struct TrainConfig {
   int no_sync = 1;              // ddp: all-reduce every K-th backward; accumulate in between
   int micro_batches = 1;        // pipeline: chunks of the batch
   Schedule schedule = Schedule::gpipe;  // pipeline
+  int virtual_stages = 1;       // pipeline, --schedule interleaved: chunks of layers per device
   int zero_stage = 0;           // 1: shard optimizer state; 2: gradients too (strategy zero)
   Amp amp = Amp::off;           // mixed precision (see core/nn/loss_scaler.h)
   double amp_initial_scale = 65536;  // fp16: the loss scaler's first scale (GradScaler's 2^16)

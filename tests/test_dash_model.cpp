@@ -15,11 +15,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "core/device/sim/profile.h"
 #include "core/error.h"
@@ -970,7 +972,8 @@ TEST(DashCli, BadInputSaysWhatToDo) {
 namespace {
 
 // A sim run of `model` through `strategy`, filled into a dashboard model as a live run fills it.
-DashboardModel trained(const std::string& model, bool recompute, const std::string& strategy = "single", int devices = 1) {
+DashboardModel trained(const std::string& model, bool recompute, const std::string& strategy = "single", int devices = 1,
+                       const std::function<void(TrainConfig&)>& adjust = nullptr) {
   TrainConfig c;
   c.strategy = strategy;
   c.device = DeviceKind::sim;
@@ -981,6 +984,7 @@ DashboardModel trained(const std::string& model, bool recompute, const std::stri
   c.batch = 4;
   c.steps = 2;
   c.recompute = recompute;
+  if (adjust) adjust(c);
   EventBus bus;
   train(c, bus);
   DashboardModel m;
@@ -1069,4 +1073,23 @@ TEST(DashLayerMemory, ManyLayersAreSummedIntoFewerBars) {
   for (const LayerBytes& b : bars) sum += b.bytes;
   EXPECT_EQ(sum, 97 * 98 / 2);
   EXPECT_EQ(group_layers(layers, 200).size(), 98u);
+}
+
+TEST(DashPipeline, InterleavedBlocksNameTheirChunkAndTheFormulaHasV) {
+  // 2 devices × 2 chunks of mlp:32-24-16-12-8 (device 0: layers 0 and 2, device 1: 1 and 3), m = 4:
+  // every block is one (pass, micro-batch, chunk) task, and the textbook share is (p − 1)/(V·m + p − 1).
+  const PipelineAnalysis a = analyze_pipeline(trained("mlp:32-24-16-12-8", false, "pipeline", 2, [](TrainConfig& c) {
+    c.batch = 32;
+    c.micro_batches = 4;
+    c.schedule = Schedule::interleaved;
+    c.virtual_stages = 2;
+  }));
+  EXPECT_EQ(a.stage_devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(a.chunks, 2);
+  EXPECT_NEAR(a.theory, 1.0 / 9.0, 1e-12);
+  ASSERT_FALSE(a.steps.empty());
+  std::set<std::tuple<int, int, int, Phase>> tasks;  // (stage, chunk, micro-batch, pass)
+  for (const PipelineBlock& b : a.steps.back().blocks) tasks.insert({b.stage, b.chunk, b.micro_batch, b.phase});
+  EXPECT_EQ(a.steps.back().blocks.size(), 2u * 2 * 4 * 2);  // stages × chunks × micro-batches × F and B
+  EXPECT_EQ(tasks.size(), a.steps.back().blocks.size());
 }

@@ -129,6 +129,12 @@ TEST(DryRun, PipelineLedgerAndClockEqualARealRun) {
     c.schedule = s;
     expect_dry_equals_real(c);
   }
+  // Interleaved: 2 devices × 2 chunks of the 4 layers, with Adam.
+  TrainConfig c = test::small_config("pipeline", 2, DeviceKind::sim, "adam");
+  c.micro_batches = 4;
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  expect_dry_equals_real(c);
 }
 
 TEST(DryRun, OtherStrategiesLedgerAndClockEqualARealRun) {

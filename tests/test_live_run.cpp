@@ -179,6 +179,13 @@ TEST(LaunchPanel, StartAgainReplacesTheRunAndBadSettingsAreShown) {
   c.micro_batches = 4;  // a pipeline option: the panel passes it to pipeline only
   LaunchPanel launch(dash, c, /*speed=*/0);
   EXPECT_EQ(launch.config().micro_batches, 1);
+  // Chunks per device go with the interleaved schedule alone, and it gets two at least.
+  TrainConfig interleaved = small_sim_run("pipeline", 5);
+  interleaved.schedule = Schedule::interleaved;
+  EXPECT_EQ(LaunchPanel(dash, interleaved, 0).config().virtual_stages, 2);
+  interleaved.schedule = Schedule::one_f_one_b;
+  interleaved.virtual_stages = 3;
+  EXPECT_EQ(LaunchPanel(dash, interleaved, 0).config().virtual_stages, 1);
   ASSERT_TRUE(launch.start()) << launch.error();
   LiveRun* first = launch.run();
   ASSERT_TRUE(wait_until([&] { return first->steps_done() >= 2; }));

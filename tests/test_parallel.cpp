@@ -1,8 +1,10 @@
 // data-parallel, model-parallel and pipeline: the equivalence with `single` (cpu and sim, sgd and
-// adam, 2 and 4 devices; pipelines with GPipe and 1F1B and 1, 2, 4 micro-batches), the schedules
-// as lists, the closed forms on sim (model parallel's idle share 1 − 1/p, the pipeline bubble
-// (p − 1)/(m + p − 1), 1F1B's smaller activation peak), pipelines under --launch procs, the events'
-// micro-batch tags, and the configurations that are refused.
+// adam, 2 and 4 devices; pipelines with GPipe, 1F1B and interleaved 1F1B and 1, 2, 4
+// micro-batches), the schedules as lists and as programs of sends and receives, the closed forms on
+// sim (model parallel's idle share 1 − 1/p, the pipeline bubble (p − 1)/(m + p − 1), 1F1B's smaller
+// activation peak, the interleaved bubble (p − 1)/(V·m + p − 1) and its 2m(pV − 1) messages),
+// pipelines under --launch procs, the events' micro-batch tags, and the configurations that are
+// refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "run/train.h"
@@ -50,6 +53,25 @@ std::string square_model(int layers, int width) {
   return m;
 }
 
+// A dry run on a100-nvlink-8 of `layers` equal square layers of `width`, the batch of `batch`
+// synthetic samples, for `steps` steps: compute dwarfs the launches and the copies.
+TrainConfig equal_layers_config(const std::string& strategy, int devices, int layers, int width, int64_t batch,
+                                int64_t steps) {
+  TrainConfig c;
+  c.strategy = strategy;
+  c.devices = devices;
+  c.device = DeviceKind::sim;
+  c.hw = "a100-nvlink-8";
+  c.dry_run = true;
+  c.model = square_model(layers, width);
+  c.dataset = "synthetic";
+  c.synthetic_train = batch;
+  c.synthetic_test = 16;
+  c.batch = batch;
+  c.steps = steps;
+  return c;
+}
+
 // The metrics of the training steps only: setting up (the weights' first upload) and the final
 // download of the weights are not part of a step, and would dilute its shares.
 RunMetrics training_metrics(const EventBus& bus, int devices) {
@@ -71,12 +93,14 @@ struct EquivalenceCase {
   std::string optimizer;
   std::string schedule = "gpipe";
   int micro_batches = 1;
+  int virtual_stages = 1;
 };
 
 std::string case_name(const testing::TestParamInfo<EquivalenceCase>& info) {
   const EquivalenceCase& c = info.param;
   std::string name = c.strategy + "_" + std::to_string(c.devices) + "_" + kind_name(c.kind) + "_" + c.optimizer;
   if (c.strategy == "pipeline") name += "_" + c.schedule + "_m" + std::to_string(c.micro_batches);
+  if (c.virtual_stages > 1) name += "_v" + std::to_string(c.virtual_stages);
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -88,6 +112,7 @@ TEST_P(Equivalence, SameWeightsAsSingleAfterFiveSteps) {
   TrainConfig c = small_config(p.strategy, p.devices, p.kind, p.optimizer);
   c.schedule = parse_schedule(p.schedule);
   c.micro_batches = p.micro_batches;
+  c.virtual_stages = p.virtual_stages;
   EventBus bus;
   TrainResult r = train(c, bus);
   ASSERT_EQ(r.losses.size(), 5u);
@@ -109,6 +134,9 @@ std::vector<EquivalenceCase> equivalence_cases() {
           }
           for (const char* schedule : {"gpipe", "1f1b"})
             for (int m : {1, 2, 4}) cases.push_back({strategy, devices, kind, optimizer, schedule, m});
+          // Interleaved: 2 chunks a device, 2 × 2 virtual stages of the model's 4 layers.
+          if (devices == 2)
+            for (int m : {2, 4}) cases.push_back({strategy, devices, kind, optimizer, "interleaved", m, 2});
         }
   return cases;
 }
@@ -131,6 +159,19 @@ TEST(Pipeline, ProcsLaunchGivesTheSameWeightsAsThreads) {
     EXPECT_EQ(threads.losses, procs.losses) << schedule;
     EXPECT_LE(procs.max_rel_diff, 1e-5) << schedule;
   }
+  // Interleaved: each process orders the sends and receives of its stage from every stage's list,
+  // and the orders fit together across the processes.
+  TrainConfig c = small_config("pipeline", 2, DeviceKind::cpu, "sgd");
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  c.micro_batches = 4;
+  EventBus a, b;
+  TrainResult threads = train(c, a);
+  c.launch = Launch::procs;
+  TrainResult procs = train(c, b);
+  EXPECT_EQ(threads.weights_checksum, procs.weights_checksum);
+  EXPECT_EQ(threads.losses, procs.losses);
+  EXPECT_LE(procs.max_rel_diff, 1e-5);
 }
 
 TEST(Pipeline, EventsCarryTheirMicroBatch) {
@@ -154,6 +195,33 @@ TEST(Pipeline, EventsCarryTheirMicroBatch) {
   EXPECT_EQ(seen.size(), 8u);  // 2 stages × 4 micro-batches
 }
 
+TEST(Pipeline, InterleavedStagesHoldEveryPthVirtualStage) {
+  // 2 devices × 2 chunks of mlp:32-24-16-12-8's 4 layers: device 0 holds layers 0 and 2, device 1
+  // layers 1 and 3; each device runs each (layer, micro-batch) forward and backward, and the
+  // activations of layer 1's output go round from device 1 to device 0.
+  TrainConfig c = small_config("pipeline", 2, DeviceKind::sim, "sgd");
+  c.micro_batches = 4;
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  c.check_equivalence = false;
+  c.steps = 1;
+  EventBus bus;
+  train(c, bus);
+  std::set<std::tuple<int, int, int, Phase>> seen;  // (device, layer, micro-batch, pass)
+  int round_trips = 0;
+  for (const Event& e : bus.events()) {
+    if (e.step != 0) continue;
+    if (e.lane == Lane::comm && e.kind == "send" && e.device == 1 && e.peer == 0 &&
+        e.name.rfind("activations", 0) == 0)
+      ++round_trips;
+    if (e.lane != Lane::compute || e.layer < 0 || (e.phase != Phase::fwd && e.phase != Phase::bwd)) continue;
+    EXPECT_EQ(e.layer % 2, e.device) << e.name;
+    seen.insert({e.device, e.layer, e.micro_batch, e.phase});
+  }
+  EXPECT_EQ(seen.size(), 4u * 4 * 2);  // 4 layers × 4 micro-batches × F and B
+  EXPECT_EQ(round_trips, 4);           // one per micro-batch
+}
+
 // ---------------------------------------------------------------------------------------------
 // Closed forms on sim. Dry runs: the clock is the cost model's, no numerics are needed, so the
 // models can be large enough that compute dwarfs the kernel launches and the copies.
@@ -175,18 +243,7 @@ TEST(ModelParallelSim, EachDeviceIsIdleAllButItsShareOfTheStep) {
   // the first device skips its first layer's dx GEMM (556 µs, 0.5 % of T) while the last adds
   // the loss. Together they move each share by less than one point from 1 − 1/p (busy: 1/p).
   for (int p : {2, 4}) {
-    TrainConfig c;
-    c.strategy = "model-parallel";
-    c.devices = p;
-    c.device = DeviceKind::sim;
-    c.hw = "a100-nvlink-8";
-    c.dry_run = true;
-    c.model = square_model(64, 1024);
-    c.dataset = "synthetic";
-    c.synthetic_train = 4096;
-    c.synthetic_test = 16;
-    c.batch = 4096;
-    c.steps = 6;
+    TrainConfig c = equal_layers_config("model-parallel", p, 64, 1024, 4096, 6);
     EventBus bus;
     train(c, bus);
     RunMetrics m = training_metrics(bus, p);
@@ -212,18 +269,7 @@ struct PipelineRun {
 // same work, forward and backward (the loss on the last stage is one element-wise op over 1024
 // classes, a few µs against its ≈ 0.8 ms per micro-batch).
 PipelineRun run_equal_stages(const std::string& schedule, int micro_batches) {
-  TrainConfig c;
-  c.strategy = "pipeline";
-  c.devices = 4;
-  c.device = DeviceKind::sim;
-  c.hw = "a100-nvlink-8";
-  c.dry_run = true;
-  c.model = square_model(64, 1024);
-  c.dataset = "synthetic";
-  c.synthetic_train = 1024;
-  c.synthetic_test = 16;
-  c.batch = 1024;
-  c.steps = 6;
+  TrainConfig c = equal_layers_config("pipeline", 4, 64, 1024, 1024, 6);
   c.schedule = parse_schedule(schedule);
   c.micro_batches = micro_batches;
   EventBus bus;
@@ -284,6 +330,82 @@ TEST(PipelineSim, OneFOneBHasTheSameBubbleAndALowerActivationPeak) {
   }
 }
 
+namespace {
+
+// One interleaved (or 1F1B, V = 1) run of p = 4 stages, m = 8 micro-batches on 32 equal layers of
+// width 4096, batch 1024, a100-nvlink-8, and what its events say of a step: the bubble share, each
+// device's forward + backward compute per micro-batch (t) and optimizer time (O), the mean time of
+// a point-to-point message (c) and the messages per step.
+struct InterleavedRun {
+  double bubble = 0, t_ns = 0, optimizer_ns = 0, message_ns = 0, messages_per_step = 0;
+};
+
+InterleavedRun run_interleaved(int virtual_stages) {
+  const int p = 4, m = 8, steps = 4;
+  TrainConfig c = equal_layers_config("pipeline", p, 32, 4096, 1024, steps);
+  c.micro_batches = m;
+  c.schedule = virtual_stages > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+  c.virtual_stages = virtual_stages;
+  EventBus bus;
+  TrainResult r = train(c, bus);
+  InterleavedRun run;
+  run.bubble = r.metrics.bubble_fraction;
+  double compute = 0, optimizer = 0, messages = 0, message_time = 0;
+  for (const Event& e : bus.events()) {
+    if (e.step < 0) continue;
+    const double d = static_cast<double>(e.t_end_ns - e.t_begin_ns);
+    if (e.lane == Lane::compute && (e.phase == Phase::fwd || e.phase == Phase::bwd)) compute += d;
+    if (e.lane == Lane::compute && e.phase == Phase::optim) optimizer += d;
+    if (e.lane == Lane::comm && e.kind == "send") {
+      messages += 1;
+      message_time += d;
+    }
+  }
+  run.t_ns = compute / (p * steps * m);
+  run.optimizer_ns = optimizer / (p * steps);
+  run.message_ns = message_time / messages;
+  run.messages_per_step = messages / steps;
+  return run;
+}
+
+}  // namespace
+
+TEST(PipelineSim, InterleavingShrinksTheBubbleVTimesForVTimesTheMessages) {
+  // p = 4 equal stages, m = 8, t a stage's forward + backward of one micro-batch. 1F1B fills and
+  // drains the pipe in p − 1 slots of t; interleaved with V chunks a device, a task is t/V and the
+  // fill and drain take p − 1 tasks: (p − 1)·t/V. So, as a share of the step,
+  //     1F1B   (p − 1)/(m + p − 1)     = 3/11 = 27.3 %     (bubble / useful time (p − 1)/m   = 0.375)
+  //     V = 2  (p − 1)/(V·m + p − 1)   = 3/19 = 15.8 %     ((p − 1)/(V·m) = 0.1875)
+  //     V = 4                            3/35 =  8.6 %     (0.094)
+  // What the formula leaves out, from the run's own events: each (F, B) pair of tasks passes 4
+  // point-to-point messages of c = 2 µs + 128 rows × 16 KiB / 300 GB/s ≈ 9 µs, which stretch each
+  // task pair from t/V to t/V + 4c — (V·m + p − 1) pairs in a step, so V times the stretch of 1F1B
+  // — and every stage's optimizer step O (8 layers of 64 MiB, ≈ 1.8 ms) is busy time after the
+  // last backward. Hence
+  //     bubble ≈ 1 − (m·t + O) / ((V·m + p − 1)(t/V + 4c) + O)
+  // which the runs meet within 0.005; the textbook share alone they meet within 0.02 (the 4c
+  // stretch adds 1.7 points at V = 4: 35 × 36 µs of a 58 ms step; O takes 0.3 off).
+  // And a micro-batch crosses p·V − 1 boundaries each way: 2m(pV − 1) messages a step, 48 for
+  // 1F1B, 112 and 240 interleaved.
+  const int p = 4, m = 8;
+  double previous = 1;
+  for (int V : {1, 2, 4}) {
+    const InterleavedRun r = run_interleaved(V);
+    const double textbook = static_cast<double>(p - 1) / (V * m + p - 1);
+    const double with_costs =
+        1 - (m * r.t_ns + r.optimizer_ns) / ((V * m + p - 1) * (r.t_ns / V + 4 * r.message_ns) + r.optimizer_ns);
+    std::printf("    p=%d m=%d V=%d: bubble %.4f (bubble/useful %.4f), (p − 1)/(V·m + p − 1) = %.4f "
+                "((p − 1)/(V·m) = %.4f), with the messages and the optimizer %.4f; %g messages a step\n",
+                p, m, V, r.bubble, r.bubble / (1 - r.bubble), textbook, (p - 1.0) / (V * m), with_costs,
+                r.messages_per_step);
+    EXPECT_NEAR(r.bubble, with_costs, 0.005) << "V " << V;
+    EXPECT_NEAR(r.bubble, textbook, 0.02) << "V " << V;
+    EXPECT_LT(r.bubble, previous) << "V " << V;
+    EXPECT_EQ(r.messages_per_step, 2.0 * m * (p * V - 1)) << "V " << V;
+    previous = r.bubble;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Configurations that cannot work are UsageErrors, naming the option and the fix.
 
@@ -323,6 +445,95 @@ TEST(PipelineSchedule, TheLecturesListsAreRunnableAndABrokenListIsNamed) {
   EXPECT_NE(error({F(0), F(2), B(0), B(2)}).find("the micro-batches are 0 … 1"), std::string::npos);
 }
 
+namespace {
+
+// The programs the strategy runs for `tasks` (one list per stage), as it builds them.
+std::vector<PipelineProgram> local_programs(const std::vector<std::vector<PipelineTask>>& tasks) {
+  std::vector<PipelineProgram> programs;
+  const int p = static_cast<int>(tasks.size());
+  for (int s = 0; s < p; ++s) programs.push_back(stage_program(tasks[static_cast<size_t>(s)], p, s));
+  return programs;
+}
+
+}  // namespace
+
+TEST(PipelineSchedule, InterleavedListsRunEveryChunkOnceAndTheirProgramsNeverWaitForEver) {
+  for (int p = 2; p <= 5; ++p)
+    for (int V = 2; V <= 4; ++V)
+      for (int m : {p, 2 * p, 3 * p}) {
+        std::vector<std::vector<PipelineTask>> tasks;
+        for (int s = 0; s < p; ++s) {
+          tasks.push_back(interleaved_schedule(p, V, s, m));
+          // Every (chunk, micro-batch) forward and backward once, a chunk's backwards in the order
+          // of its forwards; the warm-up is Megatron's, 2(p − s − 1) + (V − 1)p forwards.
+          EXPECT_NO_THROW(check_pipeline_schedule(tasks.back(), p, s, m, V)) << "p " << p << " V " << V << " m " << m;
+          ASSERT_EQ(tasks.back().size(), static_cast<size_t>(2 * V * m));
+          int forwards = 0;
+          while (tasks.back()[static_cast<size_t>(forwards)].pass == PipelinePass::forward) ++forwards;
+          EXPECT_EQ(forwards, std::min(2 * (p - s - 1) + (V - 1) * p + 1, V * m)) << "p " << p << " s " << s;
+        }
+        // The programs, sends meeting receives in a pipeline where each waits for the other: they
+        // all run to the end, each message received by the task it is for.
+        const std::vector<PipelineProgram> programs = timed_programs(tasks, V);
+        EXPECT_NO_THROW(check_pipeline_programs(programs, V)) << "p " << p << " V " << V << " m " << m;
+        // Each stage's program holds its tasks in its list's order, with 2·V·m − (messages the
+        // ends of the model do not pass) sends and as many receives.
+        for (int s = 0; s < p; ++s) {
+          std::vector<std::tuple<PipelinePass, int, int>> computed, listed;
+          int sends = 0, receives = 0;
+          for (const PipelineOp& op : programs[static_cast<size_t>(s)]) {
+            if (op.kind == PipelineOp::compute) computed.emplace_back(op.task.pass, op.task.micro_batch, op.task.chunk);
+            sends += op.kind == PipelineOp::send;
+            receives += op.kind == PipelineOp::receive;
+          }
+          for (const PipelineTask& t : tasks[static_cast<size_t>(s)]) listed.emplace_back(t.pass, t.micro_batch, t.chunk);
+          EXPECT_EQ(computed, listed) << "p " << p << " s " << s;
+          const int ends = (s == 0 ? m : 0) + (s == p - 1 ? m : 0);  // the batch in, the loss out
+          EXPECT_EQ(sends, 2 * V * m - ends);
+          EXPECT_EQ(receives, 2 * V * m - ends);
+        }
+      }
+  // Micro-batches not a multiple of the stages: Megatron's rule, refused.
+  EXPECT_THROW(interleaved_schedule(4, 2, 0, 6), Error);
+}
+
+TEST(PipelineSchedule, TheLecturesProgramsNeverWaitForEverAndAWaitInACircleIsNamed) {
+  // GPipe's and 1F1B's lists as each stage orders its sends and receives alone (lab 07's lists run
+  // so): no stage waits for ever, p = 1…5, m = 1…9.
+  for (int p = 1; p <= 5; ++p)
+    for (int m = 1; m <= 9; ++m) {
+      std::vector<std::vector<PipelineTask>> gpipe, one;
+      for (int s = 0; s < p; ++s) {
+        gpipe.push_back(gpipe_schedule(p, s, m));
+        one.push_back(one_f_one_b_schedule(p, s, m));
+      }
+      EXPECT_NO_THROW(check_pipeline_programs(local_programs(gpipe), 1)) << "p " << p << " m " << m;
+      EXPECT_NO_THROW(check_pipeline_programs(local_programs(one), 1)) << "p " << p << " m " << m;
+    }
+  const auto op = [](PipelineOp::Kind kind, PipelinePass pass, int i) { return PipelineOp{kind, {pass, i}}; };
+  using K = PipelineOp;
+  const PipelinePass F = PipelinePass::forward, B = PipelinePass::backward;
+  const PipelineProgram stage0 = {op(K::compute, F, 0), op(K::send, F, 0), op(K::compute, F, 1), op(K::send, F, 1),
+                                  op(K::receive, B, 0), op(K::compute, B, 0), op(K::receive, B, 1), op(K::compute, B, 1)};
+  // 1F1B's stage 1 sending B 0's gradient before it receives F 1's input: both stages send.
+  const PipelineProgram stage1 = {op(K::receive, F, 0), op(K::compute, F, 0), op(K::compute, B, 0), op(K::send, B, 0),
+                                  op(K::receive, F, 1), op(K::compute, F, 1), op(K::compute, B, 1), op(K::send, B, 1)};
+  std::string e = test::message_of<Error>([&] { check_pipeline_programs({stage0, stage1}, 1); });
+  EXPECT_NE(e.find("wait on each other for ever: stage 0 sends the output of F 1; stage 1 sends the output of B 0"),
+            std::string::npos)
+      << e;
+  // Receiving F 1 where F 0 comes: the lists cross the link in different orders.
+  const PipelineProgram swapped = {op(K::receive, F, 1), op(K::compute, F, 1), op(K::receive, F, 0), op(K::compute, F, 0),
+                                   op(K::compute, B, 0), op(K::send, B, 0), op(K::compute, B, 1), op(K::send, B, 1)};
+  e = test::message_of<Error>([&] { check_pipeline_programs({stage0, swapped}, 1); });
+  EXPECT_NE(e.find("stage 0 sends the output of F 0 while stage 1 receives the input of F 1"), std::string::npos) << e;
+  // Lists that wait on each other's tasks cannot be timed.
+  const std::vector<std::vector<PipelineTask>> crossed = {
+      {{F, 0}, {B, 0}, {F, 1}, {B, 1}}, {{F, 1}, {B, 1}, {F, 0}, {B, 0}}};
+  e = test::message_of<Error>([&] { timed_programs(crossed, 2); });
+  EXPECT_NE(e.find("waits for an input"), std::string::npos) << e;
+}
+
 TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
   TrainConfig c = small_config("pipeline", 5, DeviceKind::cpu, "sgd");  // 5 stages, 4 layers
   std::string e = usage_error(c);
@@ -344,7 +555,42 @@ TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
   EXPECT_NE(usage_error(c).find("--micro-batches must be"), std::string::npos);
 
   c.micro_batches = 2;
-  EXPECT_THROW(parse_schedule("interleaved"), UsageError);
+  EXPECT_THROW(parse_schedule("zero-bubble"), UsageError);
+
+  // Interleaved: m a multiple of p, a layer per virtual stage, V ≥ 2 only with it, 2 devices.
+  c = small_config("pipeline", 2, DeviceKind::cpu, "sgd");
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  c.micro_batches = 1;
+  c.batch = 36;
+  c.micro_batches = 3;
+  e = usage_error(c);
+  EXPECT_NE(e.find("--micro-batches 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiple of --devices 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("use --micro-batches 2 or 4"), std::string::npos) << e;
+  c.batch = 32;
+  c.micro_batches = 2;
+  c.virtual_stages = 4;  // 2 × 4 = 8 virtual stages, 4 layers
+  e = usage_error(c);
+  EXPECT_NE(e.find("8 virtual stages"), std::string::npos) << e;
+  EXPECT_NE(e.find("use --virtual-stages ≤ 2, or a model with at least 8 layers"), std::string::npos) << e;
+  c.virtual_stages = 1;
+  e = usage_error(c);
+  EXPECT_NE(e.find("--schedule interleaved needs --virtual-stages V ≥ 2"), std::string::npos) << e;
+  c.schedule = Schedule::one_f_one_b;
+  c.virtual_stages = 2;
+  e = usage_error(c);
+  EXPECT_NE(e.find("add --schedule interleaved, or drop --virtual-stages"), std::string::npos) << e;
+  c = small_config("pipeline", 1, DeviceKind::cpu, "sgd");
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  e = usage_error(c);
+  EXPECT_NE(e.find("--devices 1 has none"), std::string::npos) << e;
+  c = small_config("ddp", 2, DeviceKind::cpu, "sgd");
+  c.virtual_stages = 2;
+  c.schedule = Schedule::interleaved;
+  e = usage_error(c);
+  EXPECT_NE(e.find("does not apply to --strategy ddp"), std::string::npos) << e;
 
   c = small_config("model-parallel", 5, DeviceKind::cpu, "sgd");
   e = usage_error(c);

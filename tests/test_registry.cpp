@@ -125,7 +125,8 @@ TEST(Registry, DescribeListsEveryStrategyWithWhatItTakes) {
 
 TEST(Choices, WordsParseToTheirEnumAndBack) {
   for (Launch l : {Launch::threads, Launch::procs, Launch::mpi}) EXPECT_EQ(parse_launch(launch_name(l)), l);
-  for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b}) EXPECT_EQ(parse_schedule(schedule_name(s)), s);
+  for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved})
+    EXPECT_EQ(parse_schedule(schedule_name(s)), s);
   for (Amp a : {Amp::off, Amp::fp16, Amp::bf16}) EXPECT_EQ(parse_amp(amp_name(a)), a);
   EXPECT_EQ(parse_comm_backend(""), CommBackend::automatic);
   EXPECT_EQ(parse_comm_backend("shm"), CommBackend::shm);

@@ -90,6 +90,8 @@ TrainConfig LaunchPanel::config() const {
   if (!info.takes(O::no_sync)) c.no_sync = defaults.no_sync;
   if (!info.takes(O::micro_batches)) c.micro_batches = defaults.micro_batches;
   if (!info.takes(O::schedule)) c.schedule = defaults.schedule;
+  // Chunks per device are the interleaved schedule's alone, and it needs two at least.
+  c.virtual_stages = c.schedule == Schedule::interleaved ? std::max(2, c.virtual_stages) : defaults.virtual_stages;
   if (!info.takes(O::zero_stage)) c.zero_stage = defaults.zero_stage;
   if (!info.takes(O::amp)) c.amp = defaults.amp;
   if (!info.synchronous) c.check_equivalence = false;
@@ -195,8 +197,15 @@ void LaunchPanel::draw_settings(bool locked) {
   if (info.takes(O::micro_batches)) ImGui::SliderInt("micro-batches", &fields_.micro_batches, 1, 32);
   if (info.takes(O::schedule)) {
     std::string schedule = schedule_name(fields_.schedule);
-    if (combo("schedule", schedule, {schedule_name(Schedule::gpipe), schedule_name(Schedule::one_f_one_b)}))
+    if (combo("schedule", schedule,
+              {schedule_name(Schedule::gpipe), schedule_name(Schedule::one_f_one_b), schedule_name(Schedule::interleaved)}))
       fields_.schedule = parse_schedule(schedule);
+    if (fields_.schedule == Schedule::interleaved) {
+      fields_.virtual_stages = std::max(2, fields_.virtual_stages);
+      ImGui::SliderInt("virtual stages", &fields_.virtual_stages, 2, 8);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("chunks of layers per device; micro-batches a multiple of the devices");
+    }
   }
   if (info.takes(O::no_sync)) {
     ImGui::SliderInt("no_sync K", &fields_.no_sync, 1, 8);

@@ -1,7 +1,9 @@
 // Pipeline: stages × time for the cursor's step, forward (F) and backward (B) blocks numbered by
-// micro-batch, the idle cells between them hatched as bubbles. Next to it the run's bubble share
-// (simulated or measured, as the trace's clock is) and the textbook's (p − 1)/(m + p − 1), so a
-// student sees the formula come true — or not, when communication or uneven stages add to it.
+// micro-batch, the idle cells between them hatched as bubbles. Interleaved, a block also names its
+// chunk (F3·1: micro-batch 3 through the stage's chunk 1), and later chunks are drawn lighter.
+// Next to it the run's bubble share (simulated or measured, as the trace's clock is) and the
+// textbook's (p − 1)/(V·m + p − 1), so a student sees the formula come true — or not, when
+// communication or uneven stages add to it.
 #include "viz/model/pipeline_analysis.h"
 
 #include <imgui.h>
@@ -38,18 +40,23 @@ class PipelinePanel : public Panel {
       ImGui::TextUnformatted("no step ran micro-batches");
       return;
     }
-    const int p = static_cast<int>(a.stage_devices.size()), m = a.micro_batches;
+    const int p = static_cast<int>(a.stage_devices.size()), m = a.micro_batches, V = a.chunks;
     // Flowed: in the dashboard's grid the panel may be a third of the window wide.
-    flow_text({m == 1 ? "model parallel (a pipeline of one micro-batch)" : ps->one_f_one_b ? "1F1B schedule" : "GPipe schedule",
-               "p = " + std::to_string(p) + " stages", "m = " + std::to_string(m) + " micro-batch" + (m == 1 ? "" : "es"),
+    const std::string schedule = V > 1 ? "interleaved 1F1B, V = " + std::to_string(V) + " chunks a stage"
+                                 : m == 1 ? "model parallel (a pipeline of one micro-batch)"
+                                 : ps->one_f_one_b ? "1F1B schedule" : "GPipe schedule";
+    flow_text({schedule, "p = " + std::to_string(p) + " stages", "m = " + std::to_string(m) + " micro-batch" + (m == 1 ? "" : "es"),
                "step " + std::to_string(model.steps()[static_cast<size_t>(ps->step_index)].step)});
     // The share and the formula on one line where they fit.
     char share[128], formula[96];
     std::snprintf(share, sizeof share, "bubble share, %s: %.1f%% this step, %.1f%% whole run",
                   model.info().simulated ? "simulated" : "measured", 100 * ps->bubble_fraction, 100 * a.whole_run);
-    std::snprintf(formula, sizeof formula, "textbook (p−1)/(m+p−1) = %d/%d = %.1f%%", p - 1, m + p - 1, 100 * a.theory);
+    if (V > 1)
+      std::snprintf(formula, sizeof formula, "textbook (p−1)/(V·m+p−1) = %d/%d = %.1f%%", p - 1, V * m + p - 1, 100 * a.theory);
+    else
+      std::snprintf(formula, sizeof formula, "textbook (p−1)/(m+p−1) = %d/%d = %.1f%%", p - 1, m + p - 1, 100 * a.theory);
     flow_text({share, formula});
-    legend_item(phase_color(Phase::fwd), "F = forward");
+    legend_item(phase_color(Phase::fwd), V > 1 ? "F3·1 = forward of micro-batch 3, chunk 1" : "F = forward");
     legend_item(phase_color(Phase::bwd), "B = backward");
     legend_item(phase_color(Phase::optim), "optimizer");
     legend_item(kIdleColor, "bubble (idle)");
@@ -86,10 +93,16 @@ class PipelinePanel : public Panel {
     for (const PipelineBlock& b : ps->blocks) {
       const float y = origin.y + row_h * static_cast<float>(b.stage);
       const ImVec2 a0(x_of(b.begin_ns), y + 2), a1(std::max(x_of(b.end_ns), x_of(b.begin_ns) + 1), y + row_h - 5);
-      dl->AddRectFilled(a0, a1, faded_if_future(phase_color(b.phase), b.begin_ns), 2.0f);
+      // A later chunk lighter: the colour goes a share of the way to white.
+      const ImU32 colour = V > 1 ? lighter(phase_color(b.phase), 0.45f * static_cast<float>(b.chunk) / static_cast<float>(V - 1))
+                                 : phase_color(b.phase);
+      dl->AddRectFilled(a0, a1, faded_if_future(colour, b.begin_ns), 2.0f);
       dl->AddRect(a0, a1, IM_COL32(20, 20, 25, 160), 2.0f);
-      char t[16];
-      std::snprintf(t, sizeof t, "%c%d", b.phase == Phase::fwd ? 'F' : 'B', b.micro_batch);
+      char t[24];
+      if (V > 1)
+        std::snprintf(t, sizeof t, "%c%d·%d", b.phase == Phase::fwd ? 'F' : 'B', b.micro_batch, b.chunk);
+      else
+        std::snprintf(t, sizeof t, "%c%d", b.phase == Phase::fwd ? 'F' : 'B', b.micro_batch);
       if (a1.x - a0.x >= ImGui::CalcTextSize(t).x + 2) draw_label_in(dl, a0, a1, t);
     }
     // Time axis: from the step's first compute.

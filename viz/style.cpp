@@ -39,6 +39,14 @@ ImU32 faded(ImU32 color, float alpha) {
   return (color & ~IM_COL32_A_MASK) | (a << IM_COL32_A_SHIFT);
 }
 
+ImU32 lighter(ImU32 color, float share) {
+  auto channel = [&](int shift) {
+    const float c = static_cast<float>((color >> shift) & 0xFF);
+    return static_cast<ImU32>(c + (255.0f - c) * share) << shift;
+  };
+  return channel(IM_COL32_R_SHIFT) | channel(IM_COL32_G_SHIFT) | channel(IM_COL32_B_SHIFT) | (color & IM_COL32_A_MASK);
+}
+
 void draw_hatched(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 fill, ImU32 hatch) {
   dl->AddRectFilled(a, b, fill);
   const float w = b.x - a.x, h = b.y - a.y;

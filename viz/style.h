@@ -14,6 +14,8 @@ ImU32 phase_color(Phase phase);
 ImU32 memory_color(MemoryCategory category);
 // A colour at reduced alpha: what has not happened yet at the cursor is drawn faded.
 ImU32 faded(ImU32 color, float alpha = 0.25f);
+// A colour moved `share` (0 … 1) of the way to white: an interleaved pipeline's later chunks.
+ImU32 lighter(ImU32 color, float share);
 
 constexpr ImU32 kIdleColor = IM_COL32(150, 150, 160, 70);     // idle gaps / bubbles
 constexpr ImU32 kIdleHatch = IM_COL32(200, 200, 210, 90);

@@ -445,7 +445,9 @@ static int run_main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
-  app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b")->capture_default_str();
+  app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b | interleaved")->capture_default_str();
+  app.add_option("--virtual-stages", c.virtual_stages, "live, pipeline, --schedule interleaved: chunks of layers per device")
+      ->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
   app.add_option("--first-bucket-mb", c.first_bucket_mb, "live, ddp: cap of the first bucket in MB")->capture_default_str();
   app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too");
@@ -473,7 +475,7 @@ static int run_main(int argc, char** argv) {
     if (!o.replay.empty())
       for (const char* flag : {"--start", "--live-for", "--speed", "--strategy", "--device", "--hw", "--devices", "--dry-run",
                                "--model", "--dataset", "--recompute", "--batch", "--steps", "--seed", "--micro-batches",
-                               "--schedule", "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
+                               "--schedule", "--virtual-stages", "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
         if (app.count(flag))
           throw UsageError("dash", std::string(flag) + " sets the live run, and --replay shows a trace already made (it would "
                                    "be ignored) — drop " + flag + ", or --replay");

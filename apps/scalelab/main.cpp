@@ -87,7 +87,8 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
   const std::pair<const char*, StrategyOption> flags[] = {
       {"--bucket-mb", StrategyOption::buckets},   {"--first-bucket-mb", StrategyOption::buckets},
       {"--no-sync", StrategyOption::no_sync},     {"--micro-batches", StrategyOption::micro_batches},
-      {"--schedule", StrategyOption::schedule},   {"--zero-stage", StrategyOption::zero_stage},
+      {"--schedule", StrategyOption::schedule},   {"--virtual-stages", StrategyOption::schedule},
+      {"--zero-stage", StrategyOption::zero_stage},
       {"--amp", StrategyOption::amp},             {"--amp-initial-scale", StrategyOption::amp},
       {"--comm", StrategyOption::comm},           {"--comm-algo", StrategyOption::comm}};
   for (const auto& [flag, option] : flags)
@@ -188,7 +189,10 @@ static int run_main(int argc, char** argv) {
   train_cmd->add_option("--no-sync", c.no_sync, "ddp: all-reduce every K-th backward, accumulate in between")
       ->capture_default_str();
   train_cmd->add_option("--micro-batches", c.micro_batches, "pipeline: chunks per batch")->capture_default_str();
-  train_cmd->add_option("--schedule", choice.schedule, "pipeline: gpipe | 1f1b")->capture_default_str();
+  train_cmd->add_option("--schedule", choice.schedule, "pipeline: gpipe | 1f1b | interleaved")->capture_default_str();
+  train_cmd->add_option("--virtual-stages", c.virtual_stages,
+                        "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
+      ->capture_default_str();
   train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too");
   train_cmd->add_option("--amp", choice.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
       ->capture_default_str();

@@ -27,14 +27,28 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
 
   // Stages: devices that ran micro-batches, ordered by the first layer they hold.
   std::map<int, int> min_layer;  // device → smallest layer index
+  std::map<int, std::set<int>> layers;  // device → the layers it ran
   std::set<int> micro_batches;
   for (const Event& e : events) {
     if (e.micro_batch < 0 || e.lane != Lane::compute || (e.phase != Phase::fwd && e.phase != Phase::bwd)) continue;
     auto [it, fresh] = min_layer.try_emplace(e.device, e.layer >= 0 ? e.layer : 1 << 30);
     if (!fresh && e.layer >= 0) it->second = std::min(it->second, e.layer);
+    if (e.layer >= 0) layers[e.device].insert(e.layer);
     micro_batches.insert(e.micro_batch);
   }
   if (min_layer.empty()) return a;
+  // Chunks: a stage's layers in runs of consecutive ones (interleaved, stage s holds virtual
+  // stages s, s + p, …); a layer's chunk is its run's index.
+  std::map<std::pair<int, int>, int> chunk_of;  // (device, layer) → chunk
+  for (const auto& [device, held] : layers) {
+    int chunk = 0, previous = -2;
+    for (int l : held) {
+      if (previous >= 0 && l != previous + 1) ++chunk;
+      chunk_of[{device, l}] = chunk;
+      previous = l;
+    }
+    a.chunks = std::max(a.chunks, chunk + 1);
+  }
   std::vector<std::pair<int, int>> order;  // (layer, device)
   for (const auto& [device, layer] : min_layer) order.emplace_back(layer, device);
   std::sort(order.begin(), order.end());
@@ -45,7 +59,7 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
   }
   a.micro_batches = static_cast<int>(micro_batches.size());
   const double p = static_cast<double>(a.stage_devices.size()), m = static_cast<double>(a.micro_batches);
-  a.theory = (p - 1) / (m + p - 1);
+  a.theory = (p - 1) / (a.chunks * m + p - 1);
   a.whole_run = model.run_metrics().bubble_fraction;
 
   // Blocks: consecutive compute events of one stage with the same micro-batch and direction.
@@ -75,15 +89,17 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
         open[s] = -1;
         continue;
       }
+      const auto chunk = chunk_of.find({e.device, e.layer});
+      const int c = chunk == chunk_of.end() ? 0 : chunk->second;  // the loss: no layer, its chunk's block
       if (open[s] >= 0) {
         PipelineBlock& b = ps.blocks[static_cast<size_t>(open[s])];
-        if (b.micro_batch == e.micro_batch && b.phase == e.phase) {
+        if (b.micro_batch == e.micro_batch && b.phase == e.phase && (b.chunk == c || chunk == chunk_of.end())) {
           b.end_ns = std::max(b.end_ns, e.t_end_ns);
           continue;
         }
       }
       open[s] = static_cast<int>(ps.blocks.size());
-      ps.blocks.push_back(PipelineBlock{st->second, e.micro_batch, e.phase, e.t_begin_ns, e.t_end_ns});
+      ps.blocks.push_back(PipelineBlock{st->second, e.micro_batch, c, e.phase, e.t_begin_ns, e.t_end_ns});
     }
     if (ps.blocks.empty()) continue;
     for (const PipelineBlock& b : ps.blocks) block_lengths.push_back(b.end_ns - b.begin_ns);

@@ -1,7 +1,7 @@
 #pragma once
 // The pipeline's analysis, apart from its drawing (tests and --describe use it): per training
-// step, each stage's forward and backward blocks by micro-batch, and its bubbles — the idle gaps
-// on a stage's compute lane between the step's first and last compute.
+// step, each stage's forward and backward blocks by micro-batch (and chunk, interleaved), and its
+// bubbles — the idle gaps on a stage's compute lane between the step's first and last compute.
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +12,7 @@ namespace scalelab::viz {
 struct PipelineBlock {
   int stage = 0;
   int micro_batch = 0;
+  int chunk = 0;             // the stage's chunk of layers (interleaved: 0 … V − 1)
   Phase phase = Phase::fwd;  // fwd or bwd
   int64_t begin_ns = 0, end_ns = 0;
 };
@@ -34,11 +35,12 @@ struct PipelineStep {
 struct PipelineAnalysis {
   std::vector<int> stage_devices;     // stage → device, by the layers each holds
   int micro_batches = 0;              // m
+  int chunks = 1;                     // V: runs of contiguous layers a stage holds (interleaved: > 1)
   std::vector<PipelineStep> steps;    // steps that ran micro-batches
   size_t bubble_count = 0;            // over all steps
   int64_t min_bubble_ns = 0;          // shorter gaps are scheduling noise, not bubbles
   double whole_run = 0;               // RunMetrics::bubble_fraction of the whole run
-  double theory = 0;                  // (p − 1) / (m + p − 1)
+  double theory = 0;                  // (p − 1) / (V·m + p − 1)
   // The analysed step for a model step index, or nullptr.
   const PipelineStep* step(int step_index) const;
 };
