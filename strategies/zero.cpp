@@ -1,5 +1,5 @@
 // zero: the ZeroRedundancyOptimizer (ZeRO, Rajbhandari et al. 2020) — data parallel training in
-// which each rank keeps the optimizer state of only 1/N of the parameters.
+// which each rank keeps the optimizer state of only 1/N of the parameters (stage 3: 1/N of all).
 //
 // Data parallel training keeps N copies of everything: weights, gradients and optimizer state
 // (SGD momentum: one more tensor the size of the model; Adam's m and v: two). But the optimizer
@@ -21,13 +21,16 @@
 //            layer's whole weights exist only while it computes: before its forward they are
 //            all-gathered into a buffer, used and freed; before its backward gathered again; its
 //            gradient is reduce-scattered (avg) into rank r's gradient shard and freed. The
-//            optimizer steps on the shard; the next forward's gathers bring its update.
-//   The price of stage 3: 1.5× the traffic of data parallel. Per step each weight crosses the wire
-//   in three collectives of (N−1)/N of the model each — a forward all-gather, a backward one and
-//   the gradient's reduce-scatter — where an all-reduce is two. To hide it, each layer's gather is
-//   queued before the layer before it computes (prefetch: FSDP's forward_prefetch and
-//   backward_prefetch) and each reduce-scatter runs during the next layer's backward; the memory
-//   this costs is two layers' whole weights (and two gradients) at a time.
+//            optimizer steps on the shard; the next forward's gathers bring its update. The unit
+//            gathered at once is a layer with parameters (FSDP's "unit"): an MLP's Linear, a
+//            ConvNet's convolution, a GPT's embedding, each of its blocks, its head.
+//   The price of stage 3: 1.5× the traffic of data parallel. Per step each rank sends (N−1)/N of
+//   the model three times — the forward's all-gathers, the backward's, the gradient's
+//   reduce-scatters — where an all-reduce is two. To hide it, each layer's gather is queued before
+//   the layer ahead of it computes (prefetch: FSDP's forward_prefetch and backward_prefetch), and
+//   each reduce-scatter runs during the next layer's backward; what that costs is two layers'
+//   whole weights (and two whole gradients) alive at a time. With --recompute a block reruns its
+//   forward from the weights gathered for its backward: no extra gather.
 //
 // The layout (as DeepSpeed's flat buffers): every parameter, in model order, in one buffer
 // padded to a multiple of N, so the shards are equal (collectives need equal blocks):
@@ -41,11 +44,13 @@
 // layer at a time, so it cuts each layer with parameters (FSDP's unit) the same way on its own;
 // rank r's shard is its piece of every layer, end to end (strategies/sharded_state.h).
 //
-// Mixed precision (--amp, stages 1 and 2): the flat buffer keeps the f32 master weights, which the optimizer
+// Mixed precision (--amp): the flat buffer keeps the f32 master weights, which the optimizer
 // shards; each layer computes from half copies cast from its views. With fp16, rank r unscales and
 // checks only shard r's gradient — the only one its optimizer reads — so an overflow may be seen
 // by one rank alone (certainly in stage 2, where no rank holds the others' shards): the ranks
-// agree on it with a one-float all-reduce, and all skip together.
+// agree on it with a one-float all-reduce, and all skip together. Stage 3 refuses --amp: a
+// layer's half copies live as long as the layer (2 bytes of every weight on every rank), where
+// FSDP gathers its weights in half to begin with.
 //
 // The data: rank r takes rows r, r+N, r+2N, … of the global batch (the rule of torch's
 // DistributedSampler, as ddp), so N ranks together see exactly the batch `single` sees, and the
