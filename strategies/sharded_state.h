@@ -52,6 +52,7 @@ class ShardedState {
 
   int64_t parameter_count() const { return parameter_offset_.back(); }  // P
   int64_t padded_size() const { return rank_offset_.back(); }           // P rounded up to the ranks' blocks
+  // Where rank r's part starts (per layer: as if the ranks' shards lay end to end), and its size.
   int64_t begin(int rank) const { return rank_offset_.at(static_cast<size_t>(rank)); }
   int64_t size(int rank) const { return begin(rank + 1) - begin(rank); }
 
