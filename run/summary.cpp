@@ -471,10 +471,14 @@ std::string format_summary(const TrainResult& r) {
   for (const DeviceSummary& d : r.per_device)
     if (!past_capacity_note(d.peak_total, d.capacity, d.peak_bytes.data()).empty() && (!worst || d.peak_total > worst->peak_total))
       worst = &d;
+  const bool weights_sharded = r.config.strategy == "zero" && r.config.zero_stage == 3;
   if (worst)
     s += "  memory          " + worst->name + " " + past_capacity_note(worst->peak_total, worst->capacity, worst->peak_bytes.data()) +
-         " — a real run runs out of memory: shard the weights across devices too (what FSDP, tensor and "
-         "pipeline parallelism do), or use a smaller batch or --recompute\n";
+         " — a real run runs out of memory: " +
+         (weights_sharded ? std::string("its weights are sharded already; use more devices or a smaller batch") +
+                                (r.config.recompute ? "\n" : ", or --recompute\n")
+                          : "shard the weights across devices too (what --zero-stage 3 / FSDP, tensor and pipeline "
+                            "parallelism do), or use a smaller batch or --recompute\n");
   return s;
 }
 

@@ -80,8 +80,8 @@ const std::vector<StrategyInfo>& strategy_registry() {
     r.push_back(pipeline);
 
     StrategyInfo zero = entry("zero",
-                      "ZeroRedundancyOptimizer: data parallel with the optimizer state (stage 2: gradients too) sharded "
-                      "over ranks",
+                      "ZeroRedundancyOptimizer: data parallel with the optimizer state (stage 2: gradients too; 3: "
+                      "weights too, gathered a layer at a time — fsdp) sharded over ranks",
                       make_zero, 1);
     zero.options = {O::zero_stage, O::amp, O::comm};
     zero.launches = kRankLaunches;
@@ -308,7 +308,17 @@ const StrategyInfo& find_strategy(const std::string& name) {
     if (s.name == name) return s;
     known += (known.empty() ? "" : ", ") + s.name;
   }
-  throw UsageError("strategy", "--strategy '" + name + "' is unknown — use one of: " + known);
+  throw UsageError("strategy", "--strategy '" + name + "' is unknown — use one of: " + known + " (or fsdp: zero stage 3)");
+}
+
+void resolve_strategy_alias(std::string& strategy, int& zero_stage) {
+  if (strategy != "fsdp") return;
+  if (zero_stage != 0 && zero_stage != 3)
+    throw UsageError("zero", "--strategy fsdp --zero-stage " + std::to_string(zero_stage) +
+                                 ": fsdp is zero stage 3 (weights, gradients and optimizer state sharded) — drop "
+                                 "--zero-stage, or use --strategy zero --zero-stage " + std::to_string(zero_stage));
+  strategy = "zero";
+  zero_stage = 3;
 }
 
 }  // namespace scalelab

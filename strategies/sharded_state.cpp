@@ -6,10 +6,6 @@
 #include "core/error.h"
 
 namespace scalelab {
-namespace {
-
-}  // namespace
-
 ShardedState::ShardedState(const ModelSpec& spec, std::vector<int64_t> rank_offset, bool flat)
     : spec_(spec), rank_offset_(std::move(rank_offset)), flat_(flat) {
   parameter_offset_.push_back(0);
@@ -18,10 +14,38 @@ ShardedState::ShardedState(const ModelSpec& spec, std::vector<int64_t> rank_offs
 
 ShardedState ShardedState::equal_shards(const ModelSpec& spec, int ranks) {
   if (ranks < 1) throw Error("sharded state", "equal_shards over " + std::to_string(ranks) + " ranks — give at least 1");
-  const int64_t shard = (spec.parameter_count() + ranks - 1) / ranks;
-  std::vector<int64_t> offsets;
-  for (int r = 0; r <= ranks; ++r) offsets.push_back(r * shard);
-  return ShardedState(spec, std::move(offsets), true);
+  ShardedState s(spec, {}, true);
+  const int parameters = static_cast<int>(spec.tensors().size());
+  s.units_.push_back({-1, 0, parameters, (spec.parameter_count() + ranks - 1) / ranks, 0});
+  for (int r = 0; r <= ranks; ++r) s.rank_offset_.push_back(r * s.units_[0].shard);
+  return s;
+}
+
+ShardedState ShardedState::equal_shards_per_layer(const ModelSpec& spec, int ranks) {
+  if (ranks < 1)
+    throw Error("sharded state", "equal_shards_per_layer over " + std::to_string(ranks) + " ranks — give at least 1");
+  ShardedState s(spec, {}, true);
+  const std::vector<TensorSpec>& tensors = spec.tensors();
+  int64_t shard = 0;  // Σ S_u so far
+  for (int p = 0; p < static_cast<int>(tensors.size());) {
+    Unit u;
+    u.layer = tensors[static_cast<size_t>(p)].layer;
+    u.first = p;
+    while (p < static_cast<int>(tensors.size()) && tensors[static_cast<size_t>(p)].layer == u.layer) ++p;
+    u.last = p;
+    const int64_t numel = s.parameter_offset_[static_cast<size_t>(u.last)] - s.parameter_offset_[static_cast<size_t>(u.first)];
+    u.shard = (numel + ranks - 1) / ranks;
+    u.shard_begin = shard;
+    shard += u.shard;
+    s.units_.push_back(u);
+  }
+  // As if the shards lay end to end: rank r's at r·Σ S_u.
+  for (int r = 0; r <= ranks; ++r) s.rank_offset_.push_back(r * shard);
+  return s;
+}
+
+int64_t ShardedState::offset_in_unit(const Unit& u, int p) const {
+  return parameter_offset_[static_cast<size_t>(p)] - parameter_offset_[static_cast<size_t>(u.first)];
 }
 
 ShardedState ShardedState::by_layers(const ModelSpec& spec, const std::vector<int>& first_layer,
@@ -73,20 +97,23 @@ std::vector<std::vector<float>> ShardedState::gather(ProcessGroup& group, Device
   const int parameters = static_cast<int>(parameter_offset_.size()) - 1;
   std::vector<std::vector<float>> whole;
   if (flat_) {
-    // One all-gather: rank r's shard lands at r·S of a padded flat buffer on every rank.
+    // Per unit one all-gather: rank r's piece lands at r·S_u of the unit's padded flat buffer on
+    // every rank (one unit, the whole model, for equal_shards).
     if (mine.size() != 1 || mine[0].numel() != size(rank))
       throw Error("sharded state", "rank " + std::to_string(rank) + " gives " + std::to_string(mine.size()) +
                                        " tensors to gather; equal shards take one of " + std::to_string(size(rank)) +
                                        " floats, its flat shard");
-    Tensor all = device.empty({padded_size()}, DType::f32, MemoryCategory::comm_buffers, "gather " + what);
-    group.all_gather(mine[0], all, {.name = "gather " + what});
-    if (!keep) return whole;
-    const std::vector<float> flat = device.download_f32({"gather " + what, Phase::data}, all);
-    whole.resize(static_cast<size_t>(parameters));
-    if (flat.empty()) return whole;  // a dry run: shapes only
-    for (int p = 0; p < parameters; ++p)
-      whole[static_cast<size_t>(p)].assign(flat.begin() + parameter_offset_[static_cast<size_t>(p)],
-                                           flat.begin() + parameter_offset_[static_cast<size_t>(p) + 1]);
+    if (keep) whole.resize(static_cast<size_t>(parameters));
+    for (const Unit& u : units_) {
+      const std::string name = "gather " + what + (u.layer < 0 ? "" : " " + spec_.layer_name(u.layer));
+      Tensor all = device.empty({u.shard * group.size()}, DType::f32, MemoryCategory::comm_buffers, name);
+      group.all_gather(mine[0].view(u.shard_begin, {u.shard}), all, {.name = name});
+      if (!keep) continue;
+      const std::vector<float> flat = device.download_f32({name, Phase::data}, all);
+      if (flat.empty()) continue;  // a dry run: shapes only
+      for (int p = u.first; p < u.last; ++p)
+        whole[static_cast<size_t>(p)].assign(flat.begin() + offset_in_unit(u, p), flat.begin() + offset_in_unit(u, p + 1));
+    }
     return whole;
   }
   // Parameter by parameter, each broadcast from the rank that holds it.
@@ -145,16 +172,30 @@ OptimizerState ShardedState::part_of(const OptimizerState& whole, int rank) cons
     for (int p : parameters_of(rank)) part.push_back(whole[static_cast<size_t>(p)]);
     return part;
   }
-  // The shard: elements [begin, begin + S) of each state tensor laid flat, padding zero.
+  // The shard of each state tensor (as the optimizer keeps it: one parameter).
   const size_t k = whole.empty() ? 0 : whole.front().size();
-  OptimizerState shard(1, std::vector<std::vector<float>>(k, std::vector<float>(static_cast<size_t>(size(rank)), 0.0f)));
-  for (size_t p = 0; p < whole.size(); ++p) {
-    const int64_t from = std::max(parameter_offset_[p], begin(rank));
-    const int64_t to = std::min(parameter_offset_[p + 1], begin(rank + 1));
-    for (size_t j = 0; j < k && from < to; ++j) {
-      if (whole[p][j].empty()) continue;  // a dry run's state: shapes only
-      std::copy(whole[p][j].begin() + (from - parameter_offset_[p]), whole[p][j].begin() + (to - parameter_offset_[p]),
-                shard[0][j].begin() + (from - begin(rank)));
+  OptimizerState shard(1);
+  for (size_t j = 0; j < k; ++j) {
+    std::vector<std::vector<float>> one;
+    for (const std::vector<std::vector<float>>& p : whole) one.push_back(p[j]);
+    shard[0].push_back(shard_of(one, rank));
+  }
+  return shard;
+}
+
+std::vector<float> ShardedState::shard_of(const std::vector<std::vector<float>>& whole, int rank) const {
+  if (!flat_) throw Error("sharded state", "shard_of cuts equal shards; by_layers parts are whole parameters — use part_of");
+  std::vector<float> shard(static_cast<size_t>(size(rank)), 0.0f);  // the padding stays zero
+  if (whole.empty()) return shard;                                    // a dry run's weights: shapes only
+  // Per unit, elements [r·S_u, (r+1)·S_u) of its parameters laid flat, at S_u's place in the shard.
+  for (const Unit& u : units_) {
+    const int64_t begin = rank * u.shard, end = begin + u.shard;
+    for (int p = u.first; p < u.last; ++p) {
+      const int64_t from = std::max(offset_in_unit(u, p), begin), to = std::min(offset_in_unit(u, p + 1), end);
+      const std::vector<float>& v = whole[static_cast<size_t>(p)];
+      if (from >= to || v.empty()) continue;  // nothing of p here, or a dry run's state: shapes only
+      std::copy(v.begin() + (from - offset_in_unit(u, p)), v.begin() + (to - offset_in_unit(u, p)),
+                shard.begin() + (u.shard_begin + from - begin));
     }
   }
   return shard;

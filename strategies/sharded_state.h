@@ -13,6 +13,13 @@
 //     equal_shards (zero):      [  rank 0    |   rank 1    |   rank 2    ]  S = ⌈P/N⌉ each
 //     by_layers (pipeline):     [ stage 0 (fc1)  | stage 1 (fc2)  | stage 2 (fc3)  ]
 //
+// equal_shards_per_layer (zero stage 3, FSDP's units) cuts each layer with parameters on its own,
+// padded to a multiple of N, so that one layer's weights can be all-gathered alone; rank r's shard
+// is its piece of every layer, end to end:
+//
+//     [ fc1.weight | fc1.bias | pad ][ fc2.weight | fc2.bias | pad ][ fc3 … ]
+//     [  r0  |  r1  |  r2  ][ r0 | r1 | r2 ][ … ]       rank 1's shard: [ fc1 r1 | fc2 r1 | fc3 r1 ]
+//
 // How a rank keeps its range decides how a save moves it: equal_shards keep it as one flat tensor
 // of S floats (ZeRO's shard), so one all-gather of equal blocks brings every rank the whole;
 // by_layers keep each parameter in a tensor of its own, each broadcast from the stage that owns it.
@@ -35,6 +42,10 @@ class ShardedState {
   // Rank r of `ranks` holds elements [r·S, (r+1)·S) of the parameters, padded with zeros to N·S,
   // S = ⌈P / N⌉ (collectives need equal blocks), as one flat tensor of S floats.
   static ShardedState equal_shards(const ModelSpec& spec, int ranks);
+  // Rank r holds, of each layer with parameters (a unit) laid flat and padded to a multiple of N
+  // on its own, elements [r·S_u, (r+1)·S_u), S_u = ⌈P_u / N⌉; its shard is those pieces in layer
+  // order, one flat tensor of Σ S_u floats.
+  static ShardedState equal_shards_per_layer(const ModelSpec& spec, int ranks);
   // Rank r holds the parameters of layers [first_layer[r], first_layer[r + 1]), each in a tensor of
   // its own; `first_layer` has one entry per rank and the layer count last. With `owner` (one entry
   // per range), range k belongs to rank owner[k] instead: an interleaved pipeline's device holds
@@ -44,8 +55,21 @@ class ShardedState {
 
   int64_t parameter_count() const { return parameter_offset_.back(); }  // P
   int64_t padded_size() const { return rank_offset_.back(); }           // P rounded up to the ranks' blocks
+  // Where rank r's part starts (per layer: as if the ranks' shards lay end to end), and its size.
   int64_t begin(int rank) const { return rank_offset_.at(static_cast<size_t>(rank)); }
   int64_t size(int rank) const { return begin(rank + 1) - begin(rank); }
+
+  // Equal shards are cut unit by unit: the whole model is one unit, or each layer with parameters
+  // one (equal_shards_per_layer). A unit's parameters are [first, last) of the spec's tensors, its
+  // N pieces of `shard` floats each; it starts at `shard_begin` of every rank's shard.
+  struct Unit {
+    int layer = -1;  // -1: the whole model
+    int first = 0, last = 0;
+    int64_t shard = 0, shard_begin = 0;
+  };
+  const std::vector<Unit>& units() const { return units_; }
+  // A unit's parameters in its padded flat buffer: parameter p starts at offset_in_unit(u, p).
+  int64_t offset_in_unit(const Unit& u, int p) const;
 
   // For a save, called by every rank (the same collectives on each): the whole of one tensor of
   // the state (the weights, or one optimizer state tensor) from every rank's part of it, `mine`:
@@ -63,6 +87,9 @@ class ShardedState {
   // as that rank's optimizer keeps it — equal_shards one parameter, the shard (its padding zero);
   // by_layers its parameters.
   OptimizerState part_of(const OptimizerState& whole, int rank) const;
+  // Equal shards: `rank`'s shard of one tensor of the state given whole, per parameter (the
+  // weights, or one optimizer state tensor); zeros where it is shapes only (a dry run).
+  std::vector<float> shard_of(const std::vector<std::vector<float>>& whole, int rank) const;
 
  private:
   ShardedState(const ModelSpec& spec, std::vector<int64_t> rank_offset, bool flat);
@@ -74,6 +101,7 @@ class ShardedState {
   std::vector<int64_t> parameter_offset_;  // per parameter its first element in the flat vector; P last
   std::vector<int64_t> rank_offset_;       // per rank (by_layers: per range) its first element; the padded size last
   std::vector<int> owner_;                 // by_layers: the rank of each range
+  std::vector<Unit> units_;                // equal shards: the units, in model order
   bool flat_;                              // equal_shards: each rank's range is one flat tensor
 };
 

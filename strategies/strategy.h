@@ -131,6 +131,9 @@ const std::vector<StrategyInfo>& strategy_registry();
 inline constexpr const char* kReferenceStrategy = "single";
 // Throws UsageError listing the known strategies.
 const StrategyInfo& find_strategy(const std::string& name);
+// --strategy fsdp is zero with --zero-stage 3 under PyTorch's name (FullyShardedDataParallel):
+// rewrites `strategy` and `zero_stage` so. fsdp with another stage given throws UsageError.
+void resolve_strategy_alias(std::string& strategy, int& zero_stage);
 // The lines `scalelab strategies` prints: each strategy, what it shows, and what it takes.
 std::string describe_strategies();
 

@@ -76,8 +76,10 @@ if [ "$PART" = cli ]; then
   bad "--steps 0 points to --epochs" 2 train "--epochs" -- $T0 --steps 0
   bad "--steps -1" 2 train "--steps" -- $T0 --steps -1
   bad "--epochs 0" 2 train "--epochs" -- train --dataset synthetic --quiet --epochs 0
-  bad "--zero-stage 0 with zero" 2 zero "pass 1 or 2" -- $T --strategy zero --devices 2 --zero-stage 0
-  bad "--zero-stage 3" 2 zero "1 or 2" -- $T --strategy zero --devices 2 --zero-stage 3
+  bad "--zero-stage 0 with zero" 2 zero "pass 1, 2 or 3" -- $T --strategy zero --devices 2 --zero-stage 0
+  bad "--zero-stage 4" 2 zero "1, 2 or 3" -- $T --strategy zero --devices 2 --zero-stage 4
+  bad "--strategy fsdp --zero-stage 2" 2 zero "fsdp is zero stage 3" -- $T --strategy fsdp --devices 2 --zero-stage 2
+  bad "--zero-stage 3 --amp bf16" 2 zero "drop --amp" -- $T --strategy zero --devices 2 --zero-stage 3 --amp bf16
   bad "--dry-run --check-equivalence" 2 train "--dry-run" -- $T --device sim --hw a100-nvlink-8 --dry-run --check-equivalence
   bad "--checkpoint-every 0" 2 checkpoint "--checkpoint-every" -- $T --checkpoint "$WORK/c" --checkpoint-every 0
   bad "--checkpoint-every without --checkpoint" 2 checkpoint "--checkpoint" -- $T --checkpoint-every 2

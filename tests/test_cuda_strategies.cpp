@@ -172,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(StrategyCase{"single", 1}, StrategyCase{"data-parallel", 4}, StrategyCase{"model-parallel", 4},
                       StrategyCase{"ddp", 4}, StrategyCase{"ddp-mp", 4}, StrategyCase{"pipeline", 4, "gpipe", 4},
                       StrategyCase{"pipeline", 4, "1f1b", 4}, StrategyCase{"zero", 4, "gpipe", 1, 1},
-                      StrategyCase{"zero", 4, "gpipe", 1, 2}),
+                      StrategyCase{"zero", 4, "gpipe", 1, 2}, StrategyCase{"zero", 4, "gpipe", 1, 3}),
     [](const auto& info) { return case_name(info.param); });
 
 TEST(CudaAmp, HalfPrecisionRunsEveryDataParallelStrategyAndStaysCloseToF32) {

@@ -115,11 +115,20 @@ TEST(DryRun, DdpLedgerAndClockEqualARealRun) {
 }
 
 TEST(DryRun, ZeroLedgerAndClockEqualARealRun) {
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     TrainConfig c = test::small_config("zero", 4, DeviceKind::sim, "adam");
     c.zero_stage = stage;
     expect_dry_equals_real(c);
   }
+  // Stage 3 on a GPT whose blocks rerun their forwards in backward, from the weights gathered
+  // for it, on two nodes: its layer-by-layer gathers and reduce-scatters queued behind compute.
+  TrainConfig c = test::small_config("zero", 16, DeviceKind::sim, "adam");
+  c.zero_stage = 3;
+  c.hw = "h100-ib-16x8";
+  c.model = "gpt:2-32-4-16-96";
+  c.batch = 16;
+  c.recompute = true;
+  expect_dry_equals_real(c);
 }
 
 TEST(DryRun, PipelineLedgerAndClockEqualARealRun) {

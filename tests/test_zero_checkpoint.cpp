@@ -1,10 +1,11 @@
-// zero (ZeroRedundancyOptimizer, stages 1 and 2) and checkpoints (core/checkpoint/checkpoint.h).
+// zero (ZeroRedundancyOptimizer, stages 1–3) and checkpoints (core/checkpoint/checkpoint.h).
 //
 // zero: the same training as single (max relative weight difference ≤ 1e-5 after 5 steps) for
-// stages 1 and 2 × 2 and 4 ranks × cpu and sim × sgd (momentum) and adam; and the memory it is
+// stages 1, 2 and 3 × 2 and 4 ranks × cpu and sim × sgd (momentum) and adam; and the memory it is
 // for, in closed form from the ledger: optimizer state per rank = k·4·⌈P/N⌉ bytes (k state
 // tensors per parameter, P parameters) where data parallel keeps k·4·P; gradients per rank
-// 4·⌈P/N⌉·N in stage 1 and 4·⌈P/N⌉ in stage 2.
+// 4·⌈P/N⌉·N in stage 1 and 4·⌈P/N⌉ in stage 2. Stage 3 pads each layer on its own: S = Σ ⌈P_l/N⌉,
+// and keeps 4·S of weights, gradients and k·4·S of state, plus both layers whole while in use.
 //
 // Checkpoints: a run interrupted and resumed ends bit-identical to one that never stopped (single,
 // zero, ddp); a checkpoint resumes under another strategy and number of ranks; truncated, corrupt
@@ -24,6 +25,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/training_state.h"
@@ -134,6 +136,18 @@ TEST_P(ZeroMatrix, TrainsLikeSingleWithOneNthOfTheOptimizerState) {
   const int64_t k = z.optimizer == "adam" ? 2 : 1;
   const int64_t shard = ceil_div(kParams, z.ranks);  // S = ⌈P/N⌉; padded P' = S·N
   ASSERT_EQ(r.per_device.size(), static_cast<size_t>(z.ranks));
+  if (z.stage == 3) {
+    // fc1 (16·13 + 13 = 221) and fc2 (13·4 + 4 = 56), each padded: S = ⌈221/N⌉ + ⌈56/N⌉; the two
+    // layers whole at once (fc2's gradient reduce-scattered while fc1's backward runs).
+    const int64_t pieces = ceil_div(221, z.ranks) + ceil_div(56, z.ranks), both = pieces * z.ranks;
+    for (const DeviceSummary& d : r.per_device) {
+      EXPECT_EQ(peak(d, MemoryCategory::optimizer), k * 4 * pieces) << d.name;
+      EXPECT_EQ(peak(d, MemoryCategory::params), 4 * (pieces + both)) << d.name;
+      EXPECT_EQ(peak(d, MemoryCategory::grads), 4 * pieces) << d.name;
+      EXPECT_EQ(peak(d, MemoryCategory::comm_buffers), 4 * both) << d.name;
+    }
+    return;
+  }
   for (const DeviceSummary& d : r.per_device) {
     EXPECT_EQ(peak(d, MemoryCategory::optimizer), k * 4 * shard) << d.name;
     EXPECT_EQ(peak(d, MemoryCategory::params), 4 * shard * z.ranks) << d.name;  // every weight, padded
@@ -149,7 +163,7 @@ std::string zero_case_name(const ::testing::TestParamInfo<ZeroCase>& info) {
 
 std::vector<ZeroCase> all_zero_cases() {
   std::vector<ZeroCase> cases;
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
     for (int ranks : {2, 4})
       for (DeviceKind device : {DeviceKind::cpu, DeviceKind::sim})
         for (const char* optimizer : {"sgd", "adam"}) cases.push_back({stage, ranks, device, optimizer});
@@ -247,8 +261,13 @@ TEST(Zero, ZeroStageWithDdpExitsTwoOnTheCommandLine) {
   };
   EXPECT_EQ(status("--strategy ddp --devices 2 --zero-stage 1"), 2) << read_bytes(out);
   EXPECT_NE(read_bytes(out).find("--zero-stage"), std::string::npos) << read_bytes(out);
-  EXPECT_EQ(status("--strategy zero --devices 2 --zero-stage 3"), 2) << read_bytes(out);
+  EXPECT_EQ(status("--strategy zero --devices 2 --zero-stage 4"), 2) << read_bytes(out);
+  EXPECT_EQ(status("--strategy fsdp --devices 2 --zero-stage 2"), 2) << read_bytes(out);
+  EXPECT_NE(read_bytes(out).find("fsdp is zero stage 3"), std::string::npos) << read_bytes(out);
+  EXPECT_EQ(status("--strategy zero --devices 2 --zero-stage 3 --amp bf16"), 2) << read_bytes(out);
   EXPECT_EQ(status("--strategy zero --devices 2 --zero-stage 2 --model mlp:784-16-10 --batch 32"), 0) << read_bytes(out);
+  EXPECT_EQ(status("--strategy fsdp --devices 2 --model mlp:784-16-10 --batch 32"), 0) << read_bytes(out);
+  EXPECT_NE(read_bytes(out).find("strategy zero"), std::string::npos) << read_bytes(out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,6 +321,7 @@ std::vector<ResumeCase> all_resume_cases() {
   // Hogwild updates race by design.
   return {{"single", 1, 0, "sgd"},        {"single", 1, 0, "adam"},        {"zero", 2, 1, "sgd"},
           {"zero", 4, 1, "adam"},         {"zero", 2, 2, "adam"},          {"zero", 4, 2, "sgd"},
+          {"zero", 2, 3, "adam"},         {"zero", 4, 3, "sgd"},
           {"ddp", 2, 0, "sgd"},           {"ddp", 2, 0, "adam"},           {"ddp-mp", 4, 0, "adam"},
           {"data-parallel", 2, 0, "adam"}, {"model-parallel", 2, 0, "adam"}, {"pipeline", 2, 0, "adam"}};
 }
@@ -317,20 +337,27 @@ std::string resume_case_name(const ::testing::TestParamInfo<ResumeCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume, ::testing::ValuesIn(all_resume_cases()), resume_case_name);
 
+// Run `c` to step 10 straight, and to step 6 (its checkpoint written at its end to `ckpt`) then
+// resumed to 10: the two final weights' checksums.
+static std::pair<std::string, std::string> straight_and_resumed(TrainConfig c, const std::string& ckpt) {
+  c.steps = 10;
+  const TrainResult straight = run(c);
+  TrainConfig six = c;
+  six.steps = 6;
+  six.checkpoint_path = ckpt;
+  run(six);
+  EXPECT_EQ(load_checkpoint(ckpt).header.step, 6);
+  TrainConfig ten = c;
+  ten.resume_path = ckpt;
+  return {straight.weights_checksum, run(ten).weights_checksum};
+}
+
 TEST(Checkpoint, SixStepsAndAResumeToTenEqualTenSteps) {
   // The other way to stop: a run of 6 steps writes its checkpoint at its end.
   TempDir dir;
   for (const char* optimizer : {"sgd", "adam"}) {
-    TrainConfig c = small_config("single", 1, optimizer);
-    c.steps = 10;
-    const TrainResult straight = run(c);
-    TrainConfig six = c;
-    six.steps = 6;
-    six.checkpoint_path = dir.file("six.ckpt");
-    run(six);
-    TrainConfig ten = c;
-    ten.resume_path = six.checkpoint_path;
-    EXPECT_EQ(run(ten).weights_checksum, straight.weights_checksum) << optimizer;
+    const auto [straight, resumed] = straight_and_resumed(small_config("single", 1, optimizer), dir.file("six.ckpt"));
+    EXPECT_EQ(resumed, straight) << optimizer;
   }
 }
 
@@ -342,7 +369,8 @@ static HostWeights checkpointed_end(const TempDir& dir, TrainConfig c, const std
 }
 
 TEST(Checkpoint, ResumesUnderAnotherStrategyAndNumberOfRanks) {
-  // The state is whole in the file: zero on 4 ranks → single, and single → zero on 2 ranks (stage 2).
+  // The state is whole in the file: zero on 4 ranks → single, and single → zero on 2 ranks (stage 2);
+  // the same with stage 3's shards of each layer.
   TempDir dir;
   TrainConfig c = small_config("single", 1, "adam");
   c.steps = 10;
@@ -353,7 +381,9 @@ TEST(Checkpoint, ResumesUnderAnotherStrategyAndNumberOfRanks) {
     int devices, stage;
   };
   for (const auto& [from, to] : {std::pair<Leg, Leg>{{"zero", 4, 1}, {"single", 1, 0}},
-                                 std::pair<Leg, Leg>{{"single", 1, 0}, {"zero", 2, 2}}}) {
+                                 std::pair<Leg, Leg>{{"single", 1, 0}, {"zero", 2, 2}},
+                                 std::pair<Leg, Leg>{{"zero", 4, 3}, {"single", 1, 0}},
+                                 std::pair<Leg, Leg>{{"single", 1, 0}, {"zero", 2, 3}}}) {
     TrainConfig a = small_config(from.strategy, from.devices, "adam");
     a.zero_stage = from.stage;
     a.steps = 6;
@@ -396,23 +426,18 @@ TEST(Checkpoint, ZeroShardsAndPipelineStagesHandTheStateOnWhole) {
 
 TEST(Checkpoint, ZeroAsForkedProcessesRankZeroWritesTheOthersWait) {
   // --launch procs: each rank a process; rank 0 writes, rank 1 waits at the barrier.
-  TempDir dir;
-  TrainConfig c = small_config("zero", 2, "adam");
-  c.zero_stage = 2;
-  c.launch = Launch::procs;
-  c.steps = 10;
-  const TrainResult straight = run(c);
-  TrainConfig six = c;
-  six.steps = 6;
-  six.checkpoint_path = dir.file("procs.ckpt");
-  run(six);
-  EXPECT_EQ(load_checkpoint(six.checkpoint_path).header.step, 6);
-  TrainConfig ten = c;
-  ten.resume_path = six.checkpoint_path;
-  EXPECT_EQ(run(ten).weights_checksum, straight.weights_checksum);
-  // No temporary file is left beside it.
-  for (const auto& entry : fs::directory_iterator(dir.path()))
-    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(stage);
+    TempDir dir;
+    TrainConfig c = small_config("zero", 2, "adam");
+    c.zero_stage = stage;
+    c.launch = Launch::procs;
+    const auto [straight, resumed] = straight_and_resumed(c, dir.file("procs.ckpt"));
+    EXPECT_EQ(resumed, straight);
+    // No temporary file is left beside it.
+    for (const auto& entry : fs::directory_iterator(dir.path()))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -219,8 +219,10 @@ void LaunchPanel::draw_settings(bool locked) {
       fields_.first_bucket_mb = first;
   }
   if (info.takes(O::zero_stage)) {
-    ImGui::SliderInt("ZeRO stage", &fields_.zero_stage, 1, 2);
-    ImGui::TextDisabled(fields_.zero_stage == 1 ? "shards the optimizer state" : "shards optimizer state and gradients");
+    ImGui::SliderInt("ZeRO stage", &fields_.zero_stage, 1, 3);
+    ImGui::TextDisabled(fields_.zero_stage == 1   ? "shards the optimizer state"
+                        : fields_.zero_stage == 2 ? "shards optimizer state and gradients"
+                                                  : "shards the weights too, gathered a layer at a time (FSDP)");
   }
   if (info.takes(O::amp)) {
     std::string amp = amp_name(fields_.amp);

@@ -450,7 +450,7 @@ static int run_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
   app.add_option("--first-bucket-mb", c.first_bucket_mb, "live, ddp: cap of the first bucket in MB")->capture_default_str();
-  app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too");
+  app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too, 3 weights too");
   app.add_option("--amp", choice.amp, "live: off | fp16 | bf16")->capture_default_str();
   app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
   strict_numbers(app);
@@ -487,6 +487,7 @@ static int run_main(int argc, char** argv) {
       throw UsageError("dash", "--steps " + std::to_string(c.steps) + ": a live run trains at least one step — pass "
                                    "--steps N ≥ 1 (default 200)");
     if (!app.count("--dataset")) c.dataset = default_dataset(c.model);  // as `scalelab train`
+    resolve_strategy_alias(c.strategy, c.zero_stage);
     return run(o);
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";

@@ -80,9 +80,10 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   if (given("--steps") && c.steps == 0)
     throw UsageError("train", "--steps 0 would train no steps — pass --steps N ≥ 1, or --epochs N for whole passes");
-  if (given("--zero-stage") && c.zero_stage != 1 && c.zero_stage != 2)
+  if (given("--zero-stage") && (c.zero_stage < 1 || c.zero_stage > 3))
     throw UsageError("zero", "--zero-stage " + std::to_string(c.zero_stage) +
-                                 ": the stages are 1 (optimizer state sharded) and 2 (gradients too) — pass 1 or 2");
+                                 ": the stages are 1 (optimizer state sharded), 2 (gradients too) and 3 (weights too) "
+                                 "— pass 1, 2 or 3");
   const StrategyInfo& info = find_strategy(c.strategy);
   const std::pair<const char*, StrategyOption> flags[] = {
       {"--bucket-mb", StrategyOption::buckets},   {"--first-bucket-mb", StrategyOption::buckets},
@@ -193,7 +194,7 @@ static int run_main(int argc, char** argv) {
   train_cmd->add_option("--virtual-stages", c.virtual_stages,
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
       ->capture_default_str();
-  train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too");
+  train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too, 3 weights too");
   train_cmd->add_option("--amp", choice.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
       ->capture_default_str();
   train_cmd->add_option("--amp-initial-scale", c.amp_initial_scale, "fp16: the dynamic loss scaler's first scale")
@@ -303,7 +304,7 @@ static int run_main(int argc, char** argv) {
   scale_cmd->add_option("--batch", sc.batch, "per device (weak) or global (strong)")->capture_default_str()->check(at_least(1));
   scale_cmd->add_option("--steps", sc.steps, "steps per point; the last is reported")->capture_default_str();
   scale_cmd->add_option("--optimizer", sc.optimizer)->capture_default_str();
-  scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1 or 2")->capture_default_str();
+  scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1, 2 or 3")->capture_default_str();
   scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe or 1f1b")->capture_default_str();
   scale_cmd->add_option("--amp", sc.amp, "off, fp16 or bf16")->capture_default_str();
   scale_cmd->add_option("--json", sc.json_path, "write the rows as JSON");
@@ -439,6 +440,7 @@ static int run_main(int argc, char** argv) {
       if (!*dataset_opt) c.dataset = default_dataset(c.model);
       if ((*betas_opt || *eps_opt) && c.optimizer.kind != "adam")
         throw UsageError("train", "--adam-betas / --adam-eps set Adam's moments — add --optimizer adam, or drop them");
+      resolve_strategy_alias(c.strategy, c.zero_stage);
       if (*betas_opt) {
         c.optimizer.beta1 = adam_betas[0];
         c.optimizer.beta2 = adam_betas[1];
@@ -530,6 +532,8 @@ static int run_main(int argc, char** argv) {
     if (*scale_cmd) {
       if (strong && scale_cmd->count("--weak")) throw UsageError("scale", "--weak and --strong: choose one");
       // As train: an option the strategy does not take is refused, not ignored.
+      if (sc.strategy == "fsdp" && !scale_cmd->count("--zero-stage")) sc.zero_stage = 3;
+      resolve_strategy_alias(sc.strategy, sc.zero_stage);
       const StrategyInfo& info = find_strategy(sc.strategy);
       const std::pair<const char*, StrategyOption> flags[] = {{"--micro-batches", StrategyOption::micro_batches},
                                                               {"--schedule", StrategyOption::schedule},

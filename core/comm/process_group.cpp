@@ -89,6 +89,9 @@ void ProcessGroup::worker_loop() {
     } catch (...) {
       error = std::current_exception();
     }
+    // The call's copies of its tensors go before it is reported done: a caller that frees a
+    // buffer after wait() frees it then, and the memory ledger shows it at that moment.
+    item.first = nullptr;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       queue_.pop_front();  // popped only now, so drain_queue() sees the running call as pending

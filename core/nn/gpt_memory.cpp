@@ -1,5 +1,7 @@
 #include "core/nn/gpt_memory.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace scalelab {
@@ -19,6 +21,19 @@ GptMemory gpt_memory_closed_form(const ModelSpec& spec, const std::string& strat
     m.grads = 4 * P;
     m.optimizer = 4 * optimizer_states * P;
     m.comm_buffers = 4 * P;  // the buckets: every gradient once
+  } else if (zero_stage == 3) {
+    // Per layer (embedding, blocks, head) its piece S_u; two neighbours at once, whole.
+    int64_t shard = 0, pair = 0, before = 0;
+    for (int l = 0; l < spec.layer_count(); ++l) {
+      const int64_t piece = (spec.layer_parameter_count(l) + N - 1) / N;
+      shard += piece;
+      if (l > 0) pair = std::max(pair, N * (before + piece));
+      before = piece;
+    }
+    m.params = 4 * shard + 4 * pair;
+    m.grads = 4 * shard;
+    m.optimizer = 4 * optimizer_states * shard;
+    m.comm_buffers = 4 * pair;
   } else {
     const int64_t padded = (P + N - 1) / N * N, shard = padded / N;
     m.params = 4 * padded;

@@ -6,7 +6,11 @@
 // Per parameter: weights 4 bytes and gradients 4 (zero: the weights padded to a multiple of N;
 // stage 2 keeps a 1/N shard of the gradients, and a whole flat bucket for the reduce-scatter),
 // optimizer state 4 bytes per state tensor (SGD momentum 1, Adam 2: 8 bytes; zero: 1/N of it);
-// ddp's buckets hold a copy of every gradient.
+// ddp's buckets hold a copy of every gradient. Stage 3 pads each layer on its own (embedding,
+// each block, head: P_u to N·⌈P_u/N⌉) and keeps 1/N of all three, S = Σ ⌈P_u/N⌉ per rank; and,
+// while two neighbouring layers are in use at once (one computing, the next one's gather
+// prefetched; one's gradient reduce-scattered while the next computes its own), their whole
+// weights and their whole gradients (the reduce-scatter's buckets): W2 = max N·(S_u + S_u+1).
 //
 // Activations (values, each 4 bytes) with s = context, b = samples per device, h = hidden, a =
 // heads. A block keeps for its backward its input, ln1's and ln2's outputs, q|k|v (3), the
@@ -33,7 +37,7 @@ struct GptMemory {
   int64_t total() const { return params + grads + optimizer + activations + comm_buffers + workspace; }
 };
 
-// spec must be a GPT; strategy "ddp" or "zero" (stage 1 or 2); world ≥ 1 devices, each with
+// spec must be a GPT; strategy "ddp" or "zero" (stage 1, 2 or 3); world ≥ 1 devices, each with
 // `samples` sequences of the batch; optimizer_states as optimizer_state_tensors(). Throws
 // Error("scale") for anything else.
 GptMemory gpt_memory_closed_form(const ModelSpec& spec, const std::string& strategy, int zero_stage, int world,
