@@ -79,6 +79,18 @@ run_big big-gpipe          $big --strategy pipeline --devices 4 --micro-batches 
 run_big big-1f1b           $big --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
 run_big equal-gpipe        $equal --strategy pipeline --devices 4 --micro-batches 8
 run_big equal-1f1b         $equal --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
+# Interleaved 1F1B (deck 04): 16 equal layers, so that 4 devices can hold V = 2 or 4 chunks each.
+deep=mlp:4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096
+run_big deep-1f1b          $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
+run_big deep-interleaved2  $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule interleaved --virtual-stages 2
+run_big deep-interleaved4  $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule interleaved --virtual-stages 4
+# ZeRO-3 (deck 05): GPT-3 175B on 1,024 simulated H100s, a sequence each, Adam — what each GPU holds.
+for z in "gpt3-zero1 1" "gpt3-zero3 3" "gpt3-zero3-recompute 3 --recompute"; do
+  read -r name stage extra <<<"$z"
+  "$scalelab" train --device sim --hw h100-ib-1024x8 --model gpt:96-12288-96-2048-50257 --dataset synthetic \
+    --batch 1024 --devices 1024 --steps 1 --dry-run --quiet --optimizer adam --strategy zero --zero-stage "$stage" \
+    $extra --json "$out/data/$name.json" >"$out/data/$name.txt"
+done
 # Where each run's idle time goes (fill and drain, unequal stages, optimizer tail, sends): NAME-parts.
 for r in single:gpipe model-parallel:gpipe gpipe:gpipe 1f1b:1f1b big-gpipe:gpipe big-1f1b:1f1b \
   equal-gpipe:gpipe equal-1f1b:1f1b; do

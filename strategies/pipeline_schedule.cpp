@@ -90,14 +90,14 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
 // end slide
 }
 
-// slide: interleaved-schedule
 // Interleaved 1F1B, as Megatron-LM orders it. The k-th forward of a stage (k = 0 … V·m − 1) runs
 // micro-batch ⌊k / pV⌋·p + k mod p through chunk (k mod pV) / p: p micro-batches through chunk 0,
 // the same p through chunk 1, …, then the next p. The k-th backward takes the chunks the other way
-// round (V − 1 first). Stage s warms up with (V − 1)·p forwards (every chunk but the last for the
-// first p micro-batches) and 2(p − s − 1) more (the tasks micro-batch 0 takes from s to the last
-// stage and back), never more than V·m; then one forward and one backward in turn; then the
-// backwards left.
+// round (V − 1 first). The warm-up: every chunk but the last for the first p micro-batches, and
+// the tasks micro-batch 0 takes from stage s to the last stage and back.
+// slide: interleaved-schedule
+// Stage s warms up with (V − 1)·p forwards and 2(p − s − 1) more, never more than V·m; then one
+// forward and one backward in turn; then the backwards left.
 std::vector<Task> interleaved_schedule(int stages, int chunks, int stage, int micro_batches) {
   if (micro_batches % stages != 0)
     throw Error("pipeline", "the interleaved schedule takes the micro-batches " + std::to_string(stages) +

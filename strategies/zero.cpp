@@ -317,7 +317,7 @@ class Zero : public Strategy {
     std::shared_ptr<Work> work;
   };
 
-  // slide: zero3-units
+  // slide: zero3-forward
   // Forward layer by layer. Before a layer with parameters computes, its weights are gathered;
   // the next unit's gather is queued before this one computes, so it crosses the wire meanwhile
   // (prefetch); after the forward the whole weights are freed.
@@ -337,7 +337,9 @@ class Zero : public Strategy {
     }
     return h;
   }
+  // end slide
 
+  // slide: zero3-backward
   // Backward, last layer first: the weights gathered again (the next unit's gather queued ahead),
   // the layer's gradient written into a buffer of its own and reduce-scattered (avg) into this
   // rank's piece of the gradient shard while the layer below computes; then both freed.
