@@ -12,6 +12,7 @@
 //     TpMlp mlp(device, group, C, whole);           // once: cut this rank's shards
 //     every step: out = mlp.forward(h);  …  dh = mlp.backward(dout);  SGD on mlp.parameters()
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
