@@ -17,7 +17,7 @@ In a deck (slides/NN-topic.md):
   <!-- excerpt: … -->          from examples/pytorch/ on the left under "PyTorch", scalelab's on the
   <!-- end beside -->          right (the lecture's PyTorch calls beside ours)
   {{RUN.FIELD|FORMAT}}         a number from a run's JSON (the build's data/RUN.json); FIELD is a
-                               dotted path (rows.0.bubble_pct), FORMAT a Python format spec, MiB or GiB
+                               dotted path (rows.0.bubble_pct), FORMAT a Python format spec, MiB or GiB (a number of GiB)
                                (bytes) or pct (a fraction); ms_per_step is time_s/steps in ms,
                                bubble_formula (p−1)/(m+p−1) of the run's devices and micro-batches
   ```bash try-it               commands the test runs (each must exit 0); an HTML comment
@@ -132,8 +132,8 @@ def number(data_dir, run, field, fmt, deck, cache):
                 fail(f"{os.path.basename(deck)}: {{{{{run}.{field}}}}} — data/{run}.json has no '{field}'")
     if fmt == "MiB":
         return f"{v / 2**20:.2f} MiB"
-    if fmt == "GiB":
-        return f"{v / 2**30:,.1f} GiB"
+    if fmt == "GiB":  # the number alone: a table says "GiB" once, in its header
+        return f"{v / 2**30:,.1f}"
     if fmt == "pct":
         return f"{100 * v:.1f}%"
     return format(v, fmt or "")

@@ -90,6 +90,14 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
 // end slide
 }
 
+// The interleaved schedule takes the micro-batches p at a time (Megatron's rule).
+static void check_micro_batches_in_groups(int stages, int micro_batches) {
+  if (micro_batches % stages != 0)
+    throw Error("pipeline", "the interleaved schedule takes the micro-batches " + std::to_string(stages) +
+                                " at a time, but " + std::to_string(micro_batches) + " is not a multiple of " +
+                                std::to_string(stages));
+}
+
 // Interleaved 1F1B, as Megatron-LM orders it. The k-th forward of a stage (k = 0 … V·m − 1) runs
 // micro-batch ⌊k / pV⌋·p + k mod p through chunk (k mod pV) / p: p micro-batches through chunk 0,
 // the same p through chunk 1, …, then the next p. The k-th backward takes the chunks the other way
@@ -99,10 +107,7 @@ std::vector<Task> one_f_one_b_schedule(int stages, int stage, int micro_batches)
 // Stage s warms up with (V − 1)·p forwards and 2(p − s − 1) more, never more than V·m; then one
 // forward and one backward in turn; then the backwards left.
 std::vector<Task> interleaved_schedule(int stages, int chunks, int stage, int micro_batches) {
-  if (micro_batches % stages != 0)
-    throw Error("pipeline", "the interleaved schedule takes the micro-batches " + std::to_string(stages) +
-                                " at a time, but " + std::to_string(micro_batches) + " is not a multiple of " +
-                                std::to_string(stages));
+  check_micro_batches_in_groups(stages, micro_batches);
   const int p = stages, V = chunks, total = V * micro_batches;
   auto task = [&](Pass pass, int k) {
     const int chunk = (k % (p * V)) / p;

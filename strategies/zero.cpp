@@ -70,6 +70,11 @@
 namespace scalelab {
 namespace {
 
+// Stage 3: a rank's shard of the weights, held alone (there is no flat buffer of the whole).
+Tensor shard_alone(Device& device, int64_t size) {
+  return device.empty({size}, DType::f32, MemoryCategory::params, "zero.shard_params");
+}
+
 class Zero : public Strategy {
  public:
   explicit Zero(StrategyContext& ctx)
@@ -177,21 +182,17 @@ class Zero : public Strategy {
         flat_grads = device.zeros({z.padded_}, DType::f32, MemoryCategory::grads, "zero.flat_grads");
         seat_grads(flat_grads);
       }
+      // 3. The optimizer sees one parameter, this rank's shard (stage 3: the shard alone; the others
+      //    view the flat buffer): so its state is S values a tensor, not P.
       // slide: zero-shard-optimizer
-      // 3. The optimizer sees one parameter: this rank's shard of the weights and its gradient.
-      //    So its state (momentum, or Adam's m and v) is S values per tensor, not P.
       shard.name = "zero.shard" + r;
-      if (z.stage_ < 3) {
-        shard.value = flat_params.view(rank * z.shard_, {z.shard_});
-      } else {
-        shard.value = device.empty({z.shard_}, DType::f32, MemoryCategory::params, "zero.shard_params");
-        upload_shard(z.ownership_, ctx.initial_weights);
-      }
+      shard.value = z.stage_ < 3 ? flat_params.view(rank * z.shard_, {z.shard_}) : shard_alone(device, z.shard_);
       shard.grad = z.stage_ == 1
                        ? flat_grads.view(rank * z.shard_, {z.shard_})
                        : device.zeros({z.shard_}, DType::f32, MemoryCategory::grads, "zero.shard_grad");
       optimizer = std::make_unique<Optimizer>(ctx.config.optimizer, std::vector<Parameter*>{&shard});
       // end slide
+      if (z.stage_ == 3) upload_shard(z.ownership_, ctx.initial_weights);  // the weights: this shard alone
       loss_mean = device.zeros({1}, DType::f32, MemoryCategory::workspace, "zero.loss");
       // 4. Mixed precision: the layers compute from half copies of their views of the flat f32
       //    buffer; the ranks agree on the fp16 scaler's every decision.
@@ -339,13 +340,12 @@ class Zero : public Strategy {
   }
   // end slide
 
-  // slide: zero3-backward
   // Backward, last layer first: the weights gathered again (the next unit's gather queued ahead),
   // the layer's gradient written into a buffer of its own and reduce-scattered (avg) into this
   // rank's piece of the gradient shard while the layer below computes; then both freed.
   void sharded_backward(RankState& R, const Tensor& dlogits) {
-    const int units = static_cast<int>(ownership_.units().size());
-    UnitBuffer next = gather_unit(R, units - 1), reducing;
+    // slide: zero3-backward
+    UnitBuffer next = gather_unit(R, static_cast<int>(ownership_.units().size()) - 1), reducing;
     Tensor grad = dlogits;
     const LayerList& layers = R.model.layers();
     for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
@@ -361,13 +361,14 @@ class Zero : public Strategy {
       free_unit(R, weights);  // its gradient buffer lives on until its reduce-scatter is done
       free_unit(R, reducing);  // the unit above's reduce-scatter: done, its buffer freed
       const ShardedState::Unit& unit = ownership_.units()[static_cast<size_t>(grads.unit)];
-      grads.work = R.group.reduce_scatter_async(grads.whole, R.shard.grad.view(unit.shard_begin, {unit.shard}),
-                                                ReduceOp::avg, {.name = spec_.layer_name(unit.layer) + ".grads"});
+      const Tensor mine = R.shard.grad.view(unit.shard_begin, {unit.shard});  // this rank's piece
+      grads.work = R.group.reduce_scatter_async(grads.whole, mine, ReduceOp::avg,
+                                                {.name = spec_.layer_name(l) + ".grads"});
       reducing = std::move(grads);
     }
     free_unit(R, reducing);
+    // end slide
   }
-  // end slide
 
   int unit_layer(int u) const { return ownership_.units()[static_cast<size_t>(u)].layer; }
 
