@@ -258,7 +258,13 @@ void equivalence(const Args& a) {
   for (long long nl : a.ints("ranks", "2,4")) {
     const int n = static_cast<int>(nl);
     const auto r = train_fsdp(n, model, batches);
-    const double diff = max_relative_difference(assemble(model, r), single);
+    const HostWeights got = assemble(model, r);
+    int64_t not_finite = 0;  // NaN compares false: a NaN weight would slip past the difference
+    for (const auto& values : got.values)
+      for (float v : values) not_finite += !std::isfinite(v);
+    lab::expect(not_finite == 0, "ZeRO-3 with your Fsdp, " + str(n) + " ranks, " + model + ": the ranks' shards put together",
+                "every weight finite", str(not_finite) + " weights NaN or infinite");
+    const double diff = max_relative_difference(got, single);
     char line[160];
     std::snprintf(line, sizeof line, "%d ranks: max relative difference %.3g", n, diff);
     lab::expect(std::isfinite(diff) && diff <= 1e-5,
