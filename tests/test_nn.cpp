@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/device/device.h"
 #include "core/error.h"
@@ -179,6 +180,11 @@ TEST(Init, SameSeedSameWeightsInBoundsDifferentSeedDiffers) {
   for (float v : a.values[0]) ASSERT_LE(std::fabs(v), 0.1f);  // 1/√100
   EXPECT_EQ(max_relative_difference(a, b), 0.0);
   EXPECT_GT(max_relative_difference(a, c), 0.1);
+  // A NaN weight is as far from any weight as can be, on either side (std::max would drop it).
+  HostWeights nan = a;
+  nan.values[1][3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(max_relative_difference(nan, a), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(max_relative_difference(a, nan), std::numeric_limits<double>::infinity());
 }
 
 TEST_F(CpuFixture, OptimizerStateIsCountedAsOptimizerMemory) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "core/kernels/cpu_kernels.h"
@@ -412,7 +413,13 @@ double max_relative_difference(const HostWeights& a, const HostWeights& b) {
   auto cmp = [&](const std::vector<float>& x, const std::vector<float>& y) {
     double diff = 0, scale = 0;
     for (size_t i = 0; i < x.size(); ++i) {
-      diff = std::max(diff, std::fabs(static_cast<double>(x[i]) - y[i]));
+      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+      // A NaN weight (or inf against inf) differs from everything: std::max would drop its NaN.
+      if (std::isnan(d)) {
+        worst = std::numeric_limits<double>::infinity();
+        return;
+      }
+      diff = std::max(diff, d);
       scale = std::max(scale, std::fabs(static_cast<double>(y[i])));
     }
     if (diff > 0) worst = std::max(worst, diff / std::max(scale, 1e-30));
