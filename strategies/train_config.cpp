@@ -109,8 +109,8 @@ void TrainConfig::validate() const {
   if (!(dropout >= 0.0f && dropout < 1.0f)) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", static_cast<double>(dropout));
-    throw UsageError("train", std::string("--dropout ") + got + " is not a probability below 1 (at 1 every "
-                              "activation is dropped and nothing reaches the head) — use 0 ≤ p < 1, e.g. 0.1; 0 turns it off");
+    throw UsageError("train", std::string("--dropout ") + got + " is not a probability in [0, 1) (1 would drop every "
+                              "activation, so nothing reaches the head) — use 0 ≤ p < 1, e.g. 0.1; 0 turns it off");
   }
   optimizer.validate();
   // A day at most: a longer wait is no timeout, and past ~292 years in ns the deadline overflows.
