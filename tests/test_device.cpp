@@ -586,7 +586,7 @@ TEST(Profile, ParseErrorsNameTheMissingField) {
 
 TEST(Profile, EveryShippedProfileLoads) {
   const std::vector<std::string> names = list_profiles();
-  for (const char* expected : {"a100-nvlink-8", "h100-efa-2x8", "h100-ib-1024x8", "h100-ib-16x8", "h100-nvswitch-8", "laptop-cpu",
+  for (const char* expected : {"a100-80gb-ib-124x8", "a100-80gb-opa-48x8", "a100-nvlink-8", "h100-efa-2x8", "h100-ib-1024x8", "h100-ib-16x8", "h100-nvswitch-8", "laptop-cpu",
                                "t4-pcie-4", "v100-nvlink-8"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected << " is not listed";
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
