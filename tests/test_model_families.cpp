@@ -87,8 +87,9 @@ TEST(ModelFamilies, GptSpecCountsItsParametersAndFlops) {
   const ModelSpec gpt3 = ModelSpec::parse("gpt:96-12288-96-2048-50257");
   EXPECT_EQ(gpt3.parameter_count(), gpt_parameters(96, 12288, 2048, 50257));
   EXPECT_NEAR(static_cast<double>(gpt3.parameter_count()) / 1e9, 175.3, 0.5);
-  // 6·P + 12·L·C·T per token.
-  const double per_token = 6.0 * static_cast<double>(gpt3.parameter_count()) + 12.0 * 96 * 12288 * 2048;
+  // 6·P + 12·L·C·T per token, P without the token and position embeddings (looked up, not multiplied).
+  const double multiplied = static_cast<double>(gpt3.parameter_count()) - 50257.0 * 12288 - 2048.0 * 12288;
+  const double per_token = 6.0 * multiplied + 12.0 * 96 * 12288 * 2048;
   EXPECT_DOUBLE_EQ(gpt3.train_flops_per_sample(), per_token * 2048);
   for (const char* bad : {"gpt:2-128-5-64-96", "gpt:2-128-4-64", "gpt:2-128-4-64-1", "convnet:3", "cnn"}) {
     try {

@@ -218,7 +218,9 @@ double ModelSpec::train_flops_per_sample() const {
     }
     case ModelFamily::gpt: {
       const double T = static_cast<double>(gpt.context);
-      const double per_token = 6.0 * P + 12.0 * static_cast<double>(gpt.layers) * static_cast<double>(gpt.hidden) * T;
+      const double C = static_cast<double>(gpt.hidden);
+      const double multiplied = P - static_cast<double>(gpt.vocab) * C - T * C;  // less the two lookups
+      const double per_token = 6.0 * multiplied + 12.0 * static_cast<double>(gpt.layers) * static_cast<double>(gpt.hidden) * T;
       return per_token * T;
     }
   }

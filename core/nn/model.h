@@ -78,7 +78,9 @@ struct ModelSpec {
   DType activation_dtype(int boundary, DType compute) const;
   // Training FLOPs (forward and backward) per sample: an MLP's and ConvNet's per image, a GPT's
   // for its T tokens — per token 6·P + 12·L·C·T (the matmuls of the weights, then attention's),
-  // the count MFU is taken with (PaLM, appendix B).
+  // the count MFU is taken with (PaLM, appendix B). P is the weights that multiply: not the token
+  // and position embeddings, which are looked up (PaLM's embedding is its tied head, so it counts;
+  // ours is untied, and the head counts on its own).
   double train_flops_per_sample() const;
   // A GPT's tokens per sample (T); 0 for the image families.
   int64_t tokens_per_sample() const { return family == ModelFamily::gpt ? gpt.context : 0; }
