@@ -1,9 +1,10 @@
 """What every example here shares, so each program shows only its lecture's idea: Fashion-MNIST as
-scalelab reads it, the MLP as scalelab builds it, a start from scalelab's exported weights, and the
-report line the tests read.
+scalelab reads it, the MLP as scalelab builds it, the GPT and its text as scalelab builds and reads
+them (tests/pytorch/cross_check.py uses these too), a start from scalelab's exported weights, and
+the report line the tests read.
 
 Run with Debian's PyTorch: /usr/bin/python3 (apt-get install python3-torch python3-numpy)."""
-import argparse, gzip, json, os, sys
+import argparse, gzip, json, math, os, sys
 
 import numpy as np
 import torch
@@ -41,6 +42,101 @@ def mlp_layers(model):
     for i in range(len(sizes) - 1):
         layers += [torch.nn.Linear(sizes[i], sizes[i + 1]), torch.nn.ReLU()]
     return layers[:-1]
+
+
+# --- the GPT: a pre-LN GPT-2 (gpt:L-C-H-T-V), named as scalelab's export names it ---------------
+
+class Attention(torch.nn.Module):
+    """Causal self-attention: q, k, v side by side in qkv's output, head h at columns h·d … (h+1)·d
+    of each. The sizes come from qkv's output, so the same code runs a rank's share of the heads."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.proj = torch.nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=2))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)  # a key after its query
+        p = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        return self.proj((p @ v).transpose(1, 2).reshape(B, T, -1))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc = torch.nn.Linear(hidden, 4 * hidden)
+        self.gelu = torch.nn.GELU()  # exact: 0.5·x·(1 + erf(x/√2))
+        self.proj = torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        return self.proj(self.gelu(self.fc(x)))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.attn = Attention(hidden, heads)
+        self.ln2 = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.mlp = Mlp(hidden)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Gpt(torch.nn.Module):
+    """A pre-LN GPT-2 (gpt:L-C-H-T-V): tok_emb, pos_emb, blocks.i.{ln1, attn.qkv, attn.proj, ln2,
+    mlp.fc, mlp.proj}, ln_f, head — scalelab's names, so its export loads as it is."""
+
+    def __init__(self, layers, hidden, heads, context, vocab):
+        super().__init__()
+        self.tok_emb = torch.nn.Embedding(vocab, hidden)
+        self.pos_emb = torch.nn.Embedding(context, hidden)
+        self.blocks = torch.nn.ModuleList(Block(hidden, heads) for _ in range(layers))
+        self.ln_f = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, ids):  # ids {B, T} → logits {B, T, V}
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def gpt_sizes(model):
+    """`gpt:2-64-4-32-96` → [layers, hidden, heads, context, vocab]."""
+    if not model.startswith("gpt:") or len(model.split("-")) != 5:
+        sys.exit(f"[examples] --model {model}: not a GPT — use gpt:L-C-H-T-V, e.g. gpt:2-64-4-32-96")
+    return [int(s) for s in model[4:].split("-")]
+
+
+def text_windows(path, context, vocab):
+    """scalelab's --dataset text for one file (core/data/text.h): a token per byte (V = 96: '\\n' → 0,
+    ' ' … '~' → 1 … 95, tab, CR, VT, FF → a space, any other byte → '?'; V ≥ 256: the byte), cut into
+    windows of T + 1 tokens that do not overlap; the last tenth of them (at least 1) the test set.
+    Returns ((inputs, next tokens) of training, the same of test), each {windows, T}."""
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    b = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
+    if vocab == 96:
+        tokens = np.full(b.shape, ord("?") - ord(" ") + 1)
+        printable = (b >= ord(" ")) & (b <= ord("~"))
+        tokens[printable] = b[printable] - ord(" ") + 1
+        tokens[np.isin(b, [ord("\t"), ord("\r"), 0x0B, 0x0C])] = 1
+        tokens[b == ord("\n")] = 0
+    else:
+        tokens = b
+    windows = len(tokens) // (context + 1)
+    w = torch.from_numpy(tokens[: windows * (context + 1)].reshape(windows, context + 1).copy())
+    test = 0 if windows < 2 else max(1, windows // 10)
+    x, y = w[:, :-1], w[:, 1:]
+    return (x[: windows - test], y[: windows - test]), (x[windows - test:], y[windows - test:])
 
 
 def load_init(module, path):

@@ -9,6 +9,7 @@ weights, optimizer state, per-step loss and test accuracy compared. The models:
   gpt:L-C-H-T-V  on a text file (--corpus, characters for V = 96, bytes for V ≥ 256): a pre-LN GPT-2
                  of nn.Embedding, nn.LayerNorm, nn.Linear and exact-erf nn.GELU, named tok_emb,
                  pos_emb, blocks.i.{ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj}, ln_f, head
+                 (examples/pytorch/common.py's Gpt and text_windows, which the examples share)
 
 Our export must hold exactly the PyTorch module's state_dict, names in its order.
 
@@ -41,10 +42,14 @@ bfloat16 as our half layer does, and the spread is PyTorch's bfloat16 step again
 
   cross_check.py SCALELAB sgd|adam [--model M] [--strategy S --devices N] [--reference model|ddp|zero] …
 """
-import argparse, gzip, json, math, os, shutil, subprocess, sys, tempfile
+import argparse, gzip, json, os, shutil, subprocess, sys, tempfile
 
 import numpy as np
 import torch
+
+# The GPT and its text, as the lectures' PyTorch programs build and read them: one copy.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "pytorch"))
+from common import Gpt, text_windows  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 CORPUS = "/usr/share/games/fortunes/computers"
@@ -92,90 +97,6 @@ class ConvNet(torch.nn.Module):
         h = torch.nn.functional.max_pool2d(torch.relu(self.conv1(h)), 2, 2)
         h = torch.nn.functional.max_pool2d(torch.relu(self.conv2(h)), 2, 2)
         return self.fc(h.flatten(1))  # NCHW order, as our rows hold it
-
-
-class Attention(torch.nn.Module):
-    """Causal self-attention: q, k, v side by side in qkv's output, head h at columns h·d … (h+1)·d of each."""
-
-    def __init__(self, hidden, heads):
-        super().__init__()
-        self.heads = heads
-        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
-        self.proj = torch.nn.Linear(hidden, hidden)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        d = C // self.heads
-        q, k, v = (t.view(B, T, self.heads, d).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-        future = torch.ones(T, T, dtype=torch.bool).triu(1)  # a key after its query
-        p = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
-        return self.proj((p @ v).transpose(1, 2).reshape(B, T, C))
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.fc = torch.nn.Linear(hidden, 4 * hidden)
-        self.gelu = torch.nn.GELU()  # exact: 0.5·x·(1 + erf(x/√2))
-        self.proj = torch.nn.Linear(4 * hidden, hidden)
-
-    def forward(self, x):
-        return self.proj(self.gelu(self.fc(x)))
-
-
-class Block(torch.nn.Module):
-    def __init__(self, hidden, heads):
-        super().__init__()
-        self.ln1 = torch.nn.LayerNorm(hidden, eps=1e-5)
-        self.attn = Attention(hidden, heads)
-        self.ln2 = torch.nn.LayerNorm(hidden, eps=1e-5)
-        self.mlp = Mlp(hidden)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class Gpt(torch.nn.Module):
-    """A pre-LN GPT-2 (gpt:L-C-H-T-V), named as scalelab's export names it."""
-
-    def __init__(self, layers, hidden, heads, context, vocab):
-        super().__init__()
-        self.tok_emb = torch.nn.Embedding(vocab, hidden)
-        self.pos_emb = torch.nn.Embedding(context, hidden)
-        self.blocks = torch.nn.ModuleList(Block(hidden, heads) for _ in range(layers))
-        self.ln_f = torch.nn.LayerNorm(hidden, eps=1e-5)
-        self.head = torch.nn.Linear(hidden, vocab)
-
-    def forward(self, ids):  # ids {B, T} → logits {B, T, V}
-        x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
-
-
-def text_windows(path, context, vocab):
-    """scalelab's --dataset text for one file (core/data/text.h): a token per byte (V = 96: '\\n' → 0,
-    ' ' … '~' → 1 … 95, tab, CR, VT, FF → a space, any other byte → '?'; V ≥ 256: the byte), cut into
-    windows of T + 1 tokens that do not overlap; the last tenth of them (at least 1) the test set."""
-    raw = open(path, "rb").read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    b = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
-    if vocab == 96:
-        tokens = np.full(b.shape, ord("?") - ord(" ") + 1)
-        printable = (b >= ord(" ")) & (b <= ord("~"))
-        tokens[printable] = b[printable] - ord(" ") + 1
-        tokens[np.isin(b, [ord("\t"), ord("\r"), 0x0B, 0x0C])] = 1
-        tokens[b == ord("\n")] = 0
-    else:
-        tokens = b
-    windows = len(tokens) // (context + 1)
-    w = torch.from_numpy(tokens[: windows * (context + 1)].reshape(windows, context + 1).copy())
-    test = 0 if windows < 2 else max(1, windows // 10)
-    x, y = w[:, :-1], w[:, 1:]
-    return (x[: windows - test], y[: windows - test]), (x[windows - test:], y[windows - test:])
 
 
 class Setup:

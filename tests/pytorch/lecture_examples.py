@@ -10,7 +10,10 @@ data order does not matter and the numbers are single's. scalelab matches PyTorc
 PyTorch computes each layer as scalelab does (tests/pytorch/cross_check.py); these programs use
 nn.Linear as students write it, whose addmm differs from that by up to 3e-5 on a layer (a ReLU
 whose input is within rounding of 0 flips), so TOL = 1e-4, relative — for losses to the loss, for
-weights to the tensor's largest value. AMP is held to PyTorch's own bf16-vs-fp32 gap, measured in
+weights to the tensor's largest value. The GPT of tensor_parallel.py is held to the same TOL: its
+nn.Linear, LayerNorm and softmax are PyTorch's own, and over 4 steps of SGD it lands within ~1e-6
+of scalelab (no ReLU to flip; a split done differently, e.g. qkv cut in N plain slices instead
+of each rank its heads' rows of q, k and v, is off at the first loss). AMP is held to PyTorch's own bf16-vs-fp32 gap, measured in
 the same run. Hogwild is asynchronous: the mean test accuracy of two seeds after one epoch, within
 0.03 or twice the spread either side shows between its own two seeds (PyTorch's, seeds 1-3 with the
 same start: 0.835-0.850)."""
@@ -24,6 +27,7 @@ PYTHON = "/usr/bin/python3"
 # Small and short, so the nine tests take little time; the programs' own defaults are larger.
 MODEL, BATCH, STEPS, LR = "mlp:784-32-16-10", 60000, 3, 0.03
 TOL = 1e-4
+GPT, CORPUS = "gpt:2-64-4-32-96", "/usr/share/games/fortunes/computers"  # as cross_check.py's gpt cases
 LIMIT_S = 200  # a run that hangs fails here, naming its command, before ctest's 300 s
 failed = []
 
@@ -181,6 +185,24 @@ def convnet_ddp(work):
     diff = abs(ours["test_accuracy"] - theirs["test_accuracy"])
     check(f"test accuracy: scalelab {ours['test_accuracy']:.4f} vs pytorch {theirs['test_accuracy']:.4f}",
           diff <= 2e-4 + 1e-12, f"{diff * 10000:.0f} of the 10 000 test images, bound 2")
+
+
+def tensor_parallel(work):
+    # A GPT on a text, batches of 32 windows: every rank trains on the whole of scalelab's steps
+    # (its --dump-batches), each from its own shards cut from the same exported start.
+    steps, batch, lr = 4, 32, 0.1
+    ours = scalelab(work, "ours", "--strategy", "tensor-parallel", "--devices", "2", "--dataset", "text", "--data-dir",
+                    CORPUS, "--dump-batches", f"{work}/batches.json", steps=steps, model=GPT, batch=batch, lr=lr)
+    theirs = example(work, "tensor_parallel", "--init", export(work, "ours", 0), "--devices", "2", "--steps", str(steps),
+                     "--batch", str(batch), "--lr", repr(lr), "--corpus", CORPUS, "--batches", f"{work}/batches.json",
+                     "--save-weights", f"{work}/theirs.npz", model=GPT)
+    same_losses(ours["losses"], theirs["losses"])
+    same_weights(export(work, "ours", steps), f"{work}/theirs.npz")  # pytorch's: its shards all-gathered
+    check("pytorch's ranks hold equal replicated weights (embeddings, LayerNorms, head, row-parallel biases)",
+          theirs["replicas_equal"] is True)
+    mine = [d["peak_bytes"]["params"] // 4 for d in ours["per_device"]]
+    check(f"parameters per rank: scalelab {mine} = pytorch {theirs['params_per_rank']} of {theirs['params_whole']}",
+          mine == [theirs["params_per_rank"]] * 2 and theirs["params_per_rank"] < theirs["params_whole"])
 
 
 def hogwild(work):
