@@ -258,6 +258,8 @@ nlohmann::json to_json(const TrainResult& r) {
   j["bubble_fraction"] = r.metrics.bubble_fraction;
   j["overlap_pct"] = r.metrics.overlap_pct;
   j["bytes_moved"] = r.metrics.bytes_moved;
+  // A dry run of alike ranks: the devices that ran; the others are counted as copies of the last.
+  j["devices_run"] = r.devices_run > 0 ? json(r.devices_run) : json(nullptr);
   json per = json::array();
   for (const DeviceSummary& s : r.per_device) {
     json peak;
@@ -306,6 +308,7 @@ TrainResult from_json(const nlohmann::json& j, const TrainConfig& config) {
   r.metrics.overlap_pct = j.value("overlap_pct", 0.0);
   r.metrics.bubble_fraction = j.value("bubble_fraction", 0.0);
   r.metrics.bytes_moved = j.value("bytes_moved", int64_t{0});
+  r.devices_run = j.contains("devices_run") && j["devices_run"].is_number() ? j["devices_run"].get<int>() : 0;
   // JSON has no NaN: a diverged run's (--allow-divergence) non-finite losses were written as null.
   if (j.contains("losses") && j["losses"].is_array())
     for (const auto& v : j["losses"]) r.losses.push_back(v.is_number() ? v.get<double>() : std::nan(""));

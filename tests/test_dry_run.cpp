@@ -300,6 +300,10 @@ TEST(DryRun, TalliedDevicesSummariseAsKeptOnesDo) {
     for (const Event& e : tallied_bus.events()) EXPECT_LT(e.device, 2) << e.name;
     const std::string summary = format_summary(tallied);
     EXPECT_EQ(tallied.devices_run, alike ? 3 : 0);
+    // --json says so too, and reads back.
+    const nlohmann::json j = to_json(tallied);
+    EXPECT_EQ(j["devices_run"].is_null(), !alike);
+    EXPECT_EQ(from_json(j, tallied.config).devices_run, tallied.devices_run);
     EXPECT_NE(summary.find(alike ? "device  2   tallied" : "devices 2–3   tallied"), std::string::npos) << summary;
     EXPECT_EQ(summary.find("devices 3–7   not run") != std::string::npos, alike) << summary;
   }
