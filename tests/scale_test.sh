@@ -44,6 +44,26 @@ PY
 then pass "pipeline: the idle share falls with the micro-batches: $(python3 -c 'import json,sys; print([round(r["bubble_pct"],1) for r in json.load(open(sys.argv[1]))["rows"]])' "$WORK/pipe.json")"
 else fail "pipeline sweep: $(tail -20 "$WORK/pipe.out")"; fi
 
+# Interleaved 1F1B (V = 2) over 4 devices and 8 equal layers: at every m a smaller idle share than
+# plain 1F1B's, and the JSON says the schedule (figure bubble draws (p−1)/(V·m+p−1) from it).
+deep=mlp:512-512-512-512-512-512-512-512-512
+if "$SCALELAB" scale --strategy pipeline --model $deep --devices 4 --micro-batches 4,8 --strong --batch 512 \
+  --schedule 1f1b --json "$WORK/1f1b.json" >"$WORK/1f1b.out" 2>&1 &&
+  "$SCALELAB" scale --strategy pipeline --model $deep --devices 4 --micro-batches 4,8 --strong --batch 512 \
+    --schedule interleaved --virtual-stages 2 --json "$WORK/v2.json" >"$WORK/v2.out" 2>&1 &&
+  python3 - "$WORK/1f1b.json" "$WORK/v2.json" <<'PY'
+import json, sys
+plain, inter = (json.load(open(f)) for f in sys.argv[1:])
+assert inter["schedule"] == "interleaved" and inter["virtual_stages"] == 2, inter
+for a, b in zip(plain["rows"], inter["rows"]):
+    assert b["bubble_pct"] < a["bubble_pct"], (a, b)
+PY
+then pass "interleaved, V = 2: a smaller bubble than 1F1B's at m = 4 and 8"
+else fail "interleaved sweep: $(tail -20 "$WORK/v2.out")"; fi
+if "$SCALELAB" figure bubble --json "$WORK/v2.json" --out "$WORK/v2.svg" >/dev/null 2>&1 && grep -q "V·m" "$WORK/v2.svg"
+then pass "figure bubble: the interleaved formula"
+else fail "figure bubble of an interleaved sweep has no (p−1)/(V·m+p−1)"; fi
+
 # DDP: inside one node (8 devices) the ring runs on NVLink; at 16 it crosses InfiniBand.
 if "$SCALELAB" scale --strategy ddp --model mlp:784-256-10 --devices 4,8,16 --json "$WORK/ddp.json" >"$WORK/ddp.out" 2>&1 &&
   python3 - "$WORK/ddp.json" <<'PY'
@@ -78,4 +98,5 @@ expect_usage "a range that runs down" "runs down" scale --devices 64..8
 expect_usage "a single-node profile grown" "no link between nodes" scale --hw a100-nvlink-8 --devices 8,16
 expect_usage "--nodes without sim" "--device sim" train --nodes 4
 expect_usage "--weak and --strong" "choose one" scale --weak --strong
+expect_usage "--virtual-stages but for a pipeline" "--virtual-stages" scale --strategy ddp --virtual-stages 2
 finish

@@ -53,14 +53,17 @@ std::string bubble(const std::vector<std::string>& files) {
   const json j = read_json(files[0]);
   std::vector<double> xs;
   // scale runs are sim dry runs: the idle share is the cost model's timeline, not a measurement.
-  Series measured{"idle share (simulated)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
+  // Interleaved 1F1B (virtual_stages V > 1): (p−1)/(V·m+p−1).
+  const int V = j.value("virtual_stages", 1);
+  Series measured{"idle share (simulated)", "#d62728", {}},
+      formula{V > 1 ? "(p−1)/(V·m+p−1), V = " + std::to_string(V) : "(p−1)/(m+p−1)", "#555", {}, true};
   int p = 0;
   for (const json& r : rows_of(j, files[0], writer)) {
     p = static_cast<int>(field(r, "devices", files[0], writer));
     const double m = field(r, "micro_batches", files[0], writer);
     xs.push_back(m);
     measured.y.push_back(field(r, "bubble_pct", files[0], writer));
-    formula.y.push_back(100.0 * (p - 1) / (m + p - 1));
+    formula.y.push_back(100.0 * (p - 1) / (V * m + p - 1));
   }
   std::ostringstream s;
   // 520 wide: shown at 1.3× beside a slide's text, its 14 px text reads at 18.

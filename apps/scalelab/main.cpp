@@ -305,7 +305,10 @@ static int run_main(int argc, char** argv) {
   scale_cmd->add_option("--steps", sc.steps, "steps per point; the last is reported")->capture_default_str();
   scale_cmd->add_option("--optimizer", sc.optimizer)->capture_default_str();
   scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1, 2 or 3")->capture_default_str();
-  scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe or 1f1b")->capture_default_str();
+  scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe, 1f1b or interleaved")->capture_default_str();
+  scale_cmd->add_option("--virtual-stages", sc.virtual_stages,
+                        "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
+      ->capture_default_str();
   scale_cmd->add_option("--amp", sc.amp, "off, fp16 or bf16")->capture_default_str();
   scale_cmd->add_option("--json", sc.json_path, "write the rows as JSON");
   scale_cmd->add_option("--plot", sc.plot_path, "write an SVG: efficiency (or the bubble) and memory per device");
@@ -537,6 +540,7 @@ static int run_main(int argc, char** argv) {
       const StrategyInfo& info = find_strategy(sc.strategy);
       const std::pair<const char*, StrategyOption> flags[] = {{"--micro-batches", StrategyOption::micro_batches},
                                                               {"--schedule", StrategyOption::schedule},
+                                                              {"--virtual-stages", StrategyOption::schedule},
                                                               {"--zero-stage", StrategyOption::zero_stage},
                                                               {"--amp", StrategyOption::amp}};
       for (const auto& [flag, option] : flags)

@@ -87,6 +87,7 @@ TrainConfig point_config(const ScaleOptions& o, const HardwareProfile& profile, 
   c.optimizer.kind = o.optimizer;
   if (o.optimizer == "adam") c.optimizer.lr = 1e-3f;
   c.micro_batches = micro_batches;
+  c.virtual_stages = o.virtual_stages;
   ChoiceWords words;
   words.schedule = o.schedule;
   words.amp = o.amp;
@@ -162,11 +163,14 @@ std::string plot_svg(const ScaleOptions& o, const std::vector<ScalePoint>& pts, 
   // 1. What the sweep teaches: the bubble against its formula, or the efficiency.
   if (over_m) {
     // A dry run's timeline: the cost model's idle share, not a measurement.
-    Series measured{"idle share (simulated)", "#d62728", {}}, formula{"(p−1)/(m+p−1)", "#555", {}, true};
+    // Interleaved 1F1B: each device's V chunks cut the fill and drain V-fold, (p−1)/(V·m+p−1).
+    const int V = o.virtual_stages;
+    Series measured{"idle share (simulated)", "#d62728", {}},
+        formula{V > 1 ? "(p−1)/(V·m+p−1), V = " + std::to_string(V) : "(p−1)/(m+p−1)", "#555", {}, true};
     const int p = pts.empty() ? 1 : pts.front().devices;
     for (const ScalePoint& q : pts) {
       measured.y.push_back(q.bubble_pct);
-      formula.y.push_back(100.0 * (p - 1) / (q.micro_batches + p - 1));
+      formula.y.push_back(100.0 * (p - 1) / (V * q.micro_batches + p - 1));
     }
     chart(s, 0, 0, C, H, "Pipeline bubble vs micro-batches", xlabel, "idle share of the step (%)", xs,
           {measured, formula}, 0);
@@ -338,6 +342,7 @@ int run_scale(const ScaleOptions& o) {
     nlohmann::json j = {{"strategy", o.strategy}, {"hw", o.hw}, {"model", o.model}, {"scaling", o.weak ? "weak" : "strong"},
                         {"batch", o.batch}, {"steps", o.steps}, {"optimizer", o.optimizer},
                         {"zero_stage", find_strategy(o.strategy).takes(StrategyOption::zero_stage) ? o.zero_stage : 0},
+                        {"schedule", o.schedule}, {"virtual_stages", o.virtual_stages},
                         {"parameters", ModelSpec::parse(o.model).parameter_count()}, {"simulated", true}, {"rows", rows}};
     write_file_atomically(o.json_path, j.dump(2) + "\n", "scale");
     std::printf("  json  %s\n", o.json_path.c_str());

@@ -20,6 +20,7 @@ struct ScaleOptions {
   std::string optimizer = "sgd";
   int zero_stage = 1;              // zero: the stage
   std::string schedule = "gpipe";  // pipeline
+  int virtual_stages = 1;          // pipeline, --schedule interleaved: chunks per device
   std::string amp = "off";
   std::string json_path;           // the rows as JSON
   std::string plot_path;           // an SVG: efficiency (or bubble) and memory per device against the sweep
