@@ -137,11 +137,6 @@ void TrainConfig::validate() const {
     throw UsageError("pipeline", "--schedule interleaved needs --virtual-stages V ≥ 2 chunks per device (with one it is "
                                  "1F1B) — add --virtual-stages 2, or use --schedule 1f1b");
   if (zero_stage < 0 || zero_stage > 3) throw UsageError("zero", "--zero-stage must be 1, 2 or 3");
-  // Stage 3 keeps no layer's weights between uses, and a layer's half copies live as long as it.
-  if (zero_stage == 3 && amp != Amp::off)
-    throw UsageError("zero", "--amp " + std::string(amp_name(amp)) + " with --zero-stage 3: a layer keeps half copies "
-                             "of its weights for good, and stage 3 keeps no layer's weights between uses — drop --amp, "
-                             "or use --zero-stage 1 or 2");
   // A normal float, as the scaler keeps it: 1e-300 would be 0 (its inverse inf), 1e39 inf.
   if (!(amp_initial_scale >= std::numeric_limits<float>::min()) || !(amp_initial_scale <= 3.0e38)) {
     char got[32];

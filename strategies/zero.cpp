@@ -48,9 +48,10 @@
 // shards; each layer computes from half copies cast from its views. With fp16, rank r unscales and
 // checks only shard r's gradient — the only one its optimizer reads — so an overflow may be seen
 // by one rank alone (certainly in stage 2, where no rank holds the others' shards): the ranks
-// agree on it with a one-float all-reduce, and all skip together. Stage 3 refuses --amp: a
-// layer's half copies live as long as the layer (2 bytes of every weight on every rank), where
-// FSDP gathers its weights in half to begin with.
+// agree on it with a one-float all-reduce, and all skip together. Stage 3 gathers a unit's f32
+// weights, casts them to half, and frees both after use, as PyTorch's FSDP does with autocast and
+// full-precision parameters (its MixedPrecision(param_dtype=…) would gather half weights instead:
+// half the bytes, not modelled here).
 //
 // The data: rank r takes rows r, r+N, r+2N, … of the global batch (the rule of torch's
 // DistributedSampler, as ddp), so N ranks together see exactly the batch `single` sees, and the
@@ -255,8 +256,9 @@ class Zero : public Strategy {
     // 2. Forward and loss on those B/N rows: the mean over them, and its gradient (with fp16, times
     //    the loss scale). The average of the N ranks' gradients is then the gradient of the mean
     //    over the whole batch. (--amp: the layers cast their weights to half first.) Stage 3
-    //    gathers each layer's weights for its forward and frees them after.
-    R.model.refresh_half_weights();
+    //    gathers each layer's weights for its forward and frees them after (and casts each
+    //    layer's to half right after its gather).
+    if (stage_ < 3) R.model.refresh_half_weights();
     R.model.set_batch_position({step, R.rank, world_});  // --dropout: samples r, r+N, …
     Tensor logits = stage_ == 3 ? sharded_forward(R, x) : R.model.forward(x);
     Tensor dlogits = d.empty(logits.shape(), logits.dtype(), MemoryCategory::activations, "dlogits");
@@ -382,18 +384,23 @@ class Zero : public Strategy {
   }
 
   // Waits for a unit's gather; its layer's parameters become views of the buffer, as in stage 1.
+  // (--amp: then cast to the half copies the layer computes from.)
   void seat_weights(RankState& R, const UnitBuffer& b) {
     b.work->wait();
     const ShardedState::Unit& unit = ownership_.units()[static_cast<size_t>(b.unit)];
-    const std::vector<Parameter*> params = R.model.layers()[static_cast<size_t>(unit.layer)].parameters();
+    Layer& layer = R.model.layers()[static_cast<size_t>(unit.layer)];
+    const std::vector<Parameter*> params = layer.parameters();
     for (int p = unit.first; p < unit.last; ++p)
       params[static_cast<size_t>(p - unit.first)]->value =
           b.whole.view(ownership_.offset_in_unit(unit, p), R.shapes[static_cast<size_t>(p)]);
+    layer.refresh_half_weights();
   }
 
-  // The layer of unit u forgets its views of the whole weights and gradient.
+  // The layer of unit u forgets its views of the whole weights and gradient, and its half copies.
   void drop_views(RankState& R, int u) {
-    for (Parameter* p : R.model.layers()[static_cast<size_t>(unit_layer(u))].parameters()) p->value = p->grad = Tensor();
+    Layer& layer = R.model.layers()[static_cast<size_t>(unit_layer(u))];
+    for (Parameter* p : layer.parameters()) p->value = p->grad = Tensor();
+    layer.drop_half_weights();
   }
 
   // Waits for a unit's collective, then frees its buffer (the layer's views first).

@@ -79,7 +79,6 @@ if [ "$PART" = cli ]; then
   bad "--zero-stage 0 with zero" 2 zero "pass 1, 2 or 3" -- $T --strategy zero --devices 2 --zero-stage 0
   bad "--zero-stage 4" 2 zero "1, 2 or 3" -- $T --strategy zero --devices 2 --zero-stage 4
   bad "--strategy fsdp --zero-stage 2" 2 zero "fsdp is zero stage 3" -- $T --strategy fsdp --devices 2 --zero-stage 2
-  bad "--zero-stage 3 --amp bf16" 2 zero "drop --amp" -- $T --strategy zero --devices 2 --zero-stage 3 --amp bf16
   bad "--dry-run --check-equivalence" 2 train "--dry-run" -- $T --device sim --hw a100-nvlink-8 --dry-run --check-equivalence
   bad "--checkpoint-every 0" 2 checkpoint "--checkpoint-every" -- $T --checkpoint "$WORK/c" --checkpoint-every 0
   bad "--checkpoint-every without --checkpoint" 2 checkpoint "--checkpoint" -- $T --checkpoint-every 2

@@ -443,6 +443,7 @@ std::vector<AmpCase> amp_cases() {
     cases.push_back({"ddp-mp", 4, kind});  // two ranks of 2
     cases.push_back({"zero", 2, kind, 1});
     cases.push_back({"zero", 2, kind, 2});
+    cases.push_back({"zero", 2, kind, 3});  // each unit's half copies made after its gather, freed with it
     // Its heads and MLP split over 2 ranks: a GPT's.
     cases.push_back({"tensor-parallel", 2, kind, 0, Schedule::gpipe, 1, "gpt:2-32-4-16-96"});
   }

@@ -34,6 +34,7 @@ class Conv2d : public Layer {
   // the f32 masters.
   void set_precision(DType compute) override { set_half_copies(compute); }
   void refresh_half_weights(int micro_batch = -1) override { refresh_half_copies(micro_batch); }
+  void drop_half_weights() override { drop_half_copies(); }
 
   int64_t out_height() const { return geometry(0).out_height(); }
   int64_t out_width() const { return geometry(0).out_width(); }

@@ -20,16 +20,26 @@ void Layer::set_half_copies(DType compute) {
   if (compute == DType::f32) return;
   const std::string half = std::string(".") + dtype_name(compute);
   for (Parameter* p : parameters())
-    half_copies_.push_back(device_->empty(p->value.shape(), compute, MemoryCategory::workspace, p->name + half));
+    half_copies_.push_back(p->value.defined() ? device_->empty(p->value.shape(), compute, MemoryCategory::workspace, p->name + half)
+                                              : Tensor());
 }
 
 void Layer::refresh_half_copies(int micro_batch) {
   if (compute_ == DType::f32) return;
   const std::string to = std::string(" → ") + dtype_name(compute_);
   const std::vector<Parameter*> params = parameters();
-  for (size_t i = 0; i < params.size(); ++i)
+  const std::string half = std::string(".") + dtype_name(compute_);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!half_copies_[i].defined())
+      half_copies_[i] = device_->empty(params[i]->value.shape(), compute_, MemoryCategory::workspace, params[i]->name + half);
     device_->cast({params[i]->name + to, Phase::fwd, index_, micro_batch}, params[i]->value, half_copies_[i]);
+  }
   half_copies_cast_ = true;
+}
+
+void Layer::drop_half_copies() {
+  for (Tensor& copy : half_copies_) copy = Tensor();
+  half_copies_cast_ = false;
 }
 
 void Layer::check_half_copies_cast() const {

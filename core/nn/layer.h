@@ -64,6 +64,9 @@ class Layer {
   DType precision() const { return compute_; }
   // Casts the f32 master weights into the half copies; nothing to do in f32.
   virtual void refresh_half_weights(int /*micro_batch*/ = -1) {}
+  // Frees the half copies until the next refresh_half_weights() makes them again: ZeRO-3 holds a
+  // layer's weights, and so their half copies, only while the layer computes.
+  virtual void drop_half_weights() {}
   // Activation checkpointing (--recompute): forward keeps only the layer's input, backward runs
   // the forward again first. A transformer block does; other layers keep what they keep.
   virtual void set_recompute(bool /*on*/) {}
@@ -78,9 +81,11 @@ class Layer {
   // stay f32 (the masters) and the layer computes from half copies of them. The copies are
   // workspace, not params: derived from the masters every step, never trained or saved — so
   // "params" keeps meaning the f32 weights (4 bytes each, as ZeRO shards them) and what AMP adds
-  // (2 bytes per weight) shows on its own line. Allocated once, refreshed in place.
+  // (2 bytes per weight) shows on its own line. Allocated once, refreshed in place (a parameter
+  // with no weights yet — ZeRO-3's, gathered later — gets its copy at the first refresh).
   void set_half_copies(DType compute);          // f32 drops them; f16 / bf16 allocates one per parameter
   void refresh_half_copies(int micro_batch);    // casts the masters into them (nothing to do in f32)
+  void drop_half_copies();                      // frees them; the next refresh allocates them again
   // Parameter p, parameters()[i], as the ops read it: the master in f32, its copy under AMP.
   const Tensor& compute_value(const Parameter& p, size_t i) const { return compute_ == DType::f32 ? p.value : half_copies_[i]; }
   // Refuses a forward in half before the copies were filled.

@@ -32,6 +32,7 @@ class Linear : public Layer {
   // every step, after the optimizer moved the masters (autocast recasts at every forward). Nothing
   // to do in f32.
   void refresh_half_weights(int micro_batch = -1) override;
+  void drop_half_weights() override { drop_half_copies(); }
 
   // Keeps x and y for backward. `micro_batch` tags the events (pipeline schedules).
   std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override;

@@ -136,6 +136,10 @@ void TransformerBlock::refresh_half_weights(int micro_batch) {
   for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->refresh_half_weights(micro_batch);
 }
 
+void TransformerBlock::drop_half_weights() {
+  for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->drop_half_weights();
+}
+
 std::vector<int64_t> TransformerBlock::output_shape(const std::vector<int64_t>& input) const {
   check_hidden(name_, input, hidden_);
   if (input[0] % context_ != 0)

@@ -85,6 +85,7 @@ class TransformerBlock : public Layer {
   // f16 / bf16: the four Linears, attention and GELU in half; see the top of this file.
   void set_precision(DType compute) override;
   void refresh_half_weights(int micro_batch = -1) override;
+  void drop_half_weights() override;
 
   // Activation checkpointing: forward keeps only the block's input; backward first runs the
   // forward again (its own ops named "….recompute", in the backward phase), then the backward.
@@ -126,6 +127,7 @@ class LmHead : public Layer {
   // f16 / bf16: the head Linear in half (logits in half, as softmax_xent takes them); ln_f in f32.
   void set_precision(DType compute) override;
   void refresh_half_weights(int micro_batch = -1) override { head.refresh_half_weights(micro_batch); }
+  void drop_half_weights() override { head.drop_half_weights(); }
 
   LayerNormParameters ln_f;
   Linear head;
