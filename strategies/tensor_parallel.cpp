@@ -515,6 +515,9 @@ struct TpRank {
   std::unique_ptr<LossScaler> scaler;  // --amp fp16; it does nothing otherwise
   // --sequence-parallel with --dropout: the embedding output's dropout, on this rank's positions.
   std::unique_ptr<Dropout> embed_drop;
+  // --sequence-parallel: every block's LayerNorm gradients, one flat tensor (each a view of it),
+  // all-reduced in one call.
+  Tensor layer_norm_grads;
 };
 
 class TensorParallel : public Strategy {
@@ -557,6 +560,7 @@ class TensorParallel : public Strategy {
             shard_of(values_of(ctx.initial_weights, p), tensors[p].shape, split_of(q.name), rank, n);
         dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
       }
+      if (config_.sequence_parallel) gather_layer_norm_grads(*r);
       r->optimizer = std::make_unique<Optimizer>(config_.optimizer, r->params);
       // --amp: every layer computes in half from half copies of its f32 masters. With fp16 an
       // overflow may show in one rank's shards alone: the ranks agree on it through their group.
@@ -677,11 +681,9 @@ class TensorParallel : public Strategy {
     if (sp) g = all_positions(r, g, "embed.dy", Phase::bwd, 0);  // the embedding's gradient, whole on every rank
     r.layers.front()->backward(g, false);
     //    Sequence parallel: each rank's LayerNorm gradients summed over its T/N positions alone —
-    //    partial sums, all-reduced (else the replicas of the LayerNorms drift apart).
-    if (sp)
-      for (int l = 1; l < L - 1; ++l)
-        for (Parameter* p : static_cast<TensorParallelBlock&>(*r.layers[l]).layer_norm_parameters())
-          ranks_.group(r.rank).all_reduce(p->grad, ReduceOp::sum, {.name = p->name + " grad all-reduce"});
+    //    partial sums, all-reduced (else the replicas of the LayerNorms drift apart): one call for
+    //    all the blocks' 4·L·C floats, as Megatron does.
+    if (sp) ranks_.group(r.rank).all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
     // 4. Each rank steps its own shards and its copy of the replicated parameters — unless (fp16)
     //    a gradient overflowed on any rank: then all skip.
     const bool overflow = r.scaler->unscale_and_check(r.params);
@@ -690,6 +692,22 @@ class TensorParallel : public Strategy {
     return loss;
   }
   // end slide
+
+  // The blocks' LayerNorm gradients made views of one flat tensor, so that one all-reduce sums
+  // them all (a call per tensor would pay the latency 4·L times for C floats each).
+  void gather_layer_norm_grads(TpRank& r) {
+    std::vector<Parameter*> norms;
+    for (size_t l = 1; l + 1 < r.layers.size(); ++l)
+      for (Parameter* p : static_cast<TensorParallelBlock&>(*r.layers[l]).layer_norm_parameters()) norms.push_back(p);
+    int64_t total = 0;
+    for (const Parameter* p : norms) total += p->grad.numel();
+    r.layer_norm_grads = r.device->zeros({total}, DType::f32, MemoryCategory::grads, "layernorm grads");
+    int64_t offset = 0;
+    for (Parameter* p : norms) {
+      p->grad = r.layer_norm_grads.view(offset, p->grad.shape());
+      offset += p->grad.numel();
+    }
+  }
 
   // Sequence parallel's ends. Rank r's positions [r·T/N, (r+1)·T/N) of every sequence out of the
   // whole {B·T, C}: regrouped so that each rank's rows follow one another, then its own copied
