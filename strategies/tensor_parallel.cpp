@@ -700,12 +700,15 @@ class TensorParallel : public Strategy {
     for (size_t l = 1; l + 1 < r.layers.size(); ++l)
       for (Parameter* p : static_cast<TensorParallelBlock&>(*r.layers[l]).layer_norm_parameters()) norms.push_back(p);
     int64_t total = 0;
-    for (const Parameter* p : norms) total += p->grad.numel();
+    for (Parameter* p : norms) {
+      total += p->grad.numel();
+      p->grad = Tensor();  // freed first: the ledger holds them once, not twice
+    }
     r.layer_norm_grads = r.device->zeros({total}, DType::f32, MemoryCategory::grads, "layernorm grads");
     int64_t offset = 0;
     for (Parameter* p : norms) {
-      p->grad = r.layer_norm_grads.view(offset, p->grad.shape());
-      offset += p->grad.numel();
+      p->grad = r.layer_norm_grads.view(offset, p->value.shape());
+      offset += p->value.numel();
     }
   }
 
