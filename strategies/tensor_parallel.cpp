@@ -42,6 +42,47 @@
 // bytes. With fp16 a gradient may overflow in one rank's shards alone; the ranks agree on every
 // overflow and skip together. With --recompute each block keeps its input alone and reruns its
 // forward in backward, its two g all-reduces included.
+//
+// --sequence-parallel (Korthikanti et al. 2022, §4.2.2). Between the row-parallel and the next
+// column-parallel layer — the residual adds, the LayerNorms, the dropout — every rank above runs
+// the same ops on the same B·T rows: N copies of one computation, and N copies of its activations.
+// Split those regions along the sequence instead: rank r keeps positions [r·T/N, (r+1)·T/N) of
+// every sequence, and f and g change collective:
+//
+//   g  forward a reduce-scatter: each rank receives the sum of the partials for its own positions
+//      alone (it needs no more: what follows, to the next f, is per position); backward an
+//      all-gather of the output gradient's shards (the row-parallel layer reads every position).
+//   f  forward an all-gather of the LayerNorm output's shards (the column-parallel layer reads
+//      every position); backward a reduce-scatter: each rank's partial gradient, summed, and only
+//      its own positions kept.
+//
+//     x_r ─ ln1 ─ f ─ qkv_r ─ attention ─ proj_r ─ g ─ + bias ─ (+x_r) ─ ln2 ─ f ─ fc_r ─ gelu ─ mlp.proj_r ─ g ─ + bias ─ (+h_r)
+//
+// An all-reduce is a reduce-scatter followed by an all-gather, so the wire carries the same bytes
+// as before (a ring: (N−1)/N of B·T·C each way, twice); what changes is that the LayerNorms,
+// residual adds and dropout compute and keep T/N positions per rank, not all T. (Megatron also
+// keeps the column-parallel layers' inputs as shards and gathers them again in backward; here
+// qkv and fc keep the gathered input, as without sequence parallelism.)
+//
+// A rank's rows are b·T + t, sequence-major; its shard is T/N rows of each sequence, in sequence
+// order. An all-gather returns the ranks' shards one after another (rank, sequence, position);
+// attention needs whole sequences, so around the attention half the gathered rows are regrouped
+// into (sequence, rank, position) — Device::regroup_rows, a local copy — and back before the
+// reduce-scatter. The MLP half is per row: it runs on the rows in the order they come. (Megatron
+// lays activations out [s, b, h], so its shard is contiguous and needs no regroup.)
+//
+// The ends. The embedding stays replicated and runs on the whole batch (a lookup, cheap); each
+// rank keeps its own positions of the output (no communication) and drops them out with the mask
+// single draws for those positions: each element's hash takes its global row b·T + r·T/N + i.
+// Backward, the embedding's gradient is all-gathered first, so that every rank's embedding
+// gradient is the whole one. The final LayerNorm and the head are replicated too: the last
+// block's output is all-gathered, and every rank computes the whole logits as before; backward,
+// each keeps its own positions of the head's input gradient (no communication).
+//
+// The LayerNorms' weights and biases stay replicated, but each rank's gradient of them now sums
+// over its T/N positions alone: a partial sum. They are all-reduced over the group after backward
+// (Megatron does the same) — without it the ranks' copies drift apart at the first step. The
+// row-parallel biases need none: their gradient is taken on the all-gathered output gradient.
 #include <deque>
 #include <initializer_list>
 #include <memory>
@@ -51,6 +92,8 @@
 
 #include "core/comm/ranks.h"
 #include "core/error.h"
+#include "core/nn/dropout.h"
+#include "core/nn/model.h"
 #include "core/nn/optimizer.h"
 #include "core/nn/transformer_layers.h"
 #include "strategies/registry.h"
@@ -197,13 +240,14 @@ class RowParallelLinear : public Layer {
 class TensorParallelBlock : public Layer {
  public:
   TensorParallelBlock(Device& device, int index, int block, int64_t hidden, int64_t heads, int64_t context,
-                      ProcessGroup& group)
+                      ProcessGroup& group, bool sequence_parallel)
       : Layer(device, index, "block" + std::to_string(block)),
         prefix_("blocks." + std::to_string(block)),
         group_(group),
         hidden_(hidden),
         local_heads_(heads / group.size()),
         context_(context),
+        sequence_parallel_(sequence_parallel),
         ln1_{make_parameter(device, index, prefix_ + ".ln1.weight", {hidden}),
              make_parameter(device, index, prefix_ + ".ln1.bias", {hidden})},
         ln2_{make_parameter(device, index, prefix_ + ".ln2.weight", {hidden}),
@@ -216,11 +260,14 @@ class TensorParallelBlock : public Layer {
         mlp_proj_(device, index, prefix_ + ".mlp.proj", 4 * hidden / group.size(), hidden) {}
 
   std::vector<int64_t> output_shape(const std::vector<int64_t>& input) const override {
-    if (input.size() != 2 || input[1] != hidden_ || input[0] % context_ != 0)
-      throw Error("nn", name_ + " expects {B·T, " + std::to_string(hidden_) + "} of whole sequences, got " +
-                            shape_text(input));
+    if (input.size() != 2 || input[1] != hidden_ || input[0] % positions() != 0)
+      throw Error("nn", name_ + " expects {B·" + std::to_string(positions()) + ", " + std::to_string(hidden_) + "}" +
+                            (sequence_parallel_ ? " (T/N positions of each sequence)" : " (whole sequences)") +
+                            ", got " + shape_text(input));
     return input;
   }
+  // The LayerNorms' parameters: with sequence parallelism, their gradients are partial sums.
+  std::vector<Parameter*> layer_norm_parameters() { return {&ln1_.weight, &ln1_.bias, &ln2_.weight, &ln2_.bias}; }
 
   // The same order as TransformerBlock's, so the i-th is the model's i-th tensor of this block.
   std::vector<Parameter*> parameters() override {
@@ -287,12 +334,13 @@ class TensorParallelBlock : public Layer {
     s.mean1 = act({rows}, "ln1.mean");
     s.rstd1 = act({rows}, "ln1.rstd");
     device_->layer_norm(tag("ln1", Phase::fwd, micro_batch), x, ln1_.weight.value, ln1_.bias.value, a, s.mean1, s.rstd1);
-    s.qkv = qkv_.forward(f_forward(a), micro_batch);  // {rows, 3C/N}: this rank's heads of q | k | v
-    s.probs = act({rows * local_heads_, context_}, "attn.probs", compute_);
-    Tensor att = act({rows, C / N}, "attn.out", compute_);
+    // {B·T, 3C/N}: this rank's heads of q | k | v, for every position (sequence parallel: gathered)
+    s.qkv = qkv_.forward(f_forward(a, "attn", micro_batch, recomputing), micro_batch);
+    const int64_t all_rows = s.qkv.rows();
+    s.probs = act({all_rows * local_heads_, context_}, "attn.probs", compute_);
+    Tensor att = act({all_rows, C / N}, "attn.out", compute_);
     device_->attention(tag("attn", Phase::fwd, micro_batch), s.qkv, local_heads_, s.probs, att);
-    Tensor branch = proj_.forward(att, micro_batch);
-    g_forward(branch, "attn", micro_batch, recomputing);
+    Tensor branch = g_forward(proj_.forward(att, micro_batch), "attn", micro_batch, recomputing);
     proj_.add_bias(branch, micro_batch);
     s.h = add_residual(x, branch, tag("attn.residual", Phase::fwd, micro_batch), "attn.residual");
     // MLP half: out = h + g(mlp.proj_r(gelu(fc_r(f(ln2(h)))))) + mlp.proj.bias.
@@ -301,11 +349,10 @@ class TensorParallelBlock : public Layer {
     s.rstd2 = act({rows}, "ln2.rstd");
     device_->layer_norm(tag("ln2", Phase::fwd, micro_batch), s.h, ln2_.weight.value, ln2_.bias.value, b, s.mean2,
                         s.rstd2);
-    s.f = fc_.forward(f_forward(b), micro_batch);  // {rows, 4C/N}
-    s.g = act({rows, 4 * C / N}, "mlp.gelu", compute_);
+    s.f = fc_.forward(f_forward(b, "mlp", micro_batch, recomputing), micro_batch);  // {B·T, 4C/N}
+    s.g = act(s.f.shape(), "mlp.gelu", compute_);
     device_->gelu(tag("mlp.gelu", Phase::fwd, micro_batch), s.f, s.g);  // element-wise: on the shard alone
-    branch = mlp_proj_.forward(s.g, micro_batch);
-    g_forward(branch, "mlp", micro_batch, recomputing);
+    branch = g_forward(mlp_proj_.forward(s.g, micro_batch), "mlp", micro_batch, recomputing);
     mlp_proj_.add_bias(branch, micro_batch);
     return add_residual(s.h, branch, tag("mlp.residual", Phase::fwd, micro_batch), "mlp.residual");
   }
@@ -314,8 +361,9 @@ class TensorParallelBlock : public Layer {
     const int64_t rows = dy.rows(), C = hidden_;
     // MLP half. g's backward is the identity: dy, the same on every rank, goes into mlp.proj_r
     // (in the compute dtype; dy itself stays the residual's gradient).
-    Tensor dg = mlp_proj_.backward(in_dtype(dy, compute_, tag("mlp.proj.dy", Phase::bwd, micro_batch), "mlp.dy"), true,
-                                   accumulate, micro_batch);
+    Tensor dg = mlp_proj_.backward(
+        g_backward(in_dtype(dy, compute_, tag("mlp.proj.dy", Phase::bwd, micro_batch), "mlp.dy"), "mlp", micro_batch),
+        true, accumulate, micro_batch);
     device_->gelu_backward(tag("mlp.gelu", Phase::bwd, micro_batch), dg, s.f, s.g, dg);
     const OpTag ln2_tag = tag("ln2", Phase::bwd, micro_batch);
     Tensor db = in_dtype(f_backward(fc_.backward(dg, true, accumulate, micro_batch), "mlp", micro_batch), DType::f32,
@@ -325,9 +373,10 @@ class TensorParallelBlock : public Layer {
                                  ln2_.bias.grad, accumulate);
     device_->axpy(tag("mlp.residual", Phase::bwd, micro_batch), 1.0f, dy, dh);  // h fed the MLP and the output
     // Attention half, the same way.
-    Tensor datt = proj_.backward(in_dtype(dh, compute_, tag("attn.proj.dy", Phase::bwd, micro_batch), "attn.dy"), true,
-                                 accumulate, micro_batch);
-    Tensor dqkv = act({rows, qkv_.out_features()}, "attn.dqkv", compute_);
+    Tensor datt = proj_.backward(
+        g_backward(in_dtype(dh, compute_, tag("attn.proj.dy", Phase::bwd, micro_batch), "attn.dy"), "attn", micro_batch),
+        true, accumulate, micro_batch);
+    Tensor dqkv = act({datt.rows(), qkv_.out_features()}, "attn.dqkv", compute_);
     {
       Tensor dscores = device_->empty(s.probs.shape(), compute_, MemoryCategory::workspace, prefix_ + ".attn.dscores");
       device_->attention_backward(tag("attn", Phase::bwd, micro_batch), datt, s.qkv, s.probs, local_heads_, dscores,
@@ -346,20 +395,72 @@ class TensorParallelBlock : public Layer {
   // slide: tensor-parallel-operators
   // f, forward: the identity. Every rank's LayerNorm output is the same; each column-parallel
   // layer reads all of it.
-  Tensor f_forward(const Tensor& x) { return x; }
+  // Sequence parallel: an all-gather of the ranks' LayerNorm outputs, each T/N positions (in the
+  // compute dtype: what the column-parallel layer reads — under --amp half the bytes).
+  Tensor f_forward(const Tensor& x, const std::string& half, int micro_batch, bool recomputing) {
+    if (!sequence_parallel_) return x;
+    const Tensor mine = in_dtype(x, compute_, tag(half + ".f", Phase::fwd, micro_batch, recomputing), half + ".f.in");
+    Tensor all = act({x.rows() * group_.size(), hidden_}, half + ".f.gathered", compute_);
+    group_.all_gather(mine, all, {.name = collective(half, "f: all-gather", recomputing), .micro_batch = micro_batch});
+    return half == "attn" ? whole_sequences(all, tag(half + ".f.regroup", Phase::fwd, micro_batch, recomputing)) : all;
+  }
   // f, backward: each rank's column-parallel layer gives its part of the input's gradient; the
   // LayerNorm below needs the whole, so the ranks add theirs. One all-reduce of B·T·C values.
+  // Sequence parallel: the LayerNorm below holds T/N positions — a reduce-scatter leaves each
+  // rank the sum for its own.
   Tensor f_backward(const Tensor& partial, const std::string& half, int micro_batch) {
-    group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".f", .micro_batch = micro_batch});
-    return partial;
+    if (!sequence_parallel_) {
+      group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".f", .micro_batch = micro_batch});
+      return partial;
+    }
+    const Tensor in = half == "attn" ? rank_major(partial, tag(half + ".f.regroup", Phase::bwd, micro_batch)) : partial;
+    Tensor mine = act({partial.rows() / group_.size(), hidden_}, half + ".f.dx", partial.dtype());
+    group_.reduce_scatter(in, mine, ReduceOp::sum, {.name = collective(half, "f: reduce-scatter", false), .micro_batch = micro_batch});
+    return mine;
   }
   // g, forward: each rank's row-parallel layer gives a partial sum of the output; one all-reduce
-  // of B·T·C values adds them. g, backward: the identity (see backward()).
-  void g_forward(const Tensor& partial, const std::string& half, int micro_batch, bool recomputing) {
-    group_.all_reduce(partial, ReduceOp::sum,
-                      {.name = prefix_ + "." + half + ".g" + (recomputing ? ".recompute" : ""), .micro_batch = micro_batch});
+  // of B·T·C values adds them. g, backward: the identity.
+  // Sequence parallel: a reduce-scatter, each rank summing its own T/N positions alone; backward
+  // an all-gather of the output gradient's shards.
+  Tensor g_forward(const Tensor& partial, const std::string& half, int micro_batch, bool recomputing) {
+    if (!sequence_parallel_) {
+      group_.all_reduce(partial, ReduceOp::sum,
+                        {.name = prefix_ + "." + half + ".g" + (recomputing ? ".recompute" : ""), .micro_batch = micro_batch});
+      return partial;
+    }
+    const Tensor in =
+        half == "attn" ? rank_major(partial, tag(half + ".g.regroup", Phase::fwd, micro_batch, recomputing)) : partial;
+    Tensor mine = act({partial.rows() / group_.size(), hidden_}, half + ".g.out", partial.dtype());
+    group_.reduce_scatter(in, mine, ReduceOp::sum,
+                          {.name = collective(half, "g: reduce-scatter", recomputing), .micro_batch = micro_batch});
+    return mine;
+  }
+  Tensor g_backward(const Tensor& dy, const std::string& half, int micro_batch) {
+    if (!sequence_parallel_) return dy;
+    Tensor all = act({dy.rows() * group_.size(), hidden_}, half + ".g.dy", dy.dtype());
+    group_.all_gather(dy, all, {.name = collective(half, "g: all-gather", false), .micro_batch = micro_batch});
+    return half == "attn" ? whole_sequences(all, tag(half + ".g.regroup", Phase::bwd, micro_batch)) : all;
   }
   // end slide
+
+  // A collective's name as the trace and the dashboard show it: "blocks.0.attn g: reduce-scatter".
+  std::string collective(const std::string& half, const std::string& what, bool recomputing) const {
+    return prefix_ + "." + half + (recomputing ? ".recompute " : " ") + what;
+  }
+  // The gathered rows (rank, sequence, position) regrouped into whole sequences (sequence, rank,
+  // position) for attention, and back.
+  Tensor whole_sequences(const Tensor& gathered, const OpTag& t) {
+    Tensor out = act(gathered.shape(), "seq.regrouped", gathered.dtype());
+    device_->regroup_rows(t, gathered, out, group_.size(), gathered.rows() / context_);
+    return out;
+  }
+  Tensor rank_major(const Tensor& sequences, const OpTag& t) {
+    Tensor out = act(sequences.shape(), "seq.regrouped", sequences.dtype());
+    device_->regroup_rows(t, sequences, out, sequences.rows() / context_, group_.size());
+    return out;
+  }
+  // The rows per sequence this rank holds between the collectives: T, or T/N.
+  int64_t positions() const { return sequence_parallel_ ? context_ / group_.size() : context_; }
 
   // The residual stream stays f32: an f32 branch takes the stream in place, a half one is added
   // into a new f32 copy of it.
@@ -393,6 +494,7 @@ class TensorParallelBlock : public Layer {
   std::string prefix_;  // "blocks.<block>", as single names the block's parameters
   ProcessGroup& group_;
   int64_t hidden_, local_heads_, context_;
+  bool sequence_parallel_;
   bool recompute_ = false;
   LayerNormParameters ln1_, ln2_;
   Linear qkv_, fc_;                       // column-parallel
@@ -411,6 +513,11 @@ struct TpRank {
   std::vector<Parameter*> params;  // params[p] is rank's part of the model's tensor p
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LossScaler> scaler;  // --amp fp16; it does nothing otherwise
+  // --sequence-parallel with --dropout: the embedding output's dropout, on this rank's positions.
+  std::unique_ptr<Dropout> embed_drop;
+  // --sequence-parallel: every block's LayerNorm gradients, one flat tensor (each a view of it),
+  // all-reduced in one call.
+  Tensor layer_norm_grads;
 };
 
 class TensorParallel : public Strategy {
@@ -429,10 +536,19 @@ class TensorParallel : public Strategy {
         const bool block = l > 0 && l < L - 1;
         if (block)
           r->layers.push_back(std::make_unique<TensorParallelBlock>(dev, l, l - 1, spec_.gpt.hidden, spec_.gpt.heads,
-                                                                    spec_.gpt.context, ranks_.group(rank)));
+                                                                    spec_.gpt.context, ranks_.group(rank),
+                                                                    config_.sequence_parallel));
         else
           r->layers.push_back(make_layer(spec_, l, dev));
         for (Parameter* p : r->layers.back()->parameters()) r->params.push_back(p);
+      }
+      // Sequence parallel drops the embedding's output on this rank's T/N positions, not inside
+      // the embedding on all T: the same mask, as a "sample" of T/N rows — rank r's shard of
+      // sequence b is shard b·N + r, whose row i is global row (b·N + r)·T/N + i = b·T + r·T/N + i.
+      if (config_.sequence_parallel && spec_.dropout > 0) {
+        static_cast<TokenEmbedding&>(*r->layers.front()).set_output_dropout(0, 0);
+        r->embed_drop = std::make_unique<Dropout>(dev, 0, "embed.drop", spec_.dropout, layer_dropout_seed(spec_, 0),
+                                                  spec_.gpt.context / n);
       }
       // Every rank cuts its part out of the same initial weights (drawn from the run's seed).
       for (size_t p = 0; p < tensors.size(); ++p) {
@@ -444,6 +560,7 @@ class TensorParallel : public Strategy {
             shard_of(values_of(ctx.initial_weights, p), tensors[p].shape, split_of(q.name), rank, n);
         dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
       }
+      if (config_.sequence_parallel) gather_layer_norm_grads(*r);
       r->optimizer = std::make_unique<Optimizer>(config_.optimizer, r->params);
       // --amp: every layer computes in half from half copies of its f32 masters. With fp16 an
       // overflow may show in one rank's shards alone: the ranks agree on it through their group.
@@ -543,14 +660,30 @@ class TensorParallel : public Strategy {
       layer->refresh_half_weights();            // --amp: this step's half weights
       layer->set_batch_position({step, 0, 1});  // --dropout: every rank the whole batch
     }
-    Tensor h = x;
-    for (auto& layer : r.layers) h = layer->forward(h);
+    const bool sp = config_.sequence_parallel;
+    const int n = ranks_.world_size();
+    if (r.embed_drop) r.embed_drop->set_batch_position({step, r.rank, n});  // shard b·N + r, T/N rows each
+    const int L = static_cast<int>(r.layers.size());
+    Tensor h = r.layers.front()->forward(x);  // the embedding, whole
+    if (sp) h = own_positions(r, h, "embed.out", Phase::fwd, 0);  // sequence parallel: this rank's T/N positions of each sequence
+    if (r.embed_drop) h = r.embed_drop->forward(h);
+    for (int l = 1; l < L - 1; ++l) h = r.layers[l]->forward(h);
+    if (sp) h = all_positions(r, h, "head.in", Phase::fwd, L - 1);  // the head reads every position
+    h = r.layers.back()->forward(h);
     Tensor dlogits = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");
     const double loss = dev.softmax_xent({"loss", Phase::fwd}, h, y, dlogits, r.scaler->scale());
     // 3. Backward, last layer first (each block's two f all-reduces inside). Every gradient of a
     //    replicated parameter comes out the same on every rank: no gradient all-reduce.
-    Tensor g = dlogits;
-    for (int l = static_cast<int>(r.layers.size()) - 1; l >= 0; --l) g = r.layers[l]->backward(g, l > 0);
+    Tensor g = r.layers.back()->backward(dlogits, true);
+    if (sp) g = own_positions(r, g, "head.dx", Phase::bwd, L - 1);
+    for (int l = L - 2; l >= 1; --l) g = r.layers[l]->backward(g, true);
+    if (r.embed_drop) g = r.embed_drop->backward(g, true);
+    if (sp) g = all_positions(r, g, "embed.dy", Phase::bwd, 0);  // the embedding's gradient, whole on every rank
+    r.layers.front()->backward(g, false);
+    //    Sequence parallel: each rank's LayerNorm gradients summed over its T/N positions alone —
+    //    partial sums, all-reduced (else the replicas of the LayerNorms drift apart): one call for
+    //    all the blocks' 4·L·C floats, as Megatron does.
+    if (sp) ranks_.group(r.rank).all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
     // 4. Each rank steps its own shards and its copy of the replicated parameters — unless (fp16)
     //    a gradient overflowed on any rank: then all skip.
     const bool overflow = r.scaler->unscale_and_check(r.params);
@@ -559,6 +692,49 @@ class TensorParallel : public Strategy {
     return loss;
   }
   // end slide
+
+  // The blocks' LayerNorm gradients made views of one flat tensor, so that one all-reduce sums
+  // them all (a call per tensor would pay the latency 4·L times for C floats each).
+  void gather_layer_norm_grads(TpRank& r) {
+    std::vector<Parameter*> norms;
+    for (size_t l = 1; l + 1 < r.layers.size(); ++l)
+      for (Parameter* p : static_cast<TensorParallelBlock&>(*r.layers[l]).layer_norm_parameters()) norms.push_back(p);
+    int64_t total = 0;
+    for (Parameter* p : norms) {
+      total += p->grad.numel();
+      p->grad = Tensor();  // freed first: the ledger holds them once, not twice
+    }
+    r.layer_norm_grads = r.device->zeros({total}, DType::f32, MemoryCategory::grads, "layernorm grads");
+    int64_t offset = 0;
+    for (Parameter* p : norms) {
+      p->grad = r.layer_norm_grads.view(offset, p->value.shape());
+      offset += p->value.numel();
+    }
+  }
+
+  // Sequence parallel's ends. Rank r's positions [r·T/N, (r+1)·T/N) of every sequence out of the
+  // whole {B·T, C}: regrouped so that each rank's rows follow one another, then its own copied
+  // out. No communication: every rank holds the whole.
+  Tensor own_positions(TpRank& r, const Tensor& whole, const std::string& what, Phase phase, int layer) {
+    Device& dev = *r.device;
+    const int64_t n = ranks_.world_size(), rows = whole.rows() / n;
+    const OpTag tag{what + ".split", phase, layer};
+    Tensor by_rank = dev.empty(whole.shape(), whole.dtype(), MemoryCategory::activations, what + ".regrouped");
+    dev.regroup_rows(tag, whole, by_rank, whole.rows() / spec_.gpt.context, n);
+    Tensor mine = dev.empty({rows, whole.cols()}, whole.dtype(), MemoryCategory::activations, what + ".shard");
+    dev.copy(tag, by_rank.rows_slice(r.rank * rows, rows), mine);
+    return mine;
+  }
+  // Every rank's positions, all-gathered and regrouped into whole sequences.
+  Tensor all_positions(TpRank& r, const Tensor& mine, const std::string& what, Phase phase, int layer) {
+    Device& dev = *r.device;
+    const int64_t n = ranks_.world_size();
+    Tensor gathered = dev.empty({mine.rows() * n, mine.cols()}, mine.dtype(), MemoryCategory::activations, what + ".gathered");
+    ranks_.group(r.rank).all_gather(mine, gathered, {.name = what + " all-gather"});
+    Tensor whole = dev.empty(gathered.shape(), mine.dtype(), MemoryCategory::activations, what);
+    dev.regroup_rows({what + ".regroup", phase, layer}, gathered, whole, n, gathered.rows() / spec_.gpt.context);
+    return whole;
+  }
 
   // Tensor p of the model, whole, from every rank's part of it (`mine[p]`, rank r's): a replicated
   // one is this rank's own; a split one is all-gathered (the parts are equal) and put in place.
@@ -621,6 +797,11 @@ void check_tensor_parallel_shape(const TrainConfig& c) {
     throw UsageError(kName, "--devices " + std::to_string(n) + ": the MLP's " + std::to_string(4 * spec.gpt.hidden) +
                                 " hidden features (4C) cannot be shared equally by " + std::to_string(n) +
                                 " ranks — use --devices that divides " + std::to_string(4 * spec.gpt.hidden));
+  if (c.sequence_parallel && spec.gpt.context % n != 0)
+    throw UsageError(kName, "--sequence-parallel --devices " + std::to_string(n) + ": each rank holds T/N positions of "
+                            "every sequence, and the context T = " + std::to_string(spec.gpt.context) + " of --model " +
+                            c.model + " cannot be split in " + std::to_string(n) + " — use --devices that divides " +
+                            std::to_string(spec.gpt.context) + ", or drop --sequence-parallel");
 }
 
 std::unique_ptr<Strategy> make_tensor_parallel(StrategyContext& ctx) {

@@ -41,30 +41,33 @@ PY
 }
 
 COMMON=(train --dataset synthetic --batch 64 --steps 8 --check-equivalence --quiet)
-for strategy in ddp zero pipeline tensor-parallel; do
+# sequence-parallel: tensor-parallel with --sequence-parallel (its reduce-scatters and all-gathers).
+for name in ddp zero pipeline tensor-parallel sequence-parallel; do
+  strategy=$name
   extra=(--model mlp:784-64-64-32-10)
   [ "$strategy" = pipeline ] && extra+=(--micro-batches 4 --schedule 1f1b)
   [ "$strategy" = tensor-parallel ] && extra=(--model gpt:2-32-4-16-96)  # it splits a transformer's heads
-  "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --json "$WORK/$strategy.threads.json" >/dev/null 2>"$WORK/err" \
-    || { fail "$strategy --launch threads: $(tail -n 3 "$WORK/err")"; continue; }
+  [ "$name" = sequence-parallel ] && strategy=tensor-parallel extra=(--model gpt:2-32-4-16-96 --sequence-parallel)
+  "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --json "$WORK/$name.threads.json" >/dev/null 2>"$WORK/err" \
+    || { fail "$name --launch threads: $(tail -n 3 "$WORK/err")"; continue; }
   if "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch procs \
-       --json "$WORK/$strategy.procs.json" --trace "$WORK/$strategy.procs.trace.json" >/dev/null 2>"$WORK/err"; then
-    close "$WORK/$strategy.procs.json" "$WORK/$strategy.threads.json" && pass "$strategy: --launch procs = threads" \
-      || fail "$strategy: --launch procs differs from threads"
-    every_rank "$WORK/$strategy.procs.json" "$WORK/$strategy.procs.trace.json" && pass "$strategy: --launch procs reports every rank" \
-      || fail "$strategy: --launch procs's summary or trace lacks ranks"
+       --json "$WORK/$name.procs.json" --trace "$WORK/$name.procs.trace.json" >/dev/null 2>"$WORK/err"; then
+    close "$WORK/$name.procs.json" "$WORK/$name.threads.json" && pass "$name: --launch procs = threads" \
+      || fail "$name: --launch procs differs from threads"
+    every_rank "$WORK/$name.procs.json" "$WORK/$name.procs.trace.json" && pass "$name: --launch procs reports every rank" \
+      || fail "$name: --launch procs's summary or trace lacks ranks"
   else
-    fail "$strategy --launch procs: $(tail -n 3 "$WORK/err")"
+    fail "$name --launch procs: $(tail -n 3 "$WORK/err")"
   fi
   if OMPI_MCA_btl_vader_single_copy_mechanism=none "$MPIRUN" --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 \
        -np 4 "$SCALELAB" "${COMMON[@]}" --strategy $strategy --devices 4 "${extra[@]}" --launch mpi --comm mpi \
-       --json "$WORK/$strategy.mpi.json" --trace "$WORK/$strategy.mpi.trace.json" >/dev/null 2>"$WORK/err"; then
-    close "$WORK/$strategy.mpi.json" "$WORK/$strategy.threads.json" && pass "$strategy: --launch mpi = threads" \
-      || fail "$strategy: --launch mpi differs from threads"
-    every_rank "$WORK/$strategy.mpi.json" "$WORK/$strategy.mpi.trace.json" && pass "$strategy: --launch mpi reports every rank" \
-      || fail "$strategy: --launch mpi's summary or trace lacks ranks"
+       --json "$WORK/$name.mpi.json" --trace "$WORK/$name.mpi.trace.json" >/dev/null 2>"$WORK/err"; then
+    close "$WORK/$name.mpi.json" "$WORK/$name.threads.json" && pass "$name: --launch mpi = threads" \
+      || fail "$name: --launch mpi differs from threads"
+    every_rank "$WORK/$name.mpi.json" "$WORK/$name.mpi.trace.json" && pass "$name: --launch mpi reports every rank" \
+      || fail "$name: --launch mpi's summary or trace lacks ranks"
   else
-    fail "$strategy --launch mpi: $(tail -n 3 "$WORK/err")"
+    fail "$name --launch mpi: $(tail -n 3 "$WORK/err")"
   fi
 done
 

@@ -426,6 +426,34 @@ TEST(Memory, TheCpuDeviceReusesAFreedBlockOfTheSameSize) {
 #endif
 }
 
+// regroup_rows: 2 groups of 3 blocks of 2 rows, (o, i) → (i, o) — sequence parallel's gathered
+// shards (rank, sequence) into whole sequences (sequence, rank) — as one op of 2× its bytes.
+TEST(Device, RegroupRowsTransposesBlocksOfRowsInOneOp) {
+  EventBus bus;
+  DeviceOptions o;
+  o.bus = &bus;
+  auto devs = make_devices(o);  // cpu
+  Device& d = *devs[0];
+  std::vector<float> rows(12 * 2);
+  for (size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<float>(k);  // row j holds 2j, 2j + 1
+  Tensor src = d.empty({12, 2}, DType::f32, MemoryCategory::activations, "src");
+  Tensor dst = d.empty({12, 2}, DType::f32, MemoryCategory::activations, "dst");
+  d.upload({"src", Phase::data}, src, rows.data());
+  const size_t before = bus.event_count();
+  d.regroup_rows({"regroup", Phase::fwd}, src, dst, 2, 3);
+  const std::vector<Event> events = bus.events_since(before);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "regroup");
+  EXPECT_EQ(events[0].bytes, 2 * 12 * 2 * 4);
+  const std::vector<float> out = d.download_f32({"dst", Phase::data}, dst);
+  // dst block (i, o) = src block (o, i): source blocks 0 3 1 4 2 5, each rows 2b and 2b + 1.
+  std::vector<float> expected;
+  for (int b : {0, 3, 1, 4, 2, 5})
+    for (int k = 0; k < 4; ++k) expected.push_back(static_cast<float>(b * 4 + k));
+  EXPECT_EQ(out, expected);
+  EXPECT_THROW(d.regroup_rows({"regroup", Phase::fwd}, src, dst, 5, 1), Error);  // 12 rows are not 5 blocks
+}
+
 // ---------------------------------------------------------------------------------------------
 // Making devices
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -42,6 +43,17 @@ TrainConfig family_config(const std::string& model, const std::string& strategy,
   c.check_equivalence = true;
   if (strategy == "pipeline") c.micro_batches = 2;
   return c;
+}
+
+// The UsageError a run of c stops with ("no error": it ran).
+std::string usage_error_of(const TrainConfig& c) {
+  try {
+    EventBus bus;
+    train(c, bus);
+  } catch (const UsageError& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
 }
 
 struct FamilyCase {
@@ -320,23 +332,14 @@ TEST(TensorParallel, FourAllReducesOfTheActivationsPerBlockPerRank) {
 }
 
 TEST(TensorParallel, RefusesHeadsItCannotShareAndModelsWithoutHeads) {
-  auto error_of = [](TrainConfig c) {
-    try {
-      EventBus bus;
-      train(c, bus);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 3, "sgd");
-  std::string e = error_of(c);
+  std::string e = usage_error_of(c);
   EXPECT_NE(e.find("[tensor-parallel] --devices 3: the 4 heads of --model gpt:2-32-4-16-96 cannot be shared equally "
                    "by 3 ranks — use --devices that divides 4"),
             std::string::npos)
       << e;
   c = family_config("mlp:32-24-16-12-8", "tensor-parallel", 2, "sgd");
-  e = error_of(c);
+  e = usage_error_of(c);
   EXPECT_NE(e.find("[tensor-parallel] --model mlp:32-24-16-12-8: tensor parallelism splits a transformer's heads and "
                    "MLP"),
             std::string::npos)
@@ -414,6 +417,234 @@ TEST(TensorParallel, RecomputedBlocksTrainAsSingle) {
   EXPECT_LE(r.max_rel_diff, kEquivalenceTolerance);
   EXPECT_GE(r.max_rel_diff, 0.0);
   std::printf("    tensor-parallel 2 sgd --recompute: max_rel_diff %.3g\n", r.max_rel_diff);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor parallel with --sequence-parallel: the LayerNorm / residual / dropout regions split along
+// the sequence, f and g an all-gather and a reduce-scatter each way.
+
+namespace {
+
+struct SeqParCase {
+  int devices;
+  std::string optimizer;
+  bool recompute = false;
+  float dropout = 0;
+};
+
+std::string seqpar_case_name(const testing::TestParamInfo<SeqParCase>& info) {
+  const SeqParCase& c = info.param;
+  std::string s = std::to_string(c.devices) + "_" + c.optimizer + (c.recompute ? "_recompute" : "") +
+                  (c.dropout > 0 ? "_dropout" : "");
+  return s;
+}
+
+TrainConfig seqpar_config(int devices, const std::string& optimizer) {
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", devices, optimizer);
+  c.sequence_parallel = true;
+  return c;
+}
+
+// One step on n sim devices (B = 8), into bus.
+void one_sim_step(EventBus& bus, int n, bool sequence_parallel, bool recompute) {
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", n, "sgd");
+  c.sequence_parallel = sequence_parallel;
+  c.recompute = recompute;
+  c.device = DeviceKind::sim;
+  c.hw = "a100-nvlink-8";
+  c.check_equivalence = false;
+  c.batch = 8;
+  c.steps = 1;
+  train(c, bus);
+}
+
+}  // namespace
+
+class SequenceParallelEquivalence : public testing::TestWithParam<SeqParCase> {};
+
+TEST_P(SequenceParallelEquivalence, SameWeightsAsSingleAfterFiveSteps) {
+  const SeqParCase& p = GetParam();
+  TrainConfig c = seqpar_config(p.devices, p.optimizer);
+  c.recompute = p.recompute;
+  c.dropout = p.dropout;
+  EventBus bus;
+  const TrainResult r = train(c, bus);
+  ASSERT_EQ(r.losses.size(), 5u);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  ASSERT_GE(r.max_rel_diff, 0.0);
+  if (p.optimizer == "adam")  // Adam on this GPT: held to single's own round-off (see AdamOnAGptIsSingleUpToRoundOff)
+    EXPECT_NE(equivalence_verdict(r.max_rel_diff, r.roundoff_rel_diff), EquivalenceVerdict::differs)
+        << r.max_rel_diff << " vs round-off " << r.roundoff_rel_diff;
+  else
+    EXPECT_LE(r.max_rel_diff, kEquivalenceTolerance) << seqpar_case_name({p, 0});
+  std::printf("    sequence-parallel %-24s max_rel_diff %.3g (single's round-off %.3g)\n",
+              seqpar_case_name({p, 0}).c_str(), r.max_rel_diff, r.roundoff_rel_diff);
+}
+
+INSTANTIATE_TEST_SUITE_P(TensorParallel, SequenceParallelEquivalence,
+                         testing::Values(SeqParCase{2, "sgd"}, SeqParCase{4, "sgd"}, SeqParCase{2, "sgd", true},
+                                         SeqParCase{4, "sgd", true}, SeqParCase{2, "adam"}, SeqParCase{4, "adam", true},
+                                         SeqParCase{2, "sgd", false, 0.3f}, SeqParCase{4, "sgd", true, 0.3f}),
+                         seqpar_case_name);
+
+// --amp as tensor-parallel takes it (AmpEquivalence: a half run within 1e-2 (fp16) / 5e-2 (bf16)
+// of its own f32 run — half GEMMs over C/N-wide partials do not round as single's). Sequence
+// parallel sums the same half partials, by reduce-scatter instead of all-reduce: with 2 ranks a sum
+// of two rounds alike in either order, and it is tensor parallel's half run but for the order of
+// the LayerNorms' f32 gradient sums; with 4 the ring adds the four half partials in another order,
+// so it differs from tensor parallel's half run as half round-off does. f and g move half bytes.
+TEST(TensorParallel, SequenceParallelUnderAmpIsTensorParallelsHalfRun) {
+  const std::string dir = ::testing::TempDir() + "seqpar-amp-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (const auto& [amp, n, recompute] : {std::tuple{"bf16", 2, false}, std::tuple{"fp16", 2, true},
+                                          std::tuple{"bf16", 4, true}}) {
+    std::map<std::string, HostWeights> weights;
+    std::vector<Event> events;
+    for (const auto& [sp, precision] : {std::pair{false, amp}, std::pair{true, amp}, std::pair{true, "off"}}) {
+      TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", n, "sgd");
+      c.check_equivalence = false;
+      c.amp = parse_amp(precision);
+      c.recompute = recompute;
+      c.sequence_parallel = sp;
+      const std::string run = std::string(sp ? "sp-" : "tp-") + precision;
+      c.checkpoint_path = dir + "/" + run + ".ckpt";
+      EventBus bus;
+      const TrainResult r = train(c, bus);
+      EXPECT_EQ(r.skipped_steps, 0) << run;
+      weights[run] = load_checkpoint(c.checkpoint_path).state.weights;
+      if (sp && precision == amp) events = bus.events();
+    }
+    const std::string half = amp;
+    const double vs_tp = max_relative_difference(weights["sp-" + half], weights["tp-" + half]);
+    const double vs_f32 = max_relative_difference(weights["sp-" + half], weights["sp-off"]);
+    const double bound = half == "fp16" ? 1e-2 : 5e-2;
+    EXPECT_LE(vs_f32, bound) << amp << " on " << n;
+    EXPECT_LE(vs_tp, n == 2 ? 1e-4 : bound) << amp << " on " << n;
+    int64_t f_bytes = 0;  // rank 0's all-gather of blocks.0's LayerNorm output in step 0, in half
+    for (const Event& e : events)
+      if (e.device == 0 && e.step == 0 && e.name.rfind("blocks.0.attn f: all-gather", 0) == 0) f_bytes += e.bytes;
+    EXPECT_EQ(f_bytes, 16 * 16 * 32 * 2 * (n - 1) / n) << amp;  // B·T·C half values, (N−1)/N of them sent
+    std::printf("    sequence-parallel --amp %s on %d%s: max_rel_diff %.3g vs tensor-parallel's half run, %.3g vs its "
+                "f32 run\n",
+                amp, n, recompute ? " --recompute" : "", vs_tp, vs_f32);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// What crosses the wire in one step, per rank: per block and half (attention, MLP) one
+// reduce-scatter (g) and one all-gather (f) forward, one all-gather (g) and one reduce-scatter (f)
+// backward, each of the B·T·C f32 activations; a ring sends (N−1)/N of them in each, so a block
+// half moves 2·2(N−1)/N·B·T·C·4 bytes — exactly what its two all-reduces move without sequence
+// parallelism. Besides: the head's input all-gathered forward and the embedding's gradient
+// backward (B·T·C each), and the LayerNorms' partial gradients (4·L·C floats) all-reduced at once.
+TEST(TensorParallel, SequenceParallelMovesTheAllReducesBytesAsReduceScattersAndAllGathers) {
+  const int64_t L = 2, C = 32, T = 16, B = 8;
+  for (const auto& [n, recompute] : {std::pair{2, false}, std::pair{4, false}, std::pair{2, true}}) {
+    // Ring collectives come as steps ("NAME step k/n"): a call is its name, its bytes their sum.
+    auto calls_of = [](const std::vector<Event>& events) {
+      std::map<int, std::map<std::string, std::pair<Role, int64_t>>> calls;  // device → call → role, bytes sent
+      for (const Event& e : events) {
+        if (e.role != Role::all_reduce && e.role != Role::all_gather && e.role != Role::reduce_scatter) continue;
+        if (e.name.rfind("all-gather weights", 0) == 0) continue;  // the weights put together after training
+        auto& call = calls[e.device][e.name.substr(0, e.name.find(" step "))];
+        call.first = e.role;
+        call.second += e.bytes;
+      }
+      return calls;
+    };
+    EventBus tp_bus, sp_bus;
+    one_sim_step(tp_bus, n, false, recompute);
+    one_sim_step(sp_bus, n, true, recompute);
+    const auto tp = calls_of(tp_bus.events()), sp = calls_of(sp_bus.events());
+    ASSERT_EQ(static_cast<int>(sp.size()), n);
+    const int64_t activations = B * T * C * 4, ring = activations * (n - 1) / n;
+    for (const auto& [device, per_call] : sp) {
+      int64_t block_bytes = 0, tp_block_bytes = 0;
+      std::map<Role, int> block_calls;
+      for (const auto& [name, call] : per_call) {
+        if (name.rfind("blocks.", 0) != 0) continue;
+        EXPECT_EQ(call.second, ring) << name << " on device " << device;
+        block_bytes += call.second;
+        ++block_calls[call.first];
+      }
+      for (const auto& [name, call] : tp.at(device))
+        if (name.rfind("blocks.", 0) == 0) tp_block_bytes += call.second;
+      // Forward and backward: 2 reduce-scatters and 2 all-gathers each per block; with recompute
+      // the rerun forward's 2 of each again.
+      const int per_block = recompute ? 6 : 4;
+      EXPECT_EQ(block_calls[Role::reduce_scatter], per_block * L) << "device " << device;
+      EXPECT_EQ(block_calls[Role::all_gather], per_block * L) << "device " << device;
+      EXPECT_EQ(block_calls[Role::all_reduce], 0) << "device " << device;
+      EXPECT_EQ(block_bytes, tp_block_bytes) << "device " << device << ": the all-reduces' bytes";
+      for (const char* name : {"blocks.0.attn g: reduce-scatter", "blocks.0.attn f: all-gather",
+                               "blocks.1.mlp g: all-gather", "blocks.1.mlp f: reduce-scatter"})
+        EXPECT_EQ(per_call.count(name), 1u) << name;
+      // The ends, and the LayerNorms' gradients (ln1 and ln2, weight and bias, C floats each, of
+      // every block) in one all-reduce.
+      EXPECT_EQ(per_call.at("head.in all-gather").second, ring);
+      EXPECT_EQ(per_call.at("embed.dy all-gather").second, ring);
+      ASSERT_EQ(per_call.count("layernorm grads all-reduce"), 1u);
+      EXPECT_EQ(per_call.at("layernorm grads all-reduce").second, 4 * L * C * 4 * 2 * (n - 1) / n);
+      EXPECT_EQ(per_call.size(), static_cast<size_t>(2 * per_block * L + 3)) << "device " << device;
+      if (device == 0)
+        std::printf("    N=%d%s: per rank %lld bytes in the blocks' collectives (without sequence parallel %lld)\n",
+                    n, recompute ? " --recompute" : "", static_cast<long long>(block_bytes),
+                    static_cast<long long>(tp_block_bytes));
+    }
+  }
+}
+
+// What a rank keeps for backward, at the loss (the end of forward), in closed form: the blocks'
+// LayerNorm / residual region — each block's input x and its residual stream h between the halves
+// ({B·T, C} f32 each), ln1's and ln2's mean and rstd ({B·T} f32 each) — is T/N positions instead of
+// T: smaller by (1 − 1/N)·L·(2·B·T·C + 4·B·T)·4 bytes. Everything else (the gathered inputs qkv and
+// fc keep, attention, the MLP's 4C/N, the head's) is what tensor parallelism alone keeps. With
+// --recompute a block keeps only x: (1 − 1/N)·L·B·T·C·4.
+TEST(TensorParallel, SequenceParallelKeepsTheLayerNormAndResidualActivationsOverN) {
+  const int64_t L = 2, C = 32, T = 16, B = 8;
+  // Per device, the live activations when the loss op begins.
+  auto kept = [](int n, bool sequence_parallel, bool recompute) {
+    EventBus bus;
+    one_sim_step(bus, n, sequence_parallel, recompute);
+    std::map<int, int64_t> loss_at;
+    for (const Event& e : bus.events())
+      if (e.kind == "softmax_xent" && e.phase == Phase::fwd && !loss_at.count(e.device)) loss_at[e.device] = e.t_begin_ns;
+    std::map<int, int64_t> live;
+    for (const MemorySample& m : bus.memory())
+      if (m.category == MemoryCategory::activations && loss_at.count(m.device) && m.t_ns <= loss_at[m.device])
+        live[m.device] = m.bytes;
+    return live;
+  };
+  for (const auto& [n, recompute] : {std::pair{2, false}, std::pair{4, false}, std::pair{2, true}}) {
+    const auto tp = kept(n, false, recompute), sp = kept(n, true, recompute);
+    ASSERT_EQ(static_cast<int>(sp.size()), n);
+    const int64_t region = recompute ? B * T * C * 4 : (2 * B * T * C + 4 * B * T) * 4;
+    for (const auto& [device, bytes] : sp) {
+      EXPECT_EQ(tp.at(device) - bytes, L * region * (n - 1) / n) << "device " << device;
+      if (device == 0)
+        std::printf("    N=%d%s: kept activations per rank %lld bytes, without sequence parallel %lld\n", n,
+                    recompute ? " --recompute" : "", static_cast<long long>(bytes),
+                    static_cast<long long>(tp.at(device)));
+    }
+  }
+}
+
+TEST(TensorParallel, SequenceParallelIsRefusedElsewhereAndWhenNDoesNotDivideT) {
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "ddp", 2, "sgd");
+  c.sequence_parallel = true;
+  std::string e = usage_error_of(c);
+  EXPECT_NE(e.find("--sequence-parallel does not apply to --strategy ddp (it would be ignored) — use --strategy "
+                   "tensor-parallel, or drop --sequence-parallel"),
+            std::string::npos)
+      << e;
+  c = family_config("gpt:2-32-8-12-96", "tensor-parallel", 8, "sgd");  // 8 heads for 8 ranks, but T = 12
+  c.sequence_parallel = true;
+  e = usage_error_of(c);
+  EXPECT_NE(e.find("[tensor-parallel] --sequence-parallel --devices 8: each rank holds T/N positions of every sequence, "
+                   "and the context T = 12 of --model gpt:2-32-8-12-96 cannot be split in 8 — use --devices that "
+                   "divides 12, or drop --sequence-parallel"),
+            std::string::npos)
+      << e;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -94,6 +94,7 @@ TrainConfig LaunchPanel::config() const {
   c.virtual_stages = c.schedule == Schedule::interleaved ? std::max(2, c.virtual_stages) : defaults.virtual_stages;
   if (!info.takes(O::zero_stage)) c.zero_stage = defaults.zero_stage;
   if (!info.takes(O::amp)) c.amp = defaults.amp;
+  if (!info.takes(O::sequence_parallel)) c.sequence_parallel = defaults.sequence_parallel;
   if (!info.synchronous) c.check_equivalence = false;
   if (c.model.rfind("gpt:", 0) != 0) c.recompute = false;  // a model without blocks refuses it
   if (c.amp != Amp::fp16) c.amp_initial_scale = defaults.amp_initial_scale;
@@ -224,6 +225,8 @@ void LaunchPanel::draw_settings(bool locked) {
                         : fields_.zero_stage == 2 ? "shards optimizer state and gradients"
                                                   : "shards the weights too, gathered a layer at a time (FSDP)");
   }
+  if (info.takes(O::sequence_parallel))
+    ImGui::Checkbox("sequence parallel (LayerNorms on T/N positions)", &fields_.sequence_parallel);
   if (info.takes(O::amp)) {
     std::string amp = amp_name(fields_.amp);
     if (combo("AMP", amp, {amp_name(Amp::off), amp_name(Amp::fp16), amp_name(Amp::bf16)})) fields_.amp = parse_amp(amp);

@@ -441,6 +441,8 @@ static int run_main(int argc, char** argv) {
   app.add_option("--model", c.model, "live: mlp:IN-HIDDEN...-CLASSES | convnet | gpt:L-C-H-T-V (see `scalelab models`)")->capture_default_str();
   app.add_option("--dataset", c.dataset, "live: fashion-mnist | text | synthetic (default: text for a GPT, else fashion-mnist)");
   app.add_flag("--recompute", c.recompute, "live, gpt: recompute each block's activations in backward (activation checkpointing)");
+  app.add_flag("--sequence-parallel", c.sequence_parallel,
+               "live, tensor-parallel: LayerNorms, dropout and residual adds on T/N positions per rank");
   app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
@@ -474,7 +476,7 @@ static int run_main(int argc, char** argv) {
     // without a replay.
     if (!o.replay.empty())
       for (const char* flag : {"--start", "--live-for", "--speed", "--strategy", "--device", "--hw", "--devices", "--dry-run",
-                               "--model", "--dataset", "--recompute", "--batch", "--steps", "--seed", "--micro-batches",
+                               "--model", "--dataset", "--recompute", "--sequence-parallel", "--batch", "--steps", "--seed", "--micro-batches",
                                "--schedule", "--virtual-stages", "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
         if (app.count(flag))
           throw UsageError("dash", std::string(flag) + " sets the live run, and --replay shows a trace already made (it would "

@@ -195,6 +195,9 @@ static int run_main(int argc, char** argv) {
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
       ->capture_default_str();
   train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too, 3 weights too");
+  train_cmd->add_flag("--sequence-parallel", c.sequence_parallel,
+                      "tensor-parallel: LayerNorms, dropout and residual adds on T/N positions per rank; all-gather and "
+                      "reduce-scatter in place of each all-reduce");
   train_cmd->add_option("--amp", choice.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
       ->capture_default_str();
   train_cmd->add_option("--amp-initial-scale", c.amp_initial_scale, "fp16: the dynamic loss scaler's first scale")

@@ -337,6 +337,23 @@ void Device::copy(const OpTag& tag, const Tensor& src, const Tensor& dst) {
          peer && src.device() ? src.device()->index() : -1);
 }
 
+void Device::regroup_rows(const OpTag& tag, const Tensor& src, const Tensor& dst, int64_t outer, int64_t inner) {
+  check_here(src, "regroup_rows", "source");
+  check_here(dst, "regroup_rows", "destination");
+  check_same_dtype(src, dst, "regroup_rows", "destination");
+  check_shape(dst, src.shape(), "regroup_rows " + tag.name, "destination");
+  if (outer < 1 || inner < 1 || src.rows() % (outer * inner) != 0)
+    throw Error(name_, "regroup_rows " + tag.name + ": " + src.shape_string() + " is not " + std::to_string(outer) +
+                           " × " + std::to_string(inner) + " blocks of equal rows");
+  const int64_t block = src.rows() / (outer * inner);
+  OpCost cost{OpClass::elementwise, 0, static_cast<double>(2 * dst.nbytes()), dst.dtype()};
+  run_op(tag, "regroup", Lane::copy, cost, {&src}, {&dst}, [&] {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        executor_->copy(src.rows_slice((o * inner + i) * block, block), dst.rows_slice((i * outer + o) * block, block));
+  });
+}
+
 void Device::host_waits_until(int64_t t_ns) {
   int64_t seen = host_ready_ns_->load();
   while (t_ns > seen && !host_ready_ns_->compare_exchange_weak(seen, t_ns)) {

@@ -101,6 +101,10 @@ class Device {
   std::vector<float> download_f32(const OpTag& tag, const Tensor& src);
   // Copies src (on this or another device) into dst on this device, on the copy lane.
   void copy(const OpTag& tag, const Tensor& src, const Tensor& dst);
+  // dst = src's rows regrouped, one op: src is `outer` groups of `inner` blocks of equal rows,
+  // block (o, i); dst holds block (o, i) at (i, o) — a transpose of row blocks. Sequence parallel
+  // regroups the ranks' gathered shards (rank, sequence) into whole sequences (sequence, rank).
+  void regroup_rows(const OpTag& tag, const Tensor& src, const Tensor& dst, int64_t outer, int64_t inner);
 
   // ---- transformer ops (a GPT's layers: core/nn/transformer_layers.h) ----
   // LayerNorm and the embedding take f32 (autocast keeps them in f32); GELU and attention f32, f16

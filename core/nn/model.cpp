@@ -249,10 +249,14 @@ HostWeights init_weights(const ModelSpec& spec, uint64_t seed, bool values) {
   return w;
 }
 
+uint64_t layer_dropout_seed(const ModelSpec& spec, int l) {
+  // Each layer's dropout draws its own mask: the seed mixed with the layer.
+  return kernels::mix64(spec.dropout_seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(l + 1)));
+}
+
 std::unique_ptr<Layer> make_layer(const ModelSpec& spec, int l, Device& device) {
   const std::string name = spec.layer_name(l);
-  // Each layer's dropout draws its own mask: the seed mixed with the layer.
-  const uint64_t seed = kernels::mix64(spec.dropout_seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(l + 1)));
+  const uint64_t seed = layer_dropout_seed(spec, l);
   switch (spec.family) {
     case ModelFamily::mlp: {
       auto fc = std::make_unique<Linear>(device, l, name, spec.sizes[l], spec.sizes[l + 1],

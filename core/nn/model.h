@@ -118,6 +118,9 @@ HostWeights init_weights(const ModelSpec& spec, uint64_t seed, bool values = tru
 
 // Layer l of `spec`, made on `device` (its parameters uninitialised: Model uploads them).
 std::unique_ptr<Layer> make_layer(const ModelSpec& spec, int l, Device& device);
+// The seed of layer l's dropout mask (the run's seed mixed with the layer): a strategy that drops
+// a layer's activations itself (sequence parallel's embedding shard) draws the same mask.
+uint64_t layer_dropout_seed(const ModelSpec& spec, int l);
 
 // The layers a model holds, read as Layer& (`layers()[l].forward(h)`, `for (Layer& layer : …)`).
 class LayerList {
