@@ -7,7 +7,8 @@ volume.RUN (a '-' in RUN written '_'): the bytes each device sends to other devi
 step K of RUN, and how many messages, read from
 its trace (data/RUN.trace.json) — collectives as the process group records them (what this rank
 sends), a send on its sender, a device-to-device copy on its source (the event's peer) — next to
-the closed form for the run's strategy (Ψ parameters of 4 bytes, N devices, B rows, m micro-batches).
+the closed form for the run's strategy (Ψ parameters of 4 bytes, N devices, B rows, m micro-batches;
+a GPT's L blocks of C features over T positions).
 Host↔device uploads and copies inside one device are not device-to-device traffic and are left out.
 
 idle.RUN: each device's idle share of the trace's span (no lane busy), in %, and the span per
@@ -80,11 +81,21 @@ def idle_pct(trace):
     return out, span * 1e-3 / max(1, len(steps))  # the trace's ts are µs
 
 
+def gpt_sizes(model):
+    """(L, C, H, T, V) of gpt:L-C-H-T-V."""
+    return tuple(int(w) for w in model.split(":", 1)[1].split("-"))
+
+
 def formula(summary, zero_stage):
     """Per device, the closed form of the bytes it sends per step, for the run's strategy."""
-    psi, widths = parameters(summary["model"])
     n, b = summary["devices"], summary["batch"]
     s = summary["strategy"]
+    if s == "tensor-parallel":
+        # 2 all-reduces a block forward (g) and 2 backward (f), each of the B·T·C activations (f32),
+        # a ring's 2(N−1)/N of them sent by each rank; nothing else (replicated gradients agree)
+        layers, hidden, _, context, _ = gpt_sizes(summary["model"])
+        return [4 * layers * 2 * (n - 1) / n * 4 * b * context * hidden] * n
+    psi, widths = parameters(summary["model"])
     if s == "single":
         return [0]
     if s == "ddp" or (s == "zero" and zero_stage == 2):
@@ -123,7 +134,8 @@ def main(argv):
         closed = formula(summary, int(stage) if stage else 0)
         # The deck's {{comm.volume.NAME.…}} paths take no '-': data-parallel is data_parallel.
         out["volume"][run.replace("-", "_")] = {
-            "strategy": summary["strategy"], "devices": n, "parameters": parameters(summary["model"])[0],
+            "strategy": summary["strategy"], "devices": n,
+            "parameters": parameters(summary["model"])[0] if summary["model"].startswith("mlp:") else None,
             "micro_batches": summary.get("micro_batches", 1),
             "sent": sent, "messages": messages, "formula": closed, "max_sent": max(sent), "max_formula": max(closed),
         }

@@ -91,6 +91,19 @@ for z in "gpt3-zero1 1" "gpt3-zero3 3" "gpt3-zero3-recompute 3 --recompute"; do
     --batch 1024 --devices 1024 --steps 1 --dry-run --quiet --optimizer adam --strategy zero --zero-stage "$stage" \
     $extra --json "$out/data/$name.json" >"$out/data/$name.txt"
 done
+# Tensor parallelism (deck 06): a small GPT split over 4 A100s (its trace draws the timeline, its
+# equivalence to single the table); then one step of a larger GPT split over 1 … 16 H100s, 8 to a
+# node: where the split stops paying.
+"$scalelab" train --device sim --hw a100-nvlink-8 --model gpt:2-128-4-64-96 --batch 16 --steps 16 --seed 42 --quiet \
+  --strategy tensor-parallel --devices 4 --check-equivalence --json "$out/data/tp.json" --trace "$out/data/tp.trace.json" \
+  >"$out/data/tp.txt"
+for n in 1 2 4 8 16; do
+  strategy=tensor-parallel
+  [ "$n" = 1 ] && strategy=single
+  "$scalelab" train --device sim --hw h100-ib-16x8 --model gpt:8-4096-32-2048-50257 --dataset synthetic --batch 4 \
+    --steps 1 --dry-run --quiet --strategy "$strategy" --devices "$n" --json "$out/data/tp-sweep-$n.json" \
+    >"$out/data/tp-sweep-$n.txt"
+done
 # Where each run's idle time goes (fill and drain, unequal stages, optimizer tail, sends): NAME-parts.
 for r in single:gpipe model-parallel:gpipe gpipe:gpipe 1f1b:1f1b big-gpipe:gpipe big-1f1b:1f1b \
   equal-gpipe:gpipe equal-1f1b:1f1b; do
@@ -151,6 +164,7 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "ddp-fp16 training 560x560 23 --font-size 18"
   "h100-measured timeline 1120x280 16 --font-size 20"
   "h100-sim timeline 1120x280 16 --font-size 20"
+  "tp timeline 1150x290 12 --font-size 20 --only-lanes compute,comm"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016
@@ -188,7 +202,7 @@ done
 # Deck 3's "at scale": the DDP sweep's step beside one all-reduce named by its algorithm at each N.
 "$scalelab" figure step-time --json "$out/data/scale-ddp.json" --out "$out/img/step-time.svg" >/dev/null
 python3 "$here/scripts/comm_volume.py" "$out/data" --step 12 \
-  --volume single data-parallel model-parallel gpipe ddp zero1:1 zero2:2 --idle h100-measured h100-sim
+  --volume single data-parallel model-parallel gpipe ddp zero1:1 zero2:2 tp --idle h100-measured h100-sim
 # What each chart was drawn from: the slides test takes a chart's clock (simulated or measured)
 # from these JSONs (scripts/slides_check.py clocks). A chart a deck shows must have its line here.
 cat >"$out/data/plots.txt" <<'EOF'

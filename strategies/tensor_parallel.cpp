@@ -392,54 +392,61 @@ class TensorParallelBlock : public Layer {
     return need_dx ? dx : Tensor();
   }
 
-  // slide: tensor-parallel-operators
-  // f, forward: the identity. Every rank's LayerNorm output is the same; each column-parallel
-  // layer reads all of it.
-  // Sequence parallel: an all-gather of the ranks' LayerNorm outputs, each T/N positions (in the
-  // compute dtype: what the column-parallel layer reads — under --amp half the bytes).
+  // slide: tensor-parallel-f
+  // f, forward: the identity — every rank's LayerNorm output is the same, and each column-parallel
+  // layer reads all of it. Backward: each rank's column-parallel layer gives its part of the
+  // input's gradient; the LayerNorm below needs the whole: one all-reduce of B·T·C values.
   Tensor f_forward(const Tensor& x, const std::string& half, int micro_batch, bool recomputing) {
     if (!sequence_parallel_) return x;
-    const Tensor mine = in_dtype(x, compute_, tag(half + ".f", Phase::fwd, micro_batch, recomputing), half + ".f.in");
-    Tensor all = act({x.rows() * group_.size(), hidden_}, half + ".f.gathered", compute_);
-    group_.all_gather(mine, all, {.name = collective(half, "f: all-gather", recomputing), .micro_batch = micro_batch});
-    return half == "attn" ? whole_sequences(all, tag(half + ".f.regroup", Phase::fwd, micro_batch, recomputing)) : all;
+    const OpTag cast = tag(half + ".f", Phase::fwd, micro_batch, recomputing);
+    const Tensor mine = in_dtype(x, compute_, cast, half + ".f.in");  // --amp: half the bytes
+    return gather_positions(mine, half, "f", Phase::fwd, micro_batch, recomputing);
   }
-  // f, backward: each rank's column-parallel layer gives its part of the input's gradient; the
-  // LayerNorm below needs the whole, so the ranks add theirs. One all-reduce of B·T·C values.
-  // Sequence parallel: the LayerNorm below holds T/N positions — a reduce-scatter leaves each
-  // rank the sum for its own.
   Tensor f_backward(const Tensor& partial, const std::string& half, int micro_batch) {
-    if (!sequence_parallel_) {
-      group_.all_reduce(partial, ReduceOp::sum, {.name = prefix_ + "." + half + ".f", .micro_batch = micro_batch});
-      return partial;
-    }
-    const Tensor in = half == "attn" ? rank_major(partial, tag(half + ".f.regroup", Phase::bwd, micro_batch)) : partial;
-    Tensor mine = act({partial.rows() / group_.size(), hidden_}, half + ".f.dx", partial.dtype());
-    group_.reduce_scatter(in, mine, ReduceOp::sum, {.name = collective(half, "f: reduce-scatter", false), .micro_batch = micro_batch});
-    return mine;
+    if (sequence_parallel_) return scatter_positions(partial, half, "f", Phase::bwd, micro_batch);
+    const std::string name = prefix_ + "." + half + ".f";
+    group_.all_reduce(partial, ReduceOp::sum, {.name = name, .micro_batch = micro_batch});
+    return partial;
   }
+  // end slide
+  // slide: tensor-parallel-g
   // g, forward: each rank's row-parallel layer gives a partial sum of the output; one all-reduce
-  // of B·T·C values adds them. g, backward: the identity.
-  // Sequence parallel: a reduce-scatter, each rank summing its own T/N positions alone; backward
-  // an all-gather of the output gradient's shards.
+  // of B·T·C values adds them. Backward: the identity (the output's gradient is every rank's).
   Tensor g_forward(const Tensor& partial, const std::string& half, int micro_batch, bool recomputing) {
-    if (!sequence_parallel_) {
-      group_.all_reduce(partial, ReduceOp::sum,
-                        {.name = prefix_ + "." + half + ".g" + (recomputing ? ".recompute" : ""), .micro_batch = micro_batch});
-      return partial;
-    }
-    const Tensor in =
-        half == "attn" ? rank_major(partial, tag(half + ".g.regroup", Phase::fwd, micro_batch, recomputing)) : partial;
-    Tensor mine = act({partial.rows() / group_.size(), hidden_}, half + ".g.out", partial.dtype());
-    group_.reduce_scatter(in, mine, ReduceOp::sum,
-                          {.name = collective(half, "g: reduce-scatter", recomputing), .micro_batch = micro_batch});
-    return mine;
+    if (sequence_parallel_)
+      return scatter_positions(partial, half, "g", Phase::fwd, micro_batch, recomputing);
+    const std::string name = prefix_ + "." + half + ".g" + (recomputing ? ".recompute" : "");
+    group_.all_reduce(partial, ReduceOp::sum, {.name = name, .micro_batch = micro_batch});
+    return partial;
   }
   Tensor g_backward(const Tensor& dy, const std::string& half, int micro_batch) {
-    if (!sequence_parallel_) return dy;
-    Tensor all = act({dy.rows() * group_.size(), hidden_}, half + ".g.dy", dy.dtype());
-    group_.all_gather(dy, all, {.name = collective(half, "g: all-gather", false), .micro_batch = micro_batch});
-    return half == "attn" ? whole_sequences(all, tag(half + ".g.regroup", Phase::bwd, micro_batch)) : all;
+    return sequence_parallel_ ? gather_positions(dy, half, "g", Phase::bwd, micro_batch) : dy;
+  }
+  // end slide
+
+  // slide: sequence-parallel-collectives
+  // Sequence parallel: between a g and the next f each rank holds T/N positions of each sequence.
+  // f forward and g backward all-gather them (what reads them next needs every position); f
+  // backward and g forward reduce-scatter (each rank keeps the sums for its own positions). The
+  // gathered rows come rank by rank: attention, which reads whole sequences, regroups them.
+  Tensor gather_positions(const Tensor& mine, const std::string& half, const std::string& op,
+                          Phase phase, int micro_batch, bool recomputing = false) {
+    const int64_t rows = mine.rows() * group_.size();
+    Tensor all = act({rows, hidden_}, half + "." + op + ".gathered", mine.dtype());
+    const std::string name = collective(half, op + ": all-gather", recomputing);
+    group_.all_gather(mine, all, {.name = name, .micro_batch = micro_batch});
+    if (half != "attn") return all;
+    return whole_sequences(all, tag(half + "." + op + ".regroup", phase, micro_batch, recomputing));
+  }
+  Tensor scatter_positions(const Tensor& partial, const std::string& half, const std::string& op,
+                           Phase phase, int micro_batch, bool recomputing = false) {
+    const OpTag regroup = tag(half + "." + op + ".regroup", phase, micro_batch, recomputing);
+    const Tensor in = half == "attn" ? rank_major(partial, regroup) : partial;
+    const int64_t rows = partial.rows() / group_.size();
+    Tensor mine = act({rows, hidden_}, half + "." + op + ".mine", partial.dtype());
+    const std::string name = collective(half, op + ": reduce-scatter", recomputing);
+    group_.reduce_scatter(in, mine, ReduceOp::sum, {.name = name, .micro_batch = micro_batch});
+    return mine;
   }
   // end slide
 
@@ -645,7 +652,6 @@ class TensorParallel : public Strategy {
   }
 
  private:
-  // slide: tensor-parallel-step
   double rank_step(TpRank& r, const HostBatch& batch, int64_t step) {
     Device& dev = *r.device;
     dev.set_step(step);
@@ -654,6 +660,7 @@ class TensorParallel : public Strategy {
     Tensor y = dev.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     dev.upload({"batch.x", Phase::data}, x, batch.x.data());
     dev.upload({"batch.y", Phase::data}, y, batch.y.data());
+    // slide: tensor-parallel-step
     // 2. Forward: the embedding whole, each block on this rank's heads and MLP columns (its two g
     //    all-reduces inside), the head whole. Every rank ends with the same logits.
     for (auto& layer : r.layers) {
@@ -662,28 +669,35 @@ class TensorParallel : public Strategy {
     }
     const bool sp = config_.sequence_parallel;
     const int n = ranks_.world_size();
-    if (r.embed_drop) r.embed_drop->set_batch_position({step, r.rank, n});  // shard b·N + r, T/N rows each
+    // --dropout on a sequence-parallel shard: sequence b's positions on rank r are sample b·N + r.
+    if (r.embed_drop) r.embed_drop->set_batch_position({step, r.rank, n});
     const int L = static_cast<int>(r.layers.size());
     Tensor h = r.layers.front()->forward(x);  // the embedding, whole
-    if (sp) h = own_positions(r, h, "embed.out", Phase::fwd, 0);  // sequence parallel: this rank's T/N positions of each sequence
+    // Sequence parallel: the blocks start on this rank's T/N positions of each sequence.
+    if (sp) h = own_positions(r, h, "embed.out", Phase::fwd, 0);
     if (r.embed_drop) h = r.embed_drop->forward(h);
     for (int l = 1; l < L - 1; ++l) h = r.layers[l]->forward(h);
     if (sp) h = all_positions(r, h, "head.in", Phase::fwd, L - 1);  // the head reads every position
     h = r.layers.back()->forward(h);
     Tensor dlogits = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits");
     const double loss = dev.softmax_xent({"loss", Phase::fwd}, h, y, dlogits, r.scaler->scale());
+    // end slide
+    // slide: tensor-parallel-backward
     // 3. Backward, last layer first (each block's two f all-reduces inside). Every gradient of a
     //    replicated parameter comes out the same on every rank: no gradient all-reduce.
     Tensor g = r.layers.back()->backward(dlogits, true);
     if (sp) g = own_positions(r, g, "head.dx", Phase::bwd, L - 1);
     for (int l = L - 2; l >= 1; --l) g = r.layers[l]->backward(g, true);
     if (r.embed_drop) g = r.embed_drop->backward(g, true);
-    if (sp) g = all_positions(r, g, "embed.dy", Phase::bwd, 0);  // the embedding's gradient, whole on every rank
+    if (sp) g = all_positions(r, g, "embed.dy", Phase::bwd, 0);  // the embedding's gradient, whole
     r.layers.front()->backward(g, false);
     //    Sequence parallel: each rank's LayerNorm gradients summed over its T/N positions alone —
     //    partial sums, all-reduced (else the replicas of the LayerNorms drift apart): one call for
     //    all the blocks' 4·L·C floats, as Megatron does.
-    if (sp) ranks_.group(r.rank).all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
+    if (sp) {
+      ProcessGroup& group = ranks_.group(r.rank);
+      group.all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
+    }
     // 4. Each rank steps its own shards and its copy of the replicated parameters — unless (fp16)
     //    a gradient overflowed on any rank: then all skip.
     const bool overflow = r.scaler->unscale_and_check(r.params);

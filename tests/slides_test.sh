@@ -25,7 +25,7 @@ out="$work/build"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 decks=("$src"/slides/[0-9][0-9]-*.md)
-((${#decks[@]} == 5)) || fail "expected 5 decks in slides/, found ${#decks[@]}"
+((${#decks[@]} == 6)) || fail "expected 6 decks in slides/, found ${#decks[@]}"
 deck_tool=(python3 "$src/scripts/slides_deck.py")
 check_tool=(python3 "$src/scripts/slides_check.py")
 failed=()
