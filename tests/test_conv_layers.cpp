@@ -169,6 +169,7 @@ const std::vector<ConvCase> kConvCases = {
     {2, 2, 7, 5, 3, 5, 2, 2, Activation::relu},  // stride 2 with padding 2
     {3, 3, 4, 4, 2, 1, 1, 0, Activation::none},  // a 1×1 convolution
     {2, 1, 5, 5, 2, 2, 3, 1, Activation::none},  // stride larger than the kernel: pixels no window reads
+    {2, 2, 2, 3, 3, 5, 1, 2, Activation::relu},  // "same" padding on an image smaller than the kernel
 };
 
 }  // namespace

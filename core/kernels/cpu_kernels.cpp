@@ -250,6 +250,28 @@ ValidRange valid_outputs(int64_t offset, int64_t size, int64_t stride, int64_t o
   return {std::min(first, outputs), std::clamp<int64_t>(last, std::min(first, outputs), outputs)};
 }
 
+// Stride 1 with padding (K − 1) / 2: the output plane is the image's size, and output pixel j of
+// the (kh, kw) row reads input pixel j + (kh − P)·W + kw − P. The valid rows are then one
+// contiguous stretch of the plane; the columns of it that wrapped into a neighbouring image row
+// (outside cols) are padding, set to 0 after the copy.
+bool same_size_stride_1(const Conv2dGeometry& g) { return g.stride == 1 && g.out_width() == g.width; }
+void im2col_plane_same(const float* plane, float* out, ValidRange rows, ValidRange cols, const Conv2dGeometry& g,
+                       int64_t shift) {
+  const int64_t W = g.width, L = g.pixels();
+  if (rows.first >= rows.last || cols.first >= cols.last) {
+    for (int64_t j = 0; j < L; ++j) out[j] = 0.0f;
+    return;
+  }
+  const int64_t begin = rows.first * W + cols.first, end = (rows.last - 1) * W + cols.last;
+  for (int64_t j = 0; j < begin; ++j) out[j] = 0.0f;
+  for (int64_t j = begin; j < end; ++j) out[j] = plane[j + shift];
+  for (int64_t j = end; j < L; ++j) out[j] = 0.0f;
+  for (int64_t oh = rows.first; oh < rows.last; ++oh) {
+    for (int64_t ow = 0; ow < cols.first; ++ow) out[oh * W + ow] = 0.0f;
+    for (int64_t ow = cols.last; ow < W; ++ow) out[oh * W + ow] = 0.0f;
+  }
+}
+
 // col[(c·K + kh)·K + kw][i·OH·OW + oh·OW + ow] = x_i[c][oh·S − P + kh][ow·S − P + kw], or 0 in the
 // padding, for the chunk's `images` images starting at x.
 void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g) {
@@ -263,20 +285,26 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
         const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
         for (int64_t i = 0; i < images; ++i) {
           const float* plane = x + (i * C + c) * H * W;
+          if (same_size_stride_1(g)) {
+            im2col_plane_same(plane, out, rows, cols_in, g, (kh - P) * W + kw - P);
+            out += OH * OW;
+            continue;
+          }
           for (int64_t oh = 0; oh < OH; ++oh, out += OW) {
             if (oh < rows.first || oh >= rows.last) {
-              std::fill(out, out + OW, 0.0f);
+              for (int64_t ow = 0; ow < OW; ++ow) out[ow] = 0.0f;
               continue;
             }
             const float* in = plane + (oh * S - P + kh) * W;  // the input row; ow reads in[ow·S + kw − P]
-            std::fill(out, out + cols_in.first, 0.0f);
+            // Plain loops, not memcpy/memset: a row is a few dozen floats, shorter than a call's overhead.
+            for (int64_t ow = 0; ow < cols_in.first; ++ow) out[ow] = 0.0f;
             if (S == 1) {
-              std::memcpy(out + cols_in.first, in + cols_in.first + kw - P,
-                          static_cast<size_t>(cols_in.last - cols_in.first) * sizeof(float));
+              const float* shifted = in + kw - P;
+              for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) out[ow] = shifted[ow];
             } else {
               for (int64_t ow = cols_in.first; ow < cols_in.last; ++ow) out[ow] = in[ow * S + kw - P];
             }
-            std::fill(out + cols_in.last, out + OW, 0.0f);
+            for (int64_t ow = cols_in.last; ow < OW; ++ow) out[ow] = 0.0f;
           }
         }
     }
@@ -285,8 +313,8 @@ void im2col(const float* x, float* col, int64_t images, const Conv2dGeometry& g)
 
 // dx_i[c][ih][iw] = Σ over the (kh, kw) whose window reads that pixel of dcol's entry: im2col's
 // adjoint. Each pixel gets its terms in (kh, kw) order, the order the CUDA kernel gathers them
-// in, so the two give the same bits.
-void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& g) {
+// in, so the two give the same bits. dcol is scratch: the same-size path zeroes its padding entries.
+void col2im(float* dcol, float* dx, int64_t images, const Conv2dGeometry& g) {
   const int64_t C = g.in_channels, H = g.height, W = g.width, K = g.kernel, S = g.stride, P = g.padding;
   const int64_t OH = g.out_height(), OW = g.out_width(), cols = images * OH * OW;
   // Each channel's planes are written by its own (kh, kw) alone: the channels in ranges, one per thread.
@@ -295,10 +323,24 @@ void col2im(const float* dcol, float* dx, int64_t images, const Conv2dGeometry& 
   for (int64_t c = c_first; c < c_last; ++c)
     for (int64_t kh = 0; kh < K; ++kh)
       for (int64_t kw = 0; kw < K; ++kw) {
-        const float* in = dcol + ((c * K + kh) * K + kw) * cols;
+        float* in = dcol + ((c * K + kh) * K + kw) * cols;
         const ValidRange rows = valid_outputs(kh - P, H, S, OH), cols_in = valid_outputs(kw - P, W, S, OW);
         for (int64_t i = 0; i < images; ++i) {
           float* plane = dx + (i * C + c) * H * W;
+          if (same_size_stride_1(g)) {
+            // im2col_plane_same's stretch in reverse: its wrapped entries (padding) are zeroed first,
+            // and adding +0 to a sum that began at +0 leaves its bits as they were.
+            if (rows.first >= rows.last || cols_in.first >= cols_in.last) continue;
+            float* src = in + i * OH * OW;
+            for (int64_t oh = rows.first; oh < rows.last; ++oh) {
+              for (int64_t ow = 0; ow < cols_in.first; ++ow) src[oh * W + ow] = 0.0f;
+              for (int64_t ow = cols_in.last; ow < W; ++ow) src[oh * W + ow] = 0.0f;
+            }
+            const int64_t begin = rows.first * W + cols_in.first, end = (rows.last - 1) * W + cols_in.last;
+            const int64_t shift = (kh - P) * W + kw - P;
+            for (int64_t j = begin; j < end; ++j) plane[j + shift] += src[j];
+            continue;
+          }
           for (int64_t oh = rows.first; oh < rows.last; ++oh) {
             const float* src = in + (i * OH + oh) * OW;
             float* out = plane + (oh * S - P + kh) * W;  // the input row; ow sent to out[ow·S + kw − P]
@@ -379,20 +421,31 @@ void conv2d_backward_weight(const float* x, const float* y, float* dy, float* dw
   const int64_t in_row = g.in_channels * g.height * g.width, out_row = OC * L;
   // The ReLU's mask, then db: per channel over every image and pixel, in double as bias_act_backward.
   // A channel's sum over the images in their order, whichever thread runs the channel.
+  // A plane's sum is a chain of dependent double additions: eight channels' planes at once keep
+  // eight chains in flight, each still adding its own terms in order (the same bits as one at a time).
   std::vector<double> sum(static_cast<size_t>(OC), 0.0);
-  parallel_ranges(OC, 1, [&](int64_t first, int64_t last) {
-    for (int64_t oc = first; oc < last; ++oc)
-      for (int64_t n = 0; n < g.batch; ++n) {
-        float* d = dy + n * out_row + oc * L;
-        if (act == Activation::relu) {
-          const float* out = y + n * out_row + oc * L;
-          for (int64_t j = 0; j < L; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
-        }
-        double s = 0;
-        for (int64_t j = 0; j < L; ++j) s += d[j];
-        sum[static_cast<size_t>(oc)] += s;
-      }
-  });
+  if (act == Activation::relu)
+    for (int64_t n = 0; n < g.batch; ++n) {
+      float* d = dy + n * out_row;
+      const float* out = y + n * out_row;
+      for (int64_t j = 0; j < out_row; ++j) d[j] = out[j] > 0.0f ? d[j] : 0.0f;
+    }
+  constexpr int64_t kChains = 8;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* d = dy + n * out_row;
+    int64_t oc = 0;
+    for (; oc + kChains <= OC; oc += kChains) {
+      double s[kChains] = {};
+      for (int64_t j = 0; j < L; ++j)
+        for (int64_t k = 0; k < kChains; ++k) s[k] += d[(oc + k) * L + j];
+      for (int64_t k = 0; k < kChains; ++k) sum[static_cast<size_t>(oc + k)] += s[k];
+    }
+    for (; oc < OC; ++oc) {
+      double s = 0;
+      for (int64_t j = 0; j < L; ++j) s += d[oc * L + j];
+      sum[static_cast<size_t>(oc)] += s;
+    }
+  }
   for (int64_t oc = 0; oc < OC; ++oc)
     db[oc] = static_cast<float>(sum[static_cast<size_t>(oc)]) + (accumulate ? db[oc] : 0.0f);
   // dW = Σ over images of dy · colᵀ, chunk after chunk in image order, into dW itself.
@@ -416,8 +469,46 @@ void conv2d_backward_input(const float* dy, const float* w, float* dx, const Con
   });
 }
 
+namespace {
+
+// The 2×2 windows of stride 2 (the ConvNet's): each window's four pixels read at once, the same
+// rule in the same order as the general loop below.
+void max_pool2d_2x2(const float* x, float* y, int32_t* indices, const Pool2dGeometry& g) {
+  const int64_t H = g.height, W = g.width, OH = g.out_height(), OW = g.out_width();
+  for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
+    const float* in = x + plane * H * W;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* r0 = in + 2 * oh * W;
+      const float* r1 = r0 + W;
+      float* value = y + (plane * OH + oh) * OW;
+      int32_t* best = indices + (plane * OH + oh) * OW;
+      const int32_t first = static_cast<int32_t>(2 * oh * W);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int32_t at = first + static_cast<int32_t>(2 * ow);
+        float v = r0[2 * ow];
+        int32_t i = at;
+        const float b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        const bool wb = b > v || b != b;  // b != b: NaN
+        v = wb ? b : v;
+        i = wb ? at + 1 : i;
+        const bool wc = c > v || c != c;
+        v = wc ? c : v;
+        i = wc ? at + static_cast<int32_t>(W) : i;
+        const bool wd = d > v || d != d;
+        v = wd ? d : v;
+        i = wd ? at + static_cast<int32_t>(W) + 1 : i;
+        value[ow] = v;
+        best[ow] = i;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void max_pool2d(const float* x, float* y, int32_t* indices, const Pool2dGeometry& g) {
   const int64_t H = g.height, W = g.width, K = g.kernel, S = g.stride, OH = g.out_height(), OW = g.out_width();
+  if (K == 2 && S == 2) return max_pool2d_2x2(x, y, indices, g);
   for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
     const float* in = x + plane * H * W;
     for (int64_t oh = 0; oh < OH; ++oh) {
