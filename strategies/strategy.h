@@ -66,6 +66,7 @@ enum class StrategyOption : uint8_t {
   zero_stage,     // --zero-stage
   amp,            // --amp, --amp-initial-scale
   comm,           // --comm, --comm-algo, --comm-timeout: the process group's backend
+  data_parallel,  // --dp: data-parallel replicas of a tensor-parallel group
 };
 const char* strategy_option_flags(StrategyOption option);  // "--bucket-mb / --first-bucket-mb"
 

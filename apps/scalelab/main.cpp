@@ -89,7 +89,7 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
       {"--bucket-mb", StrategyOption::buckets},   {"--first-bucket-mb", StrategyOption::buckets},
       {"--no-sync", StrategyOption::no_sync},     {"--micro-batches", StrategyOption::micro_batches},
       {"--schedule", StrategyOption::schedule},   {"--virtual-stages", StrategyOption::schedule},
-      {"--zero-stage", StrategyOption::zero_stage},
+      {"--zero-stage", StrategyOption::zero_stage}, {"--dp", StrategyOption::data_parallel},
       {"--amp", StrategyOption::amp},             {"--amp-initial-scale", StrategyOption::amp},
       {"--comm", StrategyOption::comm},           {"--comm-algo", StrategyOption::comm}};
   for (const auto& [flag, option] : flags)
@@ -195,6 +195,8 @@ static int run_main(int argc, char** argv) {
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
       ->capture_default_str();
   train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too, 3 weights too");
+  train_cmd->add_option("--dp", c.dp, "tensor-parallel: data-parallel replicas, each a tensor-parallel group of --devices / --dp")
+      ->capture_default_str();
   train_cmd->add_option("--amp", choice.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
       ->capture_default_str();
   train_cmd->add_option("--amp-initial-scale", c.amp_initial_scale, "fp16: the dynamic loss scaler's first scale")
