@@ -94,7 +94,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     "Megatron-LM: each GPT block's heads and MLP split over ranks, two all-reduces forward and two "
                     "backward per block",
                     make_tensor_parallel, 1);
-    tp.options = {O::amp, O::comm, O::sequence_parallel};
+    tp.options = {O::amp, O::comm, O::sequence_parallel, O::data_parallel};
     tp.launches = kRankLaunches;
     tp.alike_ranks = true;
     tp.check_shape = check_tensor_parallel_shape;
@@ -131,6 +131,7 @@ const char* strategy_option_flags(StrategyOption option) {
     case O::amp: return "--amp";
     case O::comm: return "--comm / --comm-algo";
     case O::sequence_parallel: return "--sequence-parallel";
+    case O::data_parallel: return "--dp";
   }
   return "?";
 }
@@ -189,6 +190,7 @@ std::string given(const TrainConfig& c, StrategyOption option) {
       if (c.comm != d.comm) return "--comm " + std::string(comm_backend_name(c.comm));
       return c.comm_algo != d.comm_algo ? "--comm-algo " + c.comm_algo : "";
     case O::sequence_parallel: return c.sequence_parallel ? "--sequence-parallel" : "";
+    case O::data_parallel: return c.dp != d.dp ? "--dp " + std::to_string(c.dp) : "";
   }
   return "";
 }
@@ -204,6 +206,7 @@ const char* option_family(StrategyOption option) {
     case O::amp: return "amp";
     case O::comm: return "comm";
     case O::sequence_parallel: return "tensor-parallel";
+    case O::data_parallel: return "tensor-parallel";
   }
   return "train";
 }
@@ -230,7 +233,7 @@ void StrategyInfo::check_takes(StrategyOption option, const std::string& option_
 
 void StrategyInfo::validate(const TrainConfig& c) const {
   for (O option : {O::no_sync, O::buckets, O::micro_batches, O::schedule, O::zero_stage, O::amp, O::comm,
-                   O::sequence_parallel}) {
+                   O::sequence_parallel, O::data_parallel}) {
     const std::string option_text = given(c, option);
     if (!option_text.empty()) check_takes(option, option_text);
   }

@@ -67,6 +67,7 @@ enum class StrategyOption : uint8_t {
   amp,            // --amp, --amp-initial-scale
   comm,           // --comm, --comm-algo, --comm-timeout: the process group's backend
   sequence_parallel,  // --sequence-parallel
+  data_parallel,  // --dp: data-parallel replicas of a tensor-parallel group
 };
 const char* strategy_option_flags(StrategyOption option);  // "--bucket-mb / --first-bucket-mb"
 

@@ -83,6 +83,12 @@
 // over its T/N positions alone: a partial sum. They are all-reduced over the group after backward
 // (Megatron does the same) — without it the ranks' copies drift apart at the first step. The
 // row-parallel biases need none: their gradient is taken on the all-gathered output gradient.
+//
+// --dp D puts data parallelism on top, as Megatron does: the world's D·T ranks are D replicas of a
+// tensor-parallel group of T (core/comm/parallel_layout.h: each group T consecutive ranks, inside
+// a node), each replica trains on its shard of the batch (rows d, d+D, …, as ddp's), and after
+// backward every rank averages its gradients with the ranks holding the same shards in the other
+// replicas — its data-parallel group, strided by T.
 #include <deque>
 #include <initializer_list>
 #include <memory>
@@ -90,6 +96,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/comm/parallel_layout.h"
 #include "core/comm/ranks.h"
 #include "core/error.h"
 #include "core/nn/dropout.h"
@@ -97,6 +104,7 @@
 #include "core/nn/optimizer.h"
 #include "core/nn/transformer_layers.h"
 #include "strategies/registry.h"
+#include "strategies/distributed_sampler.h"
 #include "strategies/sharded_state.h"
 
 namespace scalelab {
@@ -516,6 +524,13 @@ class TensorParallelBlock : public Layer {
 struct TpRank {
   int rank = 0;
   Device* device = nullptr;
+  // Its tensor-parallel group (the world's with --dp 1) and its place there; with --dp D > 1 its
+  // data-parallel group and its replica's index, and its shard of the batch.
+  ProcessGroup* tp = nullptr;
+  int tp_rank = 0, tp_size = 1;
+  ParallelLayout::Groups groups;
+  int replica = 0;
+  HostBatch shard;
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<Parameter*> params;  // params[p] is rank's part of the model's tensor p
   std::unique_ptr<Optimizer> optimizer;
@@ -538,12 +553,21 @@ class TensorParallel : public Strategy {
       r->rank = rank;
       r->device = &ranks_.device(rank);
       Device& dev = *r->device;
+      r->tp = &ranks_.group(rank);
+      if (config_.dp > 1) {
+        const ParallelLayout layout(config_.dp, n / config_.dp, 1);
+        r->groups = layout.split(ranks_.group(rank));
+        r->tp = r->groups.tp.get();
+        r->replica = layout.coords(rank).dp;
+      }
+      r->tp_rank = r->tp->rank();
+      r->tp_size = r->tp->size();
       const int L = spec_.layer_count();
       for (int l = 0; l < L; ++l) {
         const bool block = l > 0 && l < L - 1;
         if (block)
           r->layers.push_back(std::make_unique<TensorParallelBlock>(dev, l, l - 1, spec_.gpt.hidden, spec_.gpt.heads,
-                                                                    spec_.gpt.context, ranks_.group(rank),
+                                                                    spec_.gpt.context, *r->tp,
                                                                     config_.sequence_parallel));
         else
           r->layers.push_back(make_layer(spec_, l, dev));
@@ -551,11 +575,12 @@ class TensorParallel : public Strategy {
       }
       // Sequence parallel drops the embedding's output on this rank's T/N positions, not inside
       // the embedding on all T: the same mask, as a "sample" of T/N rows — rank r's shard of
-      // sequence b is shard b·N + r, whose row i is global row (b·N + r)·T/N + i = b·T + r·T/N + i.
+      // sequence b is shard b·N + r, whose row i is global row (b·N + r)·T/N + i = b·T + r·T/N + i
+      // (N the tensor-parallel group's size; with --dp, b the sequence's place in the whole batch).
       if (config_.sequence_parallel && spec_.dropout > 0) {
         static_cast<TokenEmbedding&>(*r->layers.front()).set_output_dropout(0, 0);
         r->embed_drop = std::make_unique<Dropout>(dev, 0, "embed.drop", spec_.dropout, layer_dropout_seed(spec_, 0),
-                                                  spec_.gpt.context / n);
+                                                  spec_.gpt.context / r->tp_size);
       }
       // Every rank cuts its part out of the same initial weights (drawn from the run's seed).
       for (size_t p = 0; p < tensors.size(); ++p) {
@@ -564,7 +589,7 @@ class TensorParallel : public Strategy {
           throw Error(kName, "rank " + std::to_string(rank) + " holds " + q.name + " where the model has " +
                                  tensors[p].name + " — please report this");
         const std::vector<float> part =
-            shard_of(values_of(ctx.initial_weights, p), tensors[p].shape, split_of(q.name), rank, n);
+            shard_of(values_of(ctx.initial_weights, p), tensors[p].shape, split_of(q.name), r->tp_rank, r->tp_size);
         dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
       }
       if (config_.sequence_parallel) gather_layer_norm_grads(*r);
@@ -584,7 +609,17 @@ class TensorParallel : public Strategy {
   double train_step(const HostBatch& batch, int64_t step) override {
     std::vector<double> losses(ranks_by_index_.size());
     ranks_.run([&](int rank) { losses[static_cast<size_t>(rank)] = rank_step(local(rank), batch, step); });
-    return losses[static_cast<size_t>(reporter())];  // every rank computed the same loss on the same batch
+    // Every rank of a tensor-parallel group computed the same loss on the same rows; with --dp the
+    // replicas' losses (each its shard's mean) are averaged — by the group where ranks are elsewhere.
+    if (config_.dp == 1 || ranks_.ranks_elsewhere()) return losses[static_cast<size_t>(reporter())];
+    double sum = 0;
+    int replicas = 0;
+    for (int rank : ranks_.local_ranks())
+      if (local(rank).tp_rank == 0) {
+        sum += losses[static_cast<size_t>(rank)];
+        ++replicas;
+      }
+    return sum / replicas;
   }
 
   // Every rank takes part (the split tensors are all-gathered); one per process keeps the result.
@@ -628,18 +663,17 @@ class TensorParallel : public Strategy {
   // Each local rank cuts its parts out of the whole state (one that fits the model: validate_resume).
   void load_state(const TrainingState& s) override {
     const std::vector<TensorSpec>& tensors = spec_.tensors();
-    const int n = ranks_.world_size();
     for (int rank : ranks_.local_ranks()) {
       TpRank& r = local(rank);
       OptimizerState mine(tensors.size());
       for (size_t p = 0; p < tensors.size(); ++p) {
         const Split split = split_of(tensors[p].name);
         Parameter& q = *r.params[p];
-        const std::vector<float> part = shard_of(values_of(s.weights, p), tensors[p].shape, split, rank, n);
+        const std::vector<float> part = shard_of(values_of(s.weights, p), tensors[p].shape, split, r.tp_rank, r.tp_size);
         r.device->upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
         if (p < s.optimizer.size())
           for (const std::vector<float>& whole : s.optimizer[p])
-            mine[p].push_back(shard_of(whole, tensors[p].shape, split, rank, n));
+            mine[p].push_back(shard_of(whole, tensors[p].shape, split, r.tp_rank, r.tp_size));
       }
       r.optimizer->set_steps_taken(s.optimizer_steps);
       r.optimizer->upload_state(mine);
@@ -652,10 +686,14 @@ class TensorParallel : public Strategy {
   }
 
  private:
-  double rank_step(TpRank& r, const HostBatch& batch, int64_t step) {
+  double rank_step(TpRank& r, const HostBatch& batch_in, int64_t step) {
     Device& dev = *r.device;
     dev.set_step(step);
-    // 1. The whole batch to every rank: tensor parallelism splits the weights, not the data.
+    // 1. The whole batch to every rank: tensor parallelism splits the weights, not the data. (With
+    //    --dp D: the replica's shard, rows d, d+D, …, to each of its ranks.)
+    const int D = config_.dp;
+    if (D > 1) take_shard(batch_in, r.replica, D, r.shard);
+    const HostBatch& batch = D > 1 ? r.shard : batch_in;
     Tensor x = dev.empty({batch.size, batch.features}, DType::f32, MemoryCategory::activations, "batch.x");
     Tensor y = dev.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
     dev.upload({"batch.x", Phase::data}, x, batch.x.data());
@@ -665,12 +703,13 @@ class TensorParallel : public Strategy {
     //    all-reduces inside), the head whole. Every rank ends with the same logits.
     for (auto& layer : r.layers) {
       layer->refresh_half_weights();            // --amp: this step's half weights
-      layer->set_batch_position({step, 0, 1});  // --dropout: every rank the whole batch
+      layer->set_batch_position({step, r.replica, D});  // --dropout: the replica's samples
     }
     const bool sp = config_.sequence_parallel;
-    const int n = ranks_.world_size();
-    // --dropout on a sequence-parallel shard: sequence b's positions on rank r are sample b·N + r.
-    if (r.embed_drop) r.embed_drop->set_batch_position({step, r.rank, n});
+    const int n = r.tp_size;
+    // --dropout on a sequence-parallel shard: the replica's sequence b (the batch's d + b·D) has its
+    // positions on rank t as "sample" (d + b·D)·N + t.
+    if (r.embed_drop) r.embed_drop->set_batch_position({step, r.replica * n + r.tp_rank, D * n});
     const int L = static_cast<int>(r.layers.size());
     Tensor h = r.layers.front()->forward(x);  // the embedding, whole
     // Sequence parallel: the blocks start on this rank's T/N positions of each sequence.
@@ -694,16 +733,19 @@ class TensorParallel : public Strategy {
     //    Sequence parallel: each rank's LayerNorm gradients summed over its T/N positions alone —
     //    partial sums, all-reduced (else the replicas of the LayerNorms drift apart): one call for
     //    all the blocks' 4·L·C floats, as Megatron does.
-    if (sp) {
-      ProcessGroup& group = ranks_.group(r.rank);
-      group.all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
-    }
+    if (sp) r.tp->all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
+    // 3b. --dp: each replica's gradients are its shard's; the data-parallel group (the ranks holding
+    //     the same shards of the weights) averages them, as ddp does. Then every replica steps alike.
+    if (D > 1)
+      for (Parameter* p : r.params) r.groups.dp->all_reduce(p->grad, ReduceOp::avg, {.name = "dp " + p->name});
+    double loss_here = loss;
+    if (D > 1 && ranks_.ranks_elsewhere()) loss_here = replicas_mean(r, loss);
     // 4. Each rank steps its own shards and its copy of the replicated parameters — unless (fp16)
     //    a gradient overflowed on any rank: then all skip.
     const bool overflow = r.scaler->unscale_and_check(r.params);
     if (!overflow) r.optimizer->step();
     r.scaler->update(overflow);
-    return loss;
+    return loss_here;
   }
   // end slide
 
@@ -731,23 +773,35 @@ class TensorParallel : public Strategy {
   // out. No communication: every rank holds the whole.
   Tensor own_positions(TpRank& r, const Tensor& whole, const std::string& what, Phase phase, int layer) {
     Device& dev = *r.device;
-    const int64_t n = ranks_.world_size(), rows = whole.rows() / n;
+    const int64_t n = r.tp_size, rows = whole.rows() / n;
     const OpTag tag{what + ".split", phase, layer};
     Tensor by_rank = dev.empty(whole.shape(), whole.dtype(), MemoryCategory::activations, what + ".regrouped");
     dev.regroup_rows(tag, whole, by_rank, whole.rows() / spec_.gpt.context, n);
     Tensor mine = dev.empty({rows, whole.cols()}, whole.dtype(), MemoryCategory::activations, what + ".shard");
-    dev.copy(tag, by_rank.rows_slice(r.rank * rows, rows), mine);
+    dev.copy(tag, by_rank.rows_slice(r.tp_rank * rows, rows), mine);
     return mine;
   }
   // Every rank's positions, all-gathered and regrouped into whole sequences.
   Tensor all_positions(TpRank& r, const Tensor& mine, const std::string& what, Phase phase, int layer) {
     Device& dev = *r.device;
-    const int64_t n = ranks_.world_size();
+    const int64_t n = r.tp_size;
     Tensor gathered = dev.empty({mine.rows() * n, mine.cols()}, mine.dtype(), MemoryCategory::activations, what + ".gathered");
-    ranks_.group(r.rank).all_gather(mine, gathered, {.name = what + " all-gather"});
+    r.tp->all_gather(mine, gathered, {.name = what + " all-gather"});
     Tensor whole = dev.empty(gathered.shape(), mine.dtype(), MemoryCategory::activations, what);
     dev.regroup_rows({what + ".regroup", phase, layer}, gathered, whole, n, gathered.rows() / spec_.gpt.context);
     return whole;
+  }
+
+  // The mean of the replicas' losses, through the data-parallel group (ranks in other processes).
+  double replicas_mean(TpRank& r, double loss) {
+    Device& dev = *r.device;
+    float value = static_cast<float>(loss);
+    Tensor t = dev.empty({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
+    t.set_ready_ns(std::max(t.ready_ns(), dev.clock().now_ns()));
+    dev.upload({"loss", Phase::data}, t, &value);
+    r.groups.dp->all_reduce(t, ReduceOp::avg, {.name = "loss"});
+    dev.download({"loss", Phase::data}, &value, t);
+    return value;
   }
 
   // Tensor p of the model, whole, from every rank's part of it (`mine[p]`, rank r's): a replicated
@@ -755,7 +809,7 @@ class TensorParallel : public Strategy {
   // Every rank issues the same collectives. Empty vectors in a dry run.
   std::vector<std::vector<float>> gather_whole(TpRank& r, const std::vector<Tensor>& mine, const std::string& what) {
     const std::vector<TensorSpec>& tensors = spec_.tensors();
-    ProcessGroup& group = ranks_.group(r.rank);
+    ProcessGroup& group = *r.tp;
     Device& dev = *r.device;
     const int n = group.size();
     std::vector<std::vector<float>> whole;
@@ -801,14 +855,23 @@ void check_tensor_parallel_shape(const TrainConfig& c) {
     throw UsageError(kName, "--model " + c.model + ": tensor parallelism splits a transformer's heads and MLP "
                             "across devices, and this model has neither — use --model gpt:L-C-H-T-V, or "
                             "--strategy ddp or pipeline");
-  const int n = c.devices;
+  if (c.dp > 1) check_batch_shares(c.batch, c.dp, kName);
+  // The replicas' groups are sub-groups of the world, which the shm and nccl backends do not make.
+  if (c.dp > 1 && (c.launch == Launch::procs || c.comm == CommBackend::shm || c.comm == CommBackend::nccl))
+    throw UsageError(kName, "--dp " + std::to_string(c.dp) + " with " +
+                                (c.launch == Launch::procs ? std::string("--launch procs") : "--comm " + std::string(comm_backend_name(c.comm))) +
+                                ": its tensor- and data-parallel groups are sub-groups of the world, which only the "
+                                "threads and mpi backends make — use --launch threads or mpi");
+  const int n = c.devices / std::max(1, c.dp);  // each replica's tensor-parallel ranks
+  const std::string devices = c.dp > 1 ? "--devices " + std::to_string(c.devices) + " / --dp " + std::to_string(c.dp) + " = " + std::to_string(n)
+                                       : "--devices " + std::to_string(n);
   if (spec.gpt.heads % n != 0)
-    throw UsageError(kName, "--devices " + std::to_string(n) + ": the " + std::to_string(spec.gpt.heads) +
+    throw UsageError(kName, devices + ": the " + std::to_string(spec.gpt.heads) +
                                 " heads of --model " + c.model + " cannot be shared equally by " + std::to_string(n) +
                                 " ranks — use --devices that divides " + std::to_string(spec.gpt.heads) +
                                 ", or a model whose heads are a multiple of " + std::to_string(n));
   if ((4 * spec.gpt.hidden) % n != 0)
-    throw UsageError(kName, "--devices " + std::to_string(n) + ": the MLP's " + std::to_string(4 * spec.gpt.hidden) +
+    throw UsageError(kName, devices + ": the MLP's " + std::to_string(4 * spec.gpt.hidden) +
                                 " hidden features (4C) cannot be shared equally by " + std::to_string(n) +
                                 " ranks — use --devices that divides " + std::to_string(4 * spec.gpt.hidden));
   if (c.sequence_parallel && spec.gpt.context % n != 0)

@@ -137,6 +137,9 @@ void TrainConfig::validate() const {
     throw UsageError("pipeline", "--schedule interleaved needs --virtual-stages V ≥ 2 chunks per device (with one it is "
                                  "1F1B) — add --virtual-stages 2, or use --schedule 1f1b");
   if (zero_stage < 0 || zero_stage > 3) throw UsageError("zero", "--zero-stage must be 1, 2 or 3");
+  if (dp < 1 || devices % dp != 0)
+    throw UsageError("tensor-parallel", "--dp " + std::to_string(dp) + " replicas of --devices " + std::to_string(devices) +
+                                            ": --dp must be ≥ 1 and divide --devices (each replica --devices / --dp ranks)");
   // A normal float, as the scaler keeps it: 1e-300 would be 0 (its inverse inf), 1e39 inf.
   if (!(amp_initial_scale >= std::numeric_limits<float>::min()) || !(amp_initial_scale <= 3.0e38)) {
     char got[32];

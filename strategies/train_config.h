@@ -87,6 +87,7 @@ struct TrainConfig {
   int virtual_stages = 1;       // pipeline, --schedule interleaved: chunks of layers per device
   int zero_stage = 0;           // 1: shard optimizer state; 2: gradients too; 3: weights too (strategy zero)
   bool sequence_parallel = false;  // tensor-parallel: LayerNorms, dropout and residuals split along the sequence
+  int dp = 1;                   // tensor-parallel: data-parallel replicas, each of --devices / dp ranks
   Amp amp = Amp::off;           // mixed precision (see core/nn/loss_scaler.h)
   double amp_initial_scale = 65536;  // fp16: the loss scaler's first scale (GradScaler's 2^16)
   std::string checkpoint_path;  // written every checkpoint_every steps (and at the end)

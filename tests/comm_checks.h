@@ -4,7 +4,9 @@
 // result is known exactly — the sum over n ranks is n(n+1)/2 + n·(i mod 7), the max n + (i mod 7).
 // Each rank calls check_all_collectives with its own group and device; it returns what went
 // wrong on that rank (empty when all is well).
+#include <exception>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,25 @@ inline std::unique_ptr<Device> traced_cpu_device(EventBus& bus) {
   DeviceOptions o;
   o.bus = &bus;
   return std::move(make_devices(o).front());
+}
+
+// Runs fn(rank, group, device) on one thread per rank; returns each rank's exception text.
+template <typename Fn>
+inline std::vector<std::string> run_ranks(std::vector<std::unique_ptr<ProcessGroup>>& groups,
+                                   std::vector<std::unique_ptr<Device>>& devices, Fn fn) {
+  const int n = static_cast<int>(groups.size());
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, *groups[static_cast<size_t>(r)], *devices[static_cast<size_t>(r)]);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
 }
 
 inline std::vector<float> read_tensor(Device& dev, const Tensor& t) {
@@ -218,24 +239,35 @@ inline std::vector<std::string> check_flow_ids(ProcessGroup& pg, Device& dev, co
     pg.recv(t, prev);
     if (r % 2 == 1) pg.send(t, next);
   }
-  // This rank's ids: its sends, then its recvs (small integers here, exact in f32).
+  // This rank's ids: its sends, then its recvs, each as three 18-bit parts (a sub-group's ids
+  // run to 2^53; each part is exact in f32).
   const size_t m = static_cast<size_t>(messages);
-  std::vector<float> ids(2 * m, -1.0f);
+  std::vector<int64_t> mine(2 * m, -1);
   size_t sends = 0, recvs = 0;
   for (const Event& e : bus.events_since(first)) {
     if (e.flow_id < 0) continue;
-    if (e.role == Role::send && sends < m) ids[sends++] = static_cast<float>(e.flow_id);
-    if (e.role == Role::recv && recvs < m) ids[m + recvs++] = static_cast<float>(e.flow_id);
+    if (e.role == Role::send && sends < m) mine[sends++] = e.flow_id;
+    if (e.role == Role::recv && recvs < m) mine[m + recvs++] = e.flow_id;
   }
-  Tensor all = dev.zeros({static_cast<int64_t>(2 * m) * n}, DType::f32, MemoryCategory::comm_buffers, "flow ids");
+  std::vector<float> ids;
+  for (int64_t id : mine)
+    for (int part = 2; part >= 0; --part) ids.push_back(id < 0 ? -1.0f : static_cast<float>((id >> (18 * part)) & 0x3ffff));
+  const size_t w = 6 * m;  // floats per rank
+  Tensor all = dev.zeros({static_cast<int64_t>(w) * n}, DType::f32, MemoryCategory::comm_buffers, "flow ids");
   pg.all_gather(make_tensor(dev, ids, DType::f32), all);
-  const std::vector<float> got = read_tensor(dev, all);
+  const std::vector<float> parts = read_tensor(dev, all);
+  auto id_at = [&](int rank, size_t k) {
+    int64_t id = 0;
+    for (size_t part = 0; part < 3; ++part)
+      id = (id << 18) | static_cast<int64_t>(parts[static_cast<size_t>(rank) * w + 3 * k + part]);
+    return id;
+  };
   std::vector<std::string> failures;
   if (sends != m || recvs != m)
     failures.push_back("rank " + std::to_string(r) + ": " + std::to_string(sends) + " sends and " +
                        std::to_string(recvs) + " recvs carry a flow id, expected " + std::to_string(m) + " of each");
   for (size_t k = 0; k < m; ++k) {
-    const float sent = got[static_cast<size_t>(r) * 2 * m + k], received = got[static_cast<size_t>(next) * 2 * m + m + k];
+    const int64_t sent = id_at(r, k), received = id_at(next, m + k);
     if (sent != received)
       failures.push_back("message " + std::to_string(k) + " from rank " + std::to_string(r) + " to " +
                          std::to_string(next) + ": the send's flow id " + std::to_string(sent) +

@@ -142,6 +142,35 @@ TEST(CollectiveModel, PcieThroughTheHostSharesItAndTheCubeMeshLimitsSmallRings) 
   EXPECT_DOUBLE_EQ(m.ring_bandwidth(4, 1), 1e11 * 0.5 * 4 / 6);
 }
 
+// A sub-group is priced where its members sit. On h100-ib-1024x8 (NVLink 450 GB/s at 0.79 inside a
+// node, 50 GB/s NDR per GPU at 0.84 across), the same 1 GiB all-gathered by 8 ranks of one node
+// {8, 1} and by 8 ranks one per node {1, 8}: the ring's 7 steps move 7/8 · S each, on NVLink or
+// through one NIC per node — the data terms in the ratio 450·0.79 / (50·0.84) ≈ 8.5.
+TEST(CollectiveModel, ASubGroupIsPricedOnTheLinksBetweenItsMembers) {
+  const CostModel model(load_profile("h100-ib-1024x8"));
+  const double S = 1 << 30, nvlink = 450e9 * 0.79, nic = 50e9 * 0.84, launch = 4.5e-6, net = 22e-6;
+  const double data_in = 7.0 / 8 * S / nvlink, data_across = 7.0 / 8 * S / nic;
+  const double in_node = model.collective_seconds(Collective::all_gather, S, 8, {8, 1});
+  const double across = model.collective_seconds(Collective::all_gather, S, 8, {1, 8});
+  EXPECT_NEAR(in_node, launch + 7 * 4.5e-6 + data_in, 1e-12);
+  EXPECT_NEAR(across, launch + net + 7 * 2e-6 + data_across, 1e-12);
+  EXPECT_NEAR((across - launch - net - 7 * 2e-6) / (in_node - launch - 7 * 4.5e-6), nvlink / nic, 1e-9);
+  // The world's ranks fill nodes in order: the placement the plain call prices.
+  EXPECT_EQ(model.contiguous(64).per_node, 8);
+  EXPECT_EQ(model.contiguous(64).nodes, 8);
+  EXPECT_EQ(model.contiguous(3).per_node, 3);
+  EXPECT_EQ(model.contiguous(3).nodes, 1);
+  for (int n : {2, 8, 16, 64})
+    EXPECT_EQ(model.collective_seconds(Collective::all_reduce, S, n),
+              model.collective_seconds(Collective::all_reduce, S, n, model.contiguous(n)));
+  // A data-parallel group of 64, one rank per node, has one NIC per node where 64 contiguous ranks
+  // have eight: its all-reduce is dearer, and no NVLS inside a node for it.
+  EXPECT_GT(model.collective_seconds(Collective::all_reduce, S, 64, {1, 64}),
+            model.collective_seconds(Collective::all_reduce, S, 64));
+  EXPECT_STREQ(model.collective_choice(Collective::all_reduce, S, 8, {8, 1}).algorithm, "NVLS");
+  EXPECT_STRNE(model.collective_choice(Collective::all_reduce, S, 8, {1, 8}).algorithm, "NVLS");
+}
+
 TEST(CollectiveModel, TheSectionRoundTripsAndBadFiguresAreRefused) {
   json j = calibrated_json();
   j["collectives"]["protocols"] = json::array({"LL", "Simple"});

@@ -267,6 +267,22 @@ class ShmFailures : public ::testing::TestWithParam<ShmSharing> {};
 
 // A rank that throws: the parent names it and its exit status; the others fail (at once, since
 // the parent tells them), naming it; nothing is left behind.
+// Sub-groups are the threads and mpi backends': shm says so, naming what to use instead.
+TEST(Shm, ASplitIsAClearErrorNamingTheBackendsThatHaveOne) {
+  EXPECT_NO_THROW(launch_procs(2, ShmSharing::fd_passing, {}, [](ProcessGroup& pg) {
+    try {
+      pg.split({pg.rank()}, "tp");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (what.find("shm") != std::string::npos && what.find("--launch threads") != std::string::npos &&
+          what.find("mpi") != std::string::npos)
+        return;
+      throw Error("test", "unexpected error: " + what);
+    }
+    throw Error("test", "split on shm made a group");
+  }));
+}
+
 TEST_P(ShmFailures, ARankThatThrowsIsNamedByTheParentAndTheOthers) {
   CommOptions o;
   o.timeout = std::chrono::milliseconds(500);

@@ -19,25 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-// Runs fn(rank, group, device) on one thread per rank; returns each rank's exception text.
-template <typename Fn>
-std::vector<std::string> run_ranks(std::vector<std::unique_ptr<ProcessGroup>>& groups,
-                                   std::vector<std::unique_ptr<Device>>& devices, Fn fn) {
-  const int n = static_cast<int>(groups.size());
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r, *groups[static_cast<size_t>(r)], *devices[static_cast<size_t>(r)]);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
 std::vector<std::unique_ptr<Device>> cpu_devices(int n, EventBus* bus = nullptr) {
   DeviceOptions o;
   o.count = n;
@@ -58,7 +39,7 @@ TEST_P(ThreadsClosedForm, EveryCollectiveEveryDtypeAwkwardCounts) {
   auto groups = make_threads_groups(n, options);
   auto devices = cpu_devices(n);
   std::vector<std::vector<std::string>> failures(static_cast<size_t>(n));
-  auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  auto errors = comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     comm_test::CollectiveChecker check(pg, dev);
     failures[static_cast<size_t>(r)] = check.run_all({0, 1, 7, 1000 + 3});
   });
@@ -86,7 +67,7 @@ TEST_P(ThreadsLarge, LargeAllReduceIsExactAndAsyncWorks) {
   auto groups = make_threads_groups(n, options);
   auto devices = cpu_devices(n);
   std::vector<std::vector<std::string>> failures(n);
-  auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  auto errors = comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     comm_test::CollectiveChecker check(pg, dev);
     Tensor t = comm_test::make_tensor(dev, check.inputs(m, r), DType::f32);
     auto work = pg.all_reduce_async(t, ReduceOp::sum);
@@ -110,7 +91,7 @@ TEST(Threads, RingStepsAreEventsWithPeerAndBytes) {
   EventBus bus;
   auto groups = make_threads_groups(n);
   auto devices = cpu_devices(n, &bus);
-  run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     Tensor t = comm_test::make_tensor(dev, std::vector<float>(m, 1.0f), DType::f32);
     pg.all_reduce(t, ReduceOp::sum, {.name = "bucket 0", .bucket = 0});
     (void)r;
@@ -139,7 +120,7 @@ TEST(Threads, AnAsyncCallKeepsItsCallersStepAndNamesTheThreadThatRanIt) {
   auto groups = make_threads_groups(n);
   auto devices = cpu_devices(n, &bus);
   std::vector<int> callers(n, -1);
-  run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     pg.set_device(&dev);
     callers[static_cast<size_t>(r)] = host_thread_index();
     Tensor t = comm_test::make_tensor(dev, std::vector<float>(300, 1.0f), DType::f32);
@@ -182,7 +163,7 @@ TEST(Threads, ATagTagsItsCallAloneAndAnAsyncCallKeepsItsOwn) {
   EventBus bus;
   auto groups = make_threads_groups(n);
   auto devices = cpu_devices(n, &bus);
-  run_ranks(groups, devices, [&](int, ProcessGroup& pg, Device& dev) {
+  comm_test::run_ranks(groups, devices, [&](int, ProcessGroup& pg, Device& dev) {
     pg.set_device(&dev);
     Tensor t = comm_test::make_tensor(dev, std::vector<float>(300, 1.0f), DType::f32);
     pg.all_reduce(t, ReduceOp::sum, {.name = "grads", .bucket = 3, .micro_batch = 1});
@@ -231,7 +212,7 @@ std::vector<Event> ring_of_sends(int n, int messages) {
   EventBus bus;
   auto groups = make_threads_groups(n);
   auto devices = cpu_devices(n, &bus);
-  const auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  const auto errors = comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     Tensor out = comm_test::make_tensor(dev, std::vector<float>(10 + r, 1.0f), DType::f32);
     Tensor in = dev.zeros({10 + (r + n - 1) % n}, DType::f32, MemoryCategory::comm_buffers, "in");
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
@@ -305,7 +286,7 @@ TEST(Threads, SimAllReduceStartsWithTheLastRankAndTakesTheRingFormula) {
   auto groups = make_threads_groups(n);
   const int64_t m = 250000;  // 1 MB of f32
   std::vector<int64_t> end(n);
-  run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     Tensor t = dev.zeros({m}, DType::f32, MemoryCategory::grads, "g");
     // Rank 1 is late: its tensor is ready only at 5 µs.
     if (r == 1) t.set_ready_ns(5000);
@@ -337,7 +318,7 @@ TEST(Threads, OnSimAPeerCopyOverlappingAnAllReduceSharesTheLink) {
   std::vector<Tensor> sources;
   for (int r = 0; r < n; ++r) sources.push_back(devices[static_cast<size_t>(1 - r)]->empty({m}, DType::f32, MemoryCategory::activations, "x"));
   std::vector<int64_t> reduced(n), copied(n);
-  const auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  const auto errors = comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     // empty, not zeros: ready at 0, no fill before them.
     Tensor g = dev.empty({m}, DType::f32, MemoryCategory::grads, "g");
     pg.all_reduce(g);
@@ -379,7 +360,7 @@ TEST(Threads, ARankThatNeverArrivesFailsEveryOtherRankNamingIt) {
   o.timeout = std::chrono::milliseconds(300);
   auto groups = make_threads_groups(n, o);
   auto devices = cpu_devices(n);
-  auto errors = run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
+  auto errors = comm_test::run_ranks(groups, devices, [&](int r, ProcessGroup& pg, Device& dev) {
     Tensor t = dev.zeros({16}, DType::f32, MemoryCategory::grads, "g");
     if (r == 2) throw std::runtime_error("rank 2 died");
     pg.all_reduce(t);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -31,6 +32,17 @@ int64_t gpt_parameters(int64_t L, int64_t C, int64_t T, int64_t V) {
   return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + C * V + V;
 }
 
+// The UsageError a run of `c` stops with, or "no error".
+std::string usage_error_of(const TrainConfig& c) {
+  try {
+    EventBus bus;
+    train(c, bus);
+  } catch (const UsageError& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 // Five steps of `strategy` on the family's small model, checked against single.
 TrainConfig family_config(const std::string& model, const std::string& strategy, int devices,
                           const std::string& optimizer, int zero_stage = 0) {
@@ -43,17 +55,6 @@ TrainConfig family_config(const std::string& model, const std::string& strategy,
   c.check_equivalence = true;
   if (strategy == "pipeline") c.micro_batches = 2;
   return c;
-}
-
-// The UsageError a run of c stops with ("no error": it ran).
-std::string usage_error_of(const TrainConfig& c) {
-  try {
-    EventBus bus;
-    train(c, bus);
-  } catch (const UsageError& e) {
-    return std::string(e.what());
-  }
-  return std::string("no error");
 }
 
 struct FamilyCase {
@@ -345,6 +346,75 @@ TEST(TensorParallel, RefusesHeadsItCannotShareAndModelsWithoutHeads) {
             std::string::npos)
       << e;
   c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 2, "sgd");
+}
+
+// --dp D on D·T ranks: D replicas of a tensor-parallel group of T (T consecutive ranks), each
+// training on its shard of the batch, their gradients averaged over the data-parallel groups: the
+// same training as single (with --dropout too: each sample dropped where single drops it). One step
+// on 4 ranks as --dp 2: every rank's f and g all-reduces (4 per block) run in its "tp" pair, its
+// gradient averages (one per tensor) in its "dp" pair, with world-rank peers inside those pairs.
+TEST(TensorParallel, DataParallelReplicasOfTensorParallelGroupsTrainAsSingle) {
+  // (With --sequence-parallel too: each replica's shards drop what single drops of its sequences.)
+  for (const auto& [dp, dropout, sp] : {std::tuple{2, 0.0f, false}, std::tuple{2, 0.3f, false},
+                                        std::tuple{4, 0.0f, false}, std::tuple{2, 0.3f, true}}) {
+    TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 4, "sgd");
+    c.dp = dp;
+    c.dropout = dropout;
+    c.sequence_parallel = sp;
+    EventBus bus;
+    const TrainResult r = train(c, bus);
+    ASSERT_GE(r.max_rel_diff, 0.0);
+    EXPECT_LE(r.max_rel_diff, kEquivalenceTolerance) << "--dp " << dp << " --dropout " << dropout << " sp " << sp;
+    std::printf("    tensor-parallel 4 --dp %d --dropout %.1f%s: max_rel_diff %.3g\n", dp, dropout,
+                sp ? " --sequence-parallel" : "", r.max_rel_diff);
+  }
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 4, "sgd");
+  c.dp = 2;
+  c.steps = 1;
+  c.check_equivalence = false;
+  EventBus bus;
+  train(c, bus);
+  const size_t tensors = ModelSpec::parse(c.model).tensors().size();
+  std::map<int, std::map<std::string, std::set<std::string>>> calls;  // device → group → call names
+  for (const Event& e : bus.events()) {
+    if (e.role != Role::all_reduce || e.step != 0) continue;
+    calls[e.device][e.group].insert(e.name.substr(0, e.name.find(" step ")));
+    if (e.peer < 0) continue;
+    if (e.group == "tp") {
+      EXPECT_EQ(e.peer / 2, e.device / 2) << e.name;  // pairs {0,1}, {2,3}
+    } else if (e.group == "dp") {
+      EXPECT_EQ(e.peer % 2, e.device % 2) << e.name;  // pairs {0,2}, {1,3}
+    }
+  }
+  ASSERT_EQ(calls.size(), 4u);
+  for (auto& [device, groups] : calls) {
+    EXPECT_EQ(groups["tp"].size(), 4u * 2) << "device " << device;  // 2 blocks
+    EXPECT_EQ(groups["dp"].size(), tensors) << "device " << device;
+  }
+}
+
+TEST(TensorParallel, DataParallelReplicasMustShareTheDevicesAndTheBatch) {
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 4, "sgd");
+  c.dp = 3;
+  std::string e = usage_error_of(c);
+  EXPECT_NE(e.find("--dp 3 replicas of --devices 4: --dp must be ≥ 1 and divide --devices"), std::string::npos) << e;
+  c.dp = 2;
+  c.batch = 15;
+  e = usage_error_of(c);
+  EXPECT_NE(e.find("[tensor-parallel] --batch 15 cannot be shared evenly by 2 ranks"), std::string::npos) << e;
+  c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 6, "sgd");
+  c.dp = 2;
+  e = usage_error_of(c);
+  EXPECT_NE(e.find("--devices 6 / --dp 2 = 3: the 4 heads"), std::string::npos) << e;
+  c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 4, "sgd");
+  c.dp = 2;
+  c.launch = Launch::procs;
+  e = usage_error_of(c);
+  EXPECT_NE(e.find("--dp 2 with --launch procs: its tensor- and data-parallel groups are sub-groups"), std::string::npos) << e;
+  c = family_config("gpt:2-32-4-16-96", "ddp", 4, "sgd");
+  c.dp = 2;
+  e = usage_error_of(c);
+  EXPECT_NE(e.find("--dp 2 does not apply to --strategy ddp"), std::string::npos) << e;
 }
 
 // Adam on this GPT turns round-off into up to 5e-3 of relative weight difference (see

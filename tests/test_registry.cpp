@@ -34,7 +34,7 @@ TEST(Registry, NamesAreUniqueAndTheReferenceIsRegistered) {
 TEST(Registry, EveryOptionHasAStrategyThatTakesIt) {
   using O = StrategyOption;
   for (O o : {O::no_sync, O::buckets, O::micro_batches, O::schedule, O::zero_stage, O::amp, O::comm,
-              O::sequence_parallel}) {
+              O::sequence_parallel, O::data_parallel}) {
     bool taken = false;
     for (const StrategyInfo& s : strategy_registry()) taken = taken || s.takes(o);
     EXPECT_TRUE(taken) << strategy_option_flags(o);

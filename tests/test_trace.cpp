@@ -68,12 +68,14 @@ struct TraceFixture : ::testing::Test {
     ar0.step = 3;
     ar0.flow_id = 7;
     ar0.role = Role::all_reduce;
+    ar0.group = "dp";  // a sub-group's call; the others ran in the world's group
     Event ar1 = ev(1, Lane::comm, "all_reduce", "bucket 0", Phase::comm, 2'500'011, 5'000'000);
     ar1.bytes = 1 << 20;
     ar1.bucket = 0;
     ar1.step = 3;
     ar1.flow_id = 7;
     ar1.role = Role::all_reduce;
+    ar1.group = "dp";
     ar1.peer = 0;
     Event late = ev(1, Lane::compute, "sgd", "fc1.weight.step", Phase::optim, 5'100'000, 5'200'000);
     late.flow_id = 7;  // a third event of the same flow: a second "f"
@@ -169,6 +171,8 @@ TEST_F(TraceFixture, EveryEventIsACompleteSliceWithItsFields) {
     EXPECT_EQ(a.at("peer"), e.peer) << name;
     EXPECT_EQ(a.at("flow_id"), e.flow_id) << name;
     EXPECT_EQ(a.at("role"), role_name(e.role)) << name;
+    if (e.group.empty()) EXPECT_FALSE(a.contains("group")) << name << ": the world's group is written as before";
+    else EXPECT_EQ(a.at("group"), e.group) << name;
   }
   // The unnamed copy is shown under its kind.
   EXPECT_TRUE(std::any_of(xs.begin(), xs.end(), [](const json& x) { return x.at("name") == "copy_p2p"; }));
@@ -277,6 +281,7 @@ TEST_F(TraceFixture, ReadsBackExactlyWhatWasWritten) {
     EXPECT_EQ(a.peer, b.peer);
     EXPECT_EQ(a.flow_id, b.flow_id);
     EXPECT_EQ(a.role, b.role);
+    EXPECT_EQ(a.group, b.group);
   }
   auto mkey = [](const MemorySample& m) { return std::make_tuple(m.device, m.t_ns, static_cast<int>(m.category), m.bytes); };
   std::vector<std::tuple<int, int64_t, int, int64_t>> mw, mg;

@@ -28,6 +28,7 @@ Records sample_records() {
   e.peer = 0;
   e.flow_id = 99;
   e.role = Role::all_reduce;
+  e.group = "tp";
   r.events.push_back(e);
   r.events.push_back(Event{});
   r.memory.push_back({3, 77, MemoryCategory::comm_buffers, 4096});
@@ -65,6 +66,7 @@ TEST(Wire, RoundTripsEveryField) {
   EXPECT_EQ(b.peer, a.peer);
   EXPECT_EQ(b.flow_id, a.flow_id);
   EXPECT_EQ(b.role, a.role);
+  EXPECT_EQ(b.group, a.group);
   EXPECT_EQ(out.events[1].flow_id, -1);
   ASSERT_EQ(out.memory.size(), 1u);
   EXPECT_EQ(out.memory[0].category, MemoryCategory::comm_buffers);

@@ -256,6 +256,73 @@ void ProcessGroup::barrier(const CommTag& tag) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Sub-groups
+
+namespace {
+// Flow ids: each group counts its own below 2^32, in a space of its own below 2^20 (ids stay below
+// 2^53, exact in a JSON reader's doubles). The world's group is space 0: its ids are its counts.
+constexpr int64_t kFlowsPerSpace = int64_t{1} << 32;
+constexpr int64_t kFlowSpaces = int64_t{1} << 20;
+
+std::string list_of(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return "{" + s + "}";
+}
+}  // namespace
+
+std::unique_ptr<ProcessGroup> ProcessGroup::split(const std::vector<int>& members, const std::string& name) {
+  const std::string what = "split '" + name + "' on rank " + std::to_string(rank_);
+  if (!world_ranks_.empty())
+    throw Error("comm", what + ": group '" + name_ + "' is itself a sub-group — split the world's group (members are world ranks)");
+  if (name.empty()) throw Error("comm", "split: the group needs a name (\"tp\", \"pp\", \"dp\") — it tags its events in the trace");
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= size_)
+      throw Error("comm", what + ": member " + std::to_string(members[i]) + " is outside the world [0, " +
+                              std::to_string(size_) + ")");
+    if (i > 0 && members[i] <= members[i - 1])
+      throw Error("comm", what + ": members " + list_of(members) + " must be ascending, each once");
+  }
+  if (!std::binary_search(members.begin(), members.end(), rank_))
+    throw Error("comm", what + ": members " + list_of(members) + " leave out this rank — each rank names the group it joins");
+  const int64_t space = 1 + static_cast<int64_t>(splits_) * size_ + members.front();
+  if (space >= kFlowSpaces)
+    throw Error("comm", what + ": " + std::to_string(splits_) + " groups already split from a world of " +
+                            std::to_string(size_) + " ranks — make each group once and keep it");
+  ++splits_;
+  drain_queue();  // a split is a call like the others: what was queued before it runs first
+  std::unique_ptr<ProcessGroup> group = split_backend(members);
+  group->name_ = name;
+  group->world_ranks_ = members;
+  group->flow_space_ = space;
+  group->device_ = device_;
+  return group;
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::split_backend(const std::vector<int>&) {
+  throw Error("comm", std::string(backend()) + ": this backend makes no sub-groups (split) — run tp / pp / dp groups "
+                      "with --launch threads (cpu, sim) or mpi");
+}
+
+std::pair<int, int> ProcessGroup::placement(int devices_per_node) {
+  if (placement_per_node_ == devices_per_node) return placement_;
+  const int d = std::max(1, devices_per_node);
+  if (world_ranks_.empty()) {
+    // The world's ranks fill nodes in order.
+    const int k = std::min(size_, d);
+    placement_ = {k, (size_ + k - 1) / k};
+  } else {
+    std::unordered_map<int, int> on_node;
+    for (int r : world_ranks_) ++on_node[r / d];
+    int most = 0;
+    for (const auto& [node, count] : on_node) most = std::max(most, count);
+    placement_ = {most, static_cast<int>(on_node.size())};
+  }
+  placement_per_node_ = devices_per_node;
+  return placement_;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Timing and events: the same for every backend and every kind of device.
 
 namespace {
@@ -308,9 +375,11 @@ int64_t ProcessGroup::next_flow_id(const Call& call) {
     const bool sending = call.op == Collective::send;
     const int64_t src = sending ? rank_ : call.root, dst = sending ? call.root : rank_;
     const int64_t seq = (sending ? sent_to_ : received_from_)[call.root]++;
-    return 2 * ((seq * size_ + src) * size_ + dst) + 1;
+    const int64_t local = (seq * size_ + src) * size_ + dst;
+    return 2 * (flow_space_ > 0 ? flow_space_ * kFlowsPerSpace + local % kFlowsPerSpace : local) + 1;
   }
-  return 2 * collectives_issued_++;
+  const int64_t local = collectives_issued_++;
+  return 2 * (flow_space_ > 0 ? flow_space_ * kFlowsPerSpace + local % kFlowsPerSpace : local);
 }
 
 void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
@@ -333,11 +402,15 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
       if (t && t->defined()) arrival = std::max(arrival, t->ready_ns());
     const int64_t start = point_to_point ? std::max(arrival, exchange_with(call.root, arrival)) : max_over_ranks(arrival);
     if (dev->computes()) run(call);
-    const int per_node = sim->model().profile().devices_per_node;
-    const bool crosses = point_to_point && rank_ / per_node != call.root / per_node;
+    // Priced on where the group's ranks sit: a TP group inside a node on NVLink, a DP group with
+    // one rank per node on the NICs.
+    const int per_node = std::max(1, sim->model().profile().devices_per_node);
+    const bool crosses = point_to_point && world_rank(rank_) / per_node != world_rank(call.root) / per_node;
+    const auto [k, m] = placement(per_node);
     const HostTraffic traffic = dev->host_traffic();
     const double cold = sim->model().profile().cold_share(sim->host_bytes_between_touches(traffic.moved, traffic.held, traffic.devices, traffic.shared));
-    const double seconds = sim->model().collective_seconds(call.op, static_cast<double>(payload), size_, crosses, cold);
+    const double seconds =
+        sim->model().collective_seconds(call.op, static_cast<double>(payload), size_, {k, m}, crosses, cold);
     // What the call keeps busy of this device's link (NVLink), shared with a peer copy that
     // overlaps it (SimClock): the bytes it sends, as nccl-tests counts them; none for a message
     // that leaves the node through the NIC.
@@ -383,12 +456,14 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
   e.thread = host_thread_index();  // the thread that ran the call: a rank's, or its queue's worker
   e.flow_id = flow_id;
   e.role = role_of(call.op);
+  e.group = name_;
+  // Peers in the trace are world ranks: the dashboard draws between devices, whatever the group.
   if (chunks.empty()) {
     // One event; its bytes are what this rank sends, as nccl-tests counts bus bandwidth.
     e.t_begin_ns = begin_ns;
     e.t_end_ns = end_ns;
     e.bytes = static_cast<int64_t>(static_cast<double>(payload) * busbw_factor(call.op, size_));
-    e.peer = point_to_point ? call.root : -1;
+    e.peer = point_to_point ? world_rank(call.root) : -1;
     dev->record(e);
   } else {
     for (size_t i = 0; i < chunks.size(); ++i) {
@@ -397,7 +472,7 @@ void ProcessGroup::collective(Call call, int64_t payload, const CommTag& tag) {
       c.t_begin_ns = chunks[i].begin_ns;
       c.t_end_ns = chunks[i].end_ns;
       c.bytes = chunks[i].bytes;
-      c.peer = chunks[i].peer;
+      c.peer = chunks[i].peer >= 0 ? world_rank(chunks[i].peer) : -1;
       if (i > 0) c.flow_id = -1;  // one arrow per call between the ranks, from its first step
       dev->record(c);
     }

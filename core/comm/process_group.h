@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/collective.h"
@@ -76,6 +77,19 @@ class ProcessGroup {
   // The device of this rank: where a barrier (which has no tensor) is timed and traced.
   void set_device(class Device* device) { device_ = device; }
 
+  // A group over some of the world's ranks, made collectively as MPI_Comm_split and
+  // torch.distributed.new_group make one: every rank of this (the world's) group calls split() at
+  // the same point of its program, each naming the members of the group it joins — world ranks,
+  // ascending, itself among them; ranks that name the same members get one group, its ranks
+  // numbered in that order. `name` ("tp", "pp", "dp") tags the group's events in the trace.
+  //   auto tp = world.split(rank < 2 ? std::vector{0, 1} : std::vector{2, 3}, "tp");
+  // Its collectives, async calls and send / recv take group ranks; on sim they are priced on
+  // where the members sit (k per node over m nodes). Throws Error where the backend has none.
+  std::unique_ptr<ProcessGroup> split(const std::vector<int>& members, const std::string& name);
+  // The name given at split ("" for the world's group), and the world rank of a rank of this group.
+  const std::string& name() const { return name_; }
+  int world_rank(int group_rank) const { return world_ranks_.empty() ? group_rank : world_ranks_.at(group_rank); }
+
   // Blocking collectives on tensors of this rank's device. `in` and `out` may be the same tensor
   // (in place). Shapes: all_gather out = size × in; reduce_scatter in = size × out; scatter's in
   // (root only) = size × out; gather's out (root only) = size × in; reduce's out is written on root.
@@ -130,6 +144,9 @@ class ProcessGroup {
   virtual int64_t exchange_with(int peer, int64_t value) = 0;
   // Wall time in ns on one steady clock, for backends to stamp their chunks.
   static int64_t steady_ns();
+  // The backend's half of split(): this rank's group of `members` (ranks of this group, ascending),
+  // made with every other rank of this group at once.
+  virtual std::unique_ptr<ProcessGroup> split_backend(const std::vector<int>& members);
   // Runs what is queued and stops the communication thread. Every backend's destructor calls it
   // first: a queued call must not reach a backend that is half destroyed.
   void stop_worker() noexcept;
@@ -139,14 +156,23 @@ class ProcessGroup {
   int64_t next_flow_id(const Call& call);
   static void merge_chunks(std::vector<Chunk>& chunks);
   void worker_loop();
+  // Where this group's ranks sit on sim: the most of them on one node, and on how many nodes.
+  std::pair<int, int> placement(int devices_per_node);
   void drain_queue();  // blocking calls wait for queued asynchronous ones: one order per rank
 
   class Device* device_ = nullptr;
   int rank_, size_;
   CommOptions options_;
+  std::string name_;
+  std::vector<int> world_ranks_;  // by group rank; empty for the world's group (the identity)
+  int splits_ = 0;                // the groups split from this one so far (the same on every rank)
+  int64_t flow_space_ = 0;        // 0 for the world's group; a number of its own for each sub-group
+  std::pair<int, int> placement_{0, 0};
+  int placement_per_node_ = 0;    // the devices per node placement_ was counted for
 
   // Flow ids, the same on every rank without talking: collectives count in call order (every rank
-  // issues the same ones), point-to-point calls per (sender, receiver) pair.
+  // issues the same ones), point-to-point calls per (sender, receiver) pair; each sub-group counts
+  // in a space of its own (flow_space_), so no two groups' calls share an id.
   // By peer, for the peers this rank has talked to alone: a vector of every peer on every rank
   // would be n² counters, 270 MB at 4096 ranks.
   int64_t collectives_issued_ = 0;

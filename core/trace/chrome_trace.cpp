@@ -81,7 +81,7 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
   // of the flow id by begin time starts it. Every later one ends a leg.
   std::map<int64_t, std::vector<const Event*>> flows;
   for (const Event& e : events) {
-    element({{"ph", "X"},
+    json x{{"ph", "X"},
              {"name", e.name.empty() ? e.kind : e.name},
              {"cat", phase_name(e.phase)},
              {"ts", to_us(e.t_begin_ns)},
@@ -99,7 +99,10 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
                {"layer", e.layer},
                {"peer", e.peer},
                {"flow_id", e.flow_id},
-               {"role", role_name(e.role)}}}});
+               {"role", role_name(e.role)}}}};
+    // A sub-group's call says which ("tp", "pp", "dp"); only then, so other events are as before.
+    if (!e.group.empty()) x["args"]["group"] = e.group;
+    element(x);
     if (e.flow_id >= 0) flows[e.flow_id].push_back(&e);
   }
   for (auto& [id, members] : flows) {
@@ -137,13 +140,13 @@ namespace {
 // The fields of one traceEvents entry that the reader uses; keys may come in any order, so they
 // are gathered first and turned into an event, a memory sample or nothing at the object's end.
 struct RawTraceEvent {
-  std::string ph, name, cat, kind, arg_name, role = "none";
+  std::string ph, name, cat, kind, arg_name, group, role = "none";
   bool has_arg_name = false;
   double ts = 0, dur = 0, flops = 0;
   int64_t pid = 0, tid = 0, bytes = 0, step = -1, micro_batch = -1, bucket = -1, layer = -1, peer = -1, flow_id = -1;
   // As a fresh one, keeping the strings' buffers (one event after another, a million times).
   void reset() {
-    for (std::string* s : {&ph, &name, &cat, &kind, &arg_name}) s->clear();
+    for (std::string* s : {&ph, &name, &cat, &kind, &arg_name, &group}) s->clear();
     role = "none";
     has_arg_name = false;
     ts = dur = flops = 0;
@@ -198,6 +201,7 @@ void read_args(detail::JsonScanner& s, RawTraceEvent& r) {
     else if (key == "peer") r.peer = read_integer(s, key);
     else if (key == "flow_id") r.flow_id = read_integer(s, key);
     else if (key == "role") read_string(s, key, r.role);
+    else if (key == "group") read_string(s, key, r.group);
     else s.skip();
   }
 }
@@ -249,6 +253,7 @@ void read_trace_event(detail::JsonScanner& s, RawTraceEvent& r, TraceContents& t
     e.peer = static_cast<int>(r.peer);
     e.flow_id = r.flow_id;
     e.role = r.role == "none" ? Role::none : parse_role(r.role);
+    e.group = std::move(r.group);
     t.events.push_back(std::move(e));
   } else if (r.ph == "C") {
     if (r.name.rfind(kMemoryPrefix, 0) != 0) return;

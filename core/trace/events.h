@@ -54,6 +54,9 @@ struct Event {
   int peer = -1;
   int64_t flow_id = -1;  // links a send to its recv, the ranks' events of one collective
   Role role = Role::none;
+  // The process group a collective or send / recv ran in, as named at split ("tp", "pp", "dp");
+  // "" for the world's group and for everything else.
+  std::string group{};
   // The host thread that ran it (host_thread_index(): equal for one thread, nothing more) — a
   // device's op the thread that issued it, a collective its rank's thread or its queue's worker;
   // -1 where unknown (read back from a trace, relayed from a worker process). On the cpu device the

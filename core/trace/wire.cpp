@@ -9,7 +9,7 @@
 namespace scalelab {
 namespace {
 
-constexpr uint64_t kMagic = 0x3245524957534c53ULL;  // "SLSWIRE2": events carry their role
+constexpr uint64_t kMagic = 0x3345524957534c53ULL;  // "SLSWIRE3": events carry their role and group
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian, as is every host we run on");
 
@@ -109,6 +109,7 @@ std::vector<uint8_t> encode_records(const Records& r) {
     w.put<int32_t>(e.peer);
     w.put<int64_t>(e.flow_id);
     w.put<uint8_t>(static_cast<uint8_t>(e.role));
+    w.put(e.group);
   }
   w.put<uint64_t>(r.memory.size());
   for (const MemorySample& m : r.memory) {
@@ -143,7 +144,7 @@ Records decode_records(const uint8_t* data, size_t size) {
     throw Error("trace", "wire records: not scalelab's wire format (or another version) — the sender and the receiver "
                          "must be the same build");
   Records r;
-  r.events.resize(in.get_count(64));
+  r.events.resize(in.get_count(68));
   for (Event& e : r.events) {
     e.device = in.get<int32_t>();
     e.lane = in.get_enum<Lane>(kLaneCount, "lane");
@@ -161,6 +162,7 @@ Records decode_records(const uint8_t* data, size_t size) {
     e.peer = in.get<int32_t>();
     e.flow_id = in.get<int64_t>();
     e.role = in.get_enum<Role>(kRoleCount, "role");
+    e.group = in.get_string();
   }
   r.memory.resize(in.get_count(21));
   for (MemorySample& m : r.memory) {

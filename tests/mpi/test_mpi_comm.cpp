@@ -1,7 +1,7 @@
 // The mpi backend under mpirun (one rank per process): every collective against its closed form,
 // also cut into pieces as tensors beyond MPI's int counts are; async calls; point-to-point flow ids
-// that agree across processes; and a rank that skips an all_reduce, which every other rank must
-// hear about by name within the timeout.
+// that agree across processes; sub-groups (split); and a rank that skips an all_reduce, which every
+// other rank must hear about by name within the timeout.
 //
 // Not GoogleTest: under mpirun every rank runs this program, so each rank collects what went
 // wrong, rank 0 gathers it all and prints it, and every rank exits 1 if anything failed anywhere.
@@ -42,6 +42,48 @@ std::vector<std::string> closed_form(ProcessGroup& pg, Device& dev, const char* 
       break;
     }
   for (auto& f : failures) f = std::string(label) + ": " + f;
+  return failures;
+}
+
+// Sub-groups (split): the ranks of one parity make a group. Every collective gives its closed form
+// over the group's ranks; its send / recv flow ids agree across processes, and its events carry the
+// group's name and world-rank peers. A split whose ranks disagree is refused on every rank, and
+// the world's group goes on.
+std::vector<std::string> sub_groups(ProcessGroup& world, Device& dev) {
+  const int n = world.size(), r = world.rank();
+  std::vector<int> members;
+  for (int k = r % 2; k < n; k += 2) members.push_back(k);
+  auto half = world.split(members, "half");
+  std::vector<std::string> failures;
+  if (half->size() != static_cast<int>(members.size()) || half->rank() != r / 2)
+    failures.push_back("split: rank " + std::to_string(r) + " is rank " + std::to_string(half->rank()) + " of " +
+                       std::to_string(half->size()) + ", expected " + std::to_string(r / 2) + " of " +
+                       std::to_string(members.size()));
+  comm_test::CollectiveChecker check(*half, dev);
+  for (const auto& f : check.run_all({0, 1, 7, 1003})) failures.push_back("half: " + f);
+  EventBus bus;
+  auto traced = comm_test::traced_cpu_device(bus);
+  for (const auto& f : comm_test::check_flow_ids(*half, *traced, bus)) failures.push_back("half: " + f);
+  const int next = members[static_cast<size_t>((half->rank() + 1) % half->size())];
+  for (const Event& e : bus.events())
+    if (e.role == Role::send && (e.group != "half" || e.peer != next))
+      failures.push_back("half: a send traced in group '" + e.group + "' to " + std::to_string(e.peer) +
+                         ", expected group 'half' to world rank " + std::to_string(next));
+  if (n > 1) {
+    std::vector<int> bad{r};  // rank 0 names every rank, the others themselves alone
+    if (r == 0)
+      for (int k = 1; k < n; ++k) bad.push_back(k);
+    std::string error;
+    try {
+      world.split(bad, "bad");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (error.find("mpi: split") == std::string::npos)
+      failures.push_back("a split whose ranks disagree: rank " + std::to_string(r) + " expected an error, got: " +
+                         (error.empty() ? "none" : error));
+  }
+  world.barrier();
   return failures;
 }
 
@@ -161,6 +203,9 @@ int main() {
     EventBus bus;
     auto traced = comm_test::traced_cpu_device(bus);
     f = comm_test::check_flow_ids(*pg, *traced, bus);
+    failures.insert(failures.end(), f.begin(), f.end());
+
+    f = sub_groups(*pg, dev);
     failures.insert(failures.end(), f.begin(), f.end());
 
     f = skipped_rank(dev);

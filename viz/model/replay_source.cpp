@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <climits>
+#include <unordered_map>
 #include <utility>
 
 #include "core/error.h"
@@ -38,13 +39,16 @@ ReplaySource::ReplaySource(std::string path, int copies) : path_(std::move(path)
 
 void tile_trace(TraceContents& t, int copies) {
   if (copies <= 1 || t.events.empty()) return;
-  int64_t lo = INT64_MAX, hi = INT64_MIN, steps = 0, flows = 0;
-  for (const Event& e : t.events) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN, steps = 0;
+  // Flow ids numbered 0, 1, … first: a sub-group's run to 2^53, and the copies count on from them.
+  std::unordered_map<int64_t, int64_t> dense;
+  for (Event& e : t.events) {
     lo = std::min(lo, e.t_begin_ns);
     hi = std::max(hi, e.t_end_ns);
     steps = std::max(steps, e.step + 1);
-    flows = std::max(flows, e.flow_id + 1);
+    if (e.flow_id >= 0) e.flow_id = dense.try_emplace(e.flow_id, static_cast<int64_t>(dense.size())).first->second;
   }
+  const auto flows = static_cast<int64_t>(dense.size());
   const int64_t span = hi - lo + 1;
   const size_t n = t.events.size(), nm = t.memory.size(), nk = t.metrics.size();
   t.events.reserve(n * static_cast<size_t>(copies));

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -123,9 +124,11 @@ struct Arrival {
   int64_t seq = -1, op = -1, bytes = 0, root = -1;
 };
 constexpr int64_t kStartAgreement = 100;  // the op code of max_over_ranks
+constexpr int64_t kSplit = 101;           // … and of split's gathering of the members
 
 std::string describe_arrival(const Arrival& a) {
   const std::string what = a.op == kStartAgreement ? std::string("the start-time agreement")
+                           : a.op == kSplit         ? std::string("split")
                                                     : collective_name(static_cast<Collective>(a.op));
   return what + " of " + std::to_string(a.bytes) + " bytes" + (a.root >= 0 ? " (root " + std::to_string(a.root) + ")" : "");
 }
@@ -454,6 +457,58 @@ class MpiGroup final : public ProcessGroup {
       result = *v;
     });
     return result;
+  }
+
+  // MPI_Comm_split, once every rank has shown (by a gather, which times out naming who is missing)
+  // that the members each names agree: MPI_Comm_split itself would wait for ever.
+  std::unique_ptr<ProcessGroup> split_backend(const std::vector<int>& members) override {
+    const int n = size();
+    std::vector<int64_t> all(3 * static_cast<size_t>(n));  // by rank: first member, count, hash
+    guarded("split", [&] {
+      Pending p;
+      auto* mine = reinterpret_cast<int64_t*>(p.buffer(3 * sizeof(int64_t)));
+      auto* out = reinterpret_cast<int64_t*>(p.buffer(3 * n * static_cast<int64_t>(sizeof(int64_t))));
+      uint64_t hash = 1469598103934665603ULL;  // FNV-1a of the members
+      for (int m : members) hash = (hash ^ static_cast<uint64_t>(m)) * 1099511628211ULL;
+      mine[0] = members.front();
+      mine[1] = static_cast<int64_t>(members.size());
+      mine[2] = static_cast<int64_t>(hash >> 1);
+      const Op op = begin_collective("split", {-1, kSplit, 24, -1});
+      issue(p, op, "MPI_Iallgather", [&](MPI_Request* r) {
+        return MPI_Iallgather(mine, 3, MPI_INT64_T, out, 3, MPI_INT64_T, comm_, r);
+      });
+      finish(p, op);
+      std::copy(out, out + all.size(), all.begin());
+    });
+    // Every rank checks every group on the same data, so all reach the same verdict.
+    std::map<int64_t, int> first_of, count_of;  // group (its first member) → a rank naming it, ranks naming it
+    for (int r = 0; r < n; ++r) {
+      const int64_t* a = &all[3 * static_cast<size_t>(r)];
+      const auto [it, fresh] = first_of.try_emplace(a[0], r);
+      const int64_t* b = &all[3 * static_cast<size_t>(it->second)];
+      if (!fresh && (a[1] != b[1] || a[2] != b[2]))
+        throw Error("comm", "mpi: split: ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+                                " name different members for the group of rank " + std::to_string(a[0]) +
+                                " — every rank of a group must name the same members");
+      ++count_of[a[0]];
+    }
+    for (const auto& [first, count] : count_of) {
+      const int64_t named = all[3 * static_cast<size_t>(first_of[first]) + 1];
+      if (count != named)
+        throw Error("comm", "mpi: split: " + std::to_string(count) + " ranks join the group of rank " +
+                                std::to_string(first) + ", whose members number " + std::to_string(named) +
+                                " — every member must name the group, and no other rank");
+    }
+    MPI_Comm c = MPI_COMM_NULL;
+    int rank = 0, group_size = 1;
+    {
+      std::lock_guard<std::mutex> lock(mpi_mutex());
+      SCALELAB_MPI_CHECK(MPI_Comm_split(comm_, members.front(), this->rank(), &c));
+      SCALELAB_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+      SCALELAB_MPI_CHECK(MPI_Comm_rank(c, &rank));
+      SCALELAB_MPI_CHECK(MPI_Comm_size(c, &group_size));
+    }
+    return std::make_unique<MpiGroup>(c, rank, group_size, options(), max_count_);
   }
 
   int64_t exchange_with(int peer, int64_t value) override {

@@ -44,6 +44,46 @@ class World {
   const void* in(int rank) const { return in_[static_cast<size_t>(rank)]; }
   void* out(int rank) const { return out_[static_cast<size_t>(rank)]; }
 
+  // split(): every rank posts the members it names; once all have, rank 0 checks that the members
+  // of each group named the same and makes one World per group; then each rank takes its own.
+  // (A dry run's ranks that do not run name nothing: a World holds a group's running members.)
+  std::shared_ptr<World> split(int rank, const std::vector<int>& members, const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (split_members_.empty()) split_members_.resize(static_cast<size_t>(size_));
+      split_members_[static_cast<size_t>(rank)] = members;
+    }
+    arrive_and_wait(rank, what + " (naming members)");
+    if (rank == 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      split_error_.clear();
+      split_made_.assign(static_cast<size_t>(size_), nullptr);
+      std::map<std::vector<int>, std::shared_ptr<World>> made;
+      for (int r = 0; r < size_ && split_error_.empty(); ++r) {
+        const std::vector<int>& mine = split_members_[static_cast<size_t>(r)];
+        for (int m : mine) {
+          if (m >= size_) break;  // ascending: the rest do not run
+          if (split_members_[static_cast<size_t>(m)] != mine) {
+            split_error_ = "threads: " + what + ": rank " + std::to_string(r) + " names members " + list(mine) +
+                           " but its member " + std::to_string(m) + " names " + list(split_members_[static_cast<size_t>(m)]) +
+                           " — every rank of a group must name the same members";
+            break;
+          }
+        }
+        auto& world = made[mine];
+        if (!world) {
+          const auto running = std::count_if(mine.begin(), mine.end(), [&](int m) { return m < size_; });
+          world = std::make_shared<World>(static_cast<int>(running), options_);
+        }
+        split_made_[static_cast<size_t>(r)] = world;
+      }
+    }
+    arrive_and_wait(rank, what + " (making the groups)");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!split_error_.empty()) throw Error("comm", split_error_);
+    return std::move(split_made_[static_cast<size_t>(rank)]);
+  }
+
   // Rendezvous send: the message stays in the mailbox until the receiver has copied it.
   struct Message {
     const void* data = nullptr;
@@ -151,6 +191,11 @@ class World {
   void throw_if_broken() const {
     if (!broken_.empty()) throw Error("comm", broken_);
   }
+  static std::string list(const std::vector<int>& ranks) {
+    std::string s;
+    for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+    return "{" + s + "}";
+  }
   static std::string seconds(std::chrono::milliseconds ms) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(ms.count()) / 1000.0);
@@ -170,6 +215,9 @@ class World {
   std::vector<const void*> in_;
   std::vector<void*> out_;
   std::map<std::pair<int, int>, std::deque<Message*>> mailbox_;
+  std::vector<std::vector<int>> split_members_;        // by rank: the members it named
+  std::vector<std::shared_ptr<World>> split_made_;     // by rank: its group's World
+  std::string split_error_;
 };
 
 // Element range of chunk c when `count` elements are cut into `parts` nearly equal pieces.
@@ -222,6 +270,15 @@ class ThreadsGroup : public ProcessGroup {
 
   int64_t max_over_ranks(int64_t value) override {
     return world_->arrive_max(rank(), value, "the start-time agreement of a collective");
+  }
+
+  // The group's ranks are the members' places in `members`; a dry run's running ranks come first
+  // (they are the world's first), so they are the first members too.
+  std::unique_ptr<ProcessGroup> split_backend(const std::vector<int>& members) override {
+    std::shared_ptr<World> world = world_->split(rank(), members, "split");
+    const auto me = std::lower_bound(members.begin(), members.end(), rank()) - members.begin();
+    return std::make_unique<ThreadsGroup>(std::move(world), static_cast<int>(me), static_cast<int>(members.size()),
+                                          options());
   }
 
   int64_t exchange_with(int peer, int64_t value) override {

@@ -101,7 +101,13 @@ double CostModel::gemm_seconds(const OpCost& c) const {
   return std::max(compute, memory) + p.launch_overhead_s;
 }
 
-CollectiveChoice CostModel::collective_choice(Collective op, double S, int n, bool crosses_nodes, double cold) const {
+RankPlacement CostModel::contiguous(int n) const {
+  const int k = std::max(1, std::min(n, profile_.devices_per_node));
+  return {k, (n + k - 1) / k};
+}
+
+CollectiveChoice CostModel::collective_choice(Collective op, double S, int n, RankPlacement where, bool crosses_nodes,
+                                              double cold) const {
   const HardwareProfile& p = profile_;
   // A calibrated host's collectives were measured hot, as its copies were: past the cache the part
   // that moves bytes (not the fixed part: the ranks' hand-offs) slows down as a copy of S does.
@@ -110,8 +116,8 @@ CollectiveChoice CostModel::collective_choice(Collective op, double S, int n, bo
   const SizeCurve& copies = p.intra_node.curve;
   const bool point_to_point = op == Collective::send || op == Collective::recv;
   if (cold > 0 && S > 0 && !point_to_point && !(p.calibration && p.calibration->turns_on_one_core) && !copies.empty() && !copies.efficiency_cold.empty()) {
-    CollectiveChoice hot = collective_choice(op, S, n, crosses_nodes);
-    const double fixed = collective_seconds(op, 0, n, crosses_nodes);
+    CollectiveChoice hot = collective_choice(op, S, n, where, crosses_nodes);
+    const double fixed = collective_seconds(op, 0, n, where, crosses_nodes);
     hot.seconds = fixed + (hot.seconds - fixed) * copies.at(S) / copies.at(S, cold);
     return hot;
   }
@@ -123,7 +129,7 @@ CollectiveChoice CostModel::collective_choice(Collective op, double S, int n, bo
     if (point_to_point)
       if (const auto timed = timed_here.find({collective_name(Collective::send), 2}); timed != timed_here.end())
         return {timed->second.at(S), "timed"};
-    if (const auto timed = timed_here.find({collective_name(op), n}); timed != timed_here.end() && n <= p.devices_per_node)
+    if (const auto timed = timed_here.find({collective_name(op), n}); timed != timed_here.end() && where.nodes == 1)
       return {timed->second.at(S), "timed"};
   }
   const LinkSpec& intra = p.intra_node;
@@ -133,9 +139,9 @@ CollectiveChoice CostModel::collective_choice(Collective op, double S, int n, bo
     return {copy_seconds(crosses_nodes ? inter : intra, S), "p2p"};
   }
   if (n <= 1) return {};
-  // Ranks fill nodes in order: k ranks on each of m nodes.
-  const int k = std::min(n, p.devices_per_node);
-  const int m = (n + k - 1) / k;
+  // k ranks on each of m nodes.
+  const int k = std::max(1, where.per_node);
+  const int m = std::max(1, where.nodes);
   // The kernel launch, and the network proxy's start when the collective leaves the node.
   const double fixed = c.launch_s + (m > 1 ? c.net_overhead_s : 0.0);
   const double bw = ring_bandwidth(k, m);

@@ -50,6 +50,12 @@ struct OpCost {
   double shared_bytes = 0;
 };
 
+// Where a collective's ranks sit: `per_node` of them on each of `nodes` nodes.
+struct RankPlacement {
+  int per_node = 1;
+  int nodes = 1;
+};
+
 class CostModel {
  public:
   explicit CostModel(HardwareProfile profile) : profile_(std::move(profile)) {}
@@ -66,11 +72,24 @@ class CostModel {
   // are (not a send or recv: a pipeline stage sends what it has just made).
   double collective_seconds(Collective op, double bytes, int world_size, bool crosses_nodes = false,
                             double cold = 0) const {
-    return collective_choice(op, bytes, world_size, crosses_nodes, cold).seconds;
+    return collective_choice(op, bytes, world_size, contiguous(world_size), crosses_nodes, cold).seconds;
   }
   // The same price, with the algorithm and protocol that give it (bench comm's table, scale's plot).
   CollectiveChoice collective_choice(Collective op, double bytes, int world_size, bool crosses_nodes = false,
-                                     double cold = 0) const;
+                                     double cold = 0) const {
+    return collective_choice(op, bytes, world_size, contiguous(world_size), crosses_nodes, cold);
+  }
+  // A collective of n ranks that sit `where`: a sub-group's, priced on its members' nodes — a
+  // tensor-parallel group of 8 inside a node {8, 1} on NVLink, a data-parallel group of 64 with
+  // one rank per node {1, 64} on the NICs. (Uneven: the fullest node's count, and the nodes.)
+  double collective_seconds(Collective op, double bytes, int n, RankPlacement where, bool crosses_nodes = false,
+                            double cold = 0) const {
+    return collective_choice(op, bytes, n, where, crosses_nodes, cold).seconds;
+  }
+  CollectiveChoice collective_choice(Collective op, double bytes, int n, RankPlacement where,
+                                     bool crosses_nodes = false, double cold = 0) const;
+  // Ranks 0..n−1 filling nodes in order: min(n, devices_per_node) on each of ⌈n / that⌉ nodes.
+  RankPlacement contiguous(int n) const;
   const HardwareProfile& profile() const { return profile_; }
   // The bandwidth a ring over k ranks on each of m nodes moves each rank's share at: the links'
   // achieved bandwidth, capped by the cube mesh, the host's PCIe and the nodes' NICs.
