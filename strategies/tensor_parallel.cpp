@@ -707,8 +707,8 @@ class TensorParallel : public Strategy {
     }
     const bool sp = config_.sequence_parallel;
     const int n = r.tp_size;
-    // --dropout on a sequence-parallel shard: the replica's sequence b (the batch's d + b·D) has its
-    // positions on rank t as "sample" (d + b·D)·N + t.
+    // --dropout on a sequence-parallel shard: the replica's sequence b (the batch's d + b·D) has
+    // its positions on rank t as "sample" (d + b·D)·N + t.
     if (r.embed_drop) r.embed_drop->set_batch_position({step, r.replica * n + r.tp_rank, D * n});
     const int L = static_cast<int>(r.layers.size());
     Tensor h = r.layers.front()->forward(x);  // the embedding, whole
@@ -722,26 +722,22 @@ class TensorParallel : public Strategy {
     const double loss = dev.softmax_xent({"loss", Phase::fwd}, h, y, dlogits, r.scaler->scale());
     // end slide
     // slide: tensor-parallel-backward
-    // 3. Backward, last layer first (each block's two f all-reduces inside). Every gradient of a
-    //    replicated parameter comes out the same on every rank: no gradient all-reduce.
+    // 3. Backward, last layer first (each block's two f all-reduces inside). A replicated
+    //    parameter's gradient comes out the same on every rank of the group: no all-reduce.
     Tensor g = r.layers.back()->backward(dlogits, true);
     if (sp) g = own_positions(r, g, "head.dx", Phase::bwd, L - 1);
     for (int l = L - 2; l >= 1; --l) g = r.layers[l]->backward(g, true);
     if (r.embed_drop) g = r.embed_drop->backward(g, true);
     if (sp) g = all_positions(r, g, "embed.dy", Phase::bwd, 0);  // the embedding's gradient, whole
     r.layers.front()->backward(g, false);
-    //    Sequence parallel: each rank's LayerNorm gradients summed over its T/N positions alone —
-    //    partial sums, all-reduced (else the replicas of the LayerNorms drift apart): one call for
-    //    all the blocks' 4·L·C floats, as Megatron does.
-    if (sp) r.tp->all_reduce(r.layer_norm_grads, ReduceOp::sum, {.name = "layernorm grads all-reduce"});
-    // 3b. --dp: each replica's gradients are its shard's; the data-parallel group (the ranks holding
-    //     the same shards of the weights) averages them, as ddp does. Then every replica steps alike.
-    if (D > 1)
-      for (Parameter* p : r.params) r.groups.dp->all_reduce(p->grad, ReduceOp::avg, {.name = "dp " + p->name});
-    double loss_here = loss;
-    if (D > 1 && ranks_.ranks_elsewhere()) loss_here = replicas_mean(r, loss);
-    // 4. Each rank steps its own shards and its copy of the replicated parameters — unless (fp16)
-    //    a gradient overflowed on any rank: then all skip.
+    //    Sequence parallel: the LayerNorms' gradients are sums over this rank's positions alone:
+    //    all-reduced in one call (or the replicas' LayerNorms drift apart), as Megatron does.
+    const CommTag norms{.name = "layernorm grads all-reduce"};
+    if (sp) r.tp->all_reduce(r.layer_norm_grads, ReduceOp::sum, norms);
+    if (D > 1) average_over_replicas(r);  // 3b. --dp: the replicas' gradients averaged, as ddp's
+    const double loss_here = D > 1 && ranks_.ranks_elsewhere() ? replicas_mean(r, loss) : loss;
+    // 4. Each rank steps its shards and its copy of the replicated parameters, unless (fp16) a
+    //    gradient overflowed on any rank: then all skip.
     const bool overflow = r.scaler->unscale_and_check(r.params);
     if (!overflow) r.optimizer->step();
     r.scaler->update(overflow);
@@ -790,6 +786,12 @@ class TensorParallel : public Strategy {
     Tensor whole = dev.empty(gathered.shape(), mine.dtype(), MemoryCategory::activations, what);
     dev.regroup_rows({what + ".regroup", phase, layer}, gathered, whole, n, gathered.rows() / spec_.gpt.context);
     return whole;
+  }
+
+  // --dp: the data-parallel group (the ranks of the other replicas holding the same shards)
+  // averages each gradient, as ddp does; then every replica steps alike.
+  void average_over_replicas(TpRank& r) {
+    for (Parameter* p : r.params) r.groups.dp->all_reduce(p->grad, ReduceOp::avg, {.name = "dp " + p->name});
   }
 
   // The mean of the replicas' losses, through the data-parallel group (ranks in other processes).
