@@ -830,6 +830,7 @@ TEST(ZeroStage3, AmpTrainsAsStage2AndHoldsHalfCopiesOfTwoUnitsAtMost) {
         EventBus bus;
         r[stage - 2] = train(c, bus);
       }
+      ASSERT_FALSE(r[0].weights_checksum.empty()) << model;
       EXPECT_EQ(r[0].weights_checksum, r[1].weights_checksum) << model << " " << amp_name(amp);
       EXPECT_EQ(r[0].losses, r[1].losses) << model << " " << amp_name(amp);
       const ModelSpec spec = ModelSpec::parse(model);
