@@ -88,6 +88,7 @@ struct TrainConfig {
   int zero_stage = 0;           // 1: shard optimizer state; 2: gradients too; 3: weights too (strategy zero)
   bool sequence_parallel = false;  // tensor-parallel: LayerNorms, dropout and residuals split along the sequence
   int dp = 1;                   // tensor-parallel: data-parallel replicas, each of --devices / dp ranks
+  int pp = 1;                   // tensor-parallel: pipeline stages (3D: --devices = dp · tp · pp)
   Amp amp = Amp::off;           // mixed precision (see core/nn/loss_scaler.h)
   double amp_initial_scale = 65536;  // fp16: the loss scaler's first scale (GradScaler's 2^16)
   std::string checkpoint_path;  // written every checkpoint_every steps (and at the end)
