@@ -12,6 +12,7 @@
 #include "apps/cli_numbers.h"
 #include "apps/scalelab/bench.h"
 #include "apps/scalelab/figure.h"
+#include "apps/scalelab/plan_cli.h"
 #include "apps/scalelab/scale.h"
 #include "calibration/calibration.h"
 #include "calibration/probes.h"
@@ -318,6 +319,26 @@ static int run_main(int argc, char** argv) {
   scale_cmd->add_option("--json", sc.json_path, "write the rows as JSON");
   scale_cmd->add_option("--plot", sc.plot_path, "write an SVG: efficiency (or the bubble) and memory per device");
 
+  PlanOptions po;
+  auto* plan_cmd = app.add_subcommand("plan", "every way to run a GPT on a cluster (D × T × P, micro-batch, recompute, "
+                                              "ZeRO) priced by the cost model, the fastest that fit first; --published: "
+                                              "BLOOM-176B and OPT-175B predicted next to their published throughput");
+  plan_cmd->add_option("--model", po.model, "a GPT, gpt:L-C-H-T-V (default BLOOM-176B)")->capture_default_str();
+  plan_cmd->add_option("--hw", po.hw, "the hardware profile (see `scalelab profiles`)")->capture_default_str();
+  plan_cmd->add_option("--devices", po.devices, "the cluster's GPUs")->capture_default_str();
+  plan_cmd->add_option("--batch", po.batch, "the global batch, in sequences")->capture_default_str();
+  plan_cmd->add_option("--amp", po.amp, "bf16 (gradients kept in f32) or fp16 (in fp16)")->capture_default_str();
+  plan_cmd->add_option("--tp", po.tp, "tensor-parallel degrees to try: 1,2,4 (default: those dividing the heads and a node)");
+  plan_cmd->add_option("--pp", po.pp, "pipeline degrees to try (default: those dividing the GPUs, up to the blocks)");
+  plan_cmd->add_option("--micro-batch", po.micro_batch, "sequences per micro-batch to try (default 1,2,4,8)");
+  plan_cmd->add_option("--zero-stage", po.zero, "ZeRO stages to try: 0, 1, 3 (default 1,3)");
+  plan_cmd->add_option("--kernel-efficiency", po.kernel_efficiency, "the share of the profile's kernel speed reached "
+                                                                    "(0–1; `plan --published` fits it on published runs)")
+      ->capture_default_str();
+  plan_cmd->add_option("--top", po.top, "rows shown, the fastest first (0: all)")->capture_default_str();
+  plan_cmd->add_flag("--published", po.published, "the published runs next to their prediction");
+  plan_cmd->add_option("--json", po.json_path, "write the rows as JSON");
+
   FigureOptions fig;
   auto* figure_cmd = app.add_subcommand("figure", "an SVG chart from scalelab's own JSON next to its formula: bubble "
                                                   "(scale --json of a pipeline), zero-memory (scale --json of ddp, zero "
@@ -554,6 +575,7 @@ static int run_main(int argc, char** argv) {
       sc.weak = !strong;
       return run_scale(sc);
     }
+    if (*plan_cmd) return run_plan(po);
     if (*profiles_cmd) {
       for (const auto& name : list_profiles()) {
         HardwareProfile p = load_profile(name);
