@@ -76,8 +76,9 @@ def sha_tree(root, dirs, skip_ext=(".md",)):
 
 def sha_trace(path):
     """A Chrome trace as the same run writes it every time: events sorted; flows (their ids and
-    devices follow the threads' order) and the memory counters' times left out; and for Hogwild,
-    whose workers race on the weights by design, the metrics' values (the losses) too."""
+    devices follow the threads' order) and the memory counters' times left out; and the metrics'
+    values (losses, accuracy): OpenBLAS picks its kernels by the CPU, so their last bits move
+    from machine to machine (and Hogwild's workers race on the weights by design)."""
     if path.endswith(".gz"):
         import gzip
         with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -93,8 +94,7 @@ def sha_trace(path):
             e = {k: v for k, v in e.items() if k != "ts"}
         events.append(json.dumps(e, sort_keys=True))
     rest = {k: v for k, v in j.items() if k != "traceEvents"}
-    if "--strategy multiprocessing" in rest.get("otherData", {}).get("title", ""):
-        rest["scalelab_metrics"] = [{k: v for k, v in m.items() if k != "value"} for m in rest.get("scalelab_metrics", [])]
+    rest["scalelab_metrics"] = [{k: v for k, v in m.items() if k != "value"} for m in rest.get("scalelab_metrics", [])]
     return sha(("\n".join(sorted(events)) + "\n" + json.dumps(rest, sort_keys=True)).encode())
 
 

@@ -104,6 +104,8 @@ for n in 1 2 4 8 16; do
     --steps 1 --dry-run --quiet --strategy "$strategy" --devices "$n" --json "$out/data/tp-sweep-$n.json" \
     >"$out/data/tp-sweep-$n.txt"
 done
+# Deck 6's planning slide: the published runs next to plan's prediction.
+"$scalelab" plan --published --json "$out/data/plan-published.json" >"$out/data/plan-published.txt"
 # Where each run's idle time goes (fill and drain, unequal stages, optimizer tail, sends): NAME-parts.
 for r in single:gpipe model-parallel:gpipe gpipe:gpipe 1f1b:1f1b big-gpipe:gpipe big-1f1b:1f1b \
   equal-gpipe:gpipe equal-1f1b:1f1b; do
