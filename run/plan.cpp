@@ -211,10 +211,11 @@ PlanRow price_plan(const PlanWorkload& w, const PlanConfig& c, const HardwarePro
 
   // The pipeline's sends: each rank sends 1/T of the b·s·h activations to the next stage's rank of
   // its shard, which all-gathers them inside its tensor group (and the gradient back the same way).
-  // A stage boundary crosses nodes when a stage (D·T ranks) fills whole nodes.
+  // Stage s's rank r sends to rank r + D·T: on a cluster of more than one node, some boundary's
+  // pair lies on two nodes, and the slowest boundary paces the pipeline.
   double p2p = 0;
   if (c.pp > 1) {
-    const bool crosses = c.dp * c.tp >= per_node;
+    const bool crosses = world > per_node;
     p2p = p.collective(Collective::send, n * x.h * e / x.T, 2, RankPlacement{1, crosses ? 2 : 1}, crosses) +
           p.collective(Collective::all_gather, n * x.h * e, c.tp, tp_where);
   }
