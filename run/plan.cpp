@@ -122,6 +122,14 @@ std::string check_config(const PlanWorkload& w, const PlanConfig& c, const Hardw
     return "D · micro-batch = " + str(c.dp * c.micro_batch) + " does not divide the global batch " + str(w.global_batch);
   if (c.zero_stage != 0 && c.zero_stage != 1 && c.zero_stage != 3) return "ZeRO stage " + str(c.zero_stage) + " (0, 1 or 3)";
   if (c.zero_stage == 3 && c.pp > 1) return "ZeRO-3 with a pipeline (FSDP runs with P = 1)";
+  if (c.virtual_stages < 1) return "V " + str(c.virtual_stages) + " (chunks per GPU, ≥ 1)";
+  if (c.virtual_stages > 1) {
+    if (c.pp < 2) return "V " + str(c.virtual_stages) + " interleaves a pipeline: it needs P ≥ 2";
+    if (g.layers % (c.pp * c.virtual_stages) != 0)
+      return "P · V = " + str(c.pp * c.virtual_stages) + " does not divide the " + str(g.layers) + " blocks";
+    if ((w.global_batch / (c.dp * c.micro_batch)) % c.pp != 0)
+      return "interleaving needs the micro-batches per replica to be a multiple of P " + str(c.pp);
+  }
   return "";
 }
 
@@ -220,11 +228,14 @@ PlanRow price_plan(const PlanWorkload& w, const PlanConfig& c, const HardwarePro
           p.collective(Collective::all_gather, n * x.h * e, c.tp, tp_where);
   }
   // 1F1B: m + P − 1 slots of the slowest stage's forward and backward; the P − 1 beyond m are the
-  // bubble. Each slot waits on its two sends.
-  const double slot = slowest.f + slowest.b + 2 * p2p;
-  const double pipeline = (m + c.pp - 1) * slot;
+  // bubble. Each slot waits on its two sends. Interleaved, each GPU holds V chunks of 1/V of its
+  // blocks: m·V + P − 1 slots of a chunk's work, so the bubble is V times smaller, and V times as
+  // many sends.
+  const double V = c.virtual_stages;
+  const double slot = (slowest.f + slowest.b) / V + 2 * p2p;
+  const double pipeline = (m * V + c.pp - 1) * slot;
   row.bubble_s = (c.pp - 1) * slot;
-  row.pp_comm_s = m * 2 * p2p;
+  row.pp_comm_s = m * V * 2 * p2p;
   row.tp_comm_s = m * slowest.tp;
   row.compute_s = m * (slowest.f + slowest.b) - row.tp_comm_s;
 
@@ -276,7 +287,8 @@ PlanRow price_plan(const PlanWorkload& w, const PlanConfig& c, const HardwarePro
   // With recomputation a block keeps its input alone (2·s·b·h), and one block's full set lives
   // again during its backward.
   const double full_block = x.s * x.b * x.h * (10 + 24 / x.T) + 5 * x.a * x.s * x.s * x.b / x.T;
-  const double in_flight = std::min<double>(c.pp, m);
+  // Interleaved: (1 + (P − 1)/(P·V)) times as many in flight (Korthikanti et al. 2022, §4.2.3).
+  const double in_flight = std::min<double>(c.pp, m) * (V > 1 ? 1 + (c.pp - 1) / (c.pp * V) : 1);
   const double kept = c.recompute ? 2 * x.s * x.b * x.h : full_block;
   const double logits = 2 * n * x.V / x.T * 4;  // the head's f32 logits and their gradient
   mem.activations = row.layers_per_stage * kept * in_flight + (c.recompute ? full_block : 0) + (c.pp == 1 ? logits : 0);
@@ -300,11 +312,13 @@ std::vector<PlanRow> plan_sweep(const PlanWorkload& w, int devices, const Hardwa
       if (devices % (t * q) != 0) continue;
       for (int64_t mb : sweep.micro_batches)
         for (bool recompute : {false, true})
-          for (int z : sweep.zero_stages) {
-            const PlanConfig c{devices / (t * q), t, q, mb, recompute, z};
-            PlanRow r = price_plan(w, c, profile);
-            if (r.invalid.empty()) rows.push_back(std::move(r));
-          }
+          for (int z : sweep.zero_stages)
+            for (int v : sweep.virtual_stages) {
+              if (v > 1 && q == 1) continue;
+              const PlanConfig c{devices / (t * q), t, q, mb, recompute, z, v};
+              PlanRow r = price_plan(w, c, profile);
+              if (r.invalid.empty()) rows.push_back(std::move(r));
+            }
     }
   std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.fits != b.fits) return a.fits;
@@ -366,7 +380,7 @@ double fit_kernel_efficiency(const PublishedRun& run) {
 std::string plan_table(const std::vector<PlanRow>& rows) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%4s %3s %3s %4s %5s %4s %4s %9s %8s %6s %7s %6s %6s %6s %9s %4s\n", "D", "T", "P", "mb",
+  std::snprintf(line, sizeof line, "%4s %3s %3s %2s %4s %5s %4s %4s %9s %8s %6s %7s %6s %6s %6s %9s %4s\n", "D", "T", "P", "V", "mb",
                 "m", "rec", "ZeRO", "step", "TFLOP/s", "MFU", "bubble", "TP", "PP", "DP", "GiB/GPU", "fits");
   out += line;
   const double gib = 1024.0 * 1024 * 1024;
@@ -382,8 +396,9 @@ std::string plan_table(const std::vector<PlanRow>& rows) {
     char step[32];
     if (r.step_s >= 1) std::snprintf(step, sizeof step, "%.2f s", r.step_s);
     else std::snprintf(step, sizeof step, "%.1f ms", 1e3 * r.step_s);
-    std::snprintf(line, sizeof line, "%4d %3d %3d %4lld %5lld %4s %4d %9s %8.1f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %9.1f %4s\n",
-                  c.dp, c.tp, c.pp, static_cast<long long>(c.micro_batch), static_cast<long long>(r.micro_batches),
+    std::snprintf(line, sizeof line, "%4d %3d %3d %2d %4lld %5lld %4s %4d %9s %8.1f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %9.1f %4s\n",
+                  c.dp, c.tp, c.pp, c.virtual_stages, static_cast<long long>(c.micro_batch),
+                  static_cast<long long>(r.micro_batches),
                   c.recompute ? "yes" : "no", c.zero_stage, step, r.tflops_per_gpu, 100 * r.mfu, share(r.bubble_s),
                   share(r.tp_comm_s), share(r.pp_comm_s), share(r.dp_comm_s), r.memory.total() / gib, r.fits ? "yes" : "NO");
     out += line;

@@ -10,7 +10,8 @@
 //   the GEMMs and twice the element-wise bytes; --recompute runs the forward once more.
 //   The embedding (vocabulary-parallel: a lookup and an all-reduce) on the first stage, the
 //   head (vocabulary-parallel: a GEMM of V/T columns and the cross-entropy's passes) on the last.
-//   A step: 1F1B's (m + P − 1) slots of the slowest stage's forward + backward, each with its
+//   A step: 1F1B's (m + P − 1) slots of the slowest stage's forward + backward (interleaved with
+//   V chunks per GPU: m·V + P − 1 slots of 1/V of it, Narayanan et al. 2021), each with its
 //   activation send to the next stage and gradient send back (1/T of them per rank, then an
 //   all-gather inside the tensor group, as Megatron's scatter-gather does); then the gradients
 //   over the data-parallel group (ZeRO 0: all-reduce; 1: reduce-scatter + all-gather of the
@@ -49,6 +50,7 @@ struct PlanConfig {
   int64_t micro_batch = 1;  // sequences per micro-batch
   bool recompute = false;   // full activation recomputation: each block keeps its input alone
   int zero_stage = 1;       // over the data-parallel group: 0, 1 or 3 (3 with pp 1 only)
+  int virtual_stages = 1;   // interleaved 1F1B: chunks of blocks per GPU (V ≥ 2 needs P ≥ 2)
   bool operator==(const PlanConfig&) const = default;
 };
 
@@ -90,6 +92,7 @@ double megatron_step_flops(const PlanWorkload& work, bool recompute);
 struct PlanSweep {
   std::vector<int64_t> micro_batches = {1, 2, 4, 8};
   std::vector<int> zero_stages = {1, 3};
+  std::vector<int> virtual_stages = {1};
   std::vector<int> tp;  // empty: every T that divides the heads and a node's GPUs
   std::vector<int> pp;  // empty: every P that divides the devices and is at most the blocks
 };

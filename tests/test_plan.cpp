@@ -62,6 +62,23 @@ TEST(Plan, BubbleIsPMinusOneOverMPlusPMinusOne) {
   }
 }
 
+// Interleaved 1F1B (Narayanan et al. 2021): V chunks per GPU, the bubble (P − 1)/(V·m + P − 1) of
+// the pipeline, and V times the sends.
+TEST(Plan, InterleavingShrinksTheBubbleVTimes) {
+  const PlanWorkload w = workload("gpt:24-2048-16-1024-1024", 64);
+  const PlanRow plain = price_plan(w, PlanConfig{1, 1, 4, 8, false, 0, 1}, a100());
+  for (int v : {2, 3}) {
+    const PlanRow r = price_plan(w, PlanConfig{1, 1, 4, 8, false, 0, v}, a100());
+    ASSERT_TRUE(r.invalid.empty()) << r.invalid;
+    const double pipeline = r.step_s - r.dp_comm_s - r.optimizer_s;
+    EXPECT_NEAR(r.bubble_s / pipeline, 3.0 / (v * 8 + 3), 1e-12);
+    EXPECT_NEAR(r.pp_comm_s, v * plain.pp_comm_s, 1e-9 * r.pp_comm_s);
+    EXPECT_LT(r.step_s, plain.step_s);
+  }
+  EXPECT_NE(price_plan(w, PlanConfig{1, 1, 4, 8, false, 0, 5}, a100()).invalid.find("divide"), std::string::npos);
+  EXPECT_NE(price_plan(w, PlanConfig{4, 1, 1, 8, false, 0, 2}, a100()).invalid.find("P ≥ 2"), std::string::npos);
+}
+
 // ZeRO-1 keeps 1/D of the optimizer state; ZeRO-3 1/D of all three, plus two blocks gathered.
 TEST(Plan, ZeroShardsTheStateOverTheReplicas) {
   const PlanWorkload w = workload("gpt:8-4096-32-2048-50000", 64);

@@ -331,6 +331,8 @@ static int run_main(int argc, char** argv) {
   plan_cmd->add_option("--tp", po.tp, "tensor-parallel degrees to try: 1,2,4 (default: those dividing the heads and a node)");
   plan_cmd->add_option("--pp", po.pp, "pipeline degrees to try (default: those dividing the GPUs, up to the blocks)");
   plan_cmd->add_option("--micro-batch", po.micro_batch, "sequences per micro-batch to try (default 1,2,4,8)");
+  plan_cmd->add_option("--virtual-stages", po.virtual_stages, "interleaved 1F1B: chunks of blocks per GPU to try, 1,2,4 "
+                                                              "(default 1)");
   plan_cmd->add_option("--zero-stage", po.zero, "ZeRO stages to try: 0, 1, 3 (default 1,3)");
   plan_cmd->add_option("--kernel-efficiency", po.kernel_efficiency, "the share of the profile's kernel speed reached "
                                                                     "(0–1; `plan --published` fits it on published runs)")

@@ -22,7 +22,7 @@ using nlohmann::json;
 json row_json(const PlanRow& r) {
   const PlanConfig& c = r.config;
   json j = {{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"micro_batch", c.micro_batch}, {"recompute", c.recompute},
-            {"zero_stage", c.zero_stage}};
+            {"zero_stage", c.zero_stage}, {"virtual_stages", c.virtual_stages}};
   if (!r.invalid.empty()) {
     j["invalid"] = r.invalid;
     return j;
@@ -126,6 +126,7 @@ int run_plan(const PlanOptions& o) {
     }
   }
 
+  if (!o.virtual_stages.empty()) sweep.virtual_stages = parse_sweep(o.virtual_stages, "--virtual-stages");
   const std::vector<PlanRow> rows = plan_sweep(w, o.devices, profile, sweep);
   if (rows.empty())
     throw UsageError("plan", "no configuration of " + std::to_string(o.devices) + " GPUs runs " + o.model + " with --batch " +

@@ -16,6 +16,7 @@ struct PlanOptions {
   std::string tp, pp;          // lists ("1,2,4"); empty: every value that fits
   std::string micro_batch;     // a list; empty: 1, 2, 4, 8
   std::string zero;            // a list of stages (0, 1, 3); empty: 1, 3
+  std::string virtual_stages;  // interleaved 1F1B's chunks per GPU, a list; empty: 1
   double kernel_efficiency = 1.0;  // PlanWorkload::kernel_efficiency
   int top = 15;                // rows shown (0: all)
   bool published = false;
