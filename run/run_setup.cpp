@@ -137,7 +137,8 @@ RunSetup::RunSetup(const TrainConfig& c, EventBus& b, ProcessGroup* group, std::
   }
   devices_run = group ? per_rank : c.devices;
   const bool threads_comm = c.comm == CommBackend::automatic || c.comm == CommBackend::threads;
-  if (!group && c.dry_run && c.device == DeviceKind::sim && info.alike_ranks && info.devices_per_rank == 1 &&
+  // (A 3D run's pipeline stages differ: every rank runs.)
+  if (!group && c.dry_run && c.device == DeviceKind::sim && info.alike_ranks && c.pp == 1 && info.devices_per_rank == 1 &&
       threads_comm && c.devices > c.detailed_devices + 1) {
     devices_run = c.detailed_devices + 1;
     device_options.count = devices_run;

@@ -92,9 +92,10 @@ const std::vector<StrategyInfo>& strategy_registry() {
 
     StrategyInfo tp = entry("tensor-parallel",
                     "Megatron-LM: each GPT block's heads and MLP split over ranks, two all-reduces forward and two "
-                    "backward per block",
+                    "backward per block; --dp D and --pp P make it 3D",
                     make_tensor_parallel, 1);
-    tp.options = {O::amp, O::comm, O::sequence_parallel, O::data_parallel};
+    tp.options = {O::amp, O::comm, O::sequence_parallel, O::data_parallel, O::pipeline_parallel, O::micro_batches,
+                  O::schedule};
     tp.launches = kRankLaunches;
     tp.alike_ranks = true;
     tp.check_shape = check_tensor_parallel_shape;
@@ -132,6 +133,7 @@ const char* strategy_option_flags(StrategyOption option) {
     case O::comm: return "--comm / --comm-algo";
     case O::sequence_parallel: return "--sequence-parallel";
     case O::data_parallel: return "--dp";
+    case O::pipeline_parallel: return "--pp";
   }
   return "?";
 }
@@ -191,6 +193,7 @@ std::string given(const TrainConfig& c, StrategyOption option) {
       return c.comm_algo != d.comm_algo ? "--comm-algo " + c.comm_algo : "";
     case O::sequence_parallel: return c.sequence_parallel ? "--sequence-parallel" : "";
     case O::data_parallel: return c.dp != d.dp ? "--dp " + std::to_string(c.dp) : "";
+    case O::pipeline_parallel: return c.pp != d.pp ? "--pp " + std::to_string(c.pp) : "";
   }
   return "";
 }
@@ -206,7 +209,8 @@ const char* option_family(StrategyOption option) {
     case O::amp: return "amp";
     case O::comm: return "comm";
     case O::sequence_parallel: return "tensor-parallel";
-    case O::data_parallel: return "tensor-parallel";
+    case O::data_parallel:
+    case O::pipeline_parallel: return "tensor-parallel";
   }
   return "train";
 }
@@ -233,7 +237,7 @@ void StrategyInfo::check_takes(StrategyOption option, const std::string& option_
 
 void StrategyInfo::validate(const TrainConfig& c) const {
   for (O option : {O::no_sync, O::buckets, O::micro_batches, O::schedule, O::zero_stage, O::amp, O::comm,
-                   O::sequence_parallel, O::data_parallel}) {
+                   O::sequence_parallel, O::data_parallel, O::pipeline_parallel}) {
     const std::string option_text = given(c, option);
     if (!option_text.empty()) check_takes(option, option_text);
   }

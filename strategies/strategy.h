@@ -68,6 +68,7 @@ enum class StrategyOption : uint8_t {
   comm,           // --comm, --comm-algo, --comm-timeout: the process group's backend
   sequence_parallel,  // --sequence-parallel
   data_parallel,  // --dp: data-parallel replicas of a tensor-parallel group
+  pipeline_parallel,  // --pp: pipeline stages of tensor-parallel groups (3D)
 };
 const char* strategy_option_flags(StrategyOption option);  // "--bucket-mb / --first-bucket-mb"
 

@@ -89,8 +89,18 @@
 // a node), each replica trains on its shard of the batch (rows d, d+D, …, as ddp's), and after
 // backward every rank averages its gradients with the ranks holding the same shards in the other
 // replicas — its data-parallel group, strided by T.
+//
+// --pp P adds pipeline stages (3D: the world is D·T·P ranks, rank = pp·D·T + dp·T + tp, as
+// Megatron lays them out). Stage s holds blocks [s·L/P, (s+1)·L/P), stage 0 the embedding too and
+// stage P − 1 the final LayerNorm and head; each replica's batch is cut into --micro-batches m, run
+// with the pipeline strategy's schedules (GPipe or 1F1B, strategies/pipeline_schedule.h). A stage's
+// output of a micro-batch, B·T·C activations (its gradient backward), goes to the rank of the same
+// shard in the next stage over the pipeline group: every rank of a tensor group sends its own copy.
+// The gradients add up over the micro-batches; then the data-parallel average and the step, as
+// without stages.
 #include <deque>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -105,6 +115,7 @@
 #include "core/nn/transformer_layers.h"
 #include "strategies/registry.h"
 #include "strategies/distributed_sampler.h"
+#include "strategies/pipeline_schedule.h"
 #include "strategies/sharded_state.h"
 
 namespace scalelab {
@@ -530,9 +541,11 @@ struct TpRank {
   int tp_rank = 0, tp_size = 1;
   ParallelLayout::Groups groups;
   int replica = 0;
+  int stage = 0;  // --pp: its pipeline stage (its place in groups.pp)
   HostBatch shard;
   std::vector<std::unique_ptr<Layer>> layers;
-  std::vector<Parameter*> params;  // params[p] is rank's part of the model's tensor p
+  std::vector<Parameter*> params;  // params[k] is rank's part of the model's tensor tensor_index[k]
+  std::vector<size_t> tensor_index;  // every tensor of the model, or (--pp) its stage's
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LossScaler> scaler;  // --amp fp16; it does nothing otherwise
   // --sequence-parallel with --dropout: the embedding output's dropout, on this rank's positions.
@@ -554,16 +567,23 @@ class TensorParallel : public Strategy {
       r->device = &ranks_.device(rank);
       Device& dev = *r->device;
       r->tp = &ranks_.group(rank);
-      if (config_.dp > 1) {
-        const ParallelLayout layout(config_.dp, n / config_.dp, 1);
+      const int P = config_.pp;
+      if (config_.dp > 1 || P > 1) {
+        const ParallelLayout layout(config_.dp, n / (config_.dp * P), P);
         r->groups = layout.split(ranks_.group(rank));
         r->tp = r->groups.tp.get();
         r->replica = layout.coords(rank).dp;
+        r->stage = layout.coords(rank).pp;
       }
       r->tp_rank = r->tp->rank();
       r->tp_size = r->tp->size();
-      const int L = spec_.layer_count();
-      for (int l = 0; l < L; ++l) {
+      // Its stage's layers: the model's [first, last) (every layer without --pp).
+      const int L = spec_.layer_count(), per_stage = (L - 2) / P;
+      const int first = r->stage == 0 ? 0 : 1 + r->stage * per_stage;
+      const int last = r->stage == P - 1 ? L : 1 + (r->stage + 1) * per_stage;
+      for (size_t p = 0; p < tensors.size(); ++p)
+        if (tensors[p].layer >= first && tensors[p].layer < last) r->tensor_index.push_back(p);
+      for (int l = first; l < last; ++l) {
         const bool block = l > 0 && l < L - 1;
         if (block)
           r->layers.push_back(std::make_unique<TensorParallelBlock>(dev, l, l - 1, spec_.gpt.hidden, spec_.gpt.heads,
@@ -583,8 +603,9 @@ class TensorParallel : public Strategy {
                                                   spec_.gpt.context / r->tp_size);
       }
       // Every rank cuts its part out of the same initial weights (drawn from the run's seed).
-      for (size_t p = 0; p < tensors.size(); ++p) {
-        Parameter& q = *r->params[p];
+      for (size_t k = 0; k < r->params.size(); ++k) {
+        const size_t p = r->tensor_index.at(k);
+        Parameter& q = *r->params[k];
         if (q.name != tensors[p].name)
           throw Error(kName, "rank " + std::to_string(rank) + " holds " + q.name + " where the model has " +
                                  tensors[p].name + " — please report this");
@@ -626,12 +647,14 @@ class TensorParallel : public Strategy {
   HostWeights weights() override {
     HostWeights w;
     w.spec = spec_;
+    w.values.resize(spec_.tensors().size());
     ranks_.run([&](int rank) {
       TpRank& r = local(rank);
       std::vector<Tensor> mine;
       for (const Parameter* q : r.params) mine.push_back(q->value);
       std::vector<std::vector<float>> whole = gather_whole(r, mine, "weights");
-      if (rank == reporter()) w.values = std::move(whole);
+      if (keeps_whole(r))
+        for (size_t k = 0; k < whole.size(); ++k) w.values[r.tensor_index[k]] = std::move(whole[k]);
     });
     if (!w.values.empty() && w.values.front().empty()) w.values.clear();  // a dry run's: shapes only
     return w;
@@ -646,12 +669,13 @@ class TensorParallel : public Strategy {
       TpRank& r = local(rank);
       const size_t k = static_cast<size_t>(r.optimizer->state_tensors_per_parameter());
       const std::vector<Tensor> all = r.optimizer->state();  // per parameter its k tensors
+      const size_t held = r.params.size();
       for (size_t t = 0; t < k; ++t) {
         std::vector<Tensor> mine;
-        for (size_t p = 0; p < count; ++p) mine.push_back(all[p * k + t]);
+        for (size_t p = 0; p < held; ++p) mine.push_back(all[p * k + t]);
         std::vector<std::vector<float>> whole = gather_whole(r, mine, "state");
-        if (rank == reporter())
-          for (size_t p = 0; p < count; ++p) s.optimizer[p].push_back(std::move(whole[p]));
+        if (keeps_whole(r))
+          for (size_t p = 0; p < held; ++p) s.optimizer[r.tensor_index[p]].push_back(std::move(whole[p]));
       }
     });
     s.optimizer_steps = local(reporter()).optimizer->steps_taken();
@@ -665,15 +689,16 @@ class TensorParallel : public Strategy {
     const std::vector<TensorSpec>& tensors = spec_.tensors();
     for (int rank : ranks_.local_ranks()) {
       TpRank& r = local(rank);
-      OptimizerState mine(tensors.size());
-      for (size_t p = 0; p < tensors.size(); ++p) {
+      OptimizerState mine(r.params.size());
+      for (size_t k = 0; k < r.params.size(); ++k) {
+        const size_t p = r.tensor_index[k];
         const Split split = split_of(tensors[p].name);
-        Parameter& q = *r.params[p];
+        Parameter& q = *r.params[k];
         const std::vector<float> part = shard_of(values_of(s.weights, p), tensors[p].shape, split, r.tp_rank, r.tp_size);
         r.device->upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
         if (p < s.optimizer.size())
           for (const std::vector<float>& whole : s.optimizer[p])
-            mine[p].push_back(shard_of(whole, tensors[p].shape, split, r.tp_rank, r.tp_size));
+            mine[k].push_back(shard_of(whole, tensors[p].shape, split, r.tp_rank, r.tp_size));
       }
       r.optimizer->set_steps_taken(s.optimizer_steps);
       r.optimizer->upload_state(mine);
@@ -687,6 +712,7 @@ class TensorParallel : public Strategy {
 
  private:
   double rank_step(TpRank& r, const HostBatch& batch_in, int64_t step) {
+    if (config_.pp > 1) return pipeline_step(r, batch_in, step);
     Device& dev = *r.device;
     dev.set_step(step);
     // 1. The whole batch to every rank: tensor parallelism splits the weights, not the data. (With
@@ -744,6 +770,87 @@ class TensorParallel : public Strategy {
     return loss_here;
   }
   // end slide
+
+  // --pp: one step of a rank of stage s. Its tasks come from the schedule (GPipe or 1F1B), run as
+  // the pipeline strategy runs them (strategies/pipeline_schedule.h): receive a micro-batch's input
+  // (activations from stage s − 1, or the gradient from stage s + 1), compute, send the output.
+  double pipeline_step(TpRank& r, const HostBatch& batch_in, int64_t step) {
+    Device& dev = *r.device;
+    dev.set_step(step);
+    const int P = config_.pp, s = r.stage, m = config_.micro_batches, D = config_.dp;
+    const bool first = s == 0, last = s == P - 1;
+    if (D > 1) take_shard(batch_in, r.replica, D, r.shard);
+    const HostBatch& batch = D > 1 ? r.shard : batch_in;
+    const int64_t rows = batch.size / m, T = spec_.gpt.context, C = spec_.gpt.hidden;
+    Tensor y;
+    if (last) {
+      y = dev.empty({batch.size * batch.labels_per_sample}, DType::i32, MemoryCategory::activations, "batch.y");
+      dev.upload({"batch.y", Phase::data}, y, batch.y.data());
+    }
+    for (auto& layer : r.layers) {
+      layer->refresh_half_weights();
+      layer->set_batch_position({step, r.replica, D});
+    }
+    const auto tasks = config_.schedule == Schedule::one_f_one_b ? one_f_one_b_schedule(P, s, m) : gpipe_schedule(P, s, m);
+    std::vector<Tensor> received[2] = {std::vector<Tensor>(static_cast<size_t>(m)), std::vector<Tensor>(static_cast<size_t>(m))};
+    std::vector<Tensor> to_send[2] = {std::vector<Tensor>(static_cast<size_t>(m)), std::vector<Tensor>(static_cast<size_t>(m))};
+    std::vector<Tensor> dlogits(static_cast<size_t>(m));
+    double loss_sum = 0;
+    int backwards = 0;
+    const size_t L = r.layers.size();
+    for (const PipelineOp& op : stage_program(tasks, P, s)) {
+      const int i = op.task.micro_batch;
+      const size_t pass = static_cast<size_t>(op.task.pass), mb = static_cast<size_t>(i);
+      const bool forward = op.task.pass == PipelinePass::forward;
+      const std::string name = std::string(forward ? "activations" : "gradient") + " mb " + std::to_string(i);
+      if (op.kind == PipelineOp::receive) {
+        // The stage's input: B·T·C activations (f32: the residual stream), or their gradient.
+        received[pass][mb] = dev.empty({rows * T, C}, DType::f32, MemoryCategory::activations, name);
+        r.groups.pp->recv(received[pass][mb], forward ? s - 1 : s + 1, {.name = name, .micro_batch = i});
+      } else if (op.kind == PipelineOp::send) {
+        r.groups.pp->send(to_send[pass][mb], forward ? s + 1 : s - 1, {.name = name, .micro_batch = i});
+        to_send[pass][mb] = Tensor();
+      } else if (forward) {
+        Tensor h;
+        if (first) {
+          h = dev.empty({rows, batch.features}, DType::f32, MemoryCategory::activations, "batch.x mb " + std::to_string(i));
+          dev.upload({"batch.x", Phase::data, -1, i}, h, batch.x.data() + i * rows * batch.features);
+        } else {
+          h = received[pass][mb];
+          received[pass][mb] = Tensor();
+        }
+        for (auto& layer : r.layers) h = layer->forward(h, i);
+        if (last) {
+          // Micro-batch i's loss (the mean over its rows) and its gradient, scaled by 1/m.
+          const int64_t labels = rows * batch.labels_per_sample;
+          dlogits[mb] = dev.empty(h.shape(), h.dtype(), MemoryCategory::activations, "dlogits mb " + std::to_string(i));
+          loss_sum += dev.softmax_xent({"loss", Phase::fwd, -1, i}, h, y.rows_slice(i * labels, labels), dlogits[mb],
+                                       r.scaler->scale() / static_cast<float>(m));
+        } else {
+          to_send[pass][mb] = h;
+        }
+      } else {
+        Tensor g = last ? dlogits[mb] : received[pass][mb];
+        (last ? dlogits[mb] : received[pass][mb]) = Tensor();
+        // The first backward of the step writes the weight gradients, the later ones add to them.
+        const bool accumulate = backwards++ > 0;
+        for (size_t l = L; l-- > 0;) g = r.layers[l]->backward(g, !(first && l == 0), accumulate, i);
+        if (!first) to_send[pass][mb] = g;
+      }
+    }
+    if (D > 1) average_over_replicas(r);
+    const bool overflow = r.scaler->unscale_and_check(r.params);
+    if (!overflow) r.optimizer->step();
+    r.scaler->update(overflow);
+    // The replica's loss, the mean over its micro-batches, from the last stage to every stage.
+    Tensor loss = dev.empty({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
+    float value = static_cast<float>(loss_sum / m);
+    if (last) dev.upload({"loss", Phase::data}, loss, &value);
+    r.groups.pp->broadcast(loss, P - 1, {.name = "loss"});
+    value = std::numeric_limits<float>::quiet_NaN();  // stays NaN in a dry run: no numerics
+    dev.download({"loss", Phase::data}, &value, loss);
+    return value;
+  }
 
   // The blocks' LayerNorm gradients made views of one flat tensor, so that one all-reduce sums
   // them all (a call per tensor would pay the latency 4·L times for C floats each).
@@ -806,7 +913,8 @@ class TensorParallel : public Strategy {
     return value;
   }
 
-  // Tensor p of the model, whole, from every rank's part of it (`mine[p]`, rank r's): a replicated
+  // The model's tensors rank r holds (r.tensor_index), whole, from every rank's part of each
+  // (`mine[k]`, rank r's): a replicated
   // one is this rank's own; a split one is all-gathered (the parts are equal) and put in place.
   // Every rank issues the same collectives. Empty vectors in a dry run.
   std::vector<std::vector<float>> gather_whole(TpRank& r, const std::vector<Tensor>& mine, const std::string& what) {
@@ -815,16 +923,17 @@ class TensorParallel : public Strategy {
     Device& dev = *r.device;
     const int n = group.size();
     std::vector<std::vector<float>> whole;
-    for (size_t p = 0; p < tensors.size(); ++p) {
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const size_t p = r.tensor_index[k];
       const Split split = split_of(tensors[p].name);
       const OpTag tag{what + " " + tensors[p].name, Phase::data, tensors[p].layer};
       if (split.kind == Split::whole) {
-        whole.push_back(dev.download_f32(tag, mine[p]));
+        whole.push_back(dev.download_f32(tag, mine[k]));
         continue;
       }
-      const int64_t size = mine[p].numel();
+      const int64_t size = mine[k].numel();
       Tensor all = dev.empty({n * size}, DType::f32, MemoryCategory::comm_buffers, what + " " + tensors[p].name);
-      group.all_gather(mine[p], all, {.name = "all-gather " + what + " " + tensors[p].name});
+      group.all_gather(mine[k], all, {.name = "all-gather " + what + " " + tensors[p].name});
       const std::vector<float> flat = dev.download_f32(tag, all);
       std::vector<std::vector<float>> parts(static_cast<size_t>(n));
       if (!flat.empty())
@@ -837,6 +946,11 @@ class TensorParallel : public Strategy {
   // The rank that fills in what weights() and state() return: with --launch threads every rank has
   // everything, one of them writes it down.
   int reporter() const { return ranks_.local_ranks().front(); }
+  // Who writes down the whole tensors it gathered: the reporter; with --pp (every rank in this
+  // process) the first rank of each stage, each its stage's tensors.
+  bool keeps_whole(const TpRank& r) const {
+    return config_.pp == 1 ? r.rank == reporter() : r.replica == 0 && r.tp_rank == 0;
+  }
   TpRank& local(int rank) {
     TpRank* r = ranks_by_index_.at(static_cast<size_t>(rank)).get();
     if (!r) throw Error(kName, "rank " + std::to_string(rank) + " does not run in this process — please report this");
@@ -848,6 +962,42 @@ class TensorParallel : public Strategy {
   ModelSpec spec_;
   std::vector<std::unique_ptr<TpRank>> ranks_by_index_;  // by rank; null for ranks in other processes
 };
+
+}  // namespace
+
+namespace {
+
+// --pp P (and what only it takes: --micro-batches, --schedule): the shape of the 3D run.
+void check_pipeline_stages(const TrainConfig& c, const ModelSpec& spec) {
+  const TrainConfig defaults;
+  const std::string pp = "--pp " + std::to_string(c.pp);
+  if (c.pp < 1) throw UsageError(kName, pp + ": give the pipeline stages (≥ 1)");
+  if (c.pp == 1) {
+    if (c.micro_batches != defaults.micro_batches || c.schedule != defaults.schedule)
+      throw UsageError(kName, "--micro-batches and --schedule cut the batch for pipeline stages — add --pp P (P ≥ 2), "
+                              "or drop them");
+    return;
+  }
+  const int64_t blocks = spec.gpt.layers;
+  if (blocks % c.pp != 0)
+    throw UsageError(kName, pp + ": the " + std::to_string(blocks) + " blocks of --model " + c.model +
+                                " cannot be cut into " + std::to_string(c.pp) + " equal stages — use --pp that divides " +
+                                std::to_string(blocks));
+  if (c.devices % (c.dp * c.pp) != 0)
+    throw UsageError(kName, "--devices " + std::to_string(c.devices) + " is not --dp " + std::to_string(c.dp) + " × " + pp +
+                                " × the tensor-parallel ranks — use --devices a multiple of " + std::to_string(c.dp * c.pp));
+  const int64_t per_replica = c.batch / c.dp;
+  if (c.micro_batches < 1 || per_replica % c.micro_batches != 0)
+    throw UsageError(kName, "--micro-batches " + std::to_string(c.micro_batches) + " must divide each replica's " +
+                                std::to_string(per_replica) + " sequences (--batch " + std::to_string(c.batch) + " / --dp " +
+                                std::to_string(c.dp) + ")");
+  if (c.schedule == Schedule::interleaved)
+    throw UsageError(kName, pp + " runs GPipe or 1F1B — use --schedule gpipe or 1f1b (interleaving: --strategy pipeline)");
+  if (c.sequence_parallel) throw UsageError(kName, pp + " with --sequence-parallel is not written yet — drop one of them");
+  if (spec.dropout > 0) throw UsageError(kName, pp + " with --dropout is not written yet — drop one of them");
+  if (c.launch != Launch::threads)
+    throw UsageError(kName, pp + " gathers the stages' weights in one process — use --launch threads");
+}
 
 }  // namespace
 
@@ -864,9 +1014,14 @@ void check_tensor_parallel_shape(const TrainConfig& c) {
                                 (c.launch == Launch::procs ? std::string("--launch procs") : "--comm " + std::string(comm_backend_name(c.comm))) +
                                 ": its tensor- and data-parallel groups are sub-groups of the world, which only the "
                                 "threads and mpi backends make — use --launch threads or mpi");
-  const int n = c.devices / std::max(1, c.dp);  // each replica's tensor-parallel ranks
-  const std::string devices = c.dp > 1 ? "--devices " + std::to_string(c.devices) + " / --dp " + std::to_string(c.dp) + " = " + std::to_string(n)
-                                       : "--devices " + std::to_string(n);
+  check_pipeline_stages(c, spec);
+  const int n = c.devices / std::max(1, c.dp * c.pp);  // each stage's tensor-parallel ranks
+  std::string devices = "--devices " + std::to_string(n);
+  if (c.pp > 1)
+    devices = "--devices " + std::to_string(c.devices) + " / (--dp " + std::to_string(c.dp) + " · --pp " +
+              std::to_string(c.pp) + ") = " + std::to_string(n);
+  else if (c.dp > 1)
+    devices = "--devices " + std::to_string(c.devices) + " / --dp " + std::to_string(c.dp) + " = " + std::to_string(n);
   if (spec.gpt.heads % n != 0)
     throw UsageError(kName, devices + ": the " + std::to_string(spec.gpt.heads) +
                                 " heads of --model " + c.model + " cannot be shared equally by " + std::to_string(n) +

@@ -25,6 +25,33 @@ const HardwareProfile& a100() {
   return p;
 }
 
+// A tensor-parallel dry run on the BLOOM profile's A100s, bf16 and Adam, and its step past the
+// first (which uploads the weights), in seconds.
+TrainConfig tensor_parallel_dry_run(const std::string& model, int devices, int64_t batch) {
+  TrainConfig c;
+  c.strategy = "tensor-parallel";
+  c.device = DeviceKind::sim;
+  c.hw = "a100-80gb-opa-48x8";
+  c.devices = devices;
+  c.dry_run = true;
+  c.model = model;
+  c.dataset = "synthetic";
+  c.synthetic_train = 4 * batch;
+  c.synthetic_test = 1;
+  c.batch = batch;
+  c.optimizer.kind = "adam";
+  c.amp = Amp::bf16;
+  return c;
+}
+double seconds_per_later_step(TrainConfig c) {
+  auto run = [&](int64_t steps) {
+    c.steps = steps;
+    EventBus bus;
+    return train(c, bus).time_s;
+  };
+  return (run(3) - run(1)) / 2;
+}
+
 // Megatron's count, eq. 3 of Narayanan et al. 2021, by hand for one small case.
 TEST(Plan, MegatronFlopsAreEquationThree) {
   const PlanWorkload w = workload("gpt:2-64-4-32-100", 8);
@@ -125,30 +152,27 @@ TEST(Plan, SweepIsSortedAndComplete) {
 
 // What plan prices is what a dry run of tensor-parallel runs, within 15 %: one replica, T = 4, no
 // pipeline, a vocabulary small enough that the head (whole on every rank in ours, split by
-// vocabulary in Megatron's) does not matter. A step past the first (which uploads the weights).
+// vocabulary in Megatron's) does not matter.
 TEST(Plan, AgreesWithADryRunOfTensorParallel) {
-  TrainConfig c;
-  c.strategy = "tensor-parallel";
-  c.device = DeviceKind::sim;
-  c.hw = "a100-80gb-opa-48x8";
-  c.devices = 4;
-  c.dry_run = true;
-  c.model = "gpt:4-4096-32-2048-1024";
-  c.dataset = "synthetic";
-  c.synthetic_train = 8;
-  c.synthetic_test = 1;
-  c.batch = 2;
-  c.optimizer.kind = "adam";
-  c.amp = Amp::bf16;
-  auto run = [&](int64_t steps) {
-    c.steps = steps;
-    EventBus bus;
-    return train(c, bus).time_s;
-  };
-  const double per_step = (run(4) - run(1)) / 3;
+  const TrainConfig c = tensor_parallel_dry_run("gpt:4-4096-32-2048-1024", 4, 2);
+  const double per_step = seconds_per_later_step(c);
   PlanWorkload w = workload(c.model, 2);
   w.grad_bytes = 4;
   const PlanRow r = price_plan(w, PlanConfig{1, 4, 1, 2, false, 0}, a100());
+  EXPECT_NEAR(r.step_s / per_step, 1.0, 0.15) << "plan " << r.step_s << " s, dry run " << per_step << " s";
+}
+
+// … and what a 3D dry run runs (tensor-parallel --pp 2, T 2, 1F1B over 4 micro-batches), within
+// 15 %: there, besides the head, our pipeline's sends are the whole activations from every rank,
+// where Megatron's scatter-gather sends 1/T of them.
+TEST(Plan, AgreesWithADryRunOfTensorParallelWithStages) {
+  TrainConfig c = tensor_parallel_dry_run("gpt:8-4096-32-2048-1024", 4, 4);
+  c.pp = 2;
+  c.micro_batches = 4;
+  c.schedule = Schedule::one_f_one_b;
+  const double per_step = seconds_per_later_step(c);
+  PlanWorkload w = workload(c.model, 4);
+  const PlanRow r = price_plan(w, PlanConfig{1, 2, 2, 1, false, 0}, a100());
   EXPECT_NEAR(r.step_s / per_step, 1.0, 0.15) << "plan " << r.step_s << " s, dry run " << per_step << " s";
 }
 

@@ -56,7 +56,7 @@ TEST(Registry, AnOptionAStrategyDoesNotTakeIsRefusedNamingThoseThatDo) {
   c.micro_batches = 4;
   std::string e = usage_error(c);
   EXPECT_NE(e.find("[pipeline] --micro-batches 4 does not apply to --strategy ddp (it would be ignored) — use "
-                   "--strategy pipeline, or drop --micro-batches"),
+                   "--strategy pipeline | tensor-parallel, or drop --micro-batches"),
             std::string::npos)
       << e;
 

@@ -90,7 +90,7 @@ void check_given_options(const CLI::App& cmd, const TrainConfig& c) {
       {"--bucket-mb", StrategyOption::buckets},   {"--first-bucket-mb", StrategyOption::buckets},
       {"--no-sync", StrategyOption::no_sync},     {"--micro-batches", StrategyOption::micro_batches},
       {"--schedule", StrategyOption::schedule},   {"--virtual-stages", StrategyOption::schedule},
-      {"--zero-stage", StrategyOption::zero_stage}, {"--dp", StrategyOption::data_parallel},
+      {"--zero-stage", StrategyOption::zero_stage}, {"--dp", StrategyOption::data_parallel}, {"--pp", StrategyOption::pipeline_parallel},
       {"--amp", StrategyOption::amp},             {"--amp-initial-scale", StrategyOption::amp},
       {"--comm", StrategyOption::comm},           {"--comm-algo", StrategyOption::comm}};
   for (const auto& [flag, option] : flags)
@@ -201,6 +201,10 @@ static int run_main(int argc, char** argv) {
                       "reduce-scatter in place of each all-reduce");
   train_cmd->add_option("--dp", c.dp, "tensor-parallel: data-parallel replicas, each a tensor-parallel group of --devices / --dp")
       ->capture_default_str();
+  train_cmd->add_option("--pp", c.pp, "tensor-parallel: pipeline stages, each of the blocks' equal share (3D: --devices = "
+                                      "dp · tp · pp; with --micro-batches and --schedule gpipe or 1f1b)")
+      ->capture_default_str()
+      ->check(at_least(1));
   train_cmd->add_option("--amp", choice.amp, "off | fp16 | bf16: mixed precision (f32 master weights, half compute)")
       ->capture_default_str();
   train_cmd->add_option("--amp-initial-scale", c.amp_initial_scale, "fp16: the dynamic loss scaler's first scale")
