@@ -40,7 +40,7 @@ class PipelinePanel : public Panel {
       ImGui::TextUnformatted("no step ran micro-batches");
       return;
     }
-    const int p = static_cast<int>(a.stage_devices.size()), m = a.micro_batches, V = a.chunks;
+    const int p = a.stages, m = a.micro_batches, V = a.chunks;
     // Flowed: in the dashboard's grid the panel may be a third of the window wide.
     const std::string schedule = V > 1 ? "interleaved 1F1B, V = " + std::to_string(V) + " chunks a stage"
                                  : m == 1 ? "model parallel (a pipeline of one micro-batch)"
@@ -77,7 +77,8 @@ class PipelinePanel : public Panel {
     for (int s = 0; s < p; ++s) {
       const float y = origin.y + row_h * static_cast<float>(s);
       char label[64];
-      std::snprintf(label, sizeof label, "stage %d · dev %d", s, a.stage_devices[static_cast<size_t>(s)]);
+      std::snprintf(label, sizeof label, "stage %d · dev %d", a.row_stage[static_cast<size_t>(s)],
+                    a.stage_devices[static_cast<size_t>(s)]);
       dl->AddText(ImVec2(origin.x + 2, y + (row_h - ImGui::GetFontSize()) * 0.5f), IM_COL32(220, 220, 228, 255), label);
       dl->AddRectFilled(ImVec2(x0, y), ImVec2(x0 + w, y + row_h - 3), kRowBackground);
     }

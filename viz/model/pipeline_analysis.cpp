@@ -56,9 +56,11 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
   for (const auto& [layer, device] : order) {
     stage_of[device] = static_cast<int>(a.stage_devices.size());
     a.stage_devices.push_back(device);
+    if (a.stages == 0 || layer != min_layer[a.stage_devices[a.stage_devices.size() - 2]]) ++a.stages;
+    a.row_stage.push_back(a.stages - 1);
   }
   a.micro_batches = static_cast<int>(micro_batches.size());
-  const double p = static_cast<double>(a.stage_devices.size()), m = static_cast<double>(a.micro_batches);
+  const double p = static_cast<double>(a.stages), m = static_cast<double>(a.micro_batches);
   a.theory = (p - 1) / (a.chunks * m + p - 1);
   a.whole_run = model.run_metrics().bubble_fraction;
 

@@ -34,6 +34,10 @@ struct PipelineStep {
 
 struct PipelineAnalysis {
   std::vector<int> stage_devices;     // stage → device, by the layers each holds
+  // Each row's pipeline stage, and how many there are: devices holding the same first layer are
+  // one stage (a 3D run's tensor shards and data-parallel replicas); else one device a stage.
+  std::vector<int> row_stage;
+  int stages = 0;
   int micro_batches = 0;              // m
   int chunks = 1;                     // V: runs of contiguous layers a stage holds (interleaved: > 1)
   std::vector<PipelineStep> steps;    // steps that ran micro-batches
