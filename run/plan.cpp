@@ -184,7 +184,8 @@ PlanRow price_plan(const PlanWorkload& w, const PlanConfig& c, const HardwarePro
   const double n = x.tokens(), e = x.e;
   // The embedding: a lookup of this rank's vocabulary rows and an all-reduce of b·s·h; backward
   // the rows' gradient added in.
-  const double embed_f = p.elementwise(2 * n * x.h * e) + p.collective(Collective::all_reduce, n * x.h * e, c.tp, tp_where);
+  const double embed_tp = p.collective(Collective::all_reduce, n * x.h * e, c.tp, tp_where);
+  const double embed_f = p.elementwise(2 * n * x.h * e) + embed_tp;
   const double embed_b = p.elementwise(2 * n * x.h * e);
   // The head: logits for V/T of the vocabulary, the cross-entropy's passes over them in f32 and
   // its three all-reduces of a value per token (the max, the sum, the target's logit).
@@ -204,18 +205,16 @@ PlanRow price_plan(const PlanWorkload& w, const PlanConfig& c, const HardwarePro
     t.f = L * (block.forward + block.tp_forward);
     t.b = L * (block.backward + block.tp_backward + (c.recompute ? block.forward + block.tp_forward : 0));
     t.tp = L * (block.tp_forward + block.tp_backward + (c.recompute ? block.tp_forward : 0));
-    if (s == 0) t.f += embed_f, t.b += embed_b, t.tp += embed_f - p.elementwise(2 * n * x.h * e);
+    if (s == 0) t.f += embed_f, t.b += embed_b, t.tp += embed_tp;
     if (s == c.pp - 1) t.f += head_f, t.b += head_b, t.tp += head_tp;
     return t;
   };
   Stage slowest;
-  int fullest = 0;
   for (int s = 0; s < c.pp; ++s) {
     const Stage t = stage_times(s);
-    if (t.f + t.b > slowest.f + slowest.b) slowest = t, fullest = s;
+    if (t.f + t.b > slowest.f + slowest.b) slowest = t;
+    row.layers_per_stage = std::max(row.layers_per_stage, blocks_on(s));
   }
-  row.layers_per_stage = blocks_on(fullest);
-  for (int s = 0; s < c.pp; ++s) row.layers_per_stage = std::max(row.layers_per_stage, blocks_on(s));
 
   // The pipeline's sends: each rank sends 1/T of the b·s·h activations to the next stage's rank of
   // its shard, which all-gathers them inside its tensor group (and the gradient back the same way).

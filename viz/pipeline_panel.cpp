@@ -69,12 +69,13 @@ class PipelinePanel : public Panel {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float label_w = ImGui::CalcTextSize("stage 0 · dev 00").x + 8, axis_h = ImGui::GetFontSize() + 4;
     const float x0 = origin.x + label_w, w = avail.x - label_w - 8;
-    const float row_h = std::clamp((avail.y - axis_h) / static_cast<float>(std::max(p, 1)), 12.0f, 2.2f * ImGui::GetFontSize());
+    const int rows = static_cast<int>(a.stage_devices.size());  // a row per device (3D: several a stage)
+    const float row_h = std::clamp((avail.y - axis_h) / static_cast<float>(std::max(rows, 1)), 12.0f, 2.2f * ImGui::GetFontSize());
     const double t0 = static_cast<double>(ps->begin_ns), len = static_cast<double>(std::max<int64_t>(ps->end_ns - ps->begin_ns, 1));
     auto x_of = [&](int64_t t) { return x0 + static_cast<float>((static_cast<double>(t) - t0) / len) * w; };
     auto faded_if_future = [&](ImU32 c, int64_t begin) { return begin > view.cursor_ns ? faded(c, 0.22f) : c; };
 
-    for (int s = 0; s < p; ++s) {
+    for (int s = 0; s < rows; ++s) {
       const float y = origin.y + row_h * static_cast<float>(s);
       char label[64];
       std::snprintf(label, sizeof label, "stage %d · dev %d", a.row_stage[static_cast<size_t>(s)],
@@ -107,7 +108,7 @@ class PipelinePanel : public Panel {
       if (a1.x - a0.x >= ImGui::CalcTextSize(t).x + 2) draw_label_in(dl, a0, a1, t);
     }
     // Time axis: from the step's first compute.
-    const float axis_y = origin.y + row_h * static_cast<float>(p);
+    const float axis_y = origin.y + row_h * static_cast<float>(rows);
     draw_time_axis(dl, x0, w, len, origin.y, axis_y);
     if (view.cursor_ns >= ps->begin_ns && view.cursor_ns <= ps->end_ns)
       draw_cursor(dl, x_of(view.cursor_ns), origin.y, axis_y);
