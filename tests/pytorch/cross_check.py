@@ -29,6 +29,14 @@ Two checks, each bounded by PyTorch's own float32 spread measured here, in the s
     gradient below ε into a change of order lr, a changed weight then flips a ReLU whose input is
     within rounding of zero, and two equally valid float32 programs drift apart by more than
     either's error at one step.
+    Within one step, a ConvNet still meets decisions that float32 rounding may take either way: a
+    max-pool window whose two largest inputs differ by less than their rounding, or a ReLU input
+    within rounding of zero that would win its window. Each is taken the other way in one more
+    float64 step (its pre-activation nudged across); where that step's change brings the reference
+    at least halfway nearer to ours, it is added to the reference, and the output names the
+    decisions ours took the other way. "Rounding" is √n·u·Σ|w·x| for a sum of n terms (u = 2^-24),
+    twice that for two. On this VM, ours takes one max-pool near-tie (0.002 of its rounding: the
+    two inputs differ in float64 by a tenth of a float32 ulp) the other way in a ConvNet run.
   the run: our per-step loss against PyTorch's float32 run from our init (bound: the larger of
     1e-5 and 4× its largest float32-vs-float64 difference over the steps, relative) and our test
     accuracy against its (bound: 4× its float32-vs-float64 difference, at least 2 of the test
@@ -88,14 +96,15 @@ class ConvNet(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
+        self.nudge = {}  # layer name → a tensor added to its pre-activation (near_decisions)
         self.conv1 = torch.nn.Conv2d(1, 16, 5, padding=2)
         self.conv2 = torch.nn.Conv2d(16, 32, 5, padding=2)
         self.fc = torch.nn.Linear(32 * 7 * 7, 10)
 
     def forward(self, x):  # x: a row of 784 pixels per image
         h = x.view(-1, 1, 28, 28)
-        h = torch.nn.functional.max_pool2d(torch.relu(self.conv1(h)), 2, 2)
-        h = torch.nn.functional.max_pool2d(torch.relu(self.conv2(h)), 2, 2)
+        h = torch.nn.functional.max_pool2d(torch.relu(self.conv1(h) + self.nudge.get("conv1", 0)), 2, 2)
+        h = torch.nn.functional.max_pool2d(torch.relu(self.conv2(h) + self.nudge.get("conv2", 0)), 2, 2)
         return self.fc(h.flatten(1))  # NCHW order, as our rows hold it
 
 
@@ -216,8 +225,10 @@ class Setup:
 
 # --- one PyTorch model -------------------------------------------------------------------------
 
-def one_step(s, state, t, dtype, bf16=False, parts=False):
+def one_step(s, state, t, dtype, bf16=False, parts=False, nudge=None):
     model = s.model(dtype, bf16)
+    if nudge:
+        model.nudge = nudge
     opt = s.optimizer(model.parameters())
     s.load(model, opt, state, dtype)
     s.step(model, opt, t, dtype, bf16, parts)
@@ -305,6 +316,70 @@ def relative(a, b, scale):
     return np.abs(a.astype(np.float64) - b).max() / scale
 
 
+def distance(ours, theirs, f64):
+    """How far two states are: the sum over tensors of the squared differences, each relative to
+    the float64 step's largest value of that tensor."""
+    return sum(float(((ours[k].astype(np.float64) - theirs[k]) ** 2).sum()) / max(np.abs(f64[k]).max(), 1e-30) ** 2
+               for k in theirs if k in ours)
+
+
+def near_decisions(s, state, t, limit=64):
+    """The ConvNet's decisions at step t that float32 rounding may take either way, found in float64
+    from state: each as (margin in units of its rounding, what it is, a nudge dict for one_step that
+    takes it the other way). A pre-activation z = Σ w·x + b of n terms rounds by about √n·u·Σ|w·x|
+    (u = 2^-24, the probabilistic bound of Higham and Mary); a max-pool window's winner and runner-up
+    within twice that, or a ReLU input within it of zero that wins its window (or would), are
+    decisions two valid float32 programs may take differently. The `limit` nearest are kept."""
+    if s.family != "convnet":
+        return [], 0
+    F, u = torch.nn.functional, 2.0 ** -24
+    h = s.inputs(s.batches[t], torch.float64).view(-1, 1, 28, 28)
+    found = []
+    for layer in ("conv1", "conv2"):
+        w = torch.from_numpy(state[f"{layer}.weight"]).double()
+        b = torch.from_numpy(state[f"{layer}.bias"]).double()
+        z = F.conv2d(h, w, b, padding=2)
+        rounding = (w[0].numel() + 1) ** 0.5 * u * F.conv2d(h.abs(), w.abs(), b.abs(), padding=2)
+        r = torch.relu(z)
+        B, C, H, W = z.shape
+
+        def windows(q):  # (B, C, H/2, W/2, 4): each 2×2 window's pixels in row-major order
+            return q.reshape(B, C, H // 2, 2, W // 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(B, C, H // 2, W // 2, 4)
+
+        def at(window, k):  # a window's k-th pixel as an index into z
+            n, c, i, j = window
+            return (n, c, 2 * i + k // 2, 2 * j + k % 2)
+
+        top = windows(r).topk(2, -1)
+        first, second = top.values[..., 0], top.values[..., 1]
+        gap = first - second
+        size = torch.maximum(windows(rounding).gather(-1, top.indices[..., :1]),
+                             windows(rounding).gather(-1, top.indices[..., 1:])).squeeze(-1)
+        # A runner-up within rounding of the winner (both positive; equal pixels from equal patches
+        # give the same gradient whichever wins): pushed 2·gap up, it wins.
+        margin = gap / (2 * size)
+        for window in ((margin < 1) & (gap > 0) & (second > 0)).nonzero().tolist():
+            k = top.indices[tuple(window)][1].item()
+            g = gap[tuple(window)].item()
+            found.append((margin[tuple(window)].item(), f"{layer} max-pool near-tie", layer, at(window, k), 2 * g))
+        # A ReLU input within rounding of zero that decides its window: positive and winning (it
+        # flips to losing), or negative and larger in size than its window's winner (it would win).
+        near = (z.abs() < rounding) & (z != 0)
+        best = windows(r).max(-1).values.repeat_interleave(2, -1).repeat_interleave(2, -2)
+        decides = torch.where(z > 0, r >= best, z.abs() > best)
+        for index in (near & decides).nonzero().tolist():
+            v = z[tuple(index)].item()
+            found.append((abs(v) / rounding[tuple(index)].item(), f"{layer} ReLU input near 0", layer, tuple(index), -2 * v))
+        h = F.max_pool2d(r, 2, 2)
+    found.sort(key=lambda d: d[0])
+    decisions = []
+    for margin, what, layer, index, delta in found[:limit]:
+        nudge = torch.zeros(s.batches[t].numel(), *(16, 28, 28) if layer == "conv1" else (32, 14, 14), dtype=torch.float64)
+        nudge[index] = delta
+        decisions.append((margin, what, {layer: nudge}))
+    return decisions, len(found)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scalelab")
@@ -368,21 +443,38 @@ def compare(a, work):
     theirs = list(s.model(dtype32).state_dict())
     if exported != theirs:
         failed.append(f"exported tensors {exported} are not PyTorch's state_dict {theirs}")
+    near_notes = []
     for t in range(a.steps):
         f64 = one_step(s, ours[t], t, torch.float64)
         others = [one_step(s, ours[t], t, dtype32, bf16)] if a.reference != "model" else [refs[t]]
         others.append(one_step(s, ours[t], t, dtype32, bf16, parts=True))
+        # The step's decisions within float32 rounding: those whose other way brings the reference
+        # at least halfway nearer to ours are taken (one float64 step each, its change added).
+        decisions, found = near_decisions(s, ours[t], t)
+        reference, taken = dict(refs[t]), []
+        for margin, what, nudge in decisions:
+            other_way = one_step(s, ours[t], t, torch.float64, nudge=nudge)
+            moved = {k: reference[k] + (other_way[k] - f64[k]) for k in f64 if k in reference and k in ours[t + 1]}
+            if distance(ours[t + 1], moved, f64) < 0.5 * distance(ours[t + 1], reference, f64):
+                reference.update(moved)
+                taken.append(f"{what} ({margin:.2g} of its rounding)")
+        if found:
+            near_notes.append(f"step {t + 1}: {found} decision(s) within float32 rounding"
+                              f"{f', the {len(decisions)} nearest tried' if found > len(decisions) else ''}; "
+                              f"ours takes {len(taken)} the other way{': ' + ', '.join(taken) if taken else ''}")
         for k in sorted(f64):
             if k not in ours[t + 1] or k not in refs[t]:
                 failed.append(f"{k}: missing at step {t + 1} ({'ours' if k not in ours[t + 1] else 'reference'})")
                 continue
             scale = max(np.abs(f64[k]).max(), 1e-30)
-            diff = relative(ours[t + 1][k], refs[t][k], scale)
+            diff = relative(ours[t + 1][k], reference[k], scale)
             spread = max(relative(o[k], f64[k], scale) for o in others)
             bound = max(1e-5, 4 * spread)
             if k not in worst_tensor or diff / bound > worst_tensor[k][0] / worst_tensor[k][2]:
                 worst_tensor[k] = (diff, spread, bound, t + 1)
     print(f"{a.model} · {a.strategy} ({a.devices}) vs {a.reference} · {a.optimizer} · amp {a.amp} · {a.steps} steps of {a.batch}")
+    for note in near_notes:
+        print(note)
     print(f"{'tensor (worst step)':40} {'ours vs torch':>14} {'torch spread':>13} {'bound':>9}")
     worst = 0.0
     for k, (diff, spread, bound, t) in sorted(worst_tensor.items()):
