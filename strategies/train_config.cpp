@@ -155,4 +155,10 @@ void TrainConfig::validate() const {
     throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");
 }
 
+std::string layout_words(const TrainConfig& config) {
+  if (config.strategy != "tensor-parallel") return "";
+  return " --devices " + std::to_string(config.devices) + " --dp " + std::to_string(config.dp) + " --pp " +
+         std::to_string(config.pp);
+}
+
 }  // namespace scalelab

@@ -443,6 +443,8 @@ static int run_main(int argc, char** argv) {
   app.add_flag("--recompute", c.recompute, "live, gpt: recompute each block's activations in backward (activation checkpointing)");
   app.add_flag("--sequence-parallel", c.sequence_parallel,
                "live, tensor-parallel: LayerNorms, dropout and residual adds on T/N positions per rank");
+  app.add_option("--dp", c.dp, "live, tensor-parallel: data-parallel replicas, each a tensor-parallel group of --devices / --dp")
+      ->capture_default_str();
   app.add_option("--batch", c.batch, "live: global batch size")->capture_default_str();
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
@@ -476,7 +478,7 @@ static int run_main(int argc, char** argv) {
     // without a replay.
     if (!o.replay.empty())
       for (const char* flag : {"--start", "--live-for", "--speed", "--strategy", "--device", "--hw", "--devices", "--dry-run",
-                               "--model", "--dataset", "--recompute", "--sequence-parallel", "--batch", "--steps", "--seed", "--micro-batches",
+                               "--model", "--dataset", "--recompute", "--sequence-parallel", "--dp", "--batch", "--steps", "--seed", "--micro-batches",
                                "--schedule", "--virtual-stages", "--bucket-mb", "--first-bucket-mb", "--zero-stage", "--amp", "--check-equivalence"})
         if (app.count(flag))
           throw UsageError("dash", std::string(flag) + " sets the live run, and --replay shows a trace already made (it would "
