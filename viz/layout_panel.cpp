@@ -38,6 +38,7 @@ class LayoutPanel : public Panel {
     legend_item(group_color("dp"), "DP group: a column, across");
     ImGui::SameLine();
     legend_item(group_color("pp"), "PP group: across stages");
+    ImGui::NewLine();  // legend_item leaves the line open
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (avail.x < 80 || avail.y < 40) return;
