@@ -55,6 +55,10 @@ models=(--device sim --hw a100-nvlink-8 --strategy ddp --devices 2 --steps 6 --p
 draw convnet-memory "${models[@]}" --model convnet --batch 64
 draw gpt-memory "${models[@]}" --model gpt:4-128-4-64-96 --batch 32
 draw gpt-recompute-memory "${models[@]}" --model gpt:4-128-4-64-96 --batch 32 --recompute
+# Tensor parallelism with --dp on two nodes of 8 A100s (T = 4 inside a node, D = 4 across): the
+# Layout panel with rank 2 hovered (its tp row, dp column), the Topology panel's traffic per group.
+draw tensor-parallel-dp --device sim --hw a100-80gb-opa-48x8 --strategy tensor-parallel --model gpt:4-256-8-64-256 \
+  --devices 16 --dp 4 --steps 2 --dry-run --size 1600x1000 --mouse 1000,700
 # docs/gpu.md's picture: the shipped trace of DDP on 4 logical devices of an H100, replayed.
 draw ddp-cuda --replay profiles/measured/h100/2026-11-25T1113-ddp-4-logical.trace.json.gz --size 1600x900 --step 16
 
