@@ -173,7 +173,8 @@ void write_outputs(const RunSetup& run, const TrainResult& r, const Records& rec
       ti.devices[static_cast<size_t>(d.index)] = d.description;
     }
     ti.title = "scalelab train --strategy " + c.strategy + " --device " + device_kind_name(c.device) +
-               (r.hw_name.empty() ? "" : " --hw " + r.hw_name) + " --model " + c.model;
+               (r.hw_name.empty() ? "" : " --hw " + r.hw_name) + " --devices " + std::to_string(c.devices) +
+               " --model " + c.model + layout_words(c);
     ti.simulated = r.simulated;
     ti.predicted_with = c.trace_predicted_with;
     // The metrics are rank 0's, read now: conclude() emitted the run's last ones after the

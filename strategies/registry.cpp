@@ -95,7 +95,7 @@ const std::vector<StrategyInfo>& strategy_registry() {
                     "backward per block; --dp D and --pp P make it 3D",
                     make_tensor_parallel, 1);
     tp.options = {O::amp, O::comm, O::sequence_parallel, O::data_parallel, O::pipeline_parallel, O::micro_batches,
-                  O::schedule};
+                  O::schedule, O::zero_stage};
     tp.launches = kRankLaunches;
     tp.alike_ranks = true;
     tp.check_shape = check_tensor_parallel_shape;

@@ -98,6 +98,13 @@
 // shard in the next stage over the pipeline group: every rank of a tensor group sends its own copy.
 // The gradients add up over the micro-batches; then the data-parallel average and the step, as
 // without stages.
+//
+// --zero-stage 1 with --dp D shards the optimizer state over the data-parallel group, as
+// Megatron's distributed optimizer does (and as strategies/zero.cpp's stage 1 over the world):
+// each rank's parameters sit in one flat, padded buffer, its gradients in another; the gradients
+// are averaged over the dp group in one all-reduce, rank d of the group steps its 1/D of the flat
+// buffer with the optimizer state of that 1/D alone, and an all-gather over the group brings every
+// rank the others' updated parts. Adam's two state tensors shrink D times.
 #include <deque>
 #include <initializer_list>
 #include <limits>
@@ -553,6 +560,10 @@ struct TpRank {
   // --sequence-parallel: every block's LayerNorm gradients, one flat tensor (each a view of it),
   // all-reduced in one call.
   Tensor layer_norm_grads;
+  // --zero-stage 1: its parameters and gradients in flat buffers padded to D equal parts (each
+  // parameter a view), and `optimizer_part`, its part d of both: the one parameter its optimizer sees.
+  Tensor flat_params, flat_grads;
+  Parameter optimizer_part;
 };
 
 class TensorParallel : public Strategy {
@@ -614,7 +625,8 @@ class TensorParallel : public Strategy {
         dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
       }
       if (config_.sequence_parallel) gather_layer_norm_grads(*r);
-      r->optimizer = std::make_unique<Optimizer>(config_.optimizer, r->params);
+      if (zero1()) seat_in_flat_buffers(*r);
+      r->optimizer = std::make_unique<Optimizer>(config_.optimizer, zero1() ? std::vector<Parameter*>{&r->optimizer_part} : r->params);
       // --amp: every layer computes in half from half copies of its f32 masters. With fp16 an
       // overflow may show in one rank's shards alone: the ranks agree on it through their group.
       for (auto& layer : r->layers) {
@@ -672,7 +684,17 @@ class TensorParallel : public Strategy {
       const size_t held = r.params.size();
       for (size_t t = 0; t < k; ++t) {
         std::vector<Tensor> mine;
-        for (size_t p = 0; p < held; ++p) mine.push_back(all[p * k + t]);
+        if (zero1()) {  // its part d of state tensor t: the dp group's parts gathered, then each parameter's view
+          Tensor flat = r.device->empty({flat_length(r)}, DType::f32, MemoryCategory::comm_buffers, "dp.state");
+          r.groups.dp->all_gather(all[t], flat, {.name = "dp state"});
+          int64_t offset = 0;
+          for (const Parameter* p : r.params) {
+            mine.push_back(flat.view(offset, p->value.shape()));
+            offset += p->value.numel();
+          }
+        } else {
+          for (size_t p = 0; p < held; ++p) mine.push_back(all[p * k + t]);
+        }
         std::vector<std::vector<float>> whole = gather_whole(r, mine, "state");
         if (keeps_whole(r))
           for (size_t p = 0; p < held; ++p) s.optimizer[r.tensor_index[p]].push_back(std::move(whole[p]));
@@ -701,7 +723,7 @@ class TensorParallel : public Strategy {
             mine[k].push_back(shard_of(whole, tensors[p].shape, split, r.tp_rank, r.tp_size));
       }
       r.optimizer->set_steps_taken(s.optimizer_steps);
-      r.optimizer->upload_state(mine);
+      r.optimizer->upload_state(zero1() ? flat_part(r, mine) : mine);
       r.scaler->load_state(s.loss_scale, s.scaler_good_steps);
     }
   }
@@ -760,13 +782,11 @@ class TensorParallel : public Strategy {
     //    all-reduced in one call (or the replicas' LayerNorms drift apart), as Megatron does.
     const CommTag norms{.name = "layernorm grads all-reduce"};
     if (sp) r.tp->all_reduce(r.layer_norm_grads, ReduceOp::sum, norms);
-    if (D > 1) average_over_replicas(r);  // 3b. --dp: the replicas' gradients averaged, as ddp's
     const double loss_here = D > 1 && ranks_.ranks_elsewhere() ? replicas_mean(r, loss) : loss;
-    // 4. Each rank steps its shards and its copy of the replicated parameters, unless (fp16) a
-    //    gradient overflowed on any rank: then all skip.
-    const bool overflow = r.scaler->unscale_and_check(r.params);
-    if (!overflow) r.optimizer->step();
-    r.scaler->update(overflow);
+    // 3b. --dp: the replicas' gradients averaged, as ddp's. 4. Each rank steps its shards and its
+    //     copy of the replicated parameters (--zero-stage 1: its part of them), unless (fp16) a
+    //     gradient overflowed on any rank: then all skip.
+    average_and_step(r);
     return loss_here;
   }
   // end slide
@@ -838,10 +858,7 @@ class TensorParallel : public Strategy {
         if (!first) to_send[pass][mb] = g;
       }
     }
-    if (D > 1) average_over_replicas(r);
-    const bool overflow = r.scaler->unscale_and_check(r.params);
-    if (!overflow) r.optimizer->step();
-    r.scaler->update(overflow);
+    average_and_step(r);
     // The replica's loss, the mean over its micro-batches, from the last stage to every stage.
     Tensor loss = dev.empty({1}, DType::f32, MemoryCategory::comm_buffers, "loss");
     float value = static_cast<float>(loss_sum / m);
@@ -895,10 +912,69 @@ class TensorParallel : public Strategy {
     return whole;
   }
 
+  bool zero1() const { return config_.zero_stage == 1; }
+
   // --dp: the data-parallel group (the ranks of the other replicas holding the same shards)
-  // averages each gradient, as ddp does; then every replica steps alike.
-  void average_over_replicas(TpRank& r) {
-    for (Parameter* p : r.params) r.groups.dp->all_reduce(p->grad, ReduceOp::avg, {.name = "dp " + p->name});
+  // averages each gradient, as ddp does; then every replica steps alike. --zero-stage 1: one
+  // all-reduce of the flat gradients; rank d steps part d; the parts all-gathered in place.
+  void average_and_step(TpRank& r) {
+    if (zero1()) r.groups.dp->all_reduce(r.flat_grads, ReduceOp::avg, {.name = "dp grads", .bucket = 0});
+    else if (config_.dp > 1)
+      for (Parameter* p : r.params) r.groups.dp->all_reduce(p->grad, ReduceOp::avg, {.name = "dp " + p->name});
+    const bool overflow = r.scaler->unscale_and_check(zero1() ? std::vector<Parameter*>{&r.optimizer_part} : r.params);
+    if (!overflow) r.optimizer->step();
+    r.scaler->update(overflow);
+    if (zero1()) r.groups.dp->all_gather(r.optimizer_part.value, r.flat_params, {.name = "dp params"});
+  }
+
+  // --zero-stage 1: the flat buffers' length, the rank's parameters end to end, padded so that the
+  // data-parallel group's D parts are equal.
+  int64_t flat_length(const TpRank& r) const {
+    int64_t total = 0;
+    for (const Parameter* p : r.params) total += p->value.numel();
+    const int64_t D = config_.dp;
+    return (total + D - 1) / D * D;
+  }
+
+  // --zero-stage 1: every parameter's weight and gradient become views of two flat buffers (the
+  // weights copied over), and `optimizer_part` views part d of both.
+  void seat_in_flat_buffers(TpRank& r) {
+    Device& dev = *r.device;
+    const int64_t length = flat_length(r), part = length / config_.dp;
+    r.flat_params = dev.zeros({length}, DType::f32, MemoryCategory::params, "dp.flat_params");
+    r.flat_grads = dev.zeros({length}, DType::f32, MemoryCategory::grads, "dp.flat_grads");
+    int64_t offset = 0;
+    for (Parameter* p : r.params) {
+      Tensor value = r.flat_params.view(offset, p->value.shape());
+      dev.copy({p->name, Phase::data, p->layer}, p->value, value);
+      p->value = value;  // the parameter's own tensors are freed here
+      p->grad = r.flat_grads.view(offset, p->value.shape());
+      offset += p->value.numel();
+    }
+    const int d = r.groups.dp->rank();
+    r.optimizer_part.name = "dp.part" + std::to_string(d);
+    r.optimizer_part.value = r.flat_params.view(d * part, {part});
+    r.optimizer_part.grad = r.flat_grads.view(d * part, {part});
+    dev.memory().reset_peaks();  // the parameters' own tensors lived only while the rank was built
+  }
+
+  // --zero-stage 1: the rank's per-parameter optimizer state (`per_parameter[k]`: parameter k's
+  // tensors) laid end to end as the flat buffer is, and part d of each state tensor cut out.
+  OptimizerState flat_part(const TpRank& r, const OptimizerState& per_parameter) const {
+    const int64_t length = flat_length(r), part = length / config_.dp;
+    const int64_t d = r.groups.dp->rank();
+    OptimizerState mine(1);
+    const size_t k = per_parameter.empty() ? 0 : per_parameter.front().size();
+    for (size_t t = 0; t < k; ++t) {
+      std::vector<float> flat(static_cast<size_t>(length), 0.0f);
+      size_t offset = 0;
+      for (const auto& tensors : per_parameter) {
+        std::copy(tensors[t].begin(), tensors[t].end(), flat.begin() + static_cast<std::ptrdiff_t>(offset));
+        offset += tensors[t].size();
+      }
+      mine[0].emplace_back(flat.begin() + d * part, flat.begin() + (d + 1) * part);
+    }
+    return mine;
   }
 
   // The mean of the replicas' losses, through the data-parallel group (ranks in other processes).
@@ -1008,6 +1084,15 @@ void check_tensor_parallel_shape(const TrainConfig& c) {
                             "across devices, and this model has neither — use --model gpt:L-C-H-T-V, or "
                             "--strategy ddp or pipeline");
   if (c.dp > 1) check_batch_shares(c.batch, c.dp, kName);
+  if (c.zero_stage > 1)
+    throw UsageError(kName, "--zero-stage " + std::to_string(c.zero_stage) + ": tensor-parallel shards the optimizer "
+                            "state over its data-parallel group (stage 1, Megatron's distributed optimizer) — use "
+                            "--zero-stage 1, or --strategy zero for stages 2 and 3");
+  if (c.zero_stage == 1 && c.dp < 2)
+    throw UsageError(kName, "--zero-stage 1 shards the optimizer state over the data-parallel group, and --dp " +
+                                std::to_string(c.dp) + " has one rank in it — add --dp D (D ≥ 2)");
+  if (c.zero_stage == 1 && c.sequence_parallel)
+    throw UsageError(kName, "--zero-stage 1 with --sequence-parallel is not written yet — drop one of them");
   // The replicas' groups are sub-groups of the world, which the shm and nccl backends do not make.
   if (c.dp > 1 && (c.launch == Launch::procs || c.comm == CommBackend::shm || c.comm == CommBackend::nccl))
     throw UsageError(kName, "--dp " + std::to_string(c.dp) + " with " +

@@ -155,4 +155,9 @@ void TrainConfig::validate() const {
     throw UsageError("checkpoint", "--checkpoint-every needs --checkpoint FILE");
 }
 
+std::string layout_words(const TrainConfig& config) {
+  if (config.strategy != "tensor-parallel") return "";
+  return " --dp " + std::to_string(config.dp) + " --pp " + std::to_string(config.pp);
+}
+
 }  // namespace scalelab

@@ -111,6 +111,10 @@ struct TrainConfig {
   void validate() const;
 };
 
+// What a trace's title adds for a tensor-parallel run, " --dp D --pp P" (the dashboard's Layout
+// panel reads its shape there, T from --devices); "" for the other strategies.
+std::string layout_words(const TrainConfig& config);
+
 // The dataset a model trains on when --dataset is not given: text for a GPT, Fashion-MNIST otherwise.
 std::string default_dataset(const std::string& model);
 

@@ -211,7 +211,7 @@ TEST_F(DashApp, EveryStrategyRunLiveShowsItsPanels) {
       {"pipeline", {"Pipeline"}},
       {"zero", {"Buckets"}},
   };
-  const std::vector<std::string> particular = {"Pipeline", "Buckets", "Data parallel"};
+  const std::vector<std::string> particular = {"Pipeline", "Buckets", "Data parallel", "Layout"};
   for (const Case& c : cases) {
     const std::string png = (dir / ("live-" + c.strategy + ".png")).string();
     std::string out;
@@ -231,6 +231,23 @@ TEST_F(DashApp, EveryStrategyRunLiveShowsItsPanels) {
       EXPECT_EQ(std::find(panels.begin(), panels.end(), p), panels.end()) << c.strategy << ": window " << p << " shown\n" << out;
     }
   }
+}
+
+// A tensor-parallel run with --dp: the Layout panel (its grid of ranks) shows, the other strategies'
+// runs above do not; a pointer on a rank draws its groups' tooltip without error.
+TEST_F(DashApp, ATensorParallelRunWithReplicasShowsItsLayout) {
+  REQUIRE_XVFB();
+  const std::string png = (dir / "tp-dp.png").string();
+  std::string out;
+  ASSERT_EQ(run(headless("--strategy tensor-parallel --devices 4 --dp 2 --steps 2 --dry-run --model gpt:2-64-4-16-96"
+                         " --list-panels --size 1600x1000 --mouse 1000,700 --screenshot " + png),
+                out),
+            0)
+      << out;
+  EXPECT_TRUE(fs::exists(png));
+  const std::vector<std::string> panels = panels_in(out);
+  for (const char* p : {"Layout", "Topology"})
+    EXPECT_NE(std::find(panels.begin(), panels.end(), p), panels.end()) << "no window " << p << "\n" << out;
 }
 
 // A run watched as it trains: the frames are drawn while the training thread runs, paced at
@@ -315,7 +332,7 @@ TEST_F(DashApp, OnePanelAloneIsDeterministicAndFollowsTheStep) {
   EXPECT_FALSE(rgb == a);
 
   EXPECT_EQ(run(headless("--replay " + t + " --panel gantt --screenshot " + (dir / "x.png").string()), out), 2) << out;
-  EXPECT_NE(out.find("--panel gantt: no such panel — one of timeline, pipeline, buckets, data-parallel, topology, memory, training"),
+  EXPECT_NE(out.find("--panel gantt: no such panel — one of timeline, pipeline, buckets, data-parallel, topology, layout, memory, training"),
             std::string::npos)
       << out;
   EXPECT_EQ(run(headless("--replay " + t + " --panel buckets --screenshot " + (dir / "x.png").string()), out), 2) << out;

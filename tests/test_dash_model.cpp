@@ -28,11 +28,13 @@
 #include "core/trace/chrome_trace.h"
 #include "core/trace/metrics.h"
 #include "run/train.h"
+#include "strategies/train_config.h"
 #include "viz/model/buckets_analysis.h"
 #include "viz/model/dashboard_model.h"
 #include "viz/model/data_parallel_analysis.h"
 #include "viz/model/data_source.h"
 #include "viz/model/layer_memory_analysis.h"
+#include "viz/model/layout_analysis.h"
 #include "viz/model/pipeline_analysis.h"
 #include "viz/model/png_writer.h"
 #include "viz/model/timeline_culling.h"
@@ -826,6 +828,72 @@ TEST(DashTopology, PastABoxPerDeviceTheLinksAreSummedNodeByNode) {
   const std::vector<NodeLink> one = links_by_node(t, 16);
   ASSERT_EQ(one.size(), 2u);
   EXPECT_EQ(one[1].total_bytes, 16 * 1000);
+}
+
+TEST(DashLayout, TheTitleGivesTheShapeAndEachRankItsPlaceAsMegatronLaysItOut) {
+  EXPECT_FALSE(layout_from_title("scalelab train --strategy ddp --devices 8", 8));
+  // What a tensor-parallel run's trace says (TrainConfig's layout_words).
+  TrainConfig c;
+  c.strategy = "tensor-parallel";
+  c.devices = 16;
+  c.dp = 2;
+  c.pp = 2;
+  const auto l = layout_from_title(
+      "scalelab train --strategy tensor-parallel --devices 16 --model gpt:6-256-8-64-256" + layout_words(c), 0);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->tp, 4);
+  EXPECT_EQ(l->dp, 2);
+  EXPECT_EQ(l->pp, 2);
+  EXPECT_EQ(l->blocks, 6);
+  // Rank 13 = stage 1 · 8 + replica 1 · 4 + shard 1.
+  const RankCell r = rank_cell(*l, 13);
+  EXPECT_EQ(r.pp, 1);
+  EXPECT_EQ(r.dp, 1);
+  EXPECT_EQ(r.tp, 1);
+  EXPECT_EQ(r.tp_group, (std::vector<int>{12, 13, 14, 15}));
+  EXPECT_EQ(r.dp_group, (std::vector<int>{9, 13}));
+  EXPECT_EQ(r.pp_group, (std::vector<int>{5, 13}));
+  EXPECT_EQ(l->hidden, 256);
+  EXPECT_EQ(l->heads, 8);
+  // Its stage's half of the 6 blocks and the LM head; its shard's 2 of 8 heads and 256 of 4·256 features.
+  EXPECT_EQ(rank_holds(*l, 13), "stage 1: blocks 3–5, LM head · shard 1: heads 2–3, MLP features 256–511 · replica 1");
+  EXPECT_EQ(rank_holds(*l, 0), "stage 0: embedding, blocks 0–2 · shard 0: heads 0–1, MLP features 0–255 · replica 0");
+  // Only dp and pp from the title: T from the devices the trace has.
+  const auto d = layout_from_title("live: --strategy tensor-parallel --dp 2", 8);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->tp, 4);
+  EXPECT_FALSE(layout_from_title("scalelab train --strategy tensor-parallel --devices 6 --dp 4", 6));  // 4 ∤ 6
+}
+
+TEST(DashLayout, EachGroupsTrafficIsCountedOnceInTpPpDpOrder) {
+  auto comm = [](int device, const char* group, Role role, int64_t bytes, int64_t t0, int64_t t1) {
+    Event e;
+    e.device = device;
+    e.lane = Lane::comm;
+    e.phase = Phase::comm;
+    e.group = group;
+    e.role = role;
+    e.bytes = bytes;
+    e.t_begin_ns = t0;
+    e.t_end_ns = t1;
+    return e;
+  };
+  const std::vector<Event> events = {
+      comm(0, "dp", Role::all_reduce, 500, 900, 1000), comm(0, "tp", Role::all_reduce, 100, 0, 10),
+      comm(1, "tp", Role::all_reduce, 100, 5, 20),     comm(0, "pp", Role::send, 64, 50, 60),
+      comm(1, "pp", Role::recv, 64, 40, 60),           comm(0, "", Role::all_reduce, 7, 0, 1)};
+  const std::vector<GroupTraffic> g = group_traffic(events);
+  ASSERT_EQ(g.size(), 3u);  // the world's group ("") is not one
+  EXPECT_EQ(g[0].group, "tp");
+  EXPECT_EQ(g[0].bytes, 200);
+  EXPECT_EQ(g[0].busy_ns, 25);
+  EXPECT_EQ(g[0].bytes_until(4), 100);
+  EXPECT_EQ(g[1].group, "pp");
+  EXPECT_EQ(g[1].bytes, 64);  // the send, not its recv
+  EXPECT_EQ(g[1].busy_ns, 30);
+  EXPECT_EQ(g[2].group, "dp");
+  EXPECT_EQ(g[2].bytes_until(899), 0);
+  EXPECT_EQ(g[2].bytes_until(900), 500);
 }
 
 TEST(DashModel, ALiveBusFillsTheSameModelAsAReplay) {

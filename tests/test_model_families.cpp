@@ -470,6 +470,94 @@ TEST(TensorParallel, PipelineStagesOfTensorParallelGroupsTrainAsSingle) {
   for (const auto& [device, count] : sends) EXPECT_EQ(count, 4) << "device " << device;
 }
 
+// --zero-stage 1 over the data-parallel group (Megatron's distributed optimizer): each rank keeps
+// Adam's state for its 1/D of its parameters — the optimizer bytes per device D times fewer, to the
+// padding — and trains to the same bits as plain averaging where D = 2 (a sum of two is the same in
+// any order; with D = 3 one flat all-reduce adds in another order than one per tensor: sgd within
+// single's tolerance). Its checkpoint holds the whole state: resumed, it continues to the same bits.
+TEST(TensorParallel, ZeroStage1ShardsAdamsStateOverTheDataParallelGroup) {
+  struct Case {
+    int devices, dp, pp;
+    Amp amp;
+  };
+  for (const Case& k : {Case{4, 2, 1, Amp::off}, Case{8, 2, 2, Amp::off}, Case{4, 2, 1, Amp::fp16}}) {
+    TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", k.devices, "adam");
+    c.dp = k.dp;
+    c.pp = k.pp;
+    if (k.pp > 1) c.micro_batches = 2;
+    c.amp = k.amp;
+    c.check_equivalence = false;
+    EventBus plain_bus, zero_bus;
+    const TrainResult plain = train(c, plain_bus);
+    c.zero_stage = 1;
+    const TrainResult zero = train(c, zero_bus);
+    const std::string what = "--devices " + std::to_string(k.devices) + " --dp " + std::to_string(k.dp) + " --pp " +
+                             std::to_string(k.pp) + " --amp " + amp_name(k.amp);
+    ASSERT_FALSE(zero.weights_checksum.empty()) << what;
+    EXPECT_EQ(zero.weights_checksum, plain.weights_checksum) << what;
+    ASSERT_EQ(zero.per_device.size(), plain.per_device.size());
+    for (size_t d = 0; d < zero.per_device.size(); ++d) {
+      const int64_t sharded = zero.per_device[d].peak_bytes[static_cast<size_t>(MemoryCategory::optimizer)];
+      const int64_t whole = plain.per_device[d].peak_bytes[static_cast<size_t>(MemoryCategory::optimizer)];
+      // Adam: 2 tensors of ⌈P/D⌉ floats against 2 of P.
+      const int64_t floats = whole / 8;
+      EXPECT_EQ(sharded, 8 * ((floats + k.dp - 1) / k.dp)) << what << " device " << d;
+    }
+  }
+  // (sgd: Adam's first steps turn round-off in a gradient below ε into changes of order lr.)
+  TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 6, "sgd");
+  c.dp = 3;
+  c.batch = 12;
+  c.zero_stage = 1;
+  EventBus bus;
+  const TrainResult three = train(c, bus);
+  EXPECT_LE(three.max_rel_diff, kEquivalenceTolerance) << "--dp 3 --zero-stage 1";
+  std::printf("    tensor-parallel 6 --dp 3 --zero-stage 1 sgd: max_rel_diff %.3g\n", three.max_rel_diff);
+
+  // 4 steps straight, and 2 + 2 through a checkpoint: the same bits.
+  const std::string dir = ::testing::TempDir() + "tp-zero1-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 4, "adam");
+  c.dp = 2;
+  c.zero_stage = 1;
+  c.check_equivalence = false;
+  c.steps = 4;
+  EventBus b0, b1, b2;
+  const TrainResult straight = train(c, b0);
+  c.steps = 2;
+  c.checkpoint_path = dir + "/half.ckpt";
+  train(c, b1);
+  c.steps = 4;
+  c.resume_path = c.checkpoint_path;
+  c.checkpoint_path = dir + "/end.ckpt";
+  const TrainResult resumed = train(c, b2);
+  EXPECT_EQ(resumed.weights_checksum, straight.weights_checksum);
+  // The checkpoint holds every tensor's whole Adam state, as single's does.
+  const Checkpoint half = load_checkpoint(dir + "/half.ckpt");
+  const std::vector<TensorSpec>& tensors = half.state.weights.spec.tensors();
+  ASSERT_EQ(half.state.optimizer.size(), tensors.size());
+  for (size_t p = 0; p < tensors.size(); ++p) {
+    ASSERT_EQ(half.state.optimizer[p].size(), 2u) << tensors[p].name;
+    EXPECT_EQ(static_cast<int64_t>(half.state.optimizer[p][0].size()), tensors[p].numel()) << tensors[p].name;
+  }
+  std::filesystem::remove_all(dir);
+
+  // Refused: stages 2 and 3, no data-parallel group, --sequence-parallel.
+  TrainConfig bad = family_config("gpt:2-32-4-16-96", "tensor-parallel", 4, "adam");
+  bad.zero_stage = 2;
+  bad.dp = 2;
+  std::string e = usage_error_of(bad);
+  EXPECT_NE(e.find("--zero-stage 2: tensor-parallel shards the optimizer state over its data-parallel group"), std::string::npos) << e;
+  bad.zero_stage = 1;
+  bad.dp = 1;
+  e = usage_error_of(bad);
+  EXPECT_NE(e.find("--dp 1 has one rank in it — add --dp D"), std::string::npos) << e;
+  bad.dp = 2;
+  bad.sequence_parallel = true;
+  e = usage_error_of(bad);
+  EXPECT_NE(e.find("--zero-stage 1 with --sequence-parallel is not written yet"), std::string::npos) << e;
+}
+
 TEST(TensorParallel, PipelineStagesMustCutTheBlocksAndTheBatch) {
   TrainConfig c = family_config("gpt:2-32-4-16-96", "tensor-parallel", 8, "sgd");
   c.pp = 4;

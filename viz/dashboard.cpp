@@ -27,6 +27,7 @@ std::vector<std::unique_ptr<Panel>> make_all_panels() {
   p.push_back(make_buckets_panel());
   p.push_back(make_data_parallel_panel());
   p.push_back(make_topology_panel());
+  p.push_back(make_layout_panel());
   p.push_back(make_memory_panel());
   p.push_back(make_training_panel());
   return p;

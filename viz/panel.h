@@ -29,6 +29,7 @@ std::unique_ptr<Panel> make_pipeline_panel();
 std::unique_ptr<Panel> make_buckets_panel();
 std::unique_ptr<Panel> make_data_parallel_panel();
 std::unique_ptr<Panel> make_topology_panel();
+std::unique_ptr<Panel> make_layout_panel();
 
 // Every panel, in the order the dashboard lays them out.
 std::vector<std::unique_ptr<Panel>> make_all_panels();

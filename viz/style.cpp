@@ -34,6 +34,13 @@ ImU32 memory_color(MemoryCategory category) {
   return IM_COL32(200, 200, 200, 255);
 }
 
+ImU32 group_color(const std::string& group) {
+  if (group == "tp") return IM_COL32(110, 205, 120, 255);
+  if (group == "pp") return IM_COL32(190, 130, 235, 255);
+  if (group == "dp") return IM_COL32(95, 180, 245, 255);
+  return IM_COL32(160, 160, 170, 255);
+}
+
 ImU32 faded(ImU32 color, float alpha) {
   const ImU32 a = static_cast<ImU32>(static_cast<float>((color >> IM_COL32_A_SHIFT) & 0xFF) * alpha);
   return (color & ~IM_COL32_A_MASK) | (a << IM_COL32_A_SHIFT);

@@ -12,6 +12,9 @@ namespace scalelab::viz {
 
 ImU32 phase_color(Phase phase);
 ImU32 memory_color(MemoryCategory category);
+// One colour per process sub-group, in the Layout panel and the Topology panel's table alike:
+// tp green, pp violet, dp sky blue; grey for any other.
+ImU32 group_color(const std::string& group);
 // A colour at reduced alpha: what has not happened yet at the cursor is drawn faded.
 ImU32 faded(ImU32 color, float alpha = 0.25f);
 // A colour moved `share` (0 … 1) of the way to white: an interleaved pipeline's later chunks.

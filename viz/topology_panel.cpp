@@ -14,6 +14,7 @@
 #include <string>
 
 #include "viz/model/format.h"
+#include "viz/model/layout_analysis.h"
 #include "viz/panel.h"
 #include "viz/style.h"
 
@@ -50,6 +51,7 @@ class TopologyPanel : public Panel {
       seen_version_ = model.version();
       seen_layout_ = model.layout_version();
       seen_events_ = model.events().size();
+      groups_ = group_traffic(model.events());
     }
     if (const auto& p = model.profile()) {
       flow_text({p->name + ": " + std::to_string(p->nodes) + " node" + (p->nodes == 1 ? "" : "s") + " × " +
@@ -89,6 +91,13 @@ class TopologyPanel : public Panel {
     }
 
     if (!table) {
+      // No room for the tables: the groups' shares on one line.
+      if (!groups_.empty()) {
+        std::vector<std::string> parts;
+        for (const GroupTraffic& g : groups_) parts.push_back(g.group + " " + format_bytes(static_cast<double>(g.bytes)));
+        ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + avail.y - ImGui::GetFrameHeight()));
+        flow_text(parts);
+      }
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip(by_node ? "bytes moved up to the cursor, summed over each node's devices; a bright link is in flight"
                                   : "bytes moved up to the cursor; a bright link is in flight at the cursor");
@@ -118,6 +127,7 @@ class TopologyPanel : public Panel {
     }
     ImGui::TextDisabled(by_node ? "a node's devices' links summed · so far: up to the cursor · bright: in flight"
                                 : "so far: up to the cursor · bright link: in flight");
+    if (!groups_.empty()) draw_groups(view.cursor_ns);
     if (topo_.unplaced_events > 0)
       ImGui::TextWrapped("+ %zu communication events (%s) name no peer: no link is credited with them", topo_.unplaced_events,
                          format_bytes(static_cast<double>(topo_.unplaced_bytes)).c_str());
@@ -258,7 +268,34 @@ class TopologyPanel : public Panel {
     }
   }
 
+  // The sub-groups' traffic (a tensor-parallel run's tp, pp, dp): which links each group uses is
+  // the lesson — TP's all-reduces on NVLink inside a node, DP's gradients across the NICs.
+  void draw_groups(int64_t cursor) const {
+    ImGui::Spacing();
+    ImGui::TextUnformatted("by process group");
+    if (!ImGui::BeginTable("groups", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
+    ImGui::TableSetupColumn("group");
+    ImGui::TableSetupColumn("so far");
+    ImGui::TableSetupColumn("run total");
+    ImGui::TableSetupColumn("busy");
+    ImGui::TableHeadersRow();
+    for (const GroupTraffic& g : groups_) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      legend_item(group_color(g.group), group_words(g.group).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_bytes(static_cast<double>(g.bytes_until(cursor))).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_bytes(static_cast<double>(g.bytes)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_duration(static_cast<double>(g.busy_ns)).c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("device-time in this group's calls, summed over its devices");
+    }
+    ImGui::EndTable();
+  }
+
   Topology topo_;
+  std::vector<GroupTraffic> groups_;
   uint64_t seen_version_ = 0, seen_layout_ = 0;
   size_t seen_events_ = 0;
 };

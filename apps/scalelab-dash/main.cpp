@@ -406,7 +406,7 @@ static int run_main(int argc, char** argv) {
   app.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
   app.add_option("--panel", o.panel,
                  "with --screenshot: draw this panel alone, filling the window (timeline, pipeline, buckets, "
-                 "data-parallel, topology, memory, training)");
+                 "data-parallel, topology, layout, memory, training)");
   app.add_option("--bench-frames", o.bench_frames, "render N frames and print the median frame CPU time (ms)")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--bench-copies", o.bench_copies,

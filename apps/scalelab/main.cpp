@@ -195,7 +195,7 @@ static int run_main(int argc, char** argv) {
   train_cmd->add_option("--virtual-stages", c.virtual_stages,
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
       ->capture_default_str();
-  train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too, 3 weights too");
+  train_cmd->add_option("--zero-stage", c.zero_stage, "zero: 1 shards optimizer state, 2 gradients too, 3 weights too; tensor-parallel: 1 with --dp, over each data-parallel group");
   train_cmd->add_flag("--sequence-parallel", c.sequence_parallel,
                       "tensor-parallel: LayerNorms, dropout and residual adds on T/N positions per rank; all-gather and "
                       "reduce-scatter in place of each all-reduce");

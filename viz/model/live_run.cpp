@@ -194,7 +194,7 @@ TraceInfo LiveRun::info() const {
   ti.devices = bus_.devices();
   ti.title = "live: --strategy " + config_.strategy + " --device " + device_kind_name(config_.device) +
              (config_.device == DeviceKind::sim ? " --hw " + config_.hw : "") + " --devices " +
-             std::to_string(config_.devices) + " --model " + config_.model;
+             std::to_string(config_.devices) + " --model " + config_.model + layout_words(config_);
   ti.simulated = config_.device == DeviceKind::sim;
   return ti;
 }
