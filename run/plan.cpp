@@ -243,16 +243,17 @@ PlanRow price_plan(const PlanWorkload& w, const PlanConfig& c, const HardwarePro
   const double stage_params = row.layers_per_stage * block_params(x) + embedding_params(x);
   const double D = c.dp;
   double dp_comm = 0, zero3_exposed = 0;
+  const double gathered = w.gather_bytes > 0 ? w.gather_bytes : e;  // a weight's bytes in an all-gather
   if (c.zero_stage == 0) {
     dp_comm = p.collective(Collective::all_reduce, stage_params * w.grad_bytes, c.dp, dp_where);
   } else if (c.zero_stage == 1) {
     dp_comm = p.collective(Collective::reduce_scatter, stage_params * w.grad_bytes, c.dp, dp_where) +
-              p.collective(Collective::all_gather, stage_params * e, c.dp, dp_where);
+              p.collective(Collective::all_gather, stage_params * gathered, c.dp, dp_where);
   } else {
     // ZeRO-3 / FSDP: per block and micro-batch, an all-gather of its 16-bit weights before the
     // forward and again before the backward, a reduce-scatter of its gradient after; prefetched,
     // each is hidden under the block's compute where it is the shorter.
-    const double gather = p.collective(Collective::all_gather, block_params(x) * e, c.dp, dp_where);
+    const double gather = p.collective(Collective::all_gather, block_params(x) * gathered, c.dp, dp_where);
     const double scatter = p.collective(Collective::reduce_scatter, block_params(x) * w.grad_bytes, c.dp, dp_where);
     const double f = block.forward + block.tp_forward;
     const double b = block.backward + block.tp_backward + (c.recompute ? f : 0);

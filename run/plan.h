@@ -37,6 +37,8 @@ struct PlanWorkload {
   DType compute = DType::bf16;   // weights, activations and the GEMMs: bf16 or f16
   int grad_bytes = 4;            // a gradient's bytes as accumulated and reduced (4: f32, 2: 16-bit)
   int optimizer_bytes = 12;      // per parameter: the f32 master copy and Adam's two moments
+  int gather_bytes = 0;          // a weight's bytes in ZeRO's all-gathers; 0: the compute dtype's
+                                 // (Megatron, FSDP); 4 where each rank keeps f32 weights (ours)
   // The share of the profile's kernel speed (its GEMM curves, its memory bandwidth) the framework
   // reaches: 1 prices the kernels as the profile does. Published runs lose more than the ops
   // alone account for (launches, unfused and small kernels, the host between them); fitted on one

@@ -48,10 +48,11 @@ shoot pipeline        60 --strategy pipeline --devices 4 --micro-batches 4 --che
 shoot pipeline-1f1b   60 --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b --check-equivalence
 shoot zero            60 --strategy zero --devices 4 --zero-stage 2 --check-equivalence
 # A 3D run (README, docs/models.md): a GPT on two nodes of 8 A100s as 2 stages × 2 replicas × 4
-# tensor shards, 1F1B; then its Layout panel alone, rank 9 hovered (its tp row, dp column, pp peer).
+# tensor shards, 1F1B, ZeRO-1 over each data-parallel group (BLOOM's recipe); then its Layout panel
+# alone, rank 9 hovered (its tp row, dp column, pp peer).
 threed=(--device sim --hw a100-80gb-opa-48x8 --model gpt:4-128-4-64-96 --strategy tensor-parallel --devices 16 --dp 2 --pp 2
         --micro-batches 4 --schedule 1f1b --batch 16)
-draw tensor-parallel-3d "${threed[@]}" --size 1600x1000 --steps 20 --check-equivalence
+draw tensor-parallel-3d "${threed[@]}" --zero-stage 1 --size 1600x1000 --steps 20 --check-equivalence
 draw tensor-parallel-layout "${threed[@]}" --steps 2 --panel layout --size 1200x600 --mouse 770,200
 # A run in progress: paced at 500 µs of simulated time per second, drawn for 4 s as on a display.
 shoot live            1000 --strategy ddp --devices 4 --bucket-mb 0.25 --first-bucket-mb 0.1 --speed 5e-4 --live-for 4

@@ -97,6 +97,10 @@ done
 "$scalelab" train --device sim --hw a100-nvlink-8 --model gpt:2-128-4-64-96 --batch 16 --steps 16 --seed 42 --quiet \
   --strategy tensor-parallel --devices 4 --check-equivalence --json "$out/data/tp.json" --trace "$out/data/tp.trace.json" \
   >"$out/data/tp.txt"
+# 3D (deck 06's Layout panel): 16 A100s on two nodes as 2 stages × 2 replicas × 4 shards, one step's shapes.
+"$scalelab" train --device sim --hw a100-80gb-opa-48x8 --model gpt:4-128-4-64-96 --batch 16 --steps 1 --dry-run --quiet \
+  --strategy tensor-parallel --devices 16 --dp 2 --pp 2 --micro-batches 4 --schedule 1f1b \
+  --trace "$out/data/tp3d.trace.json" >"$out/data/tp3d.txt"
 for n in 1 2 4 8 16; do
   strategy=tensor-parallel
   [ "$n" = 1 ] && strategy=single
@@ -167,6 +171,7 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "h100-measured timeline 1120x280 16 --font-size 20"
   "h100-sim timeline 1120x280 16 --font-size 20"
   "tp timeline 1150x290 12 --font-size 20 --only-lanes compute,comm"
+  "tp3d layout 1150x440 0 --font-size 18 --mouse 790,150"
 )
 printf '%s\n' "${panels[@]}" >"$out/data/panels.txt"
 # shellcheck disable=SC2016

@@ -101,10 +101,11 @@
 //
 // --zero-stage 1 with --dp D shards the optimizer state over the data-parallel group, as
 // Megatron's distributed optimizer does (and as strategies/zero.cpp's stage 1 over the world):
-// each rank's parameters sit in one flat, padded buffer, its gradients in another; the gradients
-// are averaged over the dp group in one all-reduce, rank d of the group steps its 1/D of the flat
-// buffer with the optimizer state of that 1/D alone, and an all-gather over the group brings every
-// rank the others' updated parts. Adam's two state tensors shrink D times.
+// each rank's parameters sit in one flat, padded buffer, its gradients in another; one
+// reduce-scatter over the dp group gives rank d the average of part d of the gradients alone, it
+// steps part d of the weights with the optimizer state of part d alone, and an all-gather over the
+// group brings every rank the others' updated parts. The same bytes as plain averaging's
+// all-reduce (a reduce-scatter and an all-gather); Adam's two state tensors shrink D times.
 #include <deque>
 #include <initializer_list>
 #include <limits>
@@ -561,7 +562,8 @@ struct TpRank {
   // all-reduced in one call.
   Tensor layer_norm_grads;
   // --zero-stage 1: its parameters and gradients in flat buffers padded to D equal parts (each
-  // parameter a view), and `optimizer_part`, its part d of both: the one parameter its optimizer sees.
+  // parameter a view), and `optimizer_part`, its part d of the weights (a view) with the averaged
+  // gradient of that part (its own tensor): the one parameter its optimizer sees.
   Tensor flat_params, flat_grads;
   Parameter optimizer_part;
 };
@@ -916,9 +918,11 @@ class TensorParallel : public Strategy {
 
   // --dp: the data-parallel group (the ranks of the other replicas holding the same shards)
   // averages each gradient, as ddp does; then every replica steps alike. --zero-stage 1: one
-  // all-reduce of the flat gradients; rank d steps part d; the parts all-gathered in place.
+  // reduce-scatter of the flat gradients, rank d receiving part d's average; rank d steps part d;
+  // the parts all-gathered in place.
   void average_and_step(TpRank& r) {
-    if (zero1()) r.groups.dp->all_reduce(r.flat_grads, ReduceOp::avg, {.name = "dp grads", .bucket = 0});
+    if (zero1())
+      r.groups.dp->reduce_scatter(r.flat_grads, r.optimizer_part.grad, ReduceOp::avg, {.name = "dp grads"});
     else if (config_.dp > 1)
       for (Parameter* p : r.params) r.groups.dp->all_reduce(p->grad, ReduceOp::avg, {.name = "dp " + p->name});
     const bool overflow = r.scaler->unscale_and_check(zero1() ? std::vector<Parameter*>{&r.optimizer_part} : r.params);
@@ -937,7 +941,7 @@ class TensorParallel : public Strategy {
   }
 
   // --zero-stage 1: every parameter's weight and gradient become views of two flat buffers (the
-  // weights copied over), and `optimizer_part` views part d of both.
+  // weights copied over); `optimizer_part` views part d of the weights, and has a gradient of its own.
   void seat_in_flat_buffers(TpRank& r) {
     Device& dev = *r.device;
     const int64_t length = flat_length(r), part = length / config_.dp;
@@ -954,7 +958,7 @@ class TensorParallel : public Strategy {
     const int d = r.groups.dp->rank();
     r.optimizer_part.name = "dp.part" + std::to_string(d);
     r.optimizer_part.value = r.flat_params.view(d * part, {part});
-    r.optimizer_part.grad = r.flat_grads.view(d * part, {part});
+    r.optimizer_part.grad = dev.zeros({part}, DType::f32, MemoryCategory::grads, "dp.part_grad");
     dev.memory().reset_peaks();  // the parameters' own tensors lived only while the rank was built
   }
 

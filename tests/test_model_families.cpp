@@ -470,8 +470,9 @@ TEST(TensorParallel, PipelineStagesOfTensorParallelGroupsTrainAsSingle) {
   for (const auto& [device, count] : sends) EXPECT_EQ(count, 4) << "device " << device;
 }
 
-// --zero-stage 1 over the data-parallel group (Megatron's distributed optimizer): each rank keeps
-// Adam's state for its 1/D of its parameters — the optimizer bytes per device D times fewer, to the
+// --zero-stage 1 over the data-parallel group (Megatron's distributed optimizer): a reduce-scatter
+// of the gradients and an all-gather of the weights a step; each rank keeps Adam's state for its
+// 1/D of its parameters — the optimizer bytes per device D times fewer, to the
 // padding — and trains to the same bits as plain averaging where D = 2 (a sum of two is the same in
 // any order; with D = 3 one flat all-reduce adds in another order than one per tensor: sgd within
 // single's tolerance). Its checkpoint holds the whole state: resumed, it continues to the same bits.
@@ -495,6 +496,14 @@ TEST(TensorParallel, ZeroStage1ShardsAdamsStateOverTheDataParallelGroup) {
                              std::to_string(k.pp) + " --amp " + amp_name(k.amp);
     ASSERT_FALSE(zero.weights_checksum.empty()) << what;
     EXPECT_EQ(zero.weights_checksum, plain.weights_checksum) << what;
+    // Per step and device: one reduce-scatter of the gradients and one all-gather of the weights
+    // over the dp group, where plain averaging all-reduces each tensor.
+    std::map<std::string, int> dp_calls;  // "role name" → calls
+    for (const Event& e : zero_bus.events())
+      if (e.group == "dp" && e.name != "dp state") ++dp_calls[std::string(role_name(e.role)) + " " + e.name.substr(0, e.name.find(" step"))];  // "… step 1/1": the collective's steps
+    const int calls = k.devices * static_cast<int>(c.steps);
+    EXPECT_EQ(dp_calls, (std::map<std::string, int>{{"reduce_scatter dp grads", calls}, {"all_gather dp params", calls}}))
+        << what;
     ASSERT_EQ(zero.per_device.size(), plain.per_device.size());
     for (size_t d = 0; d < zero.per_device.size(); ++d) {
       const int64_t sharded = zero.per_device[d].peak_bytes[static_cast<size_t>(MemoryCategory::optimizer)];

@@ -62,7 +62,6 @@ LaunchPanel::LaunchPanel(Dashboard& dashboard, TrainConfig initial, double speed
     : dash_(dashboard), fields_(std::move(initial)), speed_(speed > 0 ? speed : 1e-4), paced_(speed > 0) {
   if (fields_.device == DeviceKind::sim && fields_.hw.empty()) fields_.hw = "a100-nvlink-8";
   if (fields_.steps <= 0) fields_.steps = 200;
-  if (fields_.zero_stage == 0) fields_.zero_stage = 1;
   std::snprintf(model_text_, sizeof model_text_, "%s", fields_.model.c_str());
   device_kinds_ = {"sim", "cpu"};
   if (cuda_available()) device_kinds_.emplace_back("cuda");
@@ -93,6 +92,9 @@ TrainConfig LaunchPanel::config() const {
   // Chunks per device are the interleaved schedule's alone, and it needs two at least.
   c.virtual_stages = c.schedule == Schedule::interleaved ? std::max(2, c.virtual_stages) : defaults.virtual_stages;
   if (!info.takes(O::zero_stage)) c.zero_stage = defaults.zero_stage;
+  // zero's stage is 1 to 3; tensor-parallel's 0 (off) or 1 (over each data-parallel group).
+  if (info.name == "zero") c.zero_stage = std::clamp(c.zero_stage, 1, 3);
+  else c.zero_stage = std::min(c.zero_stage, 1);
   if (!info.takes(O::amp)) c.amp = defaults.amp;
   if (!info.takes(O::sequence_parallel)) c.sequence_parallel = defaults.sequence_parallel;
   if (!info.synchronous) c.check_equivalence = false;
@@ -219,11 +221,15 @@ void LaunchPanel::draw_settings(bool locked) {
     if (ImGui::SliderFloat("first bucket MB", &first, 0.01f, 100.0f, "%.2f", ImGuiSliderFlags_Logarithmic))
       fields_.first_bucket_mb = first;
   }
-  if (info.takes(O::zero_stage)) {
+  if (info.takes(O::zero_stage) && info.name == "zero") {
+    fields_.zero_stage = std::clamp(fields_.zero_stage, 1, 3);
     ImGui::SliderInt("ZeRO stage", &fields_.zero_stage, 1, 3);
     ImGui::TextDisabled(fields_.zero_stage == 1   ? "shards the optimizer state"
                         : fields_.zero_stage == 2 ? "shards optimizer state and gradients"
                                                   : "shards the weights too, gathered a layer at a time (FSDP)");
+  } else if (info.takes(O::zero_stage)) {  // tensor-parallel: ZeRO-1 over each data-parallel group
+    bool zero1 = fields_.zero_stage >= 1;
+    if (ImGui::Checkbox("ZeRO-1 over the data-parallel groups", &zero1)) fields_.zero_stage = zero1 ? 1 : 0;
   }
   if (info.takes(O::sequence_parallel))
     ImGui::Checkbox("sequence parallel (LayerNorms on T/N positions)", &fields_.sequence_parallel);

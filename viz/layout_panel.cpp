@@ -85,7 +85,6 @@ class LayoutPanel : public Panel {
       dl->AddText(ImVec2(a.x, a.y - head + 2), kAxisText, heading.c_str());
       dl->PopClipRect();
     }
-    const bool words = cell_w > fs * 9 && cell_h > fs * 3.4f;
     for (int r = 0; r < l->world(); ++r) {
       const ImVec2 a = cell_min(r), b(a.x + cell_w - 3, a.y + cell_h - 3);
       ImU32 fill = IM_COL32(70, 90, 130, 255);
@@ -98,16 +97,17 @@ class LayoutPanel : public Panel {
       }
       dl->AddRectFilled(a, b, fill, 4.0f);
       const ImU32 text = hovered >= 0 && fill != IM_COL32(55, 60, 72, 255) ? kLabelOnBlock : IM_COL32(245, 245, 250, 255);
-      // "rank 13", or "13" where that is too wide for the cell (never a clipped "rank 1").
+      // "rank 13" with the shard's part ("heads 4–5", "MLP 512–767") and the replica, a line each,
+      // where that fits the cell; else "rank 13", or "13" (never a clipped "rank 1").
       std::string label = "rank " + std::to_string(r);
-      if (ImGui::CalcTextSize(label.c_str()).x > cell_w - 10) label = std::to_string(r);
-      if (words) {  // the shard's part ("heads 4–5", "MLP 512–767") and the replica, a line each
-        std::string shard = part(r, 1);
-        shard = shard.substr(shard.find(": ") + 2);
-        const size_t mlp = shard.find(", MLP features ");
-        if (mlp != std::string::npos) shard = shard.substr(0, mlp) + "\nMLP " + shard.substr(mlp + 15);
-        label += "\n" + shard + "\n" + part(r, 2);
-      }
+      std::string shard = part(r, 1);
+      shard = shard.substr(shard.find(": ") + 2);
+      const size_t mlp = shard.find(", MLP features ");
+      if (mlp != std::string::npos) shard = shard.substr(0, mlp) + "\nMLP " + shard.substr(mlp + 15);
+      const std::string words = label + "\n" + shard + "\n" + part(r, 2);
+      const ImVec2 size = ImGui::CalcTextSize(words.c_str());
+      if (size.x <= cell_w - 10 && size.y <= cell_h - 6) label = words;
+      else if (ImGui::CalcTextSize(label.c_str()).x > cell_w - 10) label = std::to_string(r);
       dl->PushClipRect(a, b, true);
       dl->AddText(ImVec2(a.x + 5, a.y + 3), text, label.c_str());
       dl->PopClipRect();

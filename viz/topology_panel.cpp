@@ -105,6 +105,13 @@ class TopologyPanel : public Panel {
     }
     ImGui::SetCursorScreenPos(ImVec2(origin.x + c.diagram_w + 8, origin.y));
     ImGui::BeginChild("topology_table", ImVec2(avail.x - c.diagram_w - 8, avail.y), false);
+    // A run with sub-groups (tp, pp, dp): their traffic first — which group uses which links is
+    // the lesson; the links' table below it.
+    if (!groups_.empty()) {
+      draw_groups(view.cursor_ns);
+      ImGui::Spacing();
+      ImGui::TextUnformatted("by link");
+    }
     if (ImGui::BeginTable("links", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
       ImGui::TableSetupColumn("link");
       ImGui::TableSetupColumn("so far");
@@ -127,7 +134,6 @@ class TopologyPanel : public Panel {
     }
     ImGui::TextDisabled(by_node ? "a node's devices' links summed · so far: up to the cursor · bright: in flight"
                                 : "so far: up to the cursor · bright link: in flight");
-    if (!groups_.empty()) draw_groups(view.cursor_ns);
     if (topo_.unplaced_events > 0)
       ImGui::TextWrapped("+ %zu communication events (%s) name no peer: no link is credited with them", topo_.unplaced_events,
                          format_bytes(static_cast<double>(topo_.unplaced_bytes)).c_str());
@@ -271,7 +277,6 @@ class TopologyPanel : public Panel {
   // The sub-groups' traffic (a tensor-parallel run's tp, pp, dp): which links each group uses is
   // the lesson — TP's all-reduces on NVLink inside a node, DP's gradients across the NICs.
   void draw_groups(int64_t cursor) const {
-    ImGui::Spacing();
     ImGui::TextUnformatted("by process group");
     if (!ImGui::BeginTable("groups", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
     ImGui::TableSetupColumn("group");

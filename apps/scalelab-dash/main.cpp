@@ -455,7 +455,7 @@ static int run_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();
   app.add_option("--first-bucket-mb", c.first_bucket_mb, "live, ddp: cap of the first bucket in MB")->capture_default_str();
-  app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too, 3 weights too");
+  app.add_option("--zero-stage", c.zero_stage, "live, zero: 1 shards optimizer state, 2 gradients too, 3 weights too; tensor-parallel: 1 with --dp");
   app.add_option("--amp", choice.amp, "live: off | fp16 | bf16")->capture_default_str();
   app.add_flag("--check-equivalence", c.check_equivalence, "live: also train single on the same batches and compare");
   strict_numbers(app);

@@ -314,7 +314,7 @@ static int run_main(int argc, char** argv) {
   scale_cmd->add_option("--batch", sc.batch, "per device (weak) or global (strong)")->capture_default_str()->check(at_least(1));
   scale_cmd->add_option("--steps", sc.steps, "steps per point; the last is reported")->capture_default_str();
   scale_cmd->add_option("--optimizer", sc.optimizer)->capture_default_str();
-  scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1, 2 or 3")->capture_default_str();
+  scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1, 2 or 3; tensor-parallel: 1 with --dp")->capture_default_str();
   scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe, 1f1b or interleaved")->capture_default_str();
   scale_cmd->add_option("--virtual-stages", sc.virtual_stages,
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
@@ -568,6 +568,8 @@ static int run_main(int argc, char** argv) {
       if (strong && scale_cmd->count("--weak")) throw UsageError("scale", "--weak and --strong: choose one");
       // As train: an option the strategy does not take is refused, not ignored.
       if (sc.strategy == "fsdp" && !scale_cmd->count("--zero-stage")) sc.zero_stage = 3;
+      // The default stage is zero's; tensor-parallel shards nothing unless --zero-stage 1 is given.
+      if (sc.strategy != "zero" && sc.strategy != "fsdp" && !scale_cmd->count("--zero-stage")) sc.zero_stage = 0;
       resolve_strategy_alias(sc.strategy, sc.zero_stage);
       const StrategyInfo& info = find_strategy(sc.strategy);
       const std::pair<const char*, StrategyOption> flags[] = {{"--micro-batches", StrategyOption::micro_batches},
