@@ -867,15 +867,10 @@ TEST(DashLayout, TheTitleGivesTheShapeAndEachRankItsPlaceAsMegatronLaysItOut) {
 
 TEST(DashLayout, EachGroupsTrafficIsCountedOnceInTpPpDpOrder) {
   auto comm = [](int device, const char* group, Role role, int64_t bytes, int64_t t0, int64_t t1) {
-    Event e;
-    e.device = device;
-    e.lane = Lane::comm;
-    e.phase = Phase::comm;
+    Event e = ev(device, Lane::comm, role_name(role), Phase::comm, t0, t1);
     e.group = group;
     e.role = role;
     e.bytes = bytes;
-    e.t_begin_ns = t0;
-    e.t_end_ns = t1;
     return e;
   };
   const std::vector<Event> events = {
