@@ -10,6 +10,8 @@
 //   B i  backward of micro-batch i: receive the gradient of its output from the stage after (the
 //        last stage has it from the loss), run this stage's layers backward, send the gradient of
 //        its input to the stage before. The weight gradients add up over the micro-batches.
+//   W i  (--schedule zero-bubble) the weights' gradients of micro-batch i, which B i then leaves
+//        out: B sends what the stage before waits for sooner, and W fills a slot that would idle.
 // After the last backward each stage updates its own layers with its own optimizer. Which order
 // the tasks run in — GPipe's or 1F1B's, drawn for 4 stages and 8 micro-batches, and the bubble
 // each leaves — is the schedule's lesson, in strategies/pipeline_schedule.cpp.
@@ -118,6 +120,7 @@ PipelineSchedule schedule_of(const TrainConfig& config) {
     const int chunks = config.virtual_stages;
     return [chunks](int p, int s, int m) { return interleaved_schedule(p, chunks, s, m); };
   }
+  if (config.schedule == Schedule::zero_bubble) return zero_bubble_schedule;
   return config.schedule == Schedule::one_f_one_b ? one_f_one_b_schedule : gpipe_schedule;
 }
 
@@ -149,9 +152,15 @@ class Pipeline : public Strategy {
         programs_(programs_of(schedule, ranks_.world_size(), config_.micro_batches, chunks)),
         ownership_(ShardedState::by_layers(spec_, stage_boundaries(ranks_.world_size() * chunks, spec_.layer_count()),
                                            stage_owners(ranks_.world_size(), chunks))) {
-    for (int rank : ranks_.local_ranks())
-      stages_.push_back(std::make_unique<Stage>(rank, ranks_.device(rank), ranks_.group(rank), ranks_.world_size(),
-                                                chunks, ctx.initial_weights, ctx.config));
+    for (int rank : ranks_.local_ranks()) {
+      Stage& st = *stages_.emplace_back(std::make_unique<Stage>(rank, ranks_.device(rank), ranks_.group(rank),
+                                                                ranks_.world_size(), chunks, ctx.initial_weights, ctx.config));
+      // A schedule with W tasks (zero bubble): the layers' backwards leave their weights' GEMMs to W.
+      const PipelineProgram& program = programs_[static_cast<size_t>(rank)];
+      const bool split = std::any_of(program.begin(), program.end(), [](const Op& op) { return op.task.pass == Pass::weight; });
+      for (Chunk& chunk : st.chunks)
+        for (auto& layer : chunk.layers) layer->set_weight_pass(split);
+    }
   }
 
   double train_step(const HostBatch& batch, int64_t step) override {
@@ -187,7 +196,7 @@ class Pipeline : public Strategy {
     std::vector<Tensor> inputs[2] = {std::vector<Tensor>(slots), std::vector<Tensor>(slots)};
     std::vector<Tensor> outputs[2] = {std::vector<Tensor>(slots), std::vector<Tensor>(slots)};
     std::vector<Tensor> dlogits(static_cast<size_t>(m));
-    std::vector<int> backwards_done(static_cast<size_t>(chunks_));
+    std::vector<int> backwards_done(static_cast<size_t>(chunks_)), weights_done(static_cast<size_t>(chunks_));
     double loss_sum = 0;
     for (const Op& op : programs_[static_cast<size_t>(s)]) {
       const Task& t = op.task;
@@ -202,6 +211,14 @@ class Pipeline : public Strategy {
       } else if (op.kind == Op::send) {
         send(st, t, outputs[pass][slot]);
         outputs[pass][slot] = Tensor();
+      } else if (t.pass == Pass::weight) {
+        // slide: zero-bubble-weight-pass
+        // W i. The weights' gradients of micro-batch i, from what B i kept: no stage waits for
+        //      them, so the schedule runs them where the stage would otherwise idle.
+        const bool accumulate = weights_done[static_cast<size_t>(t.chunk)]++ > 0;
+        for (int l = chunk.last - 1; l >= chunk.first; --l)
+          chunk.layers[static_cast<size_t>(l - chunk.first)]->weight_pass(accumulate, i);
+        // end slide
       } else if (t.pass == Pass::forward) {
         // F i. Stage 0 copies micro-batch i's rows from the host, one micro-batch at a time; the
         //      others take what they received from the stage before.
@@ -334,7 +351,8 @@ class Pipeline : public Strategy {
   // receives, so a stage's order of sends and receives matters. In 1F1B's steady state a stage
   // follows a backward with a forward, and the stage before sends that forward's input, then waits
   // for the backward's gradient: the stage receives the input before it sends the gradient
-  // (otherwise each would wait for the other). Interleaved, stage p − 1 also sends round to stage
+  // (otherwise each would wait for the other). Zero bubble puts Ws between the two: they run
+  // first, while the stage before computes that input. Interleaved, stage p − 1 also sends round to stage
   // 0, and no rule of one stage alone avoids a circle of waits: the programs are ordered from all
   // the stages' lists together (strategies/pipeline_schedule.h).
   void send(Stage& st, const Task& t, const Tensor& out) {

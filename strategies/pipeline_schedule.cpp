@@ -49,10 +49,27 @@
 // output round to stage 0 for virtual stage 4. Worth it while a message costs less than the slot
 // time it saves. And m must be a multiple of p (Megatron's rule): the devices take the
 // micro-batches p at a time through a chunk.
+//
+// Zero bubble, ZB-H1 (Qi et al. 2024). A backward is two jobs: B, the gradient of the stage's
+// input, which the stage before waits for, and W, the gradients of the weights, which nobody waits
+// for until the optimizer step. Split them, send B's result at once, and run W where 1F1B idles.
+// Below, p = 4 and m = 8 with F, B and W one column each (1F1B's backward is B and W together, two
+// columns): stage s runs (F x, B x − (p − 1 − s), W x − (p − 1)) for x = 0, 1, …, leaving out the
+// tasks of micro-batches outside 0 … m − 1.
+//   stage 0  F0 F1 F2 F3 .. .. .. B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7
+//   stage 1  .. F0 F1 F2 .. .. B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7
+//   stage 2  .. .. F0 F1 .. B0 F2 B1 F3 B2 W0 F4 B3 W1 F5 B4 W2 F6 B5 W3 F7 B6 W4 B7 W5 W6 W7
+//   stage 3  .. .. .. F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7
+// 27 columns where 1F1B takes 33: each stage idles p − 1 = 3 (the warm-up's wait for the first
+// gradient, which no W can fill: none is due yet) instead of 3(p − 1) = 9. The last stages run
+// their Ws late, where 1F1B's cool-down leaves them idle. Stage 0 still holds at most p
+// micro-batches' activations (F x waits for W x − p), as in 1F1B; a W holds only its GEMMs' inputs
+// and output gradients.
 #include "strategies/pipeline_schedule.h"
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -125,26 +142,48 @@ std::vector<Task> interleaved_schedule(int stages, int chunks, int stage, int mi
 }
 // end slide
 
+// slide: zero-bubble-schedule
+// ZB-H1: stage s of p runs (F x, B x − (p − 1 − s), W x − (p − 1)) for x = 0 … m + p − 2, leaving
+// out every task whose micro-batch is not one of 0 … m − 1.
+std::vector<Task> zero_bubble_schedule(int stages, int stage, int micro_batches) {
+  std::vector<Task> tasks;
+  auto add = [&](Pass pass, int i) {
+    if (i >= 0 && i < micro_batches) tasks.push_back({pass, i});
+  };
+  for (int x = 0; x < micro_batches + stages - 1; ++x) {
+    add(Pass::forward, x);
+    add(Pass::backward, x - (stages - 1 - stage));
+    add(Pass::weight, x - (stages - 1));
+  }
+  return tasks;
+// end slide
+}
+
 // A list a stage can run: every (chunk, micro-batch)'s F and B once, each B after its F, a chunk's
-// Bs in the order of its Fs (strategies/pipeline_schedule.h says why each).
+// Bs in the order of its Fs (strategies/pipeline_schedule.h says why each);
+// with W tasks, one per B, after it, in the order of the Bs.
 void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages, int stage, int micro_batches,
                              int chunks) {
   std::string where = "the schedule of stage " + std::to_string(stage) + " (" + std::to_string(stages) + " stages, " +
                       std::to_string(micro_batches) + " micro-batches";
   where += chunks > 1 ? ", " + std::to_string(chunks) + " chunks each)" : ")";
-  const size_t slots = static_cast<size_t>(micro_batches) * static_cast<size_t>(std::max(chunks, 1));
-  std::vector<int> forwards(slots), backwards(slots);   // by chunk · m + micro-batch
-  std::vector<std::vector<int>> forward_order(static_cast<size_t>(std::max(chunks, 1)));  // per chunk
-  std::vector<size_t> backwards_run(static_cast<size_t>(std::max(chunks, 1)));
-  auto name = [&](bool forward, int i, int c) {
-    return std::string(forward ? "F" : "B") + " " + std::to_string(i) + (chunks > 1 ? " of chunk " + std::to_string(c) : "");
+  const size_t C = static_cast<size_t>(std::max(chunks, 1));
+  const size_t slots = static_cast<size_t>(micro_batches) * C;
+  std::vector<int> seen[3] = {std::vector<int>(slots), std::vector<int>(slots), std::vector<int>(slots)};  // by pass
+  // Per chunk: the micro-batches in the order of their Fs, and of their Bs; how many Bs and Ws ran.
+  std::vector<std::vector<int>> forward_order(C), backward_order(C);
+  std::vector<size_t> backwards_run(C), weights_run(C);
+  auto name = [&](Pass pass, int i, int c) {
+    const char* letter = pass == Pass::forward ? "F" : pass == Pass::backward ? "B" : "W";
+    return std::string(letter) + " " + std::to_string(i) + (chunks > 1 ? " of chunk " + std::to_string(c) : "");
   };
+  bool has_weight_tasks = false;
   for (size_t k = 0; k < tasks.size(); ++k) {
     const int i = tasks[k].micro_batch, c = tasks[k].chunk;
-    const bool forward = tasks[k].pass == PipelinePass::forward;
-    const std::string task = name(forward, i, c);
-    if (tasks[k].pass != PipelinePass::forward && tasks[k].pass != PipelinePass::backward)
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " is neither a forward nor a backward");
+    const Pass pass = tasks[k].pass;
+    if (pass != Pass::forward && pass != Pass::backward && pass != Pass::weight)
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " is neither a forward, a backward nor a W");
+    const std::string task = name(pass, i, c);
     if (i < 0 || i >= micro_batches)
       throw Error("pipeline", where + ": task " + std::to_string(k) + " is " + task +
                                   ", but the micro-batches are 0 … " + std::to_string(micro_batches - 1));
@@ -152,31 +191,48 @@ void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages,
       throw Error("pipeline", where + ": task " + std::to_string(k) + " is " + task + ", but the chunks are 0 … " +
                                   std::to_string(chunks - 1));
     const size_t slot = static_cast<size_t>(c) * static_cast<size_t>(micro_batches) + static_cast<size_t>(i);
-    int& seen = forward ? forwards[slot] : backwards[slot];
-    if (seen++ > 0) throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " a second time");
-    if (!forward && forwards[slot] == 0)
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " before " +
-                                  name(true, i, c) + " — a backward needs its forward's activations");
-    std::vector<int>& order = forward_order[static_cast<size_t>(c)];
-    size_t& run = backwards_run[static_cast<size_t>(c)];
-    if (forward) {
-      order.push_back(i);
-    } else if (order[run++] != i) {
+    if (seen[static_cast<size_t>(pass)][slot]++ > 0)
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " a second time");
+    const Pass before = pass == Pass::weight ? Pass::backward : Pass::forward;
+    if (pass != Pass::forward && seen[static_cast<size_t>(before)][slot] == 0)
+      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " before " + name(before, i, c) +
+                                  (pass == Pass::backward ? " — a backward needs its forward's activations"
+                                                          : " — W takes what B keeps for it"));
+    const size_t chunk = static_cast<size_t>(c);
+    if (pass == Pass::forward) {
+      forward_order[chunk].push_back(i);
+    } else if (pass == Pass::backward) {
+      backward_order[chunk].push_back(i);
+      const int due = forward_order[chunk][backwards_run[chunk]++];
       // Each layer keeps the inputs of its forwards in a queue and its backward takes the oldest
       // (Linear::backward), so a chunk's backwards must come in the order of its forwards.
-      throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " where " +
-                                  name(false, order[run - 1], c) +
-                                  " is due — the backwards run in the order of the forwards (each layer keeps its "
-                                  "inputs in a queue, oldest first)");
+      if (due != i)
+        throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " where " +
+                                    name(Pass::backward, due, c) +
+                                    " is due — the backwards run in the order of the forwards (each layer keeps its "
+                                    "inputs in a queue, oldest first)");
+    } else {
+      has_weight_tasks = true;
+      const int due = backward_order[chunk][weights_run[chunk]++];
+      if (due != i)
+        throw Error("pipeline", where + ": task " + std::to_string(k) + " runs " + task + " where " +
+                                    name(Pass::weight, due, c) +
+                                    " is due — the Ws run in the order of the backwards (B keeps W's inputs in a "
+                                    "queue, oldest first)");
     }
   }
   for (int c = 0; c < chunks; ++c)
     for (int i = 0; i < micro_batches; ++i) {
       const size_t slot = static_cast<size_t>(c) * static_cast<size_t>(micro_batches) + static_cast<size_t>(i);
-      if (forwards[slot] == 0 || backwards[slot] == 0)
-        throw Error("pipeline", where + " never runs " + name(forwards[slot] == 0, i, c) +
-                                    " — every micro-batch needs its forward and its backward" +
-                                    (chunks > 1 ? " through every chunk" : ""));
+      for (Pass pass : {Pass::forward, Pass::backward})
+        if (seen[static_cast<size_t>(pass)][slot] == 0)
+          throw Error("pipeline", where + " never runs " + name(pass, i, c) +
+                                      " — every micro-batch needs its forward and its backward" +
+                                      (chunks > 1 ? " through every chunk" : ""));
+      if (has_weight_tasks && seen[static_cast<size_t>(Pass::weight)][slot] == 0)
+        throw Error("pipeline", where + " never runs " + name(Pass::weight, i, c) +
+                                    " — a list with W tasks needs one for every backward (its B leaves the weights' "
+                                    "gradients to it)");
     }
 }
 
@@ -184,9 +240,11 @@ void check_pipeline_schedule(const std::vector<PipelineTask>& tasks, int stages,
 // The programs: a stage's tasks with its receives and sends in between.
 
 bool PipelineLinks::receives(int stage, const Task& t) const {
+  if (t.pass == Pass::weight) return false;  // W works on what its B kept
   return t.pass == Pass::forward ? virtual_stage(stage, t) > 0 : virtual_stage(stage, t) < stages * chunks - 1;
 }
 bool PipelineLinks::sends(int stage, const Task& t) const {
+  if (t.pass == Pass::weight) return false;  // the weights' gradients stay on their stage
   return t.pass == Pass::forward ? virtual_stage(stage, t) < stages * chunks - 1 : virtual_stage(stage, t) > 0;
 }
 int PipelineLinks::peer_of_input(int stage, const Task& t) const {
@@ -199,23 +257,25 @@ int PipelineLinks::peer_of_output(int stage, const Task& t) const {
 PipelineProgram stage_program(const std::vector<Task>& tasks, int stages, int stage) {
   const PipelineLinks links{stages, 1};
   PipelineProgram program;
-  std::vector<bool> received;  // forwards whose input came early, by micro-batch
+  // A backward's gradient held back: a backward followed by a forward (its Ws between them run
+  // first) receives that forward's input before it sends the gradient (strategies/pipeline.cpp).
+  std::optional<Task> held;
   for (size_t k = 0; k < tasks.size(); ++k) {
     const Task& t = tasks[k];
-    if (received.size() <= static_cast<size_t>(t.micro_batch)) received.resize(static_cast<size_t>(t.micro_batch) + 1);
-    const bool early = t.pass == Pass::forward && received[static_cast<size_t>(t.micro_batch)];
-    if (links.receives(stage, t) && !early) program.push_back({PipelineOp::receive, t});
+    if (links.receives(stage, t)) program.push_back({PipelineOp::receive, t});
+    if (held && t.pass == Pass::forward) {
+      program.push_back({PipelineOp::send, *held});
+      held.reset();
+    }
     program.push_back({PipelineOp::compute, t});
     if (!links.sends(stage, t)) continue;
-    // A backward followed by a forward: that forward's input first (strategies/pipeline.cpp).
-    if (t.pass == Pass::backward && k + 1 < tasks.size() && tasks[k + 1].pass == Pass::forward &&
-        links.receives(stage, tasks[k + 1])) {
-      program.push_back({PipelineOp::receive, tasks[k + 1]});
-      const size_t next = static_cast<size_t>(tasks[k + 1].micro_batch);
-      if (received.size() <= next) received.resize(next + 1);
-      received[next] = true;
-    }
-    program.push_back({PipelineOp::send, t});
+    size_t after = k + 1;
+    while (after < tasks.size() && tasks[after].pass == Pass::weight) ++after;
+    if (t.pass == Pass::backward && after < tasks.size() && tasks[after].pass == Pass::forward &&
+        links.receives(stage, tasks[after]))
+      held = t;
+    else
+      program.push_back({PipelineOp::send, t});
   }
   return program;
 }
@@ -234,7 +294,7 @@ Task consumer_of(const Message& m, int stages) {
 }
 
 std::string text_of(const Task& t, int chunks) {
-  return std::string(t.pass == Pass::forward ? "F " : "B ") + std::to_string(t.micro_batch) +
+  return std::string(t.pass == Pass::forward ? "F " : t.pass == Pass::backward ? "B " : "W ") + std::to_string(t.micro_batch) +
          (chunks > 1 ? " of chunk " + std::to_string(t.chunk) : "");
 }
 
@@ -265,7 +325,7 @@ std::vector<PipelineProgram> timed_programs(const std::vector<std::vector<Task>>
           if (input == done.end()) break;  // not yet computed: come back to this stage later
           start = std::max(start, input->second);
         }
-        stage_free = start + (t.pass == Pass::forward ? 1 : 2);
+        stage_free = start + (t.pass == Pass::backward ? 2 : 1);
         events.emplace_back(start, 1, Message{}, s, PipelineOp{PipelineOp::compute, t});
         if (links.sends(s, t)) done[message_of(s, t)] = stage_free;
         progress = true;

@@ -1071,8 +1071,9 @@ void check_pipeline_stages(const TrainConfig& c, const ModelSpec& spec) {
     throw UsageError(kName, "--micro-batches " + std::to_string(c.micro_batches) + " must divide each replica's " +
                                 std::to_string(per_replica) + " sequences (--batch " + std::to_string(c.batch) + " / --dp " +
                                 std::to_string(c.dp) + ")");
-  if (c.schedule == Schedule::interleaved)
-    throw UsageError(kName, pp + " runs GPipe or 1F1B — use --schedule gpipe or 1f1b (interleaving: --strategy pipeline)");
+  if (c.schedule == Schedule::interleaved || c.schedule == Schedule::zero_bubble)
+    throw UsageError(kName, pp + " runs GPipe or 1F1B — use --schedule gpipe or 1f1b (" + schedule_name(c.schedule) +
+                                ": --strategy pipeline)");
   if (c.sequence_parallel) throw UsageError(kName, pp + " with --sequence-parallel is not written yet — drop one of them");
   if (spec.dropout > 0) throw UsageError(kName, pp + " with --dropout is not written yet — drop one of them");
   if (c.launch != Launch::threads)

@@ -24,7 +24,7 @@ E parse_choice(const std::string& name, const char* const (&names)[N], const cha
 
 constexpr const char* kLaunchNames[] = {"threads", "procs", "mpi"};
 constexpr const char* kCommNames[] = {"", "threads", "shm", "mpi", "nccl"};
-constexpr const char* kScheduleNames[] = {"gpipe", "1f1b", "interleaved"};
+constexpr const char* kScheduleNames[] = {"gpipe", "1f1b", "interleaved", "zero-bubble"};
 constexpr const char* kAmpNames[] = {"off", "fp16", "bf16"};
 
 }  // namespace

@@ -15,12 +15,13 @@ namespace scalelab {
 // UsageError naming the option and the words it takes) and kept typed from then on.
 enum class Launch : uint8_t { threads, procs, mpi };          // how ranks start
 enum class CommBackend : uint8_t { automatic, threads, shm, mpi, nccl };  // automatic: the launch's own
-enum class Schedule : uint8_t { gpipe, one_f_one_b, interleaved };  // pipeline: all F then all B; 1F1B; interleaved 1F1B
+// pipeline: all F then all B; 1F1B; interleaved 1F1B; ZB-H1 (1F1B with each backward split in B and W)
+enum class Schedule : uint8_t { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class Amp : uint8_t { off, fp16, bf16 };                 // mixed precision
 
 const char* launch_name(Launch launch);
 const char* comm_backend_name(CommBackend comm);  // "" for automatic
-const char* schedule_name(Schedule schedule);     // gpipe | 1f1b | interleaved
+const char* schedule_name(Schedule schedule);     // gpipe | 1f1b | interleaved | zero-bubble
 const char* amp_name(Amp amp);
 Launch parse_launch(const std::string& name);
 CommBackend parse_comm_backend(const std::string& name);

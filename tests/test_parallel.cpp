@@ -132,7 +132,7 @@ std::vector<EquivalenceCase> equivalence_cases() {
             cases.push_back({strategy, devices, kind, optimizer});
             continue;
           }
-          for (const char* schedule : {"gpipe", "1f1b"})
+          for (const char* schedule : {"gpipe", "1f1b", "zero-bubble"})
             for (int m : {1, 2, 4}) cases.push_back({strategy, devices, kind, optimizer, schedule, m});
           // Interleaved: 2 chunks a device, 2 × 2 virtual stages of the model's 4 layers.
           if (devices == 2)
@@ -193,6 +193,52 @@ TEST(Pipeline, EventsCarryTheirMicroBatch) {
     seen.insert({e.device, e.micro_batch});
   }
   EXPECT_EQ(seen.size(), 8u);  // 2 stages × 4 micro-batches
+}
+
+TEST(Pipeline, ZeroBubbleGivesTheBitsOf1F1BAndRunsEachWAfterItsB) {
+  // Splitting each backward in B and W moves the weights' GEMMs, not their sums: each gradient
+  // still adds the micro-batches in order, so the weights are 1F1B's to the bit — an MLP in f32, a
+  // GPT under bf16 with recompute (its blocks' Linears keep older Bs' inputs while a recompute
+  // frees its forward's), a ConvNet (whose convolutions compute their weights' gradients in B).
+  struct Case {
+    std::string model;
+    Amp amp;
+    bool recompute;
+    int devices, micro_batches;
+    int64_t batch;
+  };
+  for (const Case& k : {Case{"mlp:32-24-16-12-8", Amp::off, false, 4, 4, 32},
+                        Case{"gpt:2-32-2-8-96", Amp::bf16, true, 4, 4, 16},
+                        Case{"convnet", Amp::off, false, 2, 4, 16}}) {
+    std::string checksum[2];
+    for (int zb : {0, 1}) {
+      TrainConfig c = small_config("pipeline", k.devices, DeviceKind::cpu, "adam");
+      c.model = k.model;
+      c.amp = k.amp;
+      c.recompute = k.recompute;
+      c.micro_batches = k.micro_batches;
+      c.batch = k.batch;
+      c.steps = 3;
+      c.check_equivalence = false;
+      if (k.model == "gpt:2-32-2-8-96") c.dataset = "synthetic";
+      c.schedule = zb ? Schedule::zero_bubble : Schedule::one_f_one_b;
+      EventBus bus;
+      checksum[zb] = train(c, bus).weights_checksum;
+      if (!zb) continue;
+      // Each W: its micro-batch's Linear weight GEMMs, after that micro-batch's B on its device.
+      std::set<std::pair<int, int>> backward_done;  // (device, micro-batch)
+      int weight_ops = 0;
+      for (const Event& e : bus.events()) {
+        if (e.step != 0 || e.lane != Lane::compute) continue;
+        if (e.phase == Phase::bwd) backward_done.insert({e.device, e.micro_batch});
+        if (e.phase != Phase::wgrad) continue;
+        ++weight_ops;
+        EXPECT_TRUE(backward_done.count({e.device, e.micro_batch})) << k.model << ": " << e.name << " before its B";
+      }
+      EXPECT_GT(weight_ops, 0) << k.model;
+    }
+    EXPECT_EQ(checksum[1], checksum[0]) << k.model;
+  }
 }
 
 TEST(Pipeline, InterleavedStagesHoldEveryPthVirtualStage) {
@@ -532,6 +578,113 @@ TEST(PipelineSchedule, TheLecturesProgramsNeverWaitForEverAndAWaitInACircleIsNam
       {{F, 0}, {B, 0}, {F, 1}, {B, 1}}, {{F, 1}, {B, 1}, {F, 0}, {B, 0}}};
   e = test::message_of<Error>([&] { timed_programs(crossed, 2); });
   EXPECT_NE(e.find("waits for an input"), std::string::npos) << e;
+}
+
+namespace {
+
+// How long the stages' programs take when F takes `f`, B `b` and W `w` units and a send waits for
+// its receive (as the comm backends' do), messages taking no time: each stage runs its ops in
+// order; a compute advances its clock; a send and its receive both end at the later of the two
+// clocks. The makespan: the last clock.
+int64_t unit_makespan(const std::vector<PipelineProgram>& programs, int64_t f, int64_t b, int64_t w) {
+  const int p = static_cast<int>(programs.size());
+  const PipelineLinks links{p, 1};
+  std::vector<size_t> at(static_cast<size_t>(p));
+  std::vector<int64_t> clock(static_cast<size_t>(p));
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      const PipelineProgram& program = programs[static_cast<size_t>(s)];
+      size_t& k = at[static_cast<size_t>(s)];
+      for (; k < program.size() && program[k].kind == PipelineOp::compute; ++k, progress = true) {
+        const PipelinePass pass = program[k].task.pass;
+        clock[static_cast<size_t>(s)] += pass == PipelinePass::forward ? f : pass == PipelinePass::backward ? b : w;
+      }
+      if (k == program.size() || program[k].kind != PipelineOp::send) continue;
+      const int to = links.peer_of_output(s, program[k].task);
+      size_t& there = at[static_cast<size_t>(to)];
+      if (there == programs[static_cast<size_t>(to)].size() || programs[static_cast<size_t>(to)][there].kind != PipelineOp::receive)
+        continue;
+      clock[static_cast<size_t>(s)] = clock[static_cast<size_t>(to)] =
+          std::max(clock[static_cast<size_t>(s)], clock[static_cast<size_t>(to)]);
+      ++k;
+      ++there;
+      progress = true;
+    }
+  }
+  for (int s = 0; s < p; ++s) EXPECT_EQ(at[static_cast<size_t>(s)], programs[static_cast<size_t>(s)].size()) << "stage " << s;
+  return *std::max_element(clock.begin(), clock.end());
+}
+
+}  // namespace
+
+TEST(PipelineSchedule, ZeroBubbleSplitsEveryBackwardAndIdlesAThirdOf1F1B) {
+  // ZB-H1's lists pass the check (every F, B and W once, each W after its B, in the Bs' order) and
+  // their programs never wait for ever, p = 1…6, m = 1…12. With F, B and W one unit each (1F1B's
+  // backward being B and W together, two), a step of m ≥ p micro-batches takes
+  //     1F1B  3(m + p − 1) units: each stage idles 3(p − 1)
+  //     ZB-H1 3m + p − 1 units:   each stage idles p − 1, the warm-up's wait for the first gradient
+  // — with the sends waiting for their receives, as the backends' do.
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 12; ++m) {
+      std::vector<std::vector<PipelineTask>> zb, one;
+      for (int s = 0; s < p; ++s) {
+        zb.push_back(zero_bubble_schedule(p, s, m));
+        one.push_back(one_f_one_b_schedule(p, s, m));
+        EXPECT_NO_THROW(check_pipeline_schedule(zb.back(), p, s, m)) << "p " << p << " s " << s << " m " << m;
+        EXPECT_EQ(zb.back().size(), static_cast<size_t>(3 * m));
+        // Stage 0 holds at most p micro-batches between their F and their W (its F x comes after
+        // W x − p), as 1F1B holds p between F and B.
+        int in_flight = 0, most = 0;
+        for (const PipelineTask& t : zb.back()) {
+          in_flight += t.pass == PipelinePass::forward ? 1 : t.pass == PipelinePass::weight ? -1 : 0;
+          most = std::max(most, in_flight);
+        }
+        if (s == 0) EXPECT_LE(most, p) << "p " << p << " m " << m;
+      }
+      const std::vector<PipelineProgram> zb_programs = local_programs(zb);
+      EXPECT_NO_THROW(check_pipeline_programs(zb_programs, 1)) << "p " << p << " m " << m;
+      if (m < p) continue;
+      const int64_t zb_units = unit_makespan(zb_programs, 1, 1, 1), one_units = unit_makespan(local_programs(one), 1, 2, 0);
+      EXPECT_EQ(zb_units, 3 * m + p - 1) << "p " << p << " m " << m;
+      EXPECT_EQ(one_units, 3 * (m + p - 1)) << "p " << p << " m " << m;
+      if (p == 4 && m == 8) std::printf("    p=4 m=8: 1F1B %lld units, ZB-H1 %lld (the drawing's 33 and 27)\n",
+                                         static_cast<long long>(one_units), static_cast<long long>(zb_units));
+    }
+  const auto F = [](int i) { return PipelineTask{PipelinePass::forward, i}; };
+  const auto B = [](int i) { return PipelineTask{PipelinePass::backward, i}; };
+  const auto W = [](int i) { return PipelineTask{PipelinePass::weight, i}; };
+  const auto error = [](const std::vector<PipelineTask>& tasks) {
+    return test::message_of<Error>([&] { check_pipeline_schedule(tasks, 2, 1, 2); });
+  };
+  EXPECT_NE(error({F(0), B(0), W(0), F(1), B(1)}).find("never runs W 1"), std::string::npos);
+  EXPECT_NE(error({F(0), W(0), B(0), F(1), B(1), W(1)}).find("runs W 0 before B 0"), std::string::npos);
+  EXPECT_NE(error({F(0), B(0), F(1), B(1), W(1), W(0)}).find("runs W 1 where W 0 is due"), std::string::npos);
+}
+
+TEST(PipelineSim, ZeroBubbleFillsTheCoolDownWithWeightGradients) {
+  // 32 equal layers of 4096 on p = 4 stages, m = 8, a100-nvlink-8: the same dry run under 1F1B
+  // and ZB-H1. Every W op is a weight GEMM of 2·r·4096² flop (r = 128 rows a micro-batch), as is
+  // every F's and every B's but stage 0's first (no gradient for the batch): F ≈ B ≈ W, so ZB-H1
+  // idles about a third of 1F1B's (p − 1)/(m + p − 1) = 27.3 %: (p − 1)/(3m + p − 1) = 11.1 %,
+  // plus what the formula leaves out — each slot's sends, the optimizer step after the last W.
+  const int p = 4, m = 8;
+  double bubble[2], step_s[2];
+  for (int zb : {0, 1}) {
+    TrainConfig c = equal_layers_config("pipeline", p, 32, 4096, 1024, 4);
+    c.micro_batches = m;
+    c.schedule = zb ? Schedule::zero_bubble : Schedule::one_f_one_b;
+    EventBus bus;
+    TrainResult r = train(c, bus);
+    bubble[zb] = training_metrics(bus, p).bubble_fraction;
+    step_s[zb] = r.time_s / static_cast<double>(r.steps);
+  }
+  std::printf("    p=%d m=%d: bubble 1F1B %.4f (formula %.4f), ZB-H1 %.4f (formula %.4f); step %.2f ms → %.2f ms\n", p, m,
+              bubble[0], (p - 1.0) / (m + p - 1), bubble[1], (p - 1.0) / (3 * m + p - 1), 1e3 * step_s[0], 1e3 * step_s[1]);
+  EXPECT_NEAR(bubble[0], (p - 1.0) / (m + p - 1), 0.02);
+  EXPECT_NEAR(bubble[1], (p - 1.0) / (3 * m + p - 1), 0.03);
+  // The same work in a shorter step: (3m + p − 1) / (3(m + p − 1)) = 27/33 of 1F1B's, within 3 %.
+  EXPECT_NEAR(step_s[1] / step_s[0], 27.0 / 33.0, 0.03);
 }
 
 TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {

@@ -89,6 +89,10 @@ TrainConfig LaunchPanel::config() const {
   if (!info.takes(O::no_sync)) c.no_sync = defaults.no_sync;
   if (!info.takes(O::micro_batches)) c.micro_batches = defaults.micro_batches;
   if (!info.takes(O::schedule)) c.schedule = defaults.schedule;
+  // Interleaving and zero bubble are the pipeline strategy's alone (tensor-parallel's stages run
+  // GPipe or 1F1B).
+  if (info.name != "pipeline" && (c.schedule == Schedule::interleaved || c.schedule == Schedule::zero_bubble))
+    c.schedule = Schedule::one_f_one_b;
   // Chunks per device are the interleaved schedule's alone, and it needs two at least.
   c.virtual_stages = c.schedule == Schedule::interleaved ? std::max(2, c.virtual_stages) : defaults.virtual_stages;
   if (!info.takes(O::zero_stage)) c.zero_stage = defaults.zero_stage;
@@ -200,9 +204,10 @@ void LaunchPanel::draw_settings(bool locked) {
   if (info.takes(O::micro_batches)) ImGui::SliderInt("micro-batches", &fields_.micro_batches, 1, 32);
   if (info.takes(O::schedule)) {
     std::string schedule = schedule_name(fields_.schedule);
-    if (combo("schedule", schedule,
-              {schedule_name(Schedule::gpipe), schedule_name(Schedule::one_f_one_b), schedule_name(Schedule::interleaved)}))
-      fields_.schedule = parse_schedule(schedule);
+    std::vector<std::string> schedules = {schedule_name(Schedule::gpipe), schedule_name(Schedule::one_f_one_b)};
+    if (info.name == "pipeline")  // tensor-parallel's stages run GPipe or 1F1B
+      for (Schedule s : {Schedule::interleaved, Schedule::zero_bubble}) schedules.push_back(schedule_name(s));
+    if (combo("schedule", schedule, schedules)) fields_.schedule = parse_schedule(schedule);
     if (fields_.schedule == Schedule::interleaved) {
       fields_.virtual_stages = std::max(2, fields_.virtual_stages);
       ImGui::SliderInt("virtual stages", &fields_.virtual_stages, 2, 8);

@@ -44,6 +44,7 @@ class PipelinePanel : public Panel {
     // Flowed: in the dashboard's grid the panel may be a third of the window wide.
     const std::string schedule = V > 1 ? "interleaved 1F1B, V = " + std::to_string(V) + " chunks a stage"
                                  : m == 1 ? "model parallel (a pipeline of one micro-batch)"
+                                 : ps->zero_bubble ? "zero-bubble schedule (ZB-H1)"
                                  : ps->one_f_one_b ? "1F1B schedule" : "GPipe schedule";
     flow_text({schedule, "p = " + std::to_string(p) + " stages", "m = " + std::to_string(m) + " micro-batch" + (m == 1 ? "" : "es"),
                "step " + std::to_string(model.steps()[static_cast<size_t>(ps->step_index)].step)});
@@ -51,13 +52,17 @@ class PipelinePanel : public Panel {
     char share[128], formula[96];
     std::snprintf(share, sizeof share, "bubble share, %s: %.1f%% this step, %.1f%% whole run",
                   model.info().simulated ? "simulated" : "measured", 100 * ps->bubble_fraction, 100 * a.whole_run);
-    if (V > 1)
+    if (ps->zero_bubble)
+      std::snprintf(formula, sizeof formula, "textbook, F = B = W: (p−1)/(3m+p−1) = %d/%d = %.1f%%", p - 1, 3 * m + p - 1,
+                    100 * a.zero_bubble_theory);
+    else if (V > 1)
       std::snprintf(formula, sizeof formula, "textbook (p−1)/(V·m+p−1) = %d/%d = %.1f%%", p - 1, V * m + p - 1, 100 * a.theory);
     else
       std::snprintf(formula, sizeof formula, "textbook (p−1)/(m+p−1) = %d/%d = %.1f%%", p - 1, m + p - 1, 100 * a.theory);
     flow_text({share, formula});
     legend_item(phase_color(Phase::fwd), V > 1 ? "F3·1 = forward of micro-batch 3, chunk 1" : "F = forward");
-    legend_item(phase_color(Phase::bwd), "B = backward");
+    legend_item(phase_color(Phase::bwd), ps->zero_bubble ? "B = backward to the input" : "B = backward");
+    if (ps->zero_bubble) legend_item(phase_color(Phase::wgrad), "W = weight gradients");
     legend_item(phase_color(Phase::optim), "optimizer");
     legend_item(kIdleColor, "bubble (idle)");
     ImGui::NewLine();
@@ -101,10 +106,11 @@ class PipelinePanel : public Panel {
       dl->AddRectFilled(a0, a1, faded_if_future(colour, b.begin_ns), 2.0f);
       dl->AddRect(a0, a1, IM_COL32(20, 20, 25, 160), 2.0f);
       char t[24];
+      const char letter = b.phase == Phase::fwd ? 'F' : b.phase == Phase::wgrad ? 'W' : 'B';
       if (V > 1)
-        std::snprintf(t, sizeof t, "%c%d·%d", b.phase == Phase::fwd ? 'F' : 'B', b.micro_batch, b.chunk);
+        std::snprintf(t, sizeof t, "%c%d·%d", letter, b.micro_batch, b.chunk);
       else
-        std::snprintf(t, sizeof t, "%c%d", b.phase == Phase::fwd ? 'F' : 'B', b.micro_batch);
+        std::snprintf(t, sizeof t, "%c%d", letter, b.micro_batch);
       if (a1.x - a0.x >= ImGui::CalcTextSize(t).x + 2) draw_label_in(dl, a0, a1, t);
     }
     // Time axis: from the step's first compute.

@@ -18,6 +18,7 @@ ImU32 phase_color(Phase phase) {
     case Phase::comm: return IM_COL32(230, 85, 95, 255);    // red
     case Phase::data: return IM_COL32(115, 205, 200, 255);  // teal
     case Phase::eval: return IM_COL32(170, 170, 170, 255);  // grey
+    case Phase::wgrad: return IM_COL32(235, 200, 60, 255);  // yellow: the backward's other half
   }
   return IM_COL32(200, 200, 200, 255);
 }

@@ -450,7 +450,7 @@ static int run_main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "live: training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "live: seed for weights and data order")->check(at_least(0))->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches, "live, pipeline: chunks per batch")->capture_default_str();
-  app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b | interleaved")->capture_default_str();
+  app.add_option("--schedule", choice.schedule, "live, pipeline: gpipe | 1f1b | interleaved | zero-bubble")->capture_default_str();
   app.add_option("--virtual-stages", c.virtual_stages, "live, pipeline, --schedule interleaved: chunks of layers per device")
       ->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "live, ddp: gradient bucket cap in MB")->capture_default_str();

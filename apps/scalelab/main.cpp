@@ -191,7 +191,7 @@ static int run_main(int argc, char** argv) {
   train_cmd->add_option("--no-sync", c.no_sync, "ddp: all-reduce every K-th backward, accumulate in between")
       ->capture_default_str();
   train_cmd->add_option("--micro-batches", c.micro_batches, "pipeline: chunks per batch")->capture_default_str();
-  train_cmd->add_option("--schedule", choice.schedule, "pipeline: gpipe | 1f1b | interleaved")->capture_default_str();
+  train_cmd->add_option("--schedule", choice.schedule, "pipeline: gpipe | 1f1b | interleaved | zero-bubble")->capture_default_str();
   train_cmd->add_option("--virtual-stages", c.virtual_stages,
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
       ->capture_default_str();
@@ -315,7 +315,7 @@ static int run_main(int argc, char** argv) {
   scale_cmd->add_option("--steps", sc.steps, "steps per point; the last is reported")->capture_default_str();
   scale_cmd->add_option("--optimizer", sc.optimizer)->capture_default_str();
   scale_cmd->add_option("--zero-stage", sc.zero_stage, "zero: 1, 2 or 3; tensor-parallel: 1 with --dp")->capture_default_str();
-  scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe, 1f1b or interleaved")->capture_default_str();
+  scale_cmd->add_option("--schedule", sc.schedule, "pipeline: gpipe, 1f1b, interleaved or zero-bubble")->capture_default_str();
   scale_cmd->add_option("--virtual-stages", sc.virtual_stages,
                         "pipeline, --schedule interleaved: chunks of layers per device (V ≥ 2)")
       ->capture_default_str();

@@ -48,8 +48,8 @@ void Layer::check_half_copies_cast() const {
                           " but its half weights were never cast — call refresh_half_weights() at the start of every step");
 }
 
-void Layer::to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch) {
-  const OpTag tag{p.name + ".grad → f32", Phase::bwd, index_, micro_batch};
+void Layer::to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch, Phase phase) {
+  const OpTag tag{p.name + ".grad → f32", phase, index_, micro_batch};
   if (accumulate) device_->axpy(tag, 1.0f, half, p.grad);  // .grad += f32(half gradient)
   else device_->cast(tag, half, p.grad);                  // .grad  = f32(half gradient)
 }

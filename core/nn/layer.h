@@ -75,6 +75,15 @@ class Layer {
   // evaluation (off: dropout is the identity, as model.eval()). Other layers ignore both.
   virtual void set_batch_position(const BatchPosition& /*position*/) {}
   virtual void set_training(bool /*on*/) {}
+  // Zero-bubble pipelines split a backward in two (strategies/pipeline_schedule.h). Deferred,
+  // backward computes the input's gradient and the cheap gradients (biases, LayerNorms) and keeps
+  // what each weight's GEMM needs (its input and its output's gradient); weight_pass() computes
+  // those weights' gradients later, the oldest backward's first, and writes (or, with accumulate,
+  // adds) them. A layer whose weight gradients are not GEMMs of their own — a convolution's come
+  // out of one fused op, an embedding's are a scatter — computes them all in backward, and its
+  // weight_pass does nothing.
+  virtual void set_weight_pass(bool /*deferred*/) {}
+  virtual void weight_pass(bool /*accumulate*/, int /*micro_batch*/ = -1) {}
 
  protected:
   // Mixed precision for a layer with weights (Linear, Conv2d): the weights the optimizer updates
@@ -91,7 +100,7 @@ class Layer {
   // Refuses a forward in half before the copies were filled.
   void check_half_copies_cast() const;
   // Puts a half gradient into its f32 master: cast (the first write) or add (accumulating).
-  void to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch);
+  void to_master_grad(const Tensor& half, Parameter& p, bool accumulate, int micro_batch, Phase phase = Phase::bwd);
 
   Device* device_;
   int index_;

@@ -70,20 +70,15 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx, bool accumulate, int mic
   const std::string& fc = name_;
   OpTag tag{fc + ".bwd", Phase::bwd, index_, micro_batch};
   if (compute_ == DType::f32) {
-    const float beta = accumulate ? 1.0f : 0.0f;
     device_->bias_act_backward(tag, dy, y, bias.grad, act_, accumulate);  // dy ← dy ⊙ act'(y); db = Σ dy
-    device_->gemm(tag, true, false, dy, x, weight.grad, beta);            // dW = dyᵀ · x
   } else {
-    // AMP: the same two ops in half. Their gradients come out in the compute dtype and live only
-    // until they are in the f32 master gradients.
-    const std::string half = std::string(".") + dtype_name(compute_);
-    Tensor db = device_->empty({out_}, compute_, MemoryCategory::workspace, bias.name + ".grad" + half);
-    Tensor dW = device_->empty({out_, in_}, compute_, MemoryCategory::workspace, weight.name + ".grad" + half);
+    // AMP: db comes out in the compute dtype and lives only until it is in the f32 master gradient.
+    Tensor db = device_->empty({out_}, compute_, MemoryCategory::workspace, bias.name + ".grad." + dtype_name(compute_));
     device_->bias_act_backward(tag, dy, y, db, act_);  // dy ← dy ⊙ act'(y); db = Σ dy
-    device_->gemm(tag, true, false, dy, x, dW);        // dW = dyᵀ · x
     to_master_grad(db, bias, accumulate, micro_batch);
-    to_master_grad(dW, weight, accumulate, micro_batch);
   }
+  if (weight_pass_deferred_) deferred_.emplace_back(x, dy);  // dW in weight_pass()
+  else weight_gradient(tag, x, dy, accumulate, micro_batch);
   Tensor dx;
   if (need_dx) {
     dx = device_->empty({dy.rows(), in_}, compute_, MemoryCategory::activations, fc + ".dx");
@@ -94,9 +89,33 @@ Tensor Linear::backward(const Tensor& dy, bool need_dx, bool accumulate, int mic
   return dx;
 }
 
+void Linear::weight_gradient(const OpTag& tag, const Tensor& x, const Tensor& dy, bool accumulate, int micro_batch) {
+  if (compute_ == DType::f32) {
+    device_->gemm(tag, true, false, dy, x, weight.grad, accumulate ? 1.0f : 0.0f);  // dW (+)= dyᵀ · x
+    return;
+  }
+  Tensor dW = device_->empty({out_, in_}, compute_, MemoryCategory::workspace, weight.name + ".grad." + dtype_name(compute_));
+  device_->gemm(tag, true, false, dy, x, dW);  // dW = dyᵀ · x, in half
+  to_master_grad(dW, weight, accumulate, micro_batch, tag.phase);
+}
+
+void Linear::weight_pass(bool accumulate, int micro_batch) {
+  if (deferred_.empty()) throw Error("nn", name_ + ": weight_pass without a backward that left it its dW");
+  const auto [x, dy] = deferred_.front();  // the oldest: Ws run in the order of their backwards
+  deferred_.pop_front();
+  weight_gradient({name_ + ".wgrad", Phase::wgrad, index_, micro_batch}, x, dy, accumulate, micro_batch);
+}
+
+void Linear::forget_last_forward() {
+  if (saved_x_.empty() || input_dropout_) throw Error("nn", name_ + ": forget_last_forward needs a forward and no input dropout");
+  saved_x_.pop_back();
+  saved_y_.pop_back();
+}
+
 void Linear::clear_saved() {
   saved_x_.clear();
   saved_y_.clear();
+  deferred_.clear();
   if (input_dropout_) input_dropout_->clear_saved();
 }
 

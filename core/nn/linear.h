@@ -2,8 +2,10 @@
 // A fully connected layer written out as its GEMMs: the layer of an MLP, of a ConvNet's head and
 // of a transformer block's projections.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/nn/dropout.h"
@@ -42,6 +44,9 @@ class Linear : public Layer {
   Tensor backward(const Tensor& dy, bool need_dx, bool accumulate = false, int micro_batch = -1) override;
   // Frees what forward kept: a dry-run or an aborted step must not hold activations.
   void clear_saved() override;
+  // Frees what the newest forward kept, and nothing else: a recomputing block's Linears keep
+  // nothing from its forward, but may hold older backwards' inputs for weight_pass().
+  void forget_last_forward();
   std::vector<Parameter*> parameters() override { return {&weight, &bias}; }
   // Dropout of the input (p > 0): an MLP's hidden activations, the ConvNet's features before its
   // head (where PyTorch's MNIST example puts nn.Dropout). Held inside the layer, "<name>.drop", so
@@ -49,6 +54,9 @@ class Linear : public Layer {
   void set_input_dropout(float p, uint64_t seed);
   void set_batch_position(const BatchPosition& position) override;
   void set_training(bool on) override;
+  // Zero bubble: backward leaves dW = dyᵀ · x to weight_pass(), keeping x and dy (Layer says more).
+  void set_weight_pass(bool deferred) override { weight_pass_deferred_ = deferred; }
+  void weight_pass(bool accumulate, int micro_batch = -1) override;
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -60,11 +68,15 @@ class Linear : public Layer {
   // The weights as the GEMM and bias_act read them: the masters in f32, the half copies under AMP.
   const Tensor& compute_weight() const { return compute_value(weight, 0); }
   const Tensor& compute_bias() const { return compute_value(bias, 1); }
+  // dW = dyᵀ · x, written or (accumulate) added to weight.grad; under AMP through a half workspace.
+  void weight_gradient(const OpTag& tag, const Tensor& x, const Tensor& dy, bool accumulate, int micro_batch);
 
   int64_t in_, out_;
   Activation act_;
   std::unique_ptr<Dropout> input_dropout_;  // none without dropout
   std::vector<Tensor> saved_x_, saved_y_;  // a queue: pipelines run several micro-batches' forwards first; backward takes the oldest
+  bool weight_pass_deferred_ = false;
+  std::deque<std::pair<Tensor, Tensor>> deferred_;  // (x, dy) of each backward whose dW waits for weight_pass()
 };
 
 }  // namespace scalelab

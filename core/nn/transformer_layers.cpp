@@ -140,6 +140,14 @@ void TransformerBlock::drop_half_weights() {
   for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->drop_half_weights();
 }
 
+void TransformerBlock::set_weight_pass(bool deferred) {
+  for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->set_weight_pass(deferred);
+}
+
+void TransformerBlock::weight_pass(bool accumulate, int micro_batch) {
+  for (Linear* l : {&mlp_proj, &fc, &proj, &qkv}) l->weight_pass(accumulate, micro_batch);  // backward's order
+}
+
 std::vector<int64_t> TransformerBlock::output_shape(const std::vector<int64_t>& input) const {
   check_hidden(name_, input, hidden_);
   if (input[0] % context_ != 0)
@@ -209,8 +217,7 @@ Tensor TransformerBlock::forward(const Tensor& x, int micro_batch) {
   Tensor out = run_forward(x, micro_batch, false, s);
   if (recompute_) {
     // Keep the input alone: what the Linears and `s` hold is freed here, and made again in backward.
-    // The Linears hold only this forward's entries (every earlier forward cleared its own).
-    for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->clear_saved();
+    for (Linear* l : {&qkv, &proj, &fc, &mlp_proj}) l->forget_last_forward();
     s = Saved{x, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
   saved_.push_back(std::move(s));

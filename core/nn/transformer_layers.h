@@ -92,6 +92,9 @@ class TransformerBlock : public Layer {
   // The gradients are the same bits; the activations of the block live only during its backward.
   void set_recompute(bool on) override { recompute_ = on; }
   bool recompute() const { return recompute_; }
+  // Zero bubble: the four Linears leave their dW to weight_pass(); the LayerNorms' come in backward.
+  void set_weight_pass(bool deferred) override;
+  void weight_pass(bool accumulate, int micro_batch = -1) override;
 
   LayerNormParameters ln1, ln2;
   Linear qkv, proj, fc, mlp_proj;  // attn.qkv, attn.proj, mlp.fc, mlp.proj
@@ -128,6 +131,8 @@ class LmHead : public Layer {
   void set_precision(DType compute) override;
   void refresh_half_weights(int micro_batch = -1) override { head.refresh_half_weights(micro_batch); }
   void drop_half_weights() override { head.drop_half_weights(); }
+  void set_weight_pass(bool deferred) override { head.set_weight_pass(deferred); }
+  void weight_pass(bool accumulate, int micro_batch = -1) override { head.weight_pass(accumulate, micro_batch); }
 
   LayerNormParameters ln_f;
   Linear head;

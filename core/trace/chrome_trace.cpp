@@ -157,7 +157,7 @@ struct RawTraceEvent {
 
 // The phase named by a slice's category; `otherwise` for a category this build does not know.
 Phase parse_phase(std::string_view cat, Phase otherwise) {
-  for (int p = 0; p <= static_cast<int>(Phase::eval); ++p)
+  for (int p = 0; p < kPhaseCount; ++p)
     if (cat == phase_name(static_cast<Phase>(p))) return static_cast<Phase>(p);
   return otherwise;
 }

@@ -29,6 +29,7 @@ const char* phase_name(Phase phase) {
     case Phase::comm: return "comm";
     case Phase::data: return "data";
     case Phase::eval: return "eval";
+    case Phase::wgrad: return "wgrad";
   }
   return "?";
 }

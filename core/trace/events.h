@@ -16,7 +16,10 @@
 namespace scalelab {
 
 enum class Lane : uint8_t { compute, comm, copy, host };
-enum class Phase : uint8_t { fwd, bwd, optim, comm, data, eval };
+// wgrad: the weights' gradients where a zero-bubble pipeline runs them as a task of their own (W);
+// every other backward op, those gradients included, is bwd.
+enum class Phase : uint8_t { fwd, bwd, optim, comm, data, eval, wgrad };
+constexpr int kPhaseCount = static_cast<int>(Phase::wgrad) + 1;
 constexpr int kLaneCount = 4;
 
 const char* lane_name(Lane lane);

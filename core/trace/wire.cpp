@@ -81,8 +81,6 @@ class Reader {
   size_t at_ = 0;
 };
 
-constexpr int kPhaseCount = 6;
-
 }  // namespace
 
 std::vector<uint8_t> encode_records(const Records& r) {

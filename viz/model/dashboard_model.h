@@ -20,8 +20,6 @@
 
 namespace scalelab::viz {
 
-constexpr int kPhaseCount = static_cast<int>(Phase::eval) + 1;
-
 // A piece of a row's coverage at one level of detail: a single event, or a run of events each
 // narrower than the level's width with gaps narrower than it, merged. It keeps which events it
 // holds (a range of the row) and their time per phase, so it is drawn as they would be.

@@ -44,7 +44,7 @@ std::vector<DeviceLayerMemory> analyze_layer_memory(const DashboardModel& model,
     const Event& e = events[i];
     if (e.device < 0 || e.device >= n || e.lane != Lane::compute) continue;
     const auto d = static_cast<size_t>(e.device);
-    if (e.phase == Phase::bwd) in_backward[d].insert(e.micro_batch);
+    if (e.phase == Phase::bwd || e.phase == Phase::wgrad) in_backward[d].insert(e.micro_batch);
     // A rerun begins with an op named so (in backward's phase), then the block's forward ops.
     const bool recompute = e.name.size() > 10 && e.name.compare(e.name.size() - 10, 10, ".recompute") == 0;
     per[d].recomputed = per[d].recomputed || recompute;

@@ -9,6 +9,9 @@
 
 namespace scalelab::viz {
 
+// A pipeline task's phase: F, B, or a zero-bubble schedule's W.
+static bool is_pass(Phase phase) { return phase == Phase::fwd || phase == Phase::bwd || phase == Phase::wgrad; }
+
 const PipelineStep* PipelineAnalysis::step(int step_index) const {
   auto it = std::lower_bound(steps.begin(), steps.end(), step_index,
                              [](const PipelineStep& s, int v) { return s.step_index < v; });
@@ -17,7 +20,7 @@ const PipelineStep* PipelineAnalysis::step(int step_index) const {
 
 bool has_pipeline(const DashboardModel& model) {
   for (const Event& e : model.events())
-    if (e.micro_batch >= 0 && e.lane == Lane::compute && (e.phase == Phase::fwd || e.phase == Phase::bwd)) return true;
+    if (e.micro_batch >= 0 && e.lane == Lane::compute && is_pass(e.phase)) return true;
   return false;
 }
 
@@ -30,7 +33,7 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
   std::map<int, std::set<int>> layers;  // device → the layers it ran
   std::set<int> micro_batches;
   for (const Event& e : events) {
-    if (e.micro_batch < 0 || e.lane != Lane::compute || (e.phase != Phase::fwd && e.phase != Phase::bwd)) continue;
+    if (e.micro_batch < 0 || e.lane != Lane::compute || !is_pass(e.phase)) continue;
     auto [it, fresh] = min_layer.try_emplace(e.device, e.layer >= 0 ? e.layer : 1 << 30);
     if (!fresh && e.layer >= 0) it->second = std::min(it->second, e.layer);
     if (e.layer >= 0) layers[e.device].insert(e.layer);
@@ -62,6 +65,7 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
   a.micro_batches = static_cast<int>(micro_batches.size());
   const double p = static_cast<double>(a.stages), m = static_cast<double>(a.micro_batches);
   a.theory = (p - 1) / (a.chunks * m + p - 1);
+  a.zero_bubble_theory = (p - 1) / (3 * m + p - 1);
   a.whole_run = model.run_metrics().bubble_fraction;
 
   // Blocks: consecutive compute events of one stage with the same micro-batch and direction.
@@ -86,7 +90,7 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
       ps.begin_ns = std::min(ps.begin_ns, e.t_begin_ns);
       ps.end_ns = std::max(ps.end_ns, e.t_end_ns);
       busy[s].emplace_back(e.t_begin_ns, e.t_end_ns);
-      if (e.micro_batch < 0 || (e.phase != Phase::fwd && e.phase != Phase::bwd)) {
+      if (e.micro_batch < 0 || !is_pass(e.phase)) {
         ps.other_compute.push_back({st->second, {e.t_begin_ns, e.t_end_ns}});
         open[s] = -1;
         continue;
@@ -115,6 +119,7 @@ PipelineAnalysis analyze_pipeline(const DashboardModel& model) {
       }
       ps.one_f_one_b = first_bwd < last_fwd;
     }
+    ps.zero_bubble = std::any_of(ps.blocks.begin(), ps.blocks.end(), [](const PipelineBlock& b) { return b.phase == Phase::wgrad; });
     // Gaps per stage inside the step's window; kept as bubbles once the threshold is known.
     for (size_t s = 0; s < busy.size(); ++s) {
       auto& v = busy[s];

@@ -13,7 +13,7 @@ struct PipelineBlock {
   int stage = 0;
   int micro_batch = 0;
   int chunk = 0;             // the stage's chunk of layers (interleaved: 0 … V − 1)
-  Phase phase = Phase::fwd;  // fwd or bwd
+  Phase phase = Phase::fwd;  // fwd, bwd, or wgrad (a zero-bubble schedule's W)
   int64_t begin_ns = 0, end_ns = 0;
 };
 
@@ -30,6 +30,7 @@ struct PipelineStep {
   std::vector<std::pair<int, Interval>> other_compute;  // stage, optimizer steps etc. (busy, not a block)
   double bubble_fraction = 0;         // compute_metrics over this step's events
   bool one_f_one_b = false;           // a backward ran before the stage's last forward
+  bool zero_bubble = false;           // the backwards' weight gradients ran as blocks of their own (W)
 };
 
 struct PipelineAnalysis {
@@ -45,6 +46,7 @@ struct PipelineAnalysis {
   int64_t min_bubble_ns = 0;          // shorter gaps are scheduling noise, not bubbles
   double whole_run = 0;               // RunMetrics::bubble_fraction of the whole run
   double theory = 0;                  // (p − 1) / (V·m + p − 1)
+  double zero_bubble_theory = 0;      // ZB-H1 with F, B and W alike: (p − 1) / (3m + p − 1)
   // The analysed step for a model step index, or nullptr.
   const PipelineStep* step(int step_index) const;
 };
