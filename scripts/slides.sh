@@ -84,6 +84,7 @@ deep=mlp:4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4096-4
 run_big deep-1f1b          $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule 1f1b
 run_big deep-interleaved2  $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule interleaved --virtual-stages 2
 run_big deep-interleaved4  $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule interleaved --virtual-stages 4
+run_big deep-zero-bubble   $deep --strategy pipeline --devices 4 --micro-batches 8 --schedule zero-bubble
 # ZeRO-3 (deck 05): GPT-3 175B on 1,024 simulated H100s, a sequence each, Adam — what each GPU holds.
 for z in "gpt3-zero1 1" "gpt3-zero3 3" "gpt3-zero3-recompute 3 --recompute"; do
   read -r name stage extra <<<"$z"
@@ -165,6 +166,7 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "ddp-mp timeline 1000x270 12 --font-size 18 --only-lanes compute,comm"
   "gpipe pipeline 1100x290 12 --font-size 20"
   "1f1b pipeline 1100x290 12 --font-size 20"
+  "deep-zero-bubble pipeline 1100x290 4 --font-size 20"
   "zero2 memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-adam memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-fp16 training 560x560 23 --font-size 18"

@@ -563,9 +563,12 @@ struct TpRank {
   Tensor layer_norm_grads;
   // --zero-stage 1: its parameters and gradients in flat buffers padded to D equal parts (each
   // parameter a view), and `optimizer_part`, its part d of the weights (a view) with the averaged
-  // gradient of that part (its own tensor): the one parameter its optimizer sees.
+  // gradient of that part (its own tensor): the one parameter its optimizer sees. `flat_order`:
+  // params' indices in the buffers' order (with --sequence-parallel the blocks' LayerNorms first,
+  // so that their gradients are one run of the buffer: `layer_norm_grads`).
   Tensor flat_params, flat_grads;
   Parameter optimizer_part;
+  std::vector<size_t> flat_order;
 };
 
 class TensorParallel : public Strategy {
@@ -626,8 +629,8 @@ class TensorParallel : public Strategy {
             shard_of(values_of(ctx.initial_weights, p), tensors[p].shape, split_of(q.name), r->tp_rank, r->tp_size);
         dev.upload({q.name, Phase::data, q.layer}, q.value, part.empty() ? nullptr : part.data());
       }
-      if (config_.sequence_parallel) gather_layer_norm_grads(*r);
       if (zero1()) seat_in_flat_buffers(*r);
+      else if (config_.sequence_parallel) gather_layer_norm_grads(*r);
       r->optimizer = std::make_unique<Optimizer>(config_.optimizer, zero1() ? std::vector<Parameter*>{&r->optimizer_part} : r->params);
       // --amp: every layer computes in half from half copies of its f32 masters. With fp16 an
       // overflow may show in one rank's shards alone: the ranks agree on it through their group.
@@ -689,10 +692,11 @@ class TensorParallel : public Strategy {
         if (zero1()) {  // its part d of state tensor t: the dp group's parts gathered, then each parameter's view
           Tensor flat = r.device->empty({flat_length(r)}, DType::f32, MemoryCategory::comm_buffers, "dp.state");
           r.groups.dp->all_gather(all[t], flat, {.name = "dp state"});
+          mine.resize(held);
           int64_t offset = 0;
-          for (const Parameter* p : r.params) {
-            mine.push_back(flat.view(offset, p->value.shape()));
-            offset += p->value.numel();
+          for (size_t k : r.flat_order) {
+            mine[k] = flat.view(offset, r.params[k]->value.shape());
+            offset += r.params[k]->value.numel();
           }
         } else {
           for (size_t p = 0; p < held; ++p) mine.push_back(all[p * k + t]);
@@ -942,19 +946,33 @@ class TensorParallel : public Strategy {
 
   // --zero-stage 1: every parameter's weight and gradient become views of two flat buffers (the
   // weights copied over); `optimizer_part` views part d of the weights, and has a gradient of its own.
+  // With --sequence-parallel the blocks' LayerNorms come first: their gradients, one run of the
+  // buffer, are `layer_norm_grads`, all-reduced over the tensor group in one call as without ZeRO.
   void seat_in_flat_buffers(TpRank& r) {
     Device& dev = *r.device;
     const int64_t length = flat_length(r), part = length / config_.dp;
     r.flat_params = dev.zeros({length}, DType::f32, MemoryCategory::params, "dp.flat_params");
     r.flat_grads = dev.zeros({length}, DType::f32, MemoryCategory::grads, "dp.flat_grads");
-    int64_t offset = 0;
-    for (Parameter* p : r.params) {
+    std::vector<bool> layer_norm(r.params.size());
+    if (config_.sequence_parallel)
+      for (size_t l = 1; l + 1 < r.layers.size(); ++l)
+        for (Parameter* q : static_cast<TensorParallelBlock&>(*r.layers[l]).layer_norm_parameters())
+          layer_norm[static_cast<size_t>(std::find(r.params.begin(), r.params.end(), q) - r.params.begin())] = true;
+    r.flat_order.clear();
+    for (bool first : {true, false})
+      for (size_t k = 0; k < r.params.size(); ++k)
+        if (layer_norm[k] == first) r.flat_order.push_back(k);
+    int64_t offset = 0, layer_norm_floats = 0;
+    for (size_t k : r.flat_order) {
+      Parameter* p = r.params[k];
       Tensor value = r.flat_params.view(offset, p->value.shape());
       dev.copy({p->name, Phase::data, p->layer}, p->value, value);
       p->value = value;  // the parameter's own tensors are freed here
       p->grad = r.flat_grads.view(offset, p->value.shape());
       offset += p->value.numel();
+      if (layer_norm[k]) layer_norm_floats += p->value.numel();
     }
+    if (layer_norm_floats > 0) r.layer_norm_grads = r.flat_grads.view(0, {layer_norm_floats});
     const int d = r.groups.dp->rank();
     r.optimizer_part.name = "dp.part" + std::to_string(d);
     r.optimizer_part.value = r.flat_params.view(d * part, {part});
@@ -972,9 +990,10 @@ class TensorParallel : public Strategy {
     for (size_t t = 0; t < k; ++t) {
       std::vector<float> flat(static_cast<size_t>(length), 0.0f);
       size_t offset = 0;
-      for (const auto& tensors : per_parameter) {
-        std::copy(tensors[t].begin(), tensors[t].end(), flat.begin() + static_cast<std::ptrdiff_t>(offset));
-        offset += tensors[t].size();
+      for (size_t q : r.flat_order) {
+        const std::vector<float>& tensor = per_parameter[q][t];
+        std::copy(tensor.begin(), tensor.end(), flat.begin() + static_cast<std::ptrdiff_t>(offset));
+        offset += tensor.size();
       }
       mine[0].emplace_back(flat.begin() + d * part, flat.begin() + (d + 1) * part);
     }
@@ -1096,8 +1115,6 @@ void check_tensor_parallel_shape(const TrainConfig& c) {
   if (c.zero_stage == 1 && c.dp < 2)
     throw UsageError(kName, "--zero-stage 1 shards the optimizer state over the data-parallel group, and --dp " +
                                 std::to_string(c.dp) + " has one rank in it — add --dp D (D ≥ 2)");
-  if (c.zero_stage == 1 && c.sequence_parallel)
-    throw UsageError(kName, "--zero-stage 1 with --sequence-parallel is not written yet — drop one of them");
   // The replicas' groups are sub-groups of the world, which the shm and nccl backends do not make.
   if (c.dp > 1 && (c.launch == Launch::procs || c.comm == CommBackend::shm || c.comm == CommBackend::nccl))
     throw UsageError(kName, "--dp " + std::to_string(c.dp) + " with " +
