@@ -166,7 +166,7 @@ panels=(  # run panel size step [more options of scalelab-dash]
   "ddp-mp timeline 1000x270 12 --font-size 18 --only-lanes compute,comm"
   "gpipe pipeline 1100x290 12 --font-size 20"
   "1f1b pipeline 1100x290 12 --font-size 20"
-  "deep-zero-bubble pipeline 1100x290 4 --font-size 20"
+  "deep-zero-bubble pipeline 1100x260 4 --font-size 18"
   "zero2 memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-adam memory 560x300 12 --font-size 18 --memory-max $memory_max"
   "ddp-fp16 training 560x560 23 --font-size 18"

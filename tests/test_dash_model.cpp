@@ -1138,6 +1138,35 @@ TEST(DashLayerMemory, ManyLayersAreSummedIntoFewerBars) {
   EXPECT_EQ(group_layers(layers, 200).size(), 98u);
 }
 
+TEST(DashPipeline, ZeroBubbleBlocksIncludeTheWsAndTheFormulaHas3m) {
+  // 4 stages of mlp:32-24-16-12-8, m = 4, --schedule zero-bubble: each stage runs a block per
+  // (micro-batch, pass) — F, B and W (the wgrad phase) — each W after its B; the textbook share
+  // with F = B = W is (p − 1)/(3m + p − 1) = 3/15. A trace written and read back keeps the phase.
+  const DashboardModel m = trained("mlp:32-24-16-12-8", false, "pipeline", 4, [](TrainConfig& c) {
+    c.batch = 32;
+    c.micro_batches = 4;
+    c.schedule = Schedule::zero_bubble;
+  });
+  const PipelineAnalysis a = analyze_pipeline(m);
+  EXPECT_NEAR(a.zero_bubble_theory, 3.0 / 15.0, 1e-12);
+  ASSERT_FALSE(a.steps.empty());
+  const PipelineStep& s = a.steps.back();
+  EXPECT_TRUE(s.zero_bubble);
+  std::map<std::tuple<int, int, Phase>, int64_t> begin;  // (stage, micro-batch, pass) → its block's start
+  for (const PipelineBlock& b : s.blocks) begin[{b.stage, b.micro_batch, b.phase}] = b.begin_ns;
+  EXPECT_EQ(begin.size(), 4u * 4 * 3);  // stages × micro-batches × F, B and W
+  for (int stage = 0; stage < 4; ++stage)
+    for (int i = 0; i < 4; ++i)
+      EXPECT_GT(begin.at({stage, i, Phase::wgrad}), begin.at({stage, i, Phase::bwd})) << "stage " << stage << " mb " << i;
+  TempDir dir;
+  const std::string path = (dir.path / "zb.trace.json").string();
+  std::vector<Event> events(m.events().begin(), m.events().end());
+  write_chrome_trace(path, events, {}, {}, m.info());
+  const TraceContents back = read_chrome_trace(path);
+  EXPECT_EQ(std::count_if(back.events.begin(), back.events.end(), [](const Event& e) { return e.phase == Phase::wgrad; }),
+            std::count_if(events.begin(), events.end(), [](const Event& e) { return e.phase == Phase::wgrad; }));
+}
+
 TEST(DashPipeline, InterleavedBlocksNameTheirChunkAndTheFormulaHasV) {
   // 2 devices × 2 chunks of mlp:32-24-16-12-8 (device 0: layers 0 and 2, device 1: 1 and 3), m = 4:
   // every block is one (pass, micro-batch, chunk) task, and the textbook share is (p − 1)/(V·m + p − 1).

@@ -708,7 +708,9 @@ TEST(ParallelConfig, InvalidConfigurationsAreUsageErrors) {
   EXPECT_NE(usage_error(c).find("--micro-batches must be"), std::string::npos);
 
   c.micro_batches = 2;
-  EXPECT_THROW(parse_schedule("zero-bubble"), UsageError);
+  EXPECT_THROW(parse_schedule("zb-h2"), UsageError);
+  EXPECT_NE(test::message_of([] { parse_schedule("zb-h2"); }).find("gpipe, 1f1b, interleaved or zero-bubble"),
+            std::string::npos);
 
   // Interleaved: m a multiple of p, a layer per virtual stage, V ≥ 2 only with it, 2 devices.
   c = small_config("pipeline", 2, DeviceKind::cpu, "sgd");

@@ -372,8 +372,11 @@ std::string describe(const DashboardModel& model) {
   std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * rm.bubble_fraction);
   out << "bubble_share: " << pct << "\n";
   if (!pa.stage_devices.empty()) {
-    std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * pa.theory);
+    // Zero bubble's formula where the steps ran W blocks (F = B = W), else (p − 1)/(V·m + p − 1).
+    const bool zero_bubble = std::any_of(pa.steps.begin(), pa.steps.end(), [](const PipelineStep& s) { return s.zero_bubble; });
+    std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * (zero_bubble ? pa.zero_bubble_theory : pa.theory));
     out << "bubble_share_theory: " << pct << "\n";
+    if (zero_bubble) out << "schedule: zero-bubble\n";
   }
   out << "dp_copies: " << count_dp_copies(model) << "\n";
 

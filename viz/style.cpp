@@ -90,8 +90,9 @@ void legend_item(ImU32 color, const char* label) {
   ImGui::SameLine(0, 14);
 }
 
-void phase_legend() {
-  for (Phase p : {Phase::fwd, Phase::bwd, Phase::optim, Phase::comm, Phase::data}) legend_item(phase_color(p), phase_name(p));
+void phase_legend(bool weight_gradients) {
+  for (Phase p : {Phase::fwd, Phase::bwd, Phase::wgrad, Phase::optim, Phase::comm, Phase::data})
+    if (p != Phase::wgrad || weight_gradients) legend_item(phase_color(p), phase_name(p));
   legend_item(kIdleColor, "idle");
   ImGui::NewLine();
 }

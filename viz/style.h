@@ -36,8 +36,9 @@ void draw_hatched(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 fill = kIdleColor, I
 void draw_label_in(ImDrawList* dl, ImVec2 a, ImVec2 b, const char* text, ImU32 color = kLabelOnBlock);
 // A colour swatch and its label on the current line (for legends).
 void legend_item(ImU32 color, const char* label);
-// The legend of phases (fwd, bwd, optim, comm, data).
-void phase_legend();
+// The legend of phases (fwd, bwd, optim, comm, data; wgrad after bwd where a zero-bubble
+// pipeline ran its weight gradients as tasks of their own).
+void phase_legend(bool weight_gradients = false);
 // Pieces of text joined by " · ", a piece moved whole to the next line where it would not fit
 // (ImGui's wrapping breaks at a '.', "25.0" into "25." and "0").
 void flow_text(const std::vector<std::string>& pieces);

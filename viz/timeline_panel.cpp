@@ -155,6 +155,8 @@ class TimelinePanel : public Panel {
  private:
   std::vector<DrawnBlock> blocks_;  // reused every row and frame: no allocation while drawing
   bool dragged_ = false;
+  uint64_t legend_version_ = ~uint64_t{0};  // the model version has_wgrad_ was found for
+  bool has_wgrad_ = false;                  // a zero-bubble pipeline's W ops are in the trace
 
   // What the timeline shows top to bottom: a device and its rows, or (with more devices than
   // rows fit) a group of a node's devices and its merged rows, opened on a click.
@@ -222,7 +224,11 @@ class TimelinePanel : public Panel {
   }
 
   void draw_toolbar(const DashboardModel& model, ViewState& view) {
-    phase_legend();
+    if (model.version() != legend_version_) {  // W blocks (zero bubble) get their swatch
+      legend_version_ = model.version();
+      has_wgrad_ = std::any_of(model.events().begin(), model.events().end(), [](const Event& e) { return e.phase == Phase::wgrad; });
+    }
+    phase_legend(has_wgrad_);
     if (view.picture) return;  // a figure: the legend, not the controls
     ImGui::SameLine();
     ImGui::TextDisabled("wheel: zoom · drag: pan · click: move cursor");
