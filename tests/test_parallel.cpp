@@ -220,7 +220,6 @@ TEST(Pipeline, ZeroBubbleGivesTheBitsOf1F1BAndRunsEachWAfterItsB) {
       c.batch = k.batch;
       c.steps = 3;
       c.check_equivalence = false;
-      if (k.model == "gpt:2-32-2-8-96") c.dataset = "synthetic";
       c.schedule = zb ? Schedule::zero_bubble : Schedule::one_f_one_b;
       EventBus bus;
       checksum[zb] = train(c, bus).weights_checksum;
